@@ -1,0 +1,62 @@
+"""``rnn.py``: parse the command line, load the config, run the task, return the exit code.
+
+Only the framework's own errors (bad config, data or checkpoint) are caught and printed as a
+message; an exception from user code propagates untouched, so ``ipython --pdb rnn.py cfg.py``
+and ``python -m pdb`` stop in the frame where it was raised.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from framework import log
+from framework.config import load_config, parse_args
+from framework.errors import FrameworkError
+
+USAGE = """usage: rnn.py config.py [more_config.py ...] [++option value ...]
+       rnn.py --help-options
+
+Runs the task of a RETURNN-style Python config (train, eval or forward). Later config files
+and ++overrides (Python literals) take precedence over earlier ones."""
+
+
+def main(argv: list[str]) -> int:
+    """Run ``rnn.py`` with ``argv`` (without the program name)."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    if argv[0] == "--help-options":
+        from framework.options_doc import format_help
+
+        print(format_help())
+        return 0
+    try:
+        return _run(argv)
+    except FrameworkError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        log.to_files(f"ERROR: {exc}")
+        return exc.exit_code
+
+
+def _run(argv: list[str]) -> int:
+    files, overrides = parse_args(argv)
+    config = load_config(files, overrides)
+    log.setup(config.get("log_verbosity"), config.get("log"))
+
+    import torch  # after config validation: a typo is reported without waiting for torch
+
+    from framework.engine import Engine
+
+    task = config.get("task")
+    engine = Engine(config)
+    log.v4(f"rnn.py {' '.join(argv)}")
+    log.v4(f"task {task}, torch {torch.__version__}, device {engine.device}, {torch.get_num_threads()} threads")
+    if task == "train":
+        engine.train()
+    elif task == "eval":
+        engine.run_eval()
+    else:
+        from framework.forward import run_forward
+
+        run_forward(engine)
+    return 0

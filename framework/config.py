@@ -1,0 +1,194 @@
+"""Loading RETURNN-style Python configs: files, ``++key value`` overrides, validation, access.
+
+A config is one or more plain Python files executed, in order, in one shared namespace; its
+globals are the options. The namespace holds an injected ``config`` object, so code in the file
+can read overrides (``config.int("num_layers", 2)``) while the file is still executing.
+Overrides are applied to the namespace after the files ran, so functions in the config that
+read a global at call time see the overridden value.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import traceback
+import types
+from collections.abc import Iterable
+from typing import Any
+
+from framework import options
+from framework.errors import ConfigError
+
+_MISSING = object()
+
+# Closer than this to a registered option name, an unknown global is taken for a typo.
+_TYPO_CUTOFF = 0.85
+
+
+class Config:
+    """The options of one run: the config files' globals plus overrides, typed access."""
+
+    def __init__(self, values: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None):
+        self.namespace: dict[str, Any] = {} if values is None else values
+        self.overrides: dict[str, Any] = dict(overrides or {})
+        self.files: list[str] = []
+        self.namespace["config"] = self
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], *, validate: bool = True) -> Config:
+        """A config from a dict of option values, as if a file had defined them as globals."""
+        config = cls(dict(values))
+        if validate:
+            config.validate()
+        return config
+
+    def has(self, name: str) -> bool:
+        """Whether the config files or overrides set ``name``."""
+        return name in self.overrides or name in self.namespace
+
+    def typed_value(self, name: str, default: Any = _MISSING) -> Any:
+        """The value of ``name``: override, else the files' value, else the registered or given default."""
+        if name in self.overrides:
+            return self.overrides[name]
+        if name in self.namespace:
+            return self.namespace[name]
+        if default is not _MISSING:
+            return default
+        option = options.get(name)
+        if option is None:
+            raise KeyError(f"config has no value for {name!r} and it is not a registered option")
+        return option.default
+
+    get = typed_value
+
+    def __getitem__(self, name: str) -> Any:
+        return self.typed_value(name)
+
+    def __contains__(self, name: str) -> bool:
+        return self.has(name)
+
+    def int(self, name: str, default: Any = _MISSING) -> int | None:
+        """``name`` as an int (RETURNN's ``config.int``)."""
+        value = self.typed_value(name, default)
+        return None if value is None else int(value)
+
+    def float(self, name: str, default: Any = _MISSING) -> float | None:
+        """``name`` as a float."""
+        value = self.typed_value(name, default)
+        return None if value is None else float(value)
+
+    def bool(self, name: str, default: Any = _MISSING) -> bool:
+        """``name`` as a bool; strings such as "true"/"0" are understood."""
+        value = self.typed_value(name, default)
+        if isinstance(value, str):
+            return value.strip().lower() in ("1", "true", "yes", "on")
+        return bool(value)
+
+    def str(self, name: str, default: Any = _MISSING) -> str | None:
+        """``name`` as a str."""
+        value = self.typed_value(name, default)
+        return None if value is None else str(value)
+
+    def validate(self) -> None:
+        """Check every option value's type and flag globals that look like misspelled options."""
+        problems = []
+        for name, value in self.namespace.items():
+            if name == "config" or name.startswith("_") or isinstance(value, types.ModuleType):
+                continue
+            option = options.get(name)
+            if option is not None:
+                problem = option.check(value)
+                if problem:
+                    problems.append(problem + ".")
+                continue
+            guess = options.closest_name(name, cutoff=_TYPO_CUTOFF)
+            if guess is not None:
+                problems.append(
+                    f"{name!r} is not an option; did you mean {guess!r}? "
+                    f"(If it is a helper of your own, rename it or prefix it with '_'.)"
+                )
+        if problems:
+            where = f" in {', '.join(self.files)}" if self.files else ""
+            raise ConfigError(f"Invalid config{where}: " + " ".join(problems))
+
+
+def parse_override_value(text: str) -> Any:
+    """An override's value: a Python literal if it parses as one, else the plain string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+def parse_args(args: Iterable[str]) -> tuple[list[str], dict[str, Any]]:
+    """Split ``config.py [more.py ...] [++key value ...]`` into files and overrides."""
+    files: list[str] = []
+    overrides: dict[str, Any] = {}
+    args = list(args)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("++"):
+            key = arg[2:]
+            if not key.isidentifier():
+                raise ConfigError(f"Override {arg!r}: {key!r} is not a valid option name.")
+            if i + 1 >= len(args):
+                raise ConfigError(f"Override {arg!r} has no value; write '{arg} VALUE' (a Python literal).")
+            overrides[key] = parse_override_value(args[i + 1])
+            i += 2
+        elif arg.startswith("-"):
+            raise ConfigError(
+                f"Unknown command-line flag {arg!r}. Usage: rnn.py config.py [more.py ...] [++key value ...], "
+                f"or rnn.py --help-options."
+            )
+        else:
+            files.append(arg)
+            i += 1
+    return files, overrides
+
+
+def _exec_file(path: str, namespace: dict[str, Any]) -> None:
+    if not os.path.isfile(path):
+        raise ConfigError(f"Config file {path!r} does not exist (working directory: {os.getcwd()}).")
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as exc:
+        line = (exc.text or "").rstrip("\n")
+        caret = " " * max((exc.offset or 1) - 1, 0) + "^"
+        raise ConfigError(
+            f"Syntax error in config file {path}, line {exc.lineno}: {exc.msg}\n    {line}\n    {caret}"
+        ) from None
+    namespace["__file__"] = os.path.abspath(path)
+    namespace.setdefault("__name__", "__config__")
+    try:
+        exec(code, namespace)
+    except Exception as exc:
+        # Show the user's frames only: the first entry is this function's exec call.
+        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next))
+        raise ConfigError(
+            f"Executing config file {path} raised {type(exc).__name__}: {exc}\n"
+            f"Fix the config; the traceback inside it was:\n{details.rstrip()}"
+        ) from None
+
+
+def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Config:
+    """Execute the config files in one namespace, apply overrides, validate."""
+    if not files:
+        raise ConfigError("No config file given. Usage: rnn.py config.py [more.py ...] [++key value ...].")
+    config = Config(overrides=overrides)
+    for path in files:
+        config.files.append(path)
+        _exec_file(path, config.namespace)
+    for key, value in config.overrides.items():
+        if options.get(key) is None and key not in config.namespace:
+            guess = options.closest_name(key, cutoff=0.6)
+            hint = f" Did you mean {guess!r}?" if guess else ""
+            raise ConfigError(
+                f"Override ++{key}: {key!r} is neither a registered option nor a variable of the config.{hint} "
+                f"See rnn.py --help-options."
+            )
+        config.namespace[key] = value
+    config.validate()
+    return config

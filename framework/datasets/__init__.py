@@ -1,0 +1,79 @@
+"""Datasets, batching and ``extern_data``.
+
+A dataset is configured as ``{"class": "Name", **kwargs}`` with a framework class name, a
+``"module.Class"`` path or a callable; or given as a ``Dataset`` instance or a callable that
+returns one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from framework.datasets.base import Dataset
+from framework.datasets.mnist import MnistDataset
+from framework.datasets.numpy_dataset import NumpyDataset
+from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
+from framework.datasets.task12ax import Task12AXDataset
+from framework.errors import ConfigError
+from framework.util import accepted_kwargs, check_kwargs, import_by_name
+
+DATASET_CLASSES: dict[str, type[Dataset]] = {
+    cls.__name__: cls
+    for cls in (
+        NumpyDataset,
+        MnistDataset,
+        Task12AXDataset,
+        SyntheticRegressionDataset,
+        GaussianClustersDataset,
+        ObjectPatchesDataset,
+    )
+}
+
+__all__ = ["DATASET_CLASSES", "Dataset", "init_dataset", *DATASET_CLASSES]
+
+
+def _resolve_class(name: Any, option: str) -> Any:
+    if callable(name):
+        return name
+    if not isinstance(name, str):
+        raise ConfigError(f"{option}['class'] must be a class name, 'module.Class' or a callable, got {name!r}.")
+    if name in DATASET_CLASSES:
+        return DATASET_CLASSES[name]
+    if "." in name:
+        return import_by_name(name, option)
+    close = difflib.get_close_matches(name, list(DATASET_CLASSES), n=1, cutoff=0.5)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(
+        f"{option}: unknown dataset class {name!r}.{hint} Known: {', '.join(DATASET_CLASSES)}; "
+        f"or give 'module.Class' or a callable."
+    )
+
+
+def init_dataset(spec: Any, *, option: str, random_seed: int) -> Dataset:
+    """Build the dataset that option ``option`` (train, dev, ...) describes."""
+    if isinstance(spec, Dataset):
+        dataset = spec
+    elif isinstance(spec, str):
+        return init_dataset({"class": spec}, option=option, random_seed=random_seed)
+    elif callable(spec) and not isinstance(spec, dict):
+        dataset = spec()
+    elif isinstance(spec, dict):
+        kwargs = dict(spec)
+        if "class" not in kwargs:
+            raise ConfigError(
+                f"{option} = {spec!r} has no 'class'; e.g. {{'class': 'MnistDataset', 'split': 'train'}}."
+            )
+        cls = _resolve_class(kwargs.pop("class"), option)
+        check_kwargs(cls, kwargs, option)
+        accepted = accepted_kwargs(cls)
+        if accepted is not None and "random_seed" in accepted:
+            kwargs.setdefault("random_seed", random_seed)
+        dataset = cls(**kwargs)
+    else:
+        raise ConfigError(f"{option} must be a dataset dict, a Dataset or a callable returning one, got {spec!r}.")
+    if not isinstance(dataset, Dataset):
+        raise ConfigError(f"{option} did not produce a framework.datasets.Dataset but {type(dataset).__name__}.")
+    if dataset.seq_ordering is None:
+        dataset.seq_ordering = "random" if option == "train" else "default"
+    return dataset

@@ -1,0 +1,134 @@
+"""The dataset interface: a finite list of sequences, each a dict of numpy arrays.
+
+A non-sequence entry (an MNIST image) is a sequence of length 1 for batching purposes, as in
+RETURNN. Subclasses implement ``num_seqs``, ``get_seq`` and ``key_info``; ``get_batch`` and
+``seq_lengths`` have generic implementations that in-memory datasets replace with fast ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from framework.errors import ConfigError
+
+SEQ_ORDERINGS = ("default", "random", "sorted", "sorted_reverse", "laplace:N")
+
+
+class Dataset:
+    """Base class of all datasets.
+
+    :param seq_ordering: "default" (dataset order), "random" (reshuffled every epoch), "sorted",
+        "sorted_reverse" (by length), or "laplace:N" (random buckets of N sequences, each sorted
+        by length, alternating direction: little padding, still shuffled). None: "random" for
+        the train dataset, "default" otherwise.
+    :param partition_epoch: split each pass over the data into this many sub-epochs.
+    :param random_seed: shuffling seed; the engine passes the config's ``random_seed``.
+    """
+
+    def __init__(self, *, seq_ordering: str | None = None, partition_epoch: int = 1, random_seed: int = 0):
+        if seq_ordering is not None and not _valid_seq_ordering(seq_ordering):
+            raise ConfigError(
+                f"{type(self).__name__}: seq_ordering {seq_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)}."
+            )
+        if partition_epoch < 1:
+            raise ConfigError(f"{type(self).__name__}: partition_epoch must be >= 1, got {partition_epoch}.")
+        self.seq_ordering = seq_ordering
+        self.partition_epoch = partition_epoch
+        self.random_seed = random_seed
+        self.name = type(self).__name__
+
+    # -- to implement -------------------------------------------------------------------------
+    @property
+    def num_seqs(self) -> int:
+        """Number of sequences in one full pass."""
+        raise NotImplementedError
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        """``{key: {"shape": (None, 9), "dtype": "float32", "sparse_dim": None}}`` per data key.
+
+        ``shape`` excludes the batch axis; None marks a variable-length axis.
+        """
+        raise NotImplementedError
+
+    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+        """Sequence ``index``: one array per key, shaped like ``key_info`` (without batch axis)."""
+        raise NotImplementedError
+
+    # -- generic implementations ----------------------------------------------------------------
+    def seq_lengths(self) -> np.ndarray:
+        """Frames per sequence (the longest variable axis; 1 for fixed-shape data), for batching."""
+        variable = [k for k, info in self.key_info().items() if None in info["shape"]]
+        if not variable:
+            return np.ones(self.num_seqs, dtype=np.int64)
+        lengths = np.zeros(self.num_seqs, dtype=np.int64)
+        for i in range(self.num_seqs):
+            seq = self.get_seq(i)
+            lengths[i] = max(seq[k].shape[0] for k in variable)
+        return lengths
+
+    def get_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """Collate the sequences ``indices`` into padded arrays plus ``key:seq_len`` lengths."""
+        seqs = [self.get_seq(int(i)) for i in indices]
+        return collate(seqs, self.key_info())
+
+    def get_seq_order(self, epoch: int) -> np.ndarray:
+        """The sequence indices of (sub-)epoch ``epoch`` (1-based), in the order they are used."""
+        full_epoch, part = divmod(epoch - 1, self.partition_epoch)
+        order = self._full_epoch_order(full_epoch + 1)
+        return np.array_split(order, self.partition_epoch)[part]
+
+    def _full_epoch_order(self, full_epoch: int) -> np.ndarray:
+        ordering = self.seq_ordering or "default"
+        rng = np.random.default_rng([self.random_seed, full_epoch])
+        n = self.num_seqs
+        if ordering == "default":
+            return np.arange(n)
+        if ordering == "random":
+            return rng.permutation(n)
+        lengths = self.seq_lengths()
+        if ordering == "sorted":
+            return np.argsort(lengths, kind="stable")
+        if ordering == "sorted_reverse":
+            return np.argsort(-lengths, kind="stable")
+        bucket = int(ordering.split(":")[1])
+        order = rng.permutation(n)
+        chunks = [order[i : i + bucket] for i in range(0, n, bucket)]
+        sorted_chunks = []
+        for k, chunk in enumerate(chunks):
+            chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+            sorted_chunks.append(chunk if k % 2 == 0 else chunk[::-1])
+        return np.concatenate(sorted_chunks) if sorted_chunks else order
+
+    def __repr__(self) -> str:
+        return f"<{self.name}: {self.num_seqs} seqs>"
+
+
+def _valid_seq_ordering(ordering: str) -> bool:
+    if ordering in ("default", "random", "sorted", "sorted_reverse"):
+        return True
+    if ordering.startswith("laplace:"):
+        return ordering.split(":", 1)[1].isdigit() and int(ordering.split(":", 1)[1]) > 0
+    return False
+
+
+def collate(seqs: list[dict[str, np.ndarray]], key_info: dict[str, dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Stack sequences into batch arrays; variable-length keys are zero-padded and get ``key:seq_len``."""
+    batch: dict[str, np.ndarray] = {}
+    for key, info in key_info.items():
+        arrays = [seq[key] for seq in seqs]
+        if None not in info["shape"]:
+            batch[key] = np.stack(arrays)
+            continue
+        batch[key], batch[key + ":seq_len"] = pad_sequences(arrays)
+    return batch
+
+
+def pad_sequences(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-pad arrays [T_i, ...] along axis 0 into [B, max T, ...]; also return the lengths."""
+    lengths = np.array([a.shape[0] for a in arrays], dtype=np.int64)
+    padded = np.zeros((len(arrays), int(lengths.max(initial=0))) + arrays[0].shape[1:], dtype=arrays[0].dtype)
+    for i, a in enumerate(arrays):
+        padded[i, : a.shape[0]] = a
+    return padded, lengths

@@ -1,0 +1,103 @@
+"""From a dataset to device batches: batch planning, collation, label checks, DataLoader workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from framework.datasets.base import Dataset
+from framework.datasets.batching import make_batches
+from framework.datasets.extern_data import DataKey, label_error
+from framework.errors import DataError
+
+
+class BatchLoader:
+    """Delivers the batches of one dataset as ``(sequence indices, {key: tensor})``.
+
+    The batch plan of an epoch (which sequences go together) is fixed before the epoch starts,
+    so the number of steps is known for progress reports, and a step can be identified and
+    replayed by its sequence indices.
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        extern_data: dict[str, DataKey],
+        *,
+        option: str,
+        batch_size: int,
+        max_seqs: int | None,
+        device: torch.device,
+        dataloader_opts: dict[str, Any] | None = None,
+    ):
+        self.dataset = dataset
+        self.extern_data = extern_data
+        self.option = option
+        self.batch_size = batch_size
+        self.max_seqs = max_seqs
+        self.device = device
+        self.dataloader_opts = dict(dataloader_opts or {})
+
+    def plan(self, epoch: int) -> list[np.ndarray]:
+        """The batches of ``epoch`` as arrays of sequence indices."""
+        order = self.dataset.get_seq_order(epoch)
+        return make_batches(order, self.dataset.seq_lengths(), self.batch_size, self.max_seqs)
+
+    def numpy_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """The declared keys of sequences ``indices``, converted to the declared dtypes and checked."""
+        raw = self.dataset.get_batch(indices)
+        batch = {}
+        for key, declared in self.extern_data.items():
+            array = raw[key].astype(declared.dtype, copy=False)
+            if (
+                declared.sparse_dim is not None
+                and array.size
+                and (array.min() < 0 or array.max() >= declared.sparse_dim)
+            ):
+                self._raise_label_error(key, array, raw.get(key + ":seq_len"), indices, declared.sparse_dim)
+            batch[key] = array
+            if declared.variable:
+                batch[key + ":seq_len"] = raw[key + ":seq_len"]
+        return batch
+
+    def _raise_label_error(self, key, array, seq_lens, indices, sparse_dim) -> None:
+        for row, seq_index in enumerate(indices):
+            values = array[row] if seq_lens is None else array[row, : seq_lens[row]]
+            bad = (values < 0) | (values >= sparse_dim)
+            if bad.any():
+                where = f"dataset {self.option!r} ({self.dataset.name})"
+                raise DataError(label_error(key, int(values[bad].flat[0]), int(seq_index), sparse_dim, where))
+
+    def tensor_batch(self, indices: np.ndarray) -> dict[str, torch.Tensor]:
+        """Like ``numpy_batch``, as CPU tensors."""
+        return {key: torch.from_numpy(np.ascontiguousarray(a)) for key, a in self.numpy_batch(indices).items()}
+
+    def iterate(self, plan: list[np.ndarray]) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
+        """Yield each planned batch on the device, loading in worker processes if configured."""
+        non_blocking = self.device.type == "cuda"
+        if self.dataloader_opts.get("num_workers", 0) > 0:
+            loader = torch.utils.data.DataLoader(
+                _PlannedBatches(self, plan), batch_size=None, shuffle=False, **self.dataloader_opts
+            )
+            source = zip(plan, loader, strict=True)
+        else:
+            source = ((indices, self.tensor_batch(indices)) for indices in plan)
+        for indices, batch in source:
+            yield indices, {key: t.to(self.device, non_blocking=non_blocking) for key, t in batch.items()}
+
+
+class _PlannedBatches(torch.utils.data.Dataset):
+    """The batch plan as a map-style torch dataset, one item per batch, for DataLoader workers."""
+
+    def __init__(self, loader: BatchLoader, plan: list[np.ndarray]):
+        self.loader = loader
+        self.plan = plan
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return self.loader.tensor_batch(self.plan[i])

@@ -1,0 +1,60 @@
+"""RETURNN's classic toy task: 12AX, a sequence task that needs memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from framework.datasets.numpy_dataset import NumpyDataset
+
+SYMBOLS = "123ABCXYZ"
+
+
+def label_12ax(symbols: str) -> np.ndarray:
+    """Per-frame targets: 1 where the current symbol completes A-X after a 1, or B-Y after a 2."""
+    labels = np.zeros(len(symbols), dtype=np.int64)
+    context = None
+    for t, symbol in enumerate(symbols):
+        if symbol in "12":
+            context = symbol
+        elif t > 0 and (context, symbols[t - 1], symbol) in (("1", "A", "X"), ("2", "B", "Y")):
+            labels[t] = 1
+    return labels
+
+
+class Task12AXDataset(NumpyDataset):
+    """Variable-length sequences over ``123ABCXYZ``; the target at each frame is 1 iff the frame
+    closes the pattern selected by the last digit (1: A then X; 2: B then Y), else 0.
+
+    Keys: ``data`` [T] int64 (sparse_dim 9), ``classes`` [T] int64 (sparse_dim 2).
+
+    :param num_seqs: number of sequences (generated deterministically from ``data_seed``).
+    :param min_len: shortest sequence length; ``max_len`` the longest.
+    """
+
+    def __init__(
+        self, *, num_seqs: int = 1000, min_len: int = 10, max_len: int = 50, data_seed: int = 1, **kwargs: Any
+    ):
+        rng = np.random.default_rng(data_seed)
+        inputs, targets = [], []
+        for _ in range(num_seqs):
+            symbols = _generate(rng, int(rng.integers(min_len, max_len + 1)))
+            inputs.append(np.array([SYMBOLS.index(s) for s in symbols], dtype=np.int64))
+            targets.append(label_12ax(symbols))
+        super().__init__({"data": inputs, "classes": targets}, sparse_dims={"data": 9, "classes": 2}, **kwargs)
+
+
+def _generate(rng: np.random.Generator, length: int) -> str:
+    # Digits change the context now and then; in between come letter pairs, biased towards the
+    # A-X / B-Y patterns so that both targets occur often, plus distractors (3, C, Z).
+    out = [str(rng.choice(["1", "2"]))]
+    while len(out) < length:
+        r = rng.random()
+        if r < 0.1:
+            out.append(str(rng.choice(["1", "2", "3"])))
+        elif r < 0.8:
+            out.extend([str(rng.choice(["A", "B"])), str(rng.choice(["X", "Y"]))])
+        else:
+            out.append(str(rng.choice(list("ABCXYZ"))))
+    return "".join(out[:length])

