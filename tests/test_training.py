@@ -1,0 +1,179 @@
+"""The training loop, in process: reproducibility, accumulation, optimizers, clipping, schedules."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import framework
+from framework import log
+from framework.config import Config
+from framework.engine import Engine
+from framework.errors import ConfigError
+from framework.events import Event
+
+
+@pytest.fixture(autouse=True)
+def quiet_log():
+    log.setup(verbosity=2)
+
+
+def _train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["data"])
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+    run_ctx.mark_as_loss(name="fer", loss=(logits.argmax(-1) != extern_data["classes"]).float().mean(), as_error=True)
+
+
+def _options(**overrides):
+    values = {
+        "train": {"class": "GaussianClustersDataset", "split": "train", "num_seqs": 90, "dim": 4},
+        "dev": {"class": "GaussianClustersDataset", "split": "test", "num_seqs": 90, "dim": 4},
+        "batch_size": 8,
+        "num_epochs": 2,
+        "optimizer": {"class": "adam"},
+        "learning_rate": 1e-2,
+        "get_model": lambda **_: nn.Sequential(nn.Linear(4, 16), nn.Dropout(0.2), nn.Tanh(), nn.Linear(16, 3)),
+        "train_step": _train_step,
+    }
+    values.update(overrides)
+    return values
+
+
+def _train(**overrides) -> Engine:
+    engine = Engine(Config.from_dict(_options(**overrides)))
+    engine.train()
+    return engine
+
+
+def _params(engine):
+    return {k: v.detach().clone() for k, v in engine.model.state_dict().items()}
+
+
+def test_same_seed_gives_bit_identical_parameters_and_another_seed_does_not():
+    a, b = _params(_train()), _params(_train())
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    c = _params(_train(random_seed=7))
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+@pytest.mark.parametrize("optimizer", [{"class": "sgd"}, {"class": "adam"}])
+def test_gradient_accumulation_equals_the_larger_batch(optimizer):
+    # 90 train entries -> 72: batches of 8 with a partial last one, so the windows differ in size.
+    big = _params(_train(batch_size=16, optimizer=optimizer, num_epochs=2))
+    accumulated = _params(_train(batch_size=8, accum_grad_multiple_step=2, optimizer=optimizer, num_epochs=2))
+    for key in big:
+        torch.testing.assert_close(accumulated[key], big[key], rtol=1e-5, atol=1e-6)
+    single = _params(_train(batch_size=8, optimizer=optimizer, num_epochs=2))
+    assert not all(torch.allclose(single[k], big[k], atol=1e-4) for k in big)
+
+
+def test_as_error_losses_are_reported_but_not_optimized():
+    def only_error(*, model, extern_data, run_ctx, **_kwargs):
+        run_ctx.mark_as_loss(name="fer", loss=model(extern_data["data"]).sum() * 0, as_error=True)
+
+    with pytest.raises(ValueError, match="marked no loss to optimize"):
+        _train(train_step=only_error)
+    engine = _train(num_epochs=1)
+    scores = engine.lr_control.scores[1]
+    assert set(scores) == {"train_ce", "train_fer", "dev_ce", "dev_fer"}
+    assert 0.0 <= scores["dev_fer"] <= 1.0
+
+
+def test_get_run_ctx_returns_the_step_context_and_scale_weights_the_loss():
+    seen = []
+
+    def step(*, model, extern_data, run_ctx, **_kwargs):
+        seen.append(framework.get_run_ctx() is run_ctx)
+        _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx)
+        run_ctx.mark_as_loss(name="l2", loss=sum(p.pow(2).sum() for p in model.parameters()), scale=0.0)
+
+    _train(train_step=step, num_epochs=1)
+    assert seen and all(seen)
+    with pytest.raises(RuntimeError, match="outside of a train/forward step"):
+        framework.get_run_ctx()
+
+
+def test_optimizers_by_name_module_path_and_returnn_spelling():
+    engine = _train(optimizer={"class": "adamw", "weight_decay": 0.1, "epsilon": 1e-7}, num_epochs=1)
+    assert isinstance(engine.optimizer, torch.optim.AdamW)
+    assert engine.optimizer.param_groups[0]["eps"] == 1e-7 and engine.optimizer.param_groups[0]["weight_decay"] == 0.1
+    engine = _train(optimizer={"class": "torch.optim.SGD", "momentum": 0.9}, num_epochs=1)
+    assert isinstance(engine.optimizer, torch.optim.SGD)
+    with pytest.raises(ConfigError, match="has no parameter 'momentun'. Did you mean 'momentum'"):
+        _train(optimizer={"class": "sgd", "momentun": 0.9})
+    with pytest.raises(ConfigError, match="unknown class 'adamm'"):
+        _train(optimizer="adamm")
+
+
+def test_gradient_clipping_bounds_every_update():
+    norms = []
+    values = []
+
+    def record(engine):
+        grads = [p.grad for p in engine.model.parameters()]
+        norms.append(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])).item())
+        values.append(max(g.abs().max().item() for g in grads))
+
+    engine = Engine(Config.from_dict(_options(gradient_clip_global_norm=0.01, optimizer={"class": "sgd"})))
+    # Clipping subscribes to BEFORE_OPTIMIZER_STEP during setup; subscribing at STARTUP records after it.
+    engine.callbacks.on(Event.STARTUP, lambda e: e.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, record))
+    engine.train()
+    assert norms and max(norms) <= 0.01 * (1 + 1e-4)
+
+    values.clear()
+    engine = Engine(Config.from_dict(_options(gradient_clip=0.001, optimizer={"class": "sgd"})))
+    engine.callbacks.on(Event.STARTUP, lambda e: e.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, record))
+    engine.train()
+    assert values and max(values) <= 0.001 * (1 + 1e-6)  # float32 rounding of the bound
+
+
+def test_newbob_decays_when_the_dev_score_does_not_improve_enough():
+    common = dict(learning_rate_control="newbob", learning_rate=1e-3, num_epochs=5, optimizer={"class": "sgd"})
+    # A threshold of -1 demands an impossible improvement of 100%: every decision decays.
+    engine = _train(newbob_relative_error_threshold=-1.0, **common)
+    assert engine.lr_control.epoch_lrs == {1: 1e-3, 2: 1e-3, 3: 5e-4, 4: 2.5e-4, 5: 1.25e-4}
+    engine = _train(newbob_relative_error_threshold=-1.0, min_learning_rate=4e-4, **common)
+    assert engine.lr_control.epoch_lrs == {1: 1e-3, 2: 1e-3, 3: 5e-4, 4: 4e-4, 5: 4e-4}
+    engine = _train(newbob_relative_error_threshold=1e9, **common)
+    assert set(engine.lr_control.epoch_lrs.values()) == {1e-3}
+    constant = _train(learning_rates=[1e-4, 2e-4], num_epochs=3)
+    assert constant.lr_control.epoch_lrs == {1: 1e-4, 2: 2e-4, 3: 2e-4}
+
+
+def test_newbob_with_an_unknown_error_measure_names_the_available_scores():
+    with pytest.raises(ConfigError, match="dev_ce"):
+        _train(learning_rate_control="newbob", learning_rate_control_error_measure="dev_loss", num_epochs=3)
+
+
+def test_dynamic_learning_rate_is_applied_every_step():
+    seen = []
+
+    def schedule(*, global_train_step, epoch, learning_rate, **_kwargs):
+        return learning_rate * (global_train_step + 1)
+
+    engine = Engine(Config.from_dict(_options(dynamic_learning_rate=schedule, learning_rate=1e-4, num_epochs=1)))
+    engine.callbacks.on(Event.AFTER_FORWARD, lambda e: seen.append(e.optimizer.param_groups[0]["lr"]))
+    engine.train()
+    assert seen == pytest.approx([1e-4 * (i + 1) for i in range(len(seen))]) and len(seen) == engine.global_step
+
+
+def test_events_fire_in_order_for_each_step():
+    events = []
+    engine = Engine(Config.from_dict(_options(num_epochs=1, accum_grad_multiple_step=3)))
+    for event in Event:
+        engine.callbacks.on(event, lambda e, ev=event: events.append(ev))
+    engine.train()
+    per_step = [e for e in events if e not in (Event.STARTUP, Event.EPOCH_START, Event.EPOCH_END, Event.FINISH)]
+    assert events[:3] == [Event.STARTUP, Event.EPOCH_START, Event.STEP_START]
+    assert per_step[:4] == [Event.STEP_START, Event.AFTER_FORWARD, Event.AFTER_BACKWARD, Event.STEP_END]
+    assert per_step.count(Event.BEFORE_OPTIMIZER_STEP) == int(np.ceil(engine.global_step / 3))
+    assert events[-2:] == [Event.EPOCH_END, Event.FINISH]
+
+
+def test_non_scalar_loss_is_rejected_with_advice():
+    def step(*, model, extern_data, run_ctx, **_kwargs):
+        logits = model(extern_data["data"])
+        run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"], reduction="none"))
+
+    with pytest.raises(ValueError, match=r"'ce'\): loss must be a scalar, got shape \(8,\)"):
+        _train(train_step=step)
