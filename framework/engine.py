@@ -66,16 +66,13 @@ class Engine:
     def train(self) -> None:
         """Train for ``num_epochs``, resuming from the newest checkpoint of ``model`` if there is one."""
         num_epochs = self.config.int("num_epochs")
-        self._init_data(["train", "dev", "eval"], required="train")
-        if not self._init_model_for_training(num_epochs):
+        if not self.init_train():
             return
-        self.optimizer.zero_grad(set_to_none=True)
-        self.callbacks.emit(Event.STARTUP, self)
         for epoch in range(self.epoch + 1, num_epochs + 1):
             self.epoch = epoch
             self._set_learning_rate(self.lr_control.learning_rate(epoch))
             start = time.perf_counter()
-            train_scores = self._train_epoch()
+            train_scores = self.train_epoch()
             log.v3(
                 f"Epoch {epoch} train: {format_scores(train_scores)}, {self.steps_in_epoch} steps, "
                 f"{time.perf_counter() - start:.1f} sec, lr {self.learning_rate:g}"
@@ -91,7 +88,17 @@ class Engine:
             self._save_checkpoint()
         self.callbacks.emit(Event.FINISH, self)
 
-    def _train_epoch(self) -> dict[str, float]:
+    def init_train(self) -> bool:
+        """Datasets, model and optimizer, fresh or resumed; False if training is already complete."""
+        self._init_data(["train", "dev", "eval"], required="train")
+        if not self._init_model_for_training(self.config.int("num_epochs")):
+            return False
+        self.optimizer.zero_grad(set_to_none=True)
+        self.callbacks.emit(Event.STARTUP, self)
+        return True
+
+    def train_epoch(self) -> dict[str, float]:
+        """One pass over the train dataset's batches of ``self.epoch``; returns the train scores."""
         loader = self.loaders["train"]
         plan = loader.plan(self.epoch)
         accum = self.config.int("accum_grad_multiple_step")

@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 import torch
-
 from conftest import ROOT, TINY_CONFIG, run_rnn, write_config
 
 STEP_LINE = re.compile(
@@ -32,7 +31,11 @@ def test_train_logs_steps_and_epochs_to_stdout_and_log_file(tmp_path):
     assert log_file.read_text() == result.stdout
     assert sorted(os.listdir(tmp_path)) == ["logs", "model.001.pt", "model.002.pt"]
     state = torch.load(tmp_path / "model.002.pt", weights_only=True)
-    assert state["epoch"] == 2 and state["global_step"] == 20 and set(state) >= {"optimizer", "rng", "learning_rate_control"}
+    assert (
+        state["epoch"] == 2
+        and state["global_step"] == 20
+        and set(state) >= {"optimizer", "rng", "learning_rate_control"}
+    )
 
 
 def test_rerun_resumes_from_the_newest_checkpoint_and_appends_to_the_log(tmp_path):
@@ -54,8 +57,9 @@ def test_sigkill_at_any_moment_then_resume_ends_with_the_uninterrupted_parameter
     prefix = tmp_path / "run" / "model"
     args = [TINY_CONFIG, "++model", str(prefix), "++num_epochs", "4", "++step_sleep", "0.02"]
     for wait_for_epoch, extra_delay in [(1, 0.1), (2, 0.0)]:
-        process = subprocess.Popen([sys.executable, os.path.join(ROOT, "rnn.py"), *args],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "rnn.py"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.time() + 60
         while not os.path.exists(f"{prefix}.{wait_for_epoch:03d}.pt") and time.time() < deadline:
             time.sleep(0.005)
@@ -107,12 +111,16 @@ def test_config_errors_exit_with_code_2_and_a_clear_message(tmp_path):
 
 
 def test_labels_outside_sparse_dim_stop_before_the_first_step(tmp_path):
-    config = write_config(tmp_path, open(TINY_CONFIG).read() + (
-        "\nimport numpy as np\n"
-        "_labels = np.arange(40) % 3\n"
-        "_labels[17] = 3\n"
-        "train = {'class': 'NumpyDataset', 'arrays': {'data': np.ones((40, 4), 'float32'), 'classes': _labels}}\n"
-    ))
+    config = write_config(
+        tmp_path,
+        open(TINY_CONFIG).read()
+        + (
+            "\nimport numpy as np\n"
+            "_labels = np.arange(40) % 3\n"
+            "_labels[17] = 3\n"
+            "train = {'class': 'NumpyDataset', 'arrays': {'data': np.ones((40, 4), 'float32'), 'classes': _labels}}\n"
+        ),
+    )
     result = run_rnn(config, "++model", str(tmp_path / "model"), "++log_verbosity", "5")
     assert result.returncode == 2
     assert "key 'classes' has the value 3 at sequence index 17, outside [0, 3)" in result.stderr
@@ -133,10 +141,18 @@ def test_forward_writes_outputs_and_eval_scores_a_checkpoint(tmp_path):
 def test_forward_of_variable_length_outputs_keeps_sequence_lengths(tmp_path):
     config = os.path.join(ROOT, "configs", "task12ax_lstm.py")
     prefix = str(tmp_path / "model")
-    common = ["++model", prefix, "++train", "{'class': 'Task12AXDataset', 'num_seqs': 40}",
-              "++dev", "{'class': 'Task12AXDataset', 'num_seqs': 10, 'data_seed': 5}"]
+    common = [
+        "++model",
+        prefix,
+        "++train",
+        "{'class': 'Task12AXDataset', 'num_seqs': 40}",
+        "++dev",
+        "{'class': 'Task12AXDataset', 'num_seqs': 10, 'data_seed': 5}",
+    ]
     assert run_rnn(config, *common, "++num_epochs", "1").returncode == 0
-    result = run_rnn(config, *common, "++task", "'forward'", "++forward_data", "'dev'", "++output_file", f"{prefix}.npz")
+    result = run_rnn(
+        config, *common, "++task", "'forward'", "++forward_data", "'dev'", "++output_file", f"{prefix}.npz"
+    )
     assert result.returncode == 0, result.stderr
     out = np.load(f"{prefix}.npz")
     lengths = out["prob_target:seq_len"]
@@ -145,11 +161,15 @@ def test_forward_of_variable_length_outputs_keeps_sequence_lengths(tmp_path):
 
 
 def test_exception_in_user_code_keeps_its_traceback_and_exits_non_zero(tmp_path):
-    config = write_config(tmp_path, open(TINY_CONFIG).read() + (
-        "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
-        "    secret_local = 'found-me'\n"
-        "    raise RuntimeError('boom in user code')\n"
-    ))
+    config = write_config(
+        tmp_path,
+        open(TINY_CONFIG).read()
+        + (
+            "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
+            "    secret_local = 'found-me'\n"
+            "    raise RuntimeError('boom in user code')\n"
+        ),
+    )
     result = run_rnn(config)
     assert result.returncode == 1
     assert "RuntimeError: boom in user code" in result.stderr
@@ -157,6 +177,9 @@ def test_exception_in_user_code_keeps_its_traceback_and_exits_non_zero(tmp_path)
     # The debugger lands in the user's frame, with its locals.
     debugged = subprocess.run(
         [sys.executable, "-m", "pdb", "-c", "continue", os.path.join(ROOT, "rnn.py"), config],
-        input="p secret_local\nquit\n", capture_output=True, text=True, timeout=120,
+        input="p secret_local\nquit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert "'found-me'" in debugged.stdout, debugged.stdout[-2000:]

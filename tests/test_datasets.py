@@ -146,11 +146,15 @@ def test_object_patches_boxes_match_the_pixels():
     for i in range(20):
         patch, box, label = dataset.arrays["data"][i], dataset.arrays["boxes"][i] * 16, dataset.arrays["classes"][i]
         x0, y0, x1, y1 = box.round().astype(int)
-        assert np.all(patch[y0:y1, x0:x1] == (label + 1) / 2) and patch.sum() == pytest.approx((x1 - x0) * (y1 - y0) * (label + 1) / 2)
+        assert np.all(patch[y0:y1, x0:x1] == (label + 1) / 2) and patch.sum() == pytest.approx(
+            (x1 - x0) * (y1 - y0) * (label + 1) / 2
+        )
 
 
 def test_init_dataset_resolves_names_paths_and_callables_with_clear_errors():
-    ds = init_dataset({"class": "framework.datasets.GaussianClustersDataset", "num_seqs": 10}, option="dev", random_seed=1)
+    ds = init_dataset(
+        {"class": "framework.datasets.GaussianClustersDataset", "num_seqs": 10}, option="dev", random_seed=1
+    )
     assert ds.num_seqs == 8 and ds.seq_ordering == "default"
     ds = init_dataset(lambda: NumpyDataset({"x": np.zeros((3, 1))}), option="train", random_seed=1)
     assert ds.seq_ordering == "random"
@@ -187,8 +191,14 @@ def test_labels_outside_sparse_dim_are_named_per_batch_for_streamed_data():
     import torch
 
     extern = parse_extern_data({"classes": {"shape": (None,), "sparse_dim": 3}})
-    loader = BatchLoader(_StreamedDataset(seq_ordering="default"), extern, option="train", batch_size=100,
-                         max_seqs=None, device=torch.device("cpu"))
+    loader = BatchLoader(
+        _StreamedDataset(seq_ordering="default"),
+        extern,
+        option="train",
+        batch_size=100,
+        max_seqs=None,
+        device=torch.device("cpu"),
+    )
     with pytest.raises(DataError, match="value 5 at sequence index 4"):
         list(loader.iterate(loader.plan(1)))
 
@@ -209,7 +219,9 @@ def test_dataloader_workers_deliver_the_same_batches():
     import torch
 
     dataset = Task12AXDataset(num_seqs=30, seq_ordering="random", random_seed=2)
-    extern = parse_extern_data({"data": {"shape": (None,), "sparse_dim": 9}, "classes": {"shape": (None,), "sparse_dim": 2}})
+    extern = parse_extern_data(
+        {"data": {"shape": (None,), "sparse_dim": 9}, "classes": {"shape": (None,), "sparse_dim": 2}}
+    )
     kwargs = dict(option="train", batch_size=60, max_seqs=4, device=torch.device("cpu"))
     plain = BatchLoader(dataset, extern, **kwargs)
     workers = BatchLoader(dataset, extern, dataloader_opts={"num_workers": 2}, **kwargs)

@@ -173,7 +173,9 @@ def test_events_fire_in_order_for_each_step():
 def test_non_scalar_loss_is_rejected_with_advice():
     def step(*, model, extern_data, run_ctx, **_kwargs):
         logits = model(extern_data["data"])
-        run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"], reduction="none"))
+        run_ctx.mark_as_loss(
+            name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"], reduction="none")
+        )
 
     with pytest.raises(ValueError, match=r"'ce'\): loss must be a scalar, got shape \(8,\)"):
         _train(train_step=step)

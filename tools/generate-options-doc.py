@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write docs/options.rst from the option registry (framework/options.py).
 
-    python tools/generate-options-doc.py          # rewrite the file
-    python tools/generate-options-doc.py --check  # exit 1 if the file is stale
+python tools/generate-options-doc.py          # rewrite the file
+python tools/generate-options-doc.py --check  # exit 1 if the file is stale
 """
 
 import os

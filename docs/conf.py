@@ -1,0 +1,5 @@
+"""Sphinx configuration: ``sphinx-build docs docs/_build``."""
+
+project = "framework"
+extensions = []
+exclude_patterns = ["_build"]

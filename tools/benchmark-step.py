@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Time the framework's training step against a hand-written PyTorch loop.
+
+Same model (MLP 784-512-512-10), same data (MNIST digits, batches of 64 in the same order), same
+initial parameters, one thread. Epochs of the two alternate, so that machine noise hits both
+alike; the ratio of the median step times is printed. Target: at most 1.05.
+
+    python tools/benchmark-step.py [--rounds 15] [--startup]
+
+``--startup`` also measures the import time of ``framework`` and the time from starting
+``python rnn.py`` to its first training step.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from framework import log  # noqa: E402
+from framework.config import Config  # noqa: E402
+from framework.datasets import MnistDataset  # noqa: E402
+from framework.engine import Engine  # noqa: E402
+
+
+def make_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+def train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["data"])
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+
+
+class HandWrittenLoop:
+    """The loop a PyTorch user writes by hand: index tensors, forward, backward, step."""
+
+    def __init__(self, dataset: MnistDataset, initial_state: dict):
+        self.inputs = torch.from_numpy(dataset.arrays["data"])
+        self.targets = torch.from_numpy(dataset.arrays["classes"])
+        self.dataset = dataset
+        self.model = make_model()
+        self.model.load_state_dict(initial_state)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+    def epoch(self, epoch: int, batch_size: int) -> int:
+        order = torch.from_numpy(self.dataset.get_seq_order(epoch))
+        steps = 0
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(self.model(self.inputs[idx]), self.targets[idx])
+            loss.backward()
+            self.optimizer.step()
+            steps += 1
+        return steps
+
+
+def benchmark_steps(rounds: int) -> None:
+    torch.set_num_threads(1)
+    log.setup(verbosity=2)
+    torch.manual_seed(0)
+    initial_state = make_model().state_dict()
+    config = Config.from_dict(
+        {
+            "train": {"class": "MnistDataset", "split": "train"},
+            "extern_data": {"data": {"shape": (784,)}, "classes": {"shape": (), "sparse_dim": 10}},
+            "batch_size": 64,
+            "num_epochs": 10**6,
+            "optimizer": {"class": "adam"},
+            "learning_rate": 1e-3,
+            "device": "cpu",
+            "get_model": lambda **_: make_model(),
+            "train_step": train_step,
+        }
+    )
+    engine = Engine(config)
+    engine.init_train()
+    engine.model.load_state_dict(initial_state)
+    hand = HandWrittenLoop(engine.loaders["train"].dataset, initial_state)
+
+    framework_times, hand_times = [], []
+    for r in range(rounds + 2):  # the first two rounds warm up caches and allocators
+        engine.epoch = r + 1
+        start = time.perf_counter()
+        engine.train_epoch()
+        framework_time = (time.perf_counter() - start) / engine.steps_in_epoch
+        start = time.perf_counter()
+        steps = hand.epoch(r + 1, 64)
+        hand_time = (time.perf_counter() - start) / steps
+        if r >= 2:
+            framework_times.append(framework_time)
+            hand_times.append(hand_time)
+    fw, hw = statistics.median(framework_times), statistics.median(hand_times)
+    print(f"model 784-512-512-10, batch 64, 1 thread, {engine.steps_in_epoch} steps/epoch, {rounds} alternating rounds")
+    print(f"hand-written loop: {hw * 1e3:.3f} ms/step (median)")
+    print(f"framework engine:  {fw * 1e3:.3f} ms/step (median)")
+    print(f"ratio framework / hand-written: {fw / hw:.3f}  (target <= 1.05)")
+
+
+def benchmark_startup() -> None:
+    def run(args):
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, check=True)
+        return time.perf_counter() - start, out.stdout
+
+    bare = min(run(["-c", "pass"])[0] for _ in range(3))
+    framework_import = min(run(["-c", "import framework"])[0] for _ in range(3))
+    torch_import = min(run(["-c", "import torch"])[0] for _ in range(3))
+    print(
+        f"import framework: {(framework_import - bare) * 1e3:.0f} ms (without torch; import torch: "
+        f"{(torch_import - bare) * 1e3:.0f} ms)"
+    )
+    firsts = []
+    for _ in range(3):
+        _, stdout = run(
+            [
+                "rnn.py",
+                "configs/mnist_mlp.py",
+                "++log_verbosity",
+                "5",
+                "++num_epochs",
+                "1",
+                "++model",
+                "None",
+                "++log",
+                "None",
+            ]
+        )
+        firsts.append(float(re.search(r"First step starts (\S+) sec", stdout).group(1)))
+    print(f"python rnn.py configs/mnist_mlp.py -> first training step: {min(firsts):.2f} s (best of 3)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--startup", action="store_true")
+    args = parser.parse_args()
+    benchmark_steps(args.rounds)
+    if args.startup:
+        benchmark_startup()
+
+
+if __name__ == "__main__":
+    main()
