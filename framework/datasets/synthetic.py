@@ -17,7 +17,36 @@ from framework.datasets.splits import split_indices
 from framework.errors import ConfigError
 
 
-class SyntheticRegressionDataset(NumpyDataset):
+class _GeneratedDataset(NumpyDataset):
+    """A generated dataset of which one split is kept."""
+
+    def _init_split(
+        self,
+        arrays: dict[str, np.ndarray],
+        *,
+        split: str,
+        split_mode: str,
+        test_fraction: float,
+        data_seed: int,
+        gap_values: np.ndarray,
+        stratify: np.ndarray | None = None,
+        sparse_dims: dict[str, int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        keep = split_indices(
+            len(gap_values),
+            split,
+            mode=split_mode,
+            test_fraction=test_fraction,
+            seed=data_seed,
+            stratify=stratify if split_mode == "random" else None,
+            gap_values=gap_values,
+            owner=type(self).__name__,
+        )
+        super().__init__({key: value[keep] for key, value in arrays.items()}, sparse_dims=sparse_dims, **kwargs)
+
+
+class SyntheticRegressionDataset(_GeneratedDataset):
     """Nonlinear regression: x ~ U(-1, 1), y = sin(8 (x - 1.2)) + N(0, noise_std^2).
 
     Keys: ``data`` [1] float32, ``targets`` [1] float32. A gap split keeps the outer 20% of x
@@ -38,20 +67,19 @@ class SyntheticRegressionDataset(NumpyDataset):
         rng = np.random.default_rng(data_seed)
         x = rng.uniform(-1.0, 1.0, size=num_seqs)
         y = np.sin(8.0 * (x - 1.2)) + rng.normal(0.0, noise_std, size=num_seqs)
-        keep = split_indices(
-            num_seqs,
-            split,
-            mode=split_mode,
-            test_fraction=test_fraction,
-            seed=data_seed,
+        arrays = {"data": x[:, None].astype(np.float32), "targets": y[:, None].astype(np.float32)}
+        self._init_split(
+            arrays,
             gap_values=x,
-            owner=type(self).__name__,
+            split=split,
+            split_mode=split_mode,
+            test_fraction=test_fraction,
+            data_seed=data_seed,
+            **kwargs,
         )
-        arrays = {"data": x[keep, None].astype(np.float32), "targets": y[keep, None].astype(np.float32)}
-        super().__init__(arrays, **kwargs)
 
 
-class GaussianClustersDataset(NumpyDataset):
+class GaussianClustersDataset(_GeneratedDataset):
     """Classification: class c draws from N(mu_c, I) with well-separated random means.
 
     Keys: ``data`` [dim] float32, ``classes`` [] int64 (sparse_dim ``num_classes``).
@@ -84,21 +112,21 @@ class GaussianClustersDataset(NumpyDataset):
         means = rng.normal(0.0, separation, size=(num_classes, dim))
         labels = rng.choice(num_classes, size=num_seqs, p=weights / weights.sum())
         features = means[labels] + rng.normal(size=(num_seqs, dim))
-        keep = split_indices(
-            num_seqs,
-            split,
-            mode=split_mode,
-            test_fraction=test_fraction,
-            seed=data_seed,
-            stratify=labels if split_mode == "random" else None,
+        arrays = {"data": features.astype(np.float32), "classes": labels.astype(np.int64)}
+        self._init_split(
+            arrays,
             gap_values=features[:, 0],
-            owner=type(self).__name__,
+            stratify=labels,
+            sparse_dims={"classes": num_classes},
+            split=split,
+            split_mode=split_mode,
+            test_fraction=test_fraction,
+            data_seed=data_seed,
+            **kwargs,
         )
-        arrays = {"data": features[keep].astype(np.float32), "classes": labels[keep].astype(np.int64)}
-        super().__init__(arrays, sparse_dims={"classes": num_classes}, **kwargs)
 
 
-class ObjectPatchesDataset(NumpyDataset):
+class ObjectPatchesDataset(_GeneratedDataset):
     """Object detection toy data: an empty patch with one filled box whose value encodes its class.
 
     Keys: ``data`` [size, size] float32, ``classes`` [] int64 (sparse_dim ``num_classes``),
@@ -136,18 +164,18 @@ class ObjectPatchesDataset(NumpyDataset):
             x0, y0 = rng.integers(0, size - w + 1), rng.integers(0, size - h + 1)
             patches[i, y0 : y0 + h, x0 : x0 + w] = (labels[i] + 1) / num_classes
             boxes[i] = (x0, y0, x0 + w, y0 + h)
-        keep = split_indices(
-            num_seqs,
-            split,
-            mode=split_mode,
-            test_fraction=test_fraction,
-            seed=data_seed,
-            gap_values=(boxes[:, 0] + boxes[:, 2]) / 2,
-            owner=type(self).__name__,
-        )
         arrays = {
-            "data": patches[keep].astype(np.float32),
-            "classes": labels[keep].astype(np.int64),
-            "boxes": (boxes[keep] / size).astype(np.float32),
+            "data": patches.astype(np.float32),
+            "classes": labels.astype(np.int64),
+            "boxes": (boxes / size).astype(np.float32),
         }
-        super().__init__(arrays, sparse_dims={"classes": num_classes}, **kwargs)
+        self._init_split(
+            arrays,
+            gap_values=(boxes[:, 0] + boxes[:, 2]) / 2,
+            sparse_dims={"classes": num_classes},
+            split=split,
+            split_mode=split_mode,
+            test_fraction=test_fraction,
+            data_seed=data_seed,
+            **kwargs,
+        )
