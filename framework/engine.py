@@ -7,13 +7,14 @@ Attributes of the engine are the training state that callbacks read.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 import numpy as np
 import torch
 
-from framework import checkpoint, log
+from framework import checkpoint, debug, log
 from framework.config import Config
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
@@ -59,6 +60,8 @@ class Engine:
         self.batch: dict[str, torch.Tensor] | None = None
         self.batch_indices: np.ndarray | None = None
         self.run_ctx: RunCtx | None = None
+        self.skip_update = False
+        self.exception: BaseException | None = None
         self.extern_data: dict[str, DataKey] = {}
         self.loaders: dict[str, BatchLoader] = {}
 
@@ -68,6 +71,11 @@ class Engine:
         num_epochs = self.config.int("num_epochs")
         if not self.init_train():
             return
+        with self._reporting_exceptions():
+            self._train_epochs(num_epochs)
+        self.callbacks.emit(Event.FINISH, self)
+
+    def _train_epochs(self, num_epochs: int) -> None:
         for epoch in range(self.epoch + 1, num_epochs + 1):
             self.epoch = epoch
             self._set_learning_rate(self.lr_control.learning_rate(epoch))
@@ -86,7 +94,16 @@ class Engine:
             self.lr_control.record(epoch, _flat_scores({"train": train_scores, **eval_scores}))
             self.callbacks.emit(Event.EPOCH_END, self)
             self._save_checkpoint()
-        self.callbacks.emit(Event.FINISH, self)
+
+    @contextlib.contextmanager
+    def _reporting_exceptions(self):
+        """Let EXCEPTION callbacks see an exception (and annotate it); it propagates unchanged."""
+        try:
+            yield
+        except Exception as exc:
+            self.exception = exc
+            self.callbacks.emit(Event.EXCEPTION, self)
+            raise
 
     def init_train(self) -> bool:
         """Datasets, model and optimizer, fresh or resumed; False if training is already complete."""
@@ -120,7 +137,9 @@ class Engine:
             scores.add(self.run_ctx, len(indices))
             if (i + 1) % accum == 0 or i + 1 == len(plan):
                 self.callbacks.emit(Event.BEFORE_OPTIMIZER_STEP, self)
-                self.optimizer.step()
+                if not self.skip_update:
+                    self.optimizer.step()
+                self.skip_update = False
                 self.optimizer.zero_grad(set_to_none=True)
                 self.callbacks.emit(Event.AFTER_OPTIMIZER_STEP, self)
             self.global_step += 1
@@ -137,10 +156,11 @@ class Engine:
         self.model.eval()
         with torch.no_grad():
             for indices, batch in loader.iterate(loader.plan(max(self.epoch, 1))):
-                run_ctx = RunCtx(stage="eval", epoch=self.epoch, step=self.global_step, batch=batch)
-                set_run_ctx(run_ctx)
-                self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=run_ctx)
-                scores.add(run_ctx, len(indices))
+                self.batch_indices, self.batch = indices, batch
+                self.run_ctx = RunCtx(stage="eval", epoch=self.epoch, step=self.global_step, batch=batch)
+                set_run_ctx(self.run_ctx)
+                self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
+                scores.add(self.run_ctx, len(indices))
         set_run_ctx(None)
         return scores.result()
 
@@ -150,7 +170,8 @@ class Engine:
         if not self.loaders:
             raise ConfigError("task='eval' needs a 'dev' or 'eval' dataset (or 'eval_datasets').")
         self.load_for_inference()
-        results = {option: self.evaluate(option) for option in self.loaders}
+        with self._reporting_exceptions():
+            results = {option: self.evaluate(option) for option in self.loaders}
         log.v3(
             f"Evaluation of epoch {self.epoch}: "
             + " ".join(f"{option}: {format_scores(s)}" for option, s in results.items())
@@ -191,7 +212,8 @@ class Engine:
             dataloader_opts=self.config.get("torch_dataloader_opts"),
         )
 
-    def _build_model(self, epoch: int, step: int) -> None:
+    def build_model(self, epoch: int, step: int) -> None:
+        """Call the config's ``get_model`` and move the model to the device."""
         get_model = self.config.get("get_model")
         if get_model is None:
             raise ConfigError("The config defines no get_model(*, epoch, step, **kwargs) returning an nn.Module.")
@@ -219,7 +241,7 @@ class Engine:
             )
             return False
         seed_everything(self.config.int("random_seed"))
-        self._build_model(
+        self.build_model(
             epoch=1 if state is None else state["epoch"] + 1, step=0 if state is None else state["global_step"]
         )
         self.optimizer = create_optimizer(self.config, self.model)
@@ -227,6 +249,7 @@ class Engine:
         install_dynamic_learning_rate(self.config, self.callbacks)
         if log.enabled(5):
             StepProgress().install(self.callbacks)
+        debug.install(self)
         if state is not None:
             self._restore(state, found[max(found)])
             log.v3(f"Resuming from {found[max(found)]}: epoch {self.epoch}, global step {self.global_step}.")
@@ -259,7 +282,7 @@ class Engine:
             raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
         state = checkpoint.load_checkpoint(found[epoch])
         seed_everything(self.config.int("random_seed"))
-        self._build_model(epoch=epoch, step=state["global_step"])
+        self.build_model(epoch=epoch, step=state["global_step"])
         checkpoint.load_model_state(self.model, state["model"], found[epoch])
         self.epoch, self.global_step = state["epoch"], state["global_step"]
         log.v4(f"Loaded {found[epoch]}")

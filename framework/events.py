@@ -22,12 +22,13 @@ class Event(enum.Enum):
     STEP_START = "step_start"  # batch is on the device, before train_step
     AFTER_FORWARD = "after_forward"  # train_step returned; losses are marked
     AFTER_BACKWARD = "after_backward"
-    BEFORE_OPTIMIZER_STEP = "before_optimizer_step"  # gradients are complete (after accumulation)
+    BEFORE_OPTIMIZER_STEP = "before_optimizer_step"  # gradients complete; a callback may set engine.skip_update
     AFTER_OPTIMIZER_STEP = "after_optimizer_step"
     STEP_END = "step_end"
     EPOCH_END = "epoch_end"  # after evaluation, before the checkpoint is written
     CHECKPOINT_SAVED = "checkpoint_saved"
     FINISH = "finish"
+    EXCEPTION = "exception"  # an exception escapes a step; engine.exception holds it, it is re-raised after
 
 
 Callback = Callable[[Any], None]

@@ -279,3 +279,47 @@ register(
     _C,
     choices=(0, 1, 2, 3, 4, 5),
 )
+
+_C = "framework.debug.numerics"
+register(
+    "stop_on_nonfinite_train_score",
+    "bool",
+    True,
+    "Stop before the optimizer step when an optimized loss is NaN/Inf, and name the culprit by replaying the step.",
+    _C,
+)
+register(
+    "num_allowed_consec_invalid_gradient_steps",
+    "int",
+    0,
+    "Skip up to this many consecutive updates whose loss or gradient is non-finite (logged), then stop.",
+    _C,
+)
+register(
+    "debug_add_check_numerics_on_output",
+    "bool",
+    False,
+    "Check every module's output and all gradients for NaN/Inf each step; on failure replay the step and name the module.",
+    _C,
+)
+register(
+    "debug_add_check_numerics_ops",
+    "bool",
+    False,
+    "Check every aten op's output for NaN/Inf, forward and backward; names op and source line.",
+    _C,
+)
+register(
+    "debug_check_numerics_skip_modules",
+    "list[str]",
+    [],
+    "Module path patterns (fnmatch, e.g. 'decoder.*.attn') whose outputs may be non-finite on purpose.",
+    _C,
+)
+register(
+    "debug_check_numerics_nan_only",
+    "bool",
+    False,
+    "Numerics checks flag NaN only, not +-Inf (e.g. -inf attention masks).",
+    _C,
+)

@@ -1,0 +1,79 @@
+"""Context for an exception raised inside the model: which module, with what inputs, at which step.
+
+Costs nothing until an exception happens: the module call path is read off the traceback's
+frames (a frame whose ``self`` is one of the model's modules), not tracked by hooks. The text is
+attached with ``add_note``, so the exception keeps its type and traceback and ``ipython --pdb``
+still lands in the frame that raised it.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+from torch import nn
+
+from framework.debug.tensors import describe
+from framework.errors import FrameworkError
+
+_HOOK_FRAMES = ("_call_impl", "_wrapped_call_impl")
+
+
+def _describe_value(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return describe(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return "(" + ", ".join(describe(v) for v in value) + ")"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def module_frames(tb: types.TracebackType | None, model: nn.Module) -> list[tuple[str, nn.Module, types.FrameType]]:
+    """(path, module, frame) of the model's module methods on the traceback, outermost first."""
+    names = {id(m): name or "(model)" for name, m in model.named_modules()}
+    found: list[tuple[str, nn.Module, types.FrameType]] = []
+    while tb is not None:
+        frame = tb.tb_frame
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, nn.Module) and id(owner) in names and frame.f_code.co_name not in _HOOK_FRAMES:
+            found.append((names[id(owner)], owner, frame))
+        tb = tb.tb_next
+    return found
+
+
+def describe_context(engine: Any, exc: BaseException) -> str:
+    """The note added to an exception raised during a step."""
+    stage = engine.run_ctx.stage if engine.run_ctx is not None else "setup"
+    lines = [f"[framework] raised during {stage} step at epoch {engine.epoch}, global step {engine.global_step}"]
+    if engine.batch_indices is not None:
+        shown = ", ".join(str(int(i)) for i in engine.batch_indices[:8])
+        lines[0] += (
+            f" (batch of {len(engine.batch_indices)} sequences: {shown}{', ...' if len(engine.batch_indices) > 8 else ''})"
+        )
+    if engine.model is not None:
+        frames = module_frames(exc.__traceback__, engine.model)
+        if frames:
+            path, module, frame = frames[-1]
+            lines.append(f"  module call path: {' -> '.join(p for p, _, _ in frames)} ({type(module).__name__})")
+            code = frame.f_code
+            arg_names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+            args = [
+                f"{n}={_describe_value(frame.f_locals[n])}" for n in arg_names if n != "self" and n in frame.f_locals
+            ]
+            lines.append(f"  inputs of {path}.{code.co_name}: {', '.join(args) or '(none)'}")
+            params = [f"{n}={describe(p)}" for n, p in module.named_parameters(recurse=False)]
+            params += [f"{n}={describe(b)}" for n, b in module.named_buffers(recurse=False)]
+            if params:
+                lines.append(f"  parameters of {path}: {', '.join(params)}")
+    if engine.batch:
+        lines.append("  batch: " + ", ".join(f"{k}={describe(v)}" for k, v in engine.batch.items()))
+    return "\n".join(lines)
+
+
+def add_exception_context(engine: Any) -> None:
+    """EXCEPTION callback: attach the context note to ``engine.exception``."""
+    exc = engine.exception
+    if exc is None or isinstance(exc, FrameworkError):
+        return
+    exc.add_note(describe_context(engine, exc))

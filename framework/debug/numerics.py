@@ -1,0 +1,176 @@
+"""Catching NaN/Inf before the optimizer step, then naming the culprit.
+
+Detection is cheap and happens once per step with a single host sync, after backward and
+before any update: the optimized losses (``stop_on_nonfinite_train_score``, on by default), and
+with the debug flags every module output (``debug_add_check_numerics_on_output``) or every op
+output (``debug_add_check_numerics_ops``) plus the gradients. Device-side flags are collected
+during the step, so there is no sync per module or op. When a check fails, the step is replayed
+with every check on (``replay.py``) to name module, op, source line, parameter and batch
+entries; the batch, parameters and RNG state are saved next to the checkpoints, and training
+stops with the parameters untouched. ``num_allowed_consec_invalid_gradient_steps`` skips a few
+such updates instead.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from framework import checkpoint, log
+from framework.debug.module_tracker import ModuleTracker, matches_any
+from framework.debug.op_checks import OpFlags, produced_nonfinite_flag
+from framework.debug.replay import replay_step
+from framework.errors import FrameworkError
+from framework.events import Event
+from framework.rng import get_rng_state
+
+
+class NonFiniteError(FrameworkError):
+    """Training stopped on NaN/Inf; the message holds the diagnosis."""
+
+
+class NumericsGuard:
+    """Per-step NaN/Inf detection; installed only when one of its options asks for a check."""
+
+    def __init__(self, engine: Any):
+        config = engine.config
+        self.stop_on_loss = config.bool("stop_on_nonfinite_train_score")
+        self.on_output = config.bool("debug_add_check_numerics_on_output")
+        self.on_ops = config.bool("debug_add_check_numerics_ops")
+        self.nan_only = config.bool("debug_check_numerics_nan_only")
+        self.skip_patterns = list(config.get("debug_check_numerics_skip_modules") or [])
+        self.allowed_invalid = config.int("num_allowed_consec_invalid_gradient_steps")
+        self.check_grads = self.on_output or self.on_ops or self.allowed_invalid > 0
+        self.consecutive_invalid = 0
+        self.rng_state: dict[str, Any] | None = None
+        self.active = False
+        self.output_flags: list[torch.Tensor] = []
+        self.tracker: ModuleTracker | None = None
+        self.op_flags: OpFlags | None = None
+
+    @property
+    def wanted(self) -> bool:
+        """Whether any option asks for a check."""
+        return self.stop_on_loss or self.on_output or self.on_ops or self.allowed_invalid > 0
+
+    def install(self, engine: Any) -> None:
+        """Subscribe to the engine's events and hook the model's modules as configured."""
+        callbacks = engine.callbacks
+        callbacks.on(Event.STEP_START, self.on_step_start)
+        callbacks.on(Event.AFTER_BACKWARD, self.on_after_backward)
+        callbacks.on(Event.EXCEPTION, self.on_exception)
+        if self.on_output:
+            for path, module in engine.model.named_modules():
+                if not matches_any(path or "(model)", self.skip_patterns):
+                    module.register_forward_hook(self._check_module_output)
+        if self.on_ops:
+            self.tracker = ModuleTracker(engine.model) if self.skip_patterns else None
+            self.op_flags = OpFlags(self.nan_only, self.skip_patterns, self.tracker)
+
+    def _check_module_output(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
+        if self.active:
+            flag = produced_nonfinite_flag(args, output, self.nan_only)
+            if flag is not None:
+                self.output_flags.append(flag)
+
+    def on_step_start(self, engine: Any) -> None:
+        self.rng_state = get_rng_state()
+        self.active = True
+        if self.op_flags is not None:
+            if self.tracker is not None:
+                self.tracker.__enter__()
+            self.op_flags.__enter__()
+
+    def _leave_step(self) -> None:
+        if self.active and self.op_flags is not None:
+            self.op_flags.__exit__(None, None, None)
+            if self.tracker is not None:
+                self.tracker.__exit__(None, None, None)
+        self.active = False
+
+    def on_exception(self, engine: Any) -> None:
+        self._leave_step()
+
+    def on_after_backward(self, engine: Any) -> None:
+        self._leave_step()
+        checks = [torch.isfinite(m.normalized().detach()) for m in engine.run_ctx.losses.values() if not m.as_error]
+        checks += self.output_flags
+        self.output_flags = []
+        if self.op_flags is not None:
+            flag = self.op_flags.all_finite_flag()
+            if flag is not None:
+                checks.append(flag)
+        grads = [p.grad for p in engine.model.parameters() if p.grad is not None] if self.check_grads else []
+        if grads:
+            checks.append(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all())
+        if not checks or bool(torch.stack([c.reshape(()) for c in checks]).all()):
+            self.consecutive_invalid = 0
+            return
+        self.consecutive_invalid += 1
+        if self.consecutive_invalid <= self.allowed_invalid:
+            engine.skip_update = True
+            log.v2(
+                f"ep {engine.epoch} step {engine.step_in_epoch} (global {engine.global_step}): non-finite "
+                f"{_what_is_bad(engine, self.nan_only)}; update skipped ({self.consecutive_invalid} of "
+                f"{self.allowed_invalid} allowed consecutive invalid steps)"
+            )
+            return
+        self._stop(engine)
+
+    def _stop(self, engine: Any) -> None:
+        report = replay_step(engine, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
+        saved = save_offending_step(engine, self.rng_state, report.format())
+        newest = checkpoint.list_checkpoints(engine.config.get("model")) if engine.config.get("model") else {}
+        last = f"the last checkpoint ({newest[max(newest)]}) is intact" if newest else "no checkpoint was written yet"
+        skipped = f" after {self.allowed_invalid} skipped updates" if self.allowed_invalid else ""
+        files = " ".join(engine.config.files) or "CONFIG"
+        where = (
+            (
+                f"\nSaved batch, parameters and RNG state of the step to {saved}; replay it with:\n"
+                f"    python tools/replay-step.py {files} {saved}"
+            )
+            if saved
+            else ("\nSet the 'model' option to keep the offending batch for replay.")
+        )
+        raise NonFiniteError(
+            f"Non-finite values in training step {engine.step_in_epoch} of epoch {engine.epoch} (global step "
+            f"{engine.global_step}){skipped}. Stopped before the optimizer step: the parameters are untouched and "
+            f"{last}.\n{report.format()}{where}"
+        )
+
+
+def _what_is_bad(engine: Any, nan_only: bool) -> str:
+    losses = [n for n, m in engine.run_ctx.losses.items() if not bool(torch.isfinite(m.normalized().detach()))]
+    params = [
+        n for n, p in engine.model.named_parameters() if p.grad is not None and not bool(torch.isfinite(p.grad).all())
+    ]
+    parts = []
+    if losses:
+        parts.append(f"loss {', '.join(losses)}")
+    if params:
+        parts.append(f"gradient of {', '.join(params[:5])}" + (" ..." if len(params) > 5 else ""))
+    return "; ".join(parts) or "module/op outputs"
+
+
+def save_offending_step(engine: Any, rng_state: dict[str, Any], report: str) -> str | None:
+    """Write batch, sequence indices, parameters and RNG state of the step beside the checkpoints."""
+    prefix = engine.config.get("model")
+    if not prefix:
+        return None
+    path = f"{prefix}.nonfinite.ep{engine.epoch:03d}.step{engine.global_step}.pt"
+    checkpoint.save_checkpoint(
+        path,
+        {
+            "batch": {k: v.detach().cpu() for k, v in engine.batch.items()},
+            "seq_indices": torch.as_tensor(engine.batch_indices),
+            "rng": rng_state,
+            "epoch": engine.epoch,
+            "global_step": engine.global_step,
+            "model": {k: v.detach().cpu() for k, v in engine.model.state_dict().items()},
+            "report": report,
+            "config_files": [os.path.abspath(f) for f in engine.config.files],
+        },
+    )
+    return path

@@ -1,0 +1,165 @@
+"""Op-level numerics checks: every aten op, forward and backward, via torch dispatch modes.
+
+``OpFlags`` is the fast path of ``debug_add_check_numerics_ops``: each op's floating outputs
+are reduced to an "all finite" flag on the device, without a host sync; the step checks them
+once. ``FirstNonFiniteOp`` is the slow, exact path used when replaying a failing step: it stops
+at nothing but records the first op whose inputs were finite and whose output is not, with
+the user's source line; in backward it also names the autograd node and, through the tags that
+``TagAutogradNodes`` put on the nodes during forward, the forward op, module and line that the
+node differentiates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from framework.debug.module_tracker import ModuleTracker, floating_tensors, skipped_by
+from framework.debug.tensors import bad_rows, format_frame, has_nonfinite, nonfinite_mask, stats, user_frame
+
+_ORIGIN = "framework_origin"  # key of our tag in an autograd node's metadata
+
+
+class OpFlags(TorchDispatchMode):
+    """Collects a device-side "finite" flag per floating op output; ``all_finite()`` syncs once."""
+
+    def __init__(self, nan_only: bool, skip_patterns: list[str], tracker: ModuleTracker | None):
+        super().__init__()
+        self.nan_only = nan_only
+        self.skip_patterns = skip_patterns
+        self.tracker = tracker
+        self.flags: list[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.tracker is not None and skipped_by(self.tracker.stack, self.skip_patterns):
+            return out
+        flag = produced_nonfinite_flag((args, kwargs), out, self.nan_only)
+        if flag is not None:
+            self.flags.append(flag)
+        return out
+
+    def all_finite_flag(self) -> torch.Tensor | None:
+        """One device tensor: True iff every checked op output was finite; resets the flags."""
+        if not self.flags:
+            return None
+        flag = torch.stack(self.flags).all()
+        self.flags = []
+        return flag
+
+
+@dataclass
+class OpFinding:
+    """The first op whose finite inputs gave a non-finite output."""
+
+    op: str
+    where: str
+    module: str | None
+    inputs: list[str]
+    output: str
+    rows: list[int]
+    node: str | None = None
+    forward_origin: str | None = None
+
+    def format(self, indent: str) -> str:
+        lines = [f"{indent}op {self.op}" + (f" in module {self.module}" if self.module else "")]
+        if self.node:
+            lines.append(
+                f"{indent}  during backward, in {self.node}"
+                + (f", the gradient of {self.forward_origin}" if self.forward_origin else "")
+            )
+        else:
+            lines.append(f"{indent}  at {self.where}")
+        lines += [f"{indent}  input {i}: {s}" for i, s in enumerate(self.inputs)]
+        lines.append(f"{indent}  output:  {self.output}")
+        return "\n".join(lines)
+
+
+class FirstNonFiniteOp(TorchDispatchMode):
+    """Records the first non-finite-producing op of forward and of backward."""
+
+    def __init__(self, tracker: ModuleTracker, nan_only: bool, skip_patterns: list[str], batch_size: int):
+        super().__init__()
+        self.tracker = tracker
+        self.nan_only = nan_only
+        self.skip_patterns = skip_patterns
+        self.batch_size = batch_size
+        self.forward: OpFinding | None = None
+        self.backward: OpFinding | None = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        node = torch._C._current_autograd_node()
+        if (self.backward if node is not None else self.forward) is not None:
+            return out
+        outputs = [t for t in floating_tensors(out) if has_nonfinite(t, self.nan_only)]
+        if not outputs:
+            return out
+        inputs = floating_tensors((args, kwargs))
+        if any(has_nonfinite(t, self.nan_only) for t in inputs) or skipped_by(self.tracker.stack, self.skip_patterns):
+            return out
+        origin = node.metadata.get(_ORIGIN) if node is not None else None
+        finding = OpFinding(
+            op=op_name(func),
+            where=format_frame(user_frame()),
+            module=origin["module"] if origin else self.tracker.current,
+            inputs=[stats(t) for t in inputs[:4]],
+            output=stats(outputs[0]),
+            rows=bad_rows(outputs[0], self.batch_size, self.nan_only),
+            node=node.name() if node is not None else None,
+            forward_origin=f"{origin['function']} at {origin['where']}" if origin else None,
+        )
+        if node is None:
+            self.forward = finding
+        else:
+            self.backward = finding
+        return out
+
+
+class TagAutogradNodes(TorchFunctionMode):
+    """Tags each autograd node created in forward with its torch function, module and source line."""
+
+    def __init__(self, tracker: ModuleTracker):
+        super().__init__()
+        self.tracker = tracker
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in floating_tensors(out):
+            node = t.grad_fn
+            if node is not None and _ORIGIN not in node.metadata:
+                node.metadata[_ORIGIN] = {
+                    "function": getattr(func, "__name__", str(func)),
+                    "module": self.tracker.current,
+                    "where": format_frame(user_frame()),
+                }
+        return out
+
+
+def _any_nonfinite(tensors: list[torch.Tensor], nan_only: bool) -> torch.Tensor:
+    flags = [nonfinite_mask(t, nan_only).any() for t in tensors]
+    return flags[0] if len(flags) == 1 else torch.stack(flags).any()
+
+
+def produced_nonfinite_flag(inputs: Any, outputs: Any, nan_only: bool) -> torch.Tensor | None:
+    """Device flag, False iff finite inputs gave a non-finite output (no host sync); None if no floats out.
+
+    Non-finite values passed on from non-finite inputs are not flagged again: only the op or
+    module that created them is, and values from a skipped module may flow on (e.g. -inf masks).
+    """
+    outs = [t.detach() for t in floating_tensors(outputs) if t.numel()]
+    if not outs:
+        return None
+    out_bad = _any_nonfinite(outs, nan_only)
+    ins = [t.detach() for t in floating_tensors(inputs) if t.numel()]
+    return ~out_bad if not ins else ~out_bad | _any_nonfinite(ins, nan_only)
+
+
+def op_name(func: Any) -> str:
+    """``aten.log`` for an aten overload such as ``aten.log.default``."""
+    packet = getattr(func, "overloadpacket", None)
+    return str(packet) if packet is not None else str(func)

@@ -1,0 +1,163 @@
+"""Localizing non-finite values by replaying one training step with every check on.
+
+The fast paths only detect that a step went wrong. This replays the same step (same batch,
+same parameters, same RNG state) with module hooks, an op-level dispatch mode and gradient
+hooks, and reports the first module and op that turned finite inputs into NaN/Inf, forward and
+backward, and which batch entries carry the bad values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from framework.debug.module_tracker import ModuleTracker, floating_tensors, matches_any
+from framework.debug.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
+from framework.debug.tensors import bad_rows, has_nonfinite, stats
+from framework.rng import set_rng_state
+from framework.run_ctx import RunCtx, set_run_ctx
+
+
+@dataclass
+class ModuleFinding:
+    """The first module (in order of completion) with finite inputs and a non-finite output."""
+
+    path: str
+    cls: str
+    inputs: list[str]
+    output: str
+    rows: list[int]
+
+
+@dataclass
+class NonFiniteReport:
+    """What a replay found; ``format()`` is the message the user reads."""
+
+    epoch: int
+    global_step: int
+    seq_indices: list[int]
+    losses: dict[str, float] = field(default_factory=dict)
+    batch_keys: dict[str, list[int]] = field(default_factory=dict)
+    module: ModuleFinding | None = None
+    forward_op: OpFinding | None = None
+    param: str | None = None
+    backward_op: OpFinding | None = None
+
+    @property
+    def reproduced(self) -> bool:
+        """Whether the replay saw any non-finite value."""
+        return bool(self.batch_keys or self.losses or self.module or self.forward_op or self.param or self.backward_op)
+
+    def _seqs(self, rows: list[int]) -> str:
+        if not rows:
+            return ""
+        chosen = [self.seq_indices[r] for r in rows if r < len(self.seq_indices)]
+        shown = ", ".join(map(str, chosen[:10])) + (", ..." if len(chosen) > 10 else "")
+        return (
+            f"\n    batch entries with non-finite values: {len(rows)} of {len(self.seq_indices)}, "
+            f"dataset sequence indices {shown}"
+        )
+
+    def format(self) -> str:
+        lines = [
+            f"Replay of epoch {self.epoch}, global step {self.global_step} "
+            f"(batch of {len(self.seq_indices)} sequences):"
+        ]
+        if not self.reproduced:
+            lines.append("  no non-finite values occurred in the replay")
+            return "\n".join(lines)
+        for key, rows in self.batch_keys.items():
+            lines.append(
+                f"  the batch itself has non-finite values in {key!r}; fix the data or its preprocessing"
+                + self._seqs(rows)
+            )
+        if self.losses:
+            lines.append("  non-finite losses: " + ", ".join(f"{k} = {v}" for k, v in self.losses.items()))
+        if self.module:
+            m = self.module
+            lines.append(
+                f"  forward: first module whose output is non-finite while its inputs are finite: {m.path} ({m.cls})"
+            )
+            lines += [f"    input {i}: {s}" for i, s in enumerate(m.inputs)]
+            lines.append(f"    output:  {m.output}" + self._seqs(m.rows))
+        if self.forward_op:
+            lines.append("  forward: first op producing non-finite values from finite inputs:")
+            lines.append(self.forward_op.format("    ") + self._seqs(self.forward_op.rows))
+        if not (self.module or self.forward_op) and self.losses:
+            lines.append("  forward: every op and module output was finite until the loss itself")
+        if self.batch_keys or self.module or self.forward_op or self.losses:
+            if self.param:
+                lines.append("  backward: the gradients are non-finite as a consequence of the forward pass")
+            return "\n".join(lines)
+        if self.param:
+            lines.append(f"  backward: first parameter whose gradient is non-finite: {self.param}")
+        if self.backward_op:
+            lines.append("  backward: first op producing non-finite gradients from finite ones:")
+            lines.append(self.backward_op.format("    ") + self._seqs(self.backward_op.rows))
+        return "\n".join(lines)
+
+
+def replay_step(
+    engine: Any, rng_state: dict[str, Any], *, nan_only: bool = False, skip_patterns: list[str] | None = None
+) -> NonFiniteReport:
+    """Re-run ``engine``'s current training step with detailed checks; gradients are restored after."""
+    skip_patterns = list(skip_patterns or [])
+    model = engine.model
+    indices = engine.batch_indices if engine.batch_indices is not None else np.arange(0)
+    report = NonFiniteReport(engine.epoch, engine.global_step, [int(i) for i in indices])
+    batch_size = len(report.seq_indices)
+    for key, value in (engine.batch or {}).items():
+        if has_nonfinite(value, nan_only):
+            report.batch_keys[key] = bad_rows(value, batch_size, nan_only)
+
+    def check_module(path: str, module: torch.nn.Module, args: tuple, output: Any) -> None:
+        if report.module is not None or matches_any(path, skip_patterns):
+            return
+        outputs = [t for t in floating_tensors(output) if has_nonfinite(t, nan_only)]
+        inputs = floating_tensors(args)
+        if outputs and not any(has_nonfinite(t, nan_only) for t in inputs):
+            report.module = ModuleFinding(
+                path,
+                type(module).__name__,
+                [stats(t) for t in inputs[:4]],
+                stats(outputs[0]),
+                bad_rows(outputs[0], batch_size, nan_only),
+            )
+
+    def check_grad(name: str):
+        def hook(grad: torch.Tensor) -> None:
+            if report.param is None and has_nonfinite(grad, nan_only):
+                report.param = name
+
+        return hook
+
+    saved_grads = {p: p.grad for p in model.parameters()}
+    for p in model.parameters():
+        p.grad = None
+    handles = [p.register_hook(check_grad(n)) for n, p in model.named_parameters() if p.requires_grad]
+    tracker = ModuleTracker(model, post_hook=check_module)
+    ops = FirstNonFiniteOp(tracker, nan_only, skip_patterns, batch_size)
+    set_rng_state(rng_state)
+    model.train()
+    run_ctx = RunCtx(stage="train", epoch=engine.epoch, step=engine.global_step, batch=engine.batch)
+    set_run_ctx(run_ctx)
+    try:
+        with tracker, TagAutogradNodes(tracker), ops:
+            engine.config.get("train_step")(model=model, extern_data=engine.batch, run_ctx=run_ctx)
+        for name, marked in run_ctx.losses.items():
+            value = marked.normalized().detach()
+            if has_nonfinite(value, nan_only):
+                report.losses[name] = float(value)
+        with ops:
+            run_ctx.total_loss().backward()
+    finally:
+        set_run_ctx(None)
+        for handle in handles:
+            handle.remove()
+        for p, grad in saved_grads.items():
+            p.grad = grad
+    report.forward_op, report.backward_op = ops.forward, ops.backward
+    return report

@@ -1,0 +1,86 @@
+"""Describing tensors and source locations in diagnostics: compact, never a wall of numbers."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+# Frames in these directories are library code; a diagnosis points at the first frame outside.
+_LIBRARY_DIRS = tuple(
+    os.path.realpath(d) + os.sep
+    for d in (
+        os.path.dirname(torch.__file__),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # the framework package
+        sysconfig.get_paths()["stdlib"],
+    )
+)
+
+
+def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """Tensors inside a module's inputs or outputs (tensors, tuples, lists, dicts, namedtuples)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from iter_tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from iter_tensors(item)
+
+
+def describe(t: torch.Tensor) -> str:
+    """``[64, 512] float32 cpu``."""
+    return f"[{', '.join(map(str, t.shape))}] {str(t.dtype).removeprefix('torch.')} {t.device}"
+
+
+def stats(t: torch.Tensor) -> str:
+    """Lovely-tensors summary: shape, range, mean, std and NaN!/+Inf! markers (no values dumped)."""
+    if t.device.type == "meta":
+        return describe(t)
+    from lovely_tensors import lovely
+
+    return lovely(t.detach(), color=False)
+
+
+def nonfinite_mask(t: torch.Tensor, nan_only: bool) -> torch.Tensor:
+    """Where ``t`` is NaN (``nan_only``) or NaN/Inf."""
+    return torch.isnan(t) if nan_only else ~torch.isfinite(t)
+
+
+def has_nonfinite(t: torch.Tensor, nan_only: bool) -> bool:
+    """Whether a floating tensor holds NaN (or Inf unless ``nan_only``); syncs with the device."""
+    return t.is_floating_point() and t.numel() > 0 and bool(nonfinite_mask(t, nan_only).any())
+
+
+def bad_rows(t: torch.Tensor, batch_size: int, nan_only: bool) -> list[int]:
+    """Batch rows (axis 0) that hold non-finite values, if axis 0 is the batch axis."""
+    if not t.is_floating_point() or t.dim() == 0 or t.shape[0] != batch_size:
+        return []
+    return torch.nonzero(nonfinite_mask(t, nan_only).reshape(batch_size, -1).any(dim=1)).flatten().tolist()
+
+
+def is_user_file(filename: str) -> bool:
+    """Code of the user (config, model), not of torch, the framework or the standard library."""
+    path = os.path.realpath(filename)
+    return not path.startswith(_LIBRARY_DIRS) and "site-packages" not in path and "dist-packages" not in path
+
+
+def user_frame(stack: list[traceback.FrameSummary] | None = None) -> traceback.FrameSummary | None:
+    """The innermost frame in user code."""
+    stack = traceback.extract_stack() if stack is None else stack
+    for frame in reversed(stack):
+        if is_user_file(frame.filename) and not frame.filename.startswith("<"):
+            return frame
+    return None
+
+
+def format_frame(frame: traceback.FrameSummary | None) -> str:
+    """``config.py:23 in forward: return torch.log(x)``."""
+    if frame is None:
+        return "(no user source line found)"
+    return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
