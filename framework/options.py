@@ -323,3 +323,15 @@ register(
     "Numerics checks flag NaN only, not +-Inf (e.g. -inf attention masks).",
     _C,
 )
+
+_C = "framework.debug.layers"
+register(
+    "debug_print_layer_output_template",
+    "bool",
+    False,
+    "At startup, print every module's output shape/dtype with symbolic dims (meta-device dry run); reports device bugs.",
+    _C,
+)
+register(
+    "debug_print_layer_output_shape", "bool", False, "Print every module's actual output shapes, one line per step.", _C
+)

@@ -16,7 +16,16 @@ def install(engine: Any) -> None:
     """Subscribe every enabled diagnostic to the engine's events (after model and optimizer exist)."""
     from framework.debug.numerics import NumericsGuard
 
+    config = engine.config
     engine.callbacks.on(Event.EXCEPTION, add_exception_context)
     guard = NumericsGuard(engine)
     if guard.wanted:
         guard.install(engine)
+    if config.bool("debug_print_layer_output_template"):
+        from framework.debug.layer_template import print_layer_output_template
+
+        engine.callbacks.on(Event.STARTUP, print_layer_output_template)
+    if config.bool("debug_print_layer_output_shape"):
+        from framework.debug.layer_shapes import LayerShapes
+
+        LayerShapes().install(engine)

@@ -1,0 +1,200 @@
+"""``debug_print_layer_output_template``: every module's output shape with symbolic dims, at startup.
+
+The model runs ``train_step`` twice on abstract inputs: parameters, buffers and the batch are
+``meta`` tensors (shapes and dtypes, no data, no compute, no memory), with two different batch
+and time sizes; a dim that follows the batch size prints as ``B``, one that follows the time
+size as ``T`` (also ``B*T``, ``2*T``, ``T//2``, ``T-1`` ...), a fixed one as its number.
+
+The same dry run finds device bugs on a CPU-only machine: a tensor created inside ``forward`` on
+a fixed device (``torch.randn(*shape)`` without ``device=``) lands on the CPU, while everything
+of the model is on ``meta``; the first op mixing the two is reported with module and line. It
+also reports shape errors (a layer built with the wrong input size) before any data is loaded.
+"""
+
+from __future__ import annotations
+
+import traceback
+import weakref
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from framework import log
+from framework.debug.module_tracker import ModuleTracker
+from framework.debug.op_checks import op_name
+from framework.debug.tensors import format_frame, iter_tensors, user_frame
+from framework.rng import get_rng_state, set_rng_state
+from framework.run_ctx import RunCtx, set_run_ctx
+
+# Two (batch, time) sizes; distinct primes keep B, T and their products apart.
+SIZES = ((3, 7), (5, 13))
+
+
+class DeviceBugError(Exception):
+    """A tensor on a fixed device mixes with the model's tensors."""
+
+
+class _DeviceCheck(TorchDispatchMode):
+    """Raises on the first op that mixes meta (model) tensors with real ones; remembers where real ones came from."""
+
+    def __init__(self, tracker: ModuleTracker):
+        super().__init__()
+        self.tracker = tracker
+        # id -> (weak reference, where); tensors compare elementwise, so they cannot be dict keys
+        self.created: dict[int, tuple[weakref.ref, str]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        tensors = list(iter_tensors((args, kwargs)))
+        real = [t for t in tensors if t.device.type != "meta" and t.dim() > 0]
+        if real and len(real) < len(tensors):
+            stray = real[0]
+            origin = self._origin(stray) or "outside the model (e.g. a global tensor of the config)"
+            raise DeviceBugError(
+                f"in module {self.tracker.current or '(train_step)'}: {op_name(func)} at "
+                f"{format_frame(user_frame())} mixes the model's tensors with a tensor on {stray.device} "
+                f"[{', '.join(map(str, stray.shape))}] that was created {origin}. On a GPU this is a device "
+                f"mismatch. Create it on the input's device (device=x.device, or torch.randn_like(x) / x.new_zeros(...))."
+            )
+        out = func(*args, **(kwargs or {}))
+        if not tensors or real:
+            # A real tensor derived from another keeps the origin of the first (randn, not the * 0.1 after it).
+            inherited = next((o for o in map(self._origin, real) if o), None)
+            where = inherited or f"by {op_name(func)} at {format_frame(user_frame())} without a device"
+            for t in iter_tensors(out):
+                if t.device.type != "meta":
+                    self.created[id(t)] = (weakref.ref(t), where)
+        return out
+
+    def _origin(self, t: torch.Tensor) -> str | None:
+        ref, where = self.created.get(id(t), (None, None))
+        return where if ref is not None and ref() is t else None
+
+
+def _swap_to_meta(model: nn.Module) -> list[tuple[dict, str, Any]]:
+    """Replace parameters and buffers by meta tensors in place; return what to put back."""
+    saved = []
+    meta: dict[int, Any] = {}
+    for module in model.modules():
+        for store in (module._parameters, module._buffers):
+            for name, value in store.items():
+                if value is None:
+                    continue
+                if id(value) not in meta:
+                    fake = torch.empty_like(value, device="meta")
+                    meta[id(value)] = (
+                        nn.Parameter(fake, value.requires_grad) if isinstance(value, nn.Parameter) else fake
+                    )
+                saved.append((store, name, value))
+                store[name] = meta[id(value)]
+    return saved
+
+
+def _fake_batch(extern_data: dict, batch: int, time: int) -> dict[str, torch.Tensor]:
+    fake = {}
+    for key, declared in extern_data.items():
+        shape = (batch,) + tuple(time if d is None else d for d in declared.shape)
+        fake[key] = torch.empty(shape, dtype=getattr(torch, declared.dtype), device="meta")
+        if declared.variable:
+            fake[key + ":seq_len"] = torch.empty((batch,), dtype=torch.int64, device="meta")
+    return fake
+
+
+def symbolic_dim(a: int, b: int) -> str:
+    """Name a dim that is ``a`` in the first dry run and ``b`` in the second."""
+    (b1, t1), (b2, t2) = SIZES
+    if a == b:
+        return str(a)
+    candidates = {"B": (b1, b2), "T": (t1, t2), "B*T": (b1 * t1, b2 * t2)}
+    for k in range(2, 9):
+        candidates.update({f"{k}*T": (k * t1, k * t2), f"{k}*B": (k * b1, k * b2), f"T//{k}": (t1 // k, t2 // k)})
+    for name, values in candidates.items():
+        if (a, b) == values:
+            return name
+    if a - t1 == b - t2:
+        return f"T{a - t1:+d}"
+    return f"?({a}|{b})"
+
+
+def _dry_run(engine: Any, batch: int, time: int) -> tuple[dict[str, list], str | None]:
+    """One dry run; returns {module path: [(shapes, dtypes) per call]} and why it stopped early, if it did."""
+    outputs: dict[str, list] = {}
+
+    def record(path: str, module: nn.Module, args: tuple, output: Any) -> None:
+        if output is None:  # the hook also runs when forward raised; the dry run stopped inside this module
+            outputs.setdefault(path, []).append(None)
+            return
+        tensors = list(iter_tensors(output))
+        outputs.setdefault(path, []).append(([tuple(t.shape) for t in tensors], [t.dtype for t in tensors]))
+
+    tracker = ModuleTracker(engine.model, post_hook=record)
+    run_ctx = RunCtx(stage="train", epoch=max(engine.epoch, 1), step=engine.global_step)
+    set_run_ctx(run_ctx)
+    try:
+        with tracker, _DeviceCheck(tracker):
+            engine.config.get("train_step")(
+                model=engine.model, extern_data=_fake_batch(engine.extern_data, batch, time), run_ctx=run_ctx
+            )
+    except DeviceBugError as exc:
+        return outputs, f"DEVICE BUG {exc}"
+    except Exception as exc:  # shape errors and code that needs real data end the dry run; report, don't crash
+        where = format_frame(user_frame(traceback.extract_tb(exc.__traceback__)))
+        module = f" in module {tracker.current}" if tracker.current else ""
+        reason = str(exc).split("\n")[0].split(". ")[0]
+        return outputs, f"{type(exc).__name__}: {reason}{module} at {where}"
+    finally:
+        set_run_ctx(None)
+    return outputs, None
+
+
+def layer_output_template(engine: Any) -> str:
+    """Run the dry runs and format the template, with any device bug or error that stopped them."""
+    rng = get_rng_state()
+    saved = _swap_to_meta(engine.model)
+    was_training = engine.model.training
+    engine.model.train()
+    try:
+        runs = [_dry_run(engine, b, t) for b, t in SIZES]
+    finally:
+        for store, name, value in saved:
+            store[name] = value
+        engine.model.train(was_training)
+        set_rng_state(rng)
+    (first, stopped), (second, _) = runs
+    lines = ["Layer output template (dry run on the meta device: no data, no compute; B = batch, T = time):"]
+    for key, declared in engine.extern_data.items():
+        dims = ", ".join(["B"] + ["T" if d is None else str(d) for d in declared.shape])
+        sparse = f" sparse_dim={declared.sparse_dim}" if declared.sparse_dim is not None else ""
+        lines.append(f"  extern_data {key}: [{dims}] {declared.dtype}{sparse}")
+    width = max((len(p or "(model)") for p, _ in engine.model.named_modules()), default=10)
+    for path, module in engine.model.named_modules():
+        path = path or "(model)"
+        calls_a, calls_b = first.get(path), second.get(path)
+        if not calls_a:
+            lines.append(f"  {path:<{width}}  {type(module).__name__}: not called")
+            continue
+        if calls_a[0] is None:
+            lines.append(f"  {path:<{width}}  {type(module).__name__}: the dry run stopped inside it")
+            continue
+        shapes_a, dtypes = calls_a[0]
+        shapes_b = calls_b[0][0] if calls_b and calls_b[0] is not None else shapes_a
+        outs = ", ".join(
+            f"[{', '.join(symbolic_dim(x, y) for x, y in zip(sa, sb, strict=False))}] {str(dt).removeprefix('torch.')}"
+            for sa, sb, dt in zip(shapes_a, shapes_b, dtypes, strict=False)
+        )
+        repeat = f"  (called {len(calls_a)} times)" if len(calls_a) > 1 else ""
+        lines.append(f"  {path:<{width}}  {type(module).__name__} -> {outs or 'no tensor output'}{repeat}")
+    if stopped and stopped.startswith("DEVICE BUG"):
+        lines.append(f"  {stopped}")
+    elif stopped:
+        lines.append(
+            f"  The dry run stopped early: {stopped}. Modules after that point are shown as not called; "
+            f"code that needs real values (.item(), boolean masks) cannot run on meta tensors."
+        )
+    return "\n".join(lines)
+
+
+def print_layer_output_template(engine: Any) -> None:
+    """STARTUP callback."""
+    log.v1(layer_output_template(engine))
