@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import torch
+
 from conftest import ROOT, TINY_CONFIG, run_rnn, write_config
 
 STEP_LINE = re.compile(

@@ -1,8 +1,8 @@
 """Config files, overrides, validation and their errors."""
 
 import pytest
-from conftest import write_config
 
+from conftest import write_config
 from framework.config import Config, load_config, parse_args, parse_override_value
 from framework.errors import ConfigError
 

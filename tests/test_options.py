@@ -3,8 +3,8 @@
 import os
 
 import pytest
-from conftest import ROOT, run_rnn
 
+from conftest import ROOT, run_rnn
 from framework import options
 from framework.options_doc import format_rst
 
