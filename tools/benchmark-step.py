@@ -14,15 +14,15 @@ alike; the ratio of the median step times is printed. Target: at most 1.05.
 import argparse
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 
 import torch  # noqa: E402
+from timing import alternate  # noqa: E402
 from torch import nn  # noqa: E402
 
 from framework import log  # noqa: E402
@@ -87,19 +87,13 @@ def benchmark_steps(rounds: int) -> None:
     engine.model.load_state_dict(initial_state)
     hand = HandWrittenLoop(engine.loaders["train"].dataset, initial_state)
 
-    framework_times, hand_times = [], []
-    for r in range(rounds + 2):  # the first two rounds warm up caches and allocators
-        engine.epoch = r + 1
-        start = time.perf_counter()
+    def framework_epoch(epoch: int) -> int:
+        engine.epoch = epoch
         engine.train_epoch()
-        framework_time = (time.perf_counter() - start) / engine.steps_in_epoch
-        start = time.perf_counter()
-        steps = hand.epoch(r + 1, 64)
-        hand_time = (time.perf_counter() - start) / steps
-        if r >= 2:
-            framework_times.append(framework_time)
-            hand_times.append(hand_time)
-    fw, hw = statistics.median(framework_times), statistics.median(hand_times)
+        return engine.steps_in_epoch
+
+    medians = alternate({"framework": framework_epoch, "hand": lambda epoch: hand.epoch(epoch, 64)}, rounds)
+    fw, hw = medians["framework"], medians["hand"]
     print(f"model 784-512-512-10, batch 64, 1 thread, {engine.steps_in_epoch} steps/epoch, {rounds} alternating rounds")
     print(f"hand-written loop: {hw * 1e3:.3f} ms/step (median)")
     print(f"framework engine:  {fw * 1e3:.3f} ms/step (median)")

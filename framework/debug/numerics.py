@@ -13,15 +13,17 @@ such updates instead.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
 import torch
 
 from framework import checkpoint, log
-from framework.debug.module_tracker import ModuleTracker, matches_any
-from framework.debug.op_checks import OpFlags, produced_nonfinite_flag
+from framework.debug.module_tracker import ModuleTracker, floating_tensors, matches_any
+from framework.debug.op_checks import OpSums
 from framework.debug.replay import replay_step
+from framework.debug.step_sums import Producer, StepSums
 from framework.errors import FrameworkError
 from framework.events import Event
 from framework.rng import get_rng_state
@@ -46,9 +48,9 @@ class NumericsGuard:
         self.consecutive_invalid = 0
         self.rng_state: dict[str, Any] | None = None
         self.active = False
-        self.output_flags: list[torch.Tensor] = []
+        self.sums = StepSums(self.nan_only)
         self.tracker: ModuleTracker | None = None
-        self.op_flags: OpFlags | None = None
+        self.op_sums: OpSums | None = None
 
     @property
     def wanted(self) -> bool:
@@ -64,28 +66,34 @@ class NumericsGuard:
         if self.on_output:
             for path, module in engine.model.named_modules():
                 if not matches_any(path or "(model)", self.skip_patterns):
-                    module.register_forward_hook(self._check_module_output)
+                    module.register_forward_hook(self._module_hook(path or "(model)"))
         if self.on_ops:
             self.tracker = ModuleTracker(engine.model) if self.skip_patterns else None
-            self.op_flags = OpFlags(self.nan_only, self.skip_patterns, self.tracker)
+            self.op_sums = OpSums(self.sums, self.skip_patterns, self.tracker)
 
-    def _check_module_output(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
-        if self.active:
-            flag = produced_nonfinite_flag(args, output, self.nan_only)
-            if flag is not None:
-                self.output_flags.append(flag)
+    def _module_hook(self, path: str):
+        def record(module: torch.nn.Module, args: tuple, output: Any) -> None:
+            if self.active:
+                inputs = [self.sums.add_input(t) for t in floating_tensors(args) if t.numel()]
+                outputs = [self.sums.add(t) for t in floating_tensors(output) if t.numel()]
+                self.sums.producers.append(Producer(path, inputs, outputs))
+
+        return record
 
     def on_step_start(self, engine: Any) -> None:
-        self.rng_state = get_rng_state()
+        # torch's generators (dropout, randn) replay the step; Python's and numpy's would cost ~100 us
+        # per step to capture, and randomness of the data is already in the saved batch.
+        self.rng_state = get_rng_state(host=False)
         self.active = True
-        if self.op_flags is not None:
+        if self.op_sums is not None:
             if self.tracker is not None:
                 self.tracker.__enter__()
-            self.op_flags.__enter__()
+            self.op_sums.__enter__()
 
     def _leave_step(self) -> None:
-        if self.active and self.op_flags is not None:
-            self.op_flags.__exit__(None, None, None)
+        if self.active and self.op_sums is not None:
+            self.op_sums.__exit__(None, None, None)
+            self.op_sums.clear()
             if self.tracker is not None:
                 self.tracker.__exit__(None, None, None)
         self.active = False
@@ -95,53 +103,81 @@ class NumericsGuard:
 
     def on_after_backward(self, engine: Any) -> None:
         self._leave_step()
-        checks = [torch.isfinite(m.normalized().detach()) for m in engine.run_ctx.losses.values() if not m.as_error]
-        checks += self.output_flags
-        self.output_flags = []
-        if self.op_flags is not None:
-            flag = self.op_flags.all_finite_flag()
-            if flag is not None:
-                checks.append(flag)
-        grads = [p.grad for p in engine.model.parameters() if p.grad is not None] if self.check_grads else []
-        if grads:
-            checks.append(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all())
-        if not checks or bool(torch.stack([c.reshape(()) for c in checks]).all()):
+        values = [m.normalized().detach() for m in engine.run_ctx.losses.values() if not m.as_error]
+        if self.check_grads:
+            grads = [p.grad for p in engine.model.parameters() if p.grad is not None]
+            values += torch._foreach_norm(grads) if grads else []
+        if self._all_finite(values):
+            self.sums.clear()
             self.consecutive_invalid = 0
+            return
+        culprits = self.sums.culprits()
+        self.sums.clear()
+        losses_and_grads_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
+        if losses_and_grads_finite and (not culprits or not self._confirmed(engine, culprits)):
+            self.consecutive_invalid = 0  # infinities passed on from skipped modules, or a false alarm
             return
         self.consecutive_invalid += 1
         if self.consecutive_invalid <= self.allowed_invalid:
             engine.skip_update = True
             log.v2(
                 f"ep {engine.epoch} step {engine.step_in_epoch} (global {engine.global_step}): non-finite "
-                f"{_what_is_bad(engine, self.nan_only)}; update skipped ({self.consecutive_invalid} of "
+                f"{_what_is_bad(engine, culprits)}; update skipped ({self.consecutive_invalid} of "
                 f"{self.allowed_invalid} allowed consecutive invalid steps)"
             )
             return
         self._stop(engine)
+
+    def _confirmed(self, engine: Any, culprits: list[Any]) -> bool:
+        """Replay a step whose losses and gradients are finite but where an intermediate value was
+        flagged: the update would do no harm, so a clean replay means a false alarm of the fast check."""
+        if replay_step(engine, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns).reproduced:
+            return True
+        log.v2(
+            f"ep {engine.epoch} step {engine.step_in_epoch}: the fast numerics check flagged "
+            f"{', '.join(map(str, culprits[:3]))}, but the exact replay of the step is clean; continuing."
+        )
+        return False
+
+    def _all_finite(self, values: list[torch.Tensor]) -> bool:
+        """One host sync for losses, gradient norms and every recorded sum: a sum of terms is finite
+        iff each term is (NaN-only mode checks the recorded sums for NaN separately)."""
+        terms = values if self.nan_only else values + self.sums.sums
+        if not terms:
+            return True
+        total = terms[0] if len(terms) == 1 else torch.stack([t.float() for t in terms]).sum()
+        if self.nan_only and self.sums.sums:
+            total = total + torch.where(self.sums.produced_bad_flag(), float("nan"), 0.0)
+        return math.isfinite(total.item())
 
     def _stop(self, engine: Any) -> None:
         report = replay_step(engine, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
         saved = save_offending_step(engine, self.rng_state, report.format())
         newest = checkpoint.list_checkpoints(engine.config.get("model")) if engine.config.get("model") else {}
         last = f"the last checkpoint ({newest[max(newest)]}) is intact" if newest else "no checkpoint was written yet"
-        skipped = f" after {self.allowed_invalid} skipped updates" if self.allowed_invalid else ""
+        context = f" after {self.allowed_invalid} skipped updates" if self.allowed_invalid else ""
+        if not report.reproduced:
+            context += (
+                " (the replay with the same batch, parameters and RNG state was clean: the failure is not "
+                "deterministic, e.g. uninitialized memory or randomness outside torch's seeded RNGs, or a "
+                "float32 overflow in the fast check's sums)"
+            )
         files = " ".join(engine.config.files) or "CONFIG"
-        where = (
-            (
+        if saved:
+            where = (
                 f"\nSaved batch, parameters and RNG state of the step to {saved}; replay it with:\n"
                 f"    python tools/replay-step.py {files} {saved}"
             )
-            if saved
-            else ("\nSet the 'model' option to keep the offending batch for replay.")
-        )
+        else:
+            where = "\nSet the 'model' option to keep the offending batch for replay."
         raise NonFiniteError(
             f"Non-finite values in training step {engine.step_in_epoch} of epoch {engine.epoch} (global step "
-            f"{engine.global_step}){skipped}. Stopped before the optimizer step: the parameters are untouched and "
+            f"{engine.global_step}){context}. Stopped before the optimizer step: the parameters are untouched and "
             f"{last}.\n{report.format()}{where}"
         )
 
 
-def _what_is_bad(engine: Any, nan_only: bool) -> str:
+def _what_is_bad(engine: Any, culprits: list[Any]) -> str:
     losses = [n for n, m in engine.run_ctx.losses.items() if not bool(torch.isfinite(m.normalized().detach()))]
     params = [
         n for n, p in engine.model.named_parameters() if p.grad is not None and not bool(torch.isfinite(p.grad).all())
@@ -151,6 +187,8 @@ def _what_is_bad(engine: Any, nan_only: bool) -> str:
         parts.append(f"loss {', '.join(losses)}")
     if params:
         parts.append(f"gradient of {', '.join(params[:5])}" + (" ..." if len(params) > 5 else ""))
+    if culprits:
+        parts.append(f"output of {', '.join(map(str, culprits[:3]))}")
     return "; ".join(parts) or "module/op outputs"
 
 

@@ -1,8 +1,8 @@
 """Op-level numerics checks: every aten op, forward and backward, via torch dispatch modes.
 
-``OpFlags`` is the fast path of ``debug_add_check_numerics_ops``: each op's floating outputs
-are reduced to an "all finite" flag on the device, without a host sync; the step checks them
-once. ``FirstNonFiniteOp`` is the slow, exact path used when replaying a failing step: it stops
+``OpSums`` is the fast path of ``debug_add_check_numerics_ops``: each op's floating outputs
+are reduced to a sum on the device, without a host sync (see ``step_sums``); the step checks
+them once. ``FirstNonFiniteOp`` is the slow, exact path used when replaying a failing step: it stops
 at nothing but records the first op whose inputs were finite and whose output is not, with
 the user's source line; in backward it also names the autograd node and, through the tags that
 ``TagAutogradNodes`` put on the nodes during forward, the forward op, module and line that the
@@ -19,37 +19,71 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from framework.debug.module_tracker import ModuleTracker, floating_tensors, skipped_by
-from framework.debug.tensors import bad_rows, format_frame, has_nonfinite, nonfinite_mask, stats, user_frame
+from framework.debug.step_sums import Producer, StepSums
+from framework.debug.tensors import bad_rows, format_frame, has_nonfinite, stats, user_frame
 
 _ORIGIN = "framework_origin"  # key of our tag in an autograd node's metadata
 
 
-class OpFlags(TorchDispatchMode):
-    """Collects a device-side "finite" flag per floating op output; ``all_finite()`` syncs once."""
+class OpSums(TorchDispatchMode):
+    """Fast path of ``debug_add_check_numerics_ops``: a sum per op output, and which op produced each input.
 
-    def __init__(self, nan_only: bool, skip_patterns: list[str], tracker: ModuleTracker | None):
+    Inputs are never re-read: an op's inputs count as finite when the ops that produced them
+    had finite outputs; tensors from outside the step (parameters, the batch) count as finite
+    (the replay checks them exactly). Views alias their base and are not summed again.
+    """
+
+    def __init__(self, sums: StepSums, skip_patterns: list[str], tracker: ModuleTracker | None):
         super().__init__()
-        self.nan_only = nan_only
+        self.sums = sums
         self.skip_patterns = skip_patterns
         self.tracker = tracker
-        self.flags: list[torch.Tensor] = []
+        self.producer: dict[int, int] = {}  # id(tensor) -> position of its sum
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if self.tracker is not None and skipped_by(self.tracker.stack, self.skip_patterns):
+        if func.overloadpacket in UNINITIALIZED_OPS:
             return out
-        flag = produced_nonfinite_flag((args, kwargs), out, self.nan_only)
-        if flag is not None:
-            self.flags.append(flag)
+        outs = [t for t in floating_tensors(out) if t.numel()]
+        if not outs:
+            return out
+        parents = [self.producer[id(t)] for t in floating_tensors((args, kwargs)) if id(t) in self.producer]
+        if _is_view_op(func):
+            if parents:
+                for t in outs:
+                    self.producer[id(t)] = parents[0]
+            return out
+        positions = [self.sums.add(t) for t in outs]
+        for t, position in zip(outs, positions, strict=True):
+            self.producer[id(t)] = position
+        skipped = self.tracker is not None and skipped_by(self.tracker.stack, self.skip_patterns)
+        self.sums.producers.append(Producer(func.overloadpacket, parents, positions, skipped))
         return out
 
-    def all_finite_flag(self) -> torch.Tensor | None:
-        """One device tensor: True iff every checked op output was finite; resets the flags."""
-        if not self.flags:
-            return None
-        flag = torch.stack(self.flags).all()
-        self.flags = []
-        return flag
+    def clear(self) -> None:
+        """Forget the step's tensors."""
+        self.producer.clear()
+
+
+# Ops returning uninitialized memory (filled later, e.g. through out=): any bit pattern, NaN included.
+UNINITIALIZED_OPS = {
+    torch.ops.aten.empty,
+    torch.ops.aten.empty_like,
+    torch.ops.aten.empty_strided,
+    torch.ops.aten.new_empty,
+    torch.ops.aten.new_empty_strided,
+    torch.ops.aten.empty_permuted,
+}
+
+_VIEW_OPS: dict[Any, bool] = {}
+
+
+def _is_view_op(func: Any) -> bool:
+    """Whether every output of an aten op is a read-only alias of an input (a view)."""
+    if func not in _VIEW_OPS:
+        returns = func._schema.returns
+        _VIEW_OPS[func] = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+    return _VIEW_OPS[func]
 
 
 @dataclass
@@ -93,6 +127,8 @@ class FirstNonFiniteOp(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if getattr(func, "overloadpacket", None) in UNINITIALIZED_OPS:
+            return out
         node = torch._C._current_autograd_node()
         if (self.backward if node is not None else self.forward) is not None:
             return out
@@ -138,25 +174,6 @@ class TagAutogradNodes(TorchFunctionMode):
                     "where": format_frame(user_frame()),
                 }
         return out
-
-
-def _any_nonfinite(tensors: list[torch.Tensor], nan_only: bool) -> torch.Tensor:
-    flags = [nonfinite_mask(t, nan_only).any() for t in tensors]
-    return flags[0] if len(flags) == 1 else torch.stack(flags).any()
-
-
-def produced_nonfinite_flag(inputs: Any, outputs: Any, nan_only: bool) -> torch.Tensor | None:
-    """Device flag, False iff finite inputs gave a non-finite output (no host sync); None if no floats out.
-
-    Non-finite values passed on from non-finite inputs are not flagged again: only the op or
-    module that created them is, and values from a skipped module may flow on (e.g. -inf masks).
-    """
-    outs = [t.detach() for t in floating_tensors(outputs) if t.numel()]
-    if not outs:
-        return None
-    out_bad = _any_nonfinite(outs, nan_only)
-    ins = [t.detach() for t in floating_tensors(inputs) if t.numel()]
-    return ~out_bad if not ins else ~out_bad | _any_nonfinite(ins, nan_only)
 
 
 def op_name(func: Any) -> str:

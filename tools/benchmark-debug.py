@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Cost of the numerics diagnostics: step time with each flag on, relative to every check off.
+
+Models: the MNIST MLP (configs/mnist_mlp.py) and the 12AX LSTM (configs/task12ax_lstm.py), one
+thread, training epochs of all variants alternating, same initial parameters. Variants:
+
+    off             every check off (stop_on_nonfinite_train_score = False)
+    default         the defaults (the loss is checked every step)
+    on_output       debug_add_check_numerics_on_output = True   (target <= 1.15)
+    ops             debug_add_check_numerics_ops = True         (target <= 3)
+    detect_anomaly  every check off, inside torch.autograd.detect_anomaly() for comparison
+    off_again       the same as off, run last in each round: how far apart two identical runs are
+
+    python tools/benchmark-debug.py [--rounds 7] [--models mlp,lstm]
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+
+import torch  # noqa: E402
+from timing import alternate  # noqa: E402
+
+from framework import log  # noqa: E402
+from framework.config import load_config  # noqa: E402
+from framework.engine import Engine  # noqa: E402
+
+MODELS = {"mlp": "configs/mnist_mlp.py", "lstm": "configs/task12ax_lstm.py"}
+VARIANTS = {
+    "off": {"stop_on_nonfinite_train_score": False},
+    "default": {},
+    "on_output": {"debug_add_check_numerics_on_output": True},
+    "ops": {"debug_add_check_numerics_ops": True},
+    "detect_anomaly": {"stop_on_nonfinite_train_score": False},
+    "off_again": {"stop_on_nonfinite_train_score": False},  # control: the noise floor of the comparison
+}
+
+
+def make_runner(config_path: str, variant: str, initial_state: dict | None):
+    overrides = {
+        "model": None,
+        "log": None,
+        "dev": None,
+        "device": "cpu",
+        "learning_rate_control": "constant",
+        "num_epochs": 10**6,
+        **VARIANTS[variant],
+    }
+    engine = Engine(load_config([os.path.join(ROOT, config_path)], overrides))
+    engine.init_train()
+    if initial_state is not None:
+        engine.model.load_state_dict(initial_state)
+
+    def run(epoch: int) -> int:
+        engine.epoch = epoch
+        anomaly = torch.autograd.detect_anomaly() if variant == "detect_anomaly" else contextlib.nullcontext()
+        with anomaly:
+            engine.train_epoch()
+        return engine.steps_in_epoch
+
+    return run, engine
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--models", default="mlp,lstm")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    log.setup(verbosity=1)
+    for model_name in args.models.split(","):
+        runners, initial = {}, None
+        for variant in VARIANTS:
+            runners[variant], engine = make_runner(MODELS[model_name], variant, initial)
+            initial = initial or {k: v.clone() for k, v in engine.model.state_dict().items()}
+        medians = alternate(runners, args.rounds)
+        print(f"{model_name} ({MODELS[model_name]}), 1 thread, median of {args.rounds} alternating epochs:")
+        for variant, seconds in medians.items():
+            print(f"  {variant:<15} {seconds * 1e3:8.3f} ms/step   ratio vs off {seconds / medians['off']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+"""Alternating timing for the benchmark scripts: machine noise hits every variant alike."""
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def alternate(variants: dict[str, Callable[[int], int]], rounds: int, warmup: int = 2) -> dict[str, float]:
+    """Median seconds per step of each variant; ``variant(round) -> steps`` runs one round (an epoch)."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for r in range(rounds + warmup):
+        for name, run in variants.items():
+            start = time.perf_counter()
+            steps = run(r + 1)
+            if r >= warmup:
+                times[name].append((time.perf_counter() - start) / steps)
+    return {name: statistics.median(values) for name, values in times.items()}
