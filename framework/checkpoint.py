@@ -26,6 +26,19 @@ def checkpoint_path(prefix: str, epoch: int) -> str:
     return f"{prefix}.{epoch:03d}.pt"
 
 
+def interrupted_path(prefix: str) -> str:
+    """Where a run stopped mid-epoch (Ctrl-C) keeps its state: ``<model>.interrupted.pt``."""
+    return f"{prefix}.interrupted.pt"
+
+
+def remove_interrupted(prefix: str) -> None:
+    """Delete the mid-epoch checkpoint once an epoch checkpoint supersedes it."""
+    path = interrupted_path(prefix)
+    if os.path.exists(path):
+        log.v4(f"Removing {path}: superseded by a complete epoch checkpoint.")
+        os.remove(path)
+
+
 def list_checkpoints(prefix: str) -> dict[int, str]:
     """Complete checkpoints of ``prefix`` by epoch (temporary files of interrupted writes excluded)."""
     pattern = re.compile(re.escape(os.path.basename(prefix)) + r"\.(\d{3,})\.pt$")

@@ -30,27 +30,53 @@ def main(argv: list[str]) -> int:
 
         print(format_help())
         return 0
+    from framework.debug.crash import install_crash_handlers
+
+    crash_status = install_crash_handlers()  # first: a crash while loading the config is covered too
     try:
-        return _run(argv)
+        return _run(argv, crash_status)
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         log.to_files(f"ERROR: {exc}")
         return exc.exit_code
 
 
-def _run(argv: list[str]) -> int:
+def _run(argv: list[str], crash_status: str) -> int:
     files, overrides = parse_args(argv)
     config = load_config(files, overrides)
     log.setup(config.get("log_verbosity"), config.get("log"))
 
     import torch  # after config validation: a typo is reported without waiting for torch
 
+    from framework.debug import tracebacks
+    from framework.debug.crash import log_crash_handler_status
     from framework.engine import Engine
 
+    if config.bool("use_better_exchook"):
+        tracebacks.install_excepthook()
+    if config.bool("use_lovely_tensors"):
+        tracebacks.install_lovely_tensors()
+    if config.get("startup_callback") is not None:
+        config.get("startup_callback")(config=config)
     task = config.get("task")
     engine = Engine(config)
     log.v4(f"rnn.py {' '.join(argv)}")
     log.v4(f"task {task}, torch {torch.__version__}, device {engine.device}, {torch.get_num_threads()} threads")
+    log_crash_handler_status(crash_status)
+    try:
+        _run_task(engine, task)
+    except FrameworkError:
+        raise
+    except Exception as exc:
+        if config.bool("debug_shell_on_exception"):
+            from framework.debug.shell import post_mortem_shell
+
+            post_mortem_shell(exc)
+        raise
+    return 0
+
+
+def _run_task(engine, task: str) -> None:
     if task == "train":
         engine.train()
     elif task == "eval":
@@ -59,4 +85,3 @@ def _run(argv: list[str]) -> int:
         from framework.forward import run_forward
 
         run_forward(engine)
-    return 0

@@ -8,6 +8,7 @@ Attributes of the engine are the training state that callbacks read.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from typing import Any
 
@@ -62,6 +63,9 @@ class Engine:
         self.run_ctx: RunCtx | None = None
         self.skip_update = False
         self.exception: BaseException | None = None
+        self.stop_requested: str | None = None
+        self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
+        self._scores: ScoreAccumulator | None = None
         self.extern_data: dict[str, DataKey] = {}
         self.loaders: dict[str, BatchLoader] = {}
 
@@ -120,11 +124,17 @@ class Engine:
         plan = loader.plan(self.epoch)
         accum = self.config.int("accum_grad_multiple_step")
         loss_weights = _accumulation_weights(plan, accum)
-        scores = ScoreAccumulator()
+        scores = self._scores = ScoreAccumulator()
+        start = 0
+        if self._resume is not None and self._resume["epoch"] == self.epoch:
+            start = self._resume["next_step"]
+            scores.load_state_dict(self._resume["scores"])
+            log.v3(f"Continuing epoch {self.epoch} at step {start} of {len(plan)}.")
+        self._resume = None
         self.steps_in_epoch = len(plan)
         self.model.train()
         self.callbacks.emit(Event.EPOCH_START, self)
-        for i, (indices, batch) in enumerate(loader.iterate(plan)):
+        for i, (indices, batch) in enumerate(loader.iterate(plan[start:]), start=start):
             self.step_in_epoch, self.batch_indices, self.batch = i, indices, batch
             self.run_ctx = RunCtx(stage="train", epoch=self.epoch, step=self.global_step, batch=batch)
             set_run_ctx(self.run_ctx)
@@ -148,6 +158,15 @@ class Engine:
         if not plan:
             raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {self.epoch}.")
         return scores.result()
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Stop training at the next update boundary, writing a checkpoint to resume from."""
+        self.stop_requested = reason
+
+    def at_update_boundary(self) -> bool:
+        """Whether the step that just ended applied an update (no gradients are pending)."""
+        accum = self.config.int("accum_grad_multiple_step")
+        return (self.step_in_epoch + 1) % accum == 0 or self.step_in_epoch + 1 == self.steps_in_epoch
 
     def evaluate(self, option: str) -> dict[str, float]:
         """Scores of ``train_step``'s losses over dataset ``option`` (dev, eval, ...), without updates."""
@@ -229,21 +248,17 @@ class Engine:
         if self.config.get("train_step") is None:
             raise ConfigError("task='train' needs train_step(*, model, extern_data, run_ctx, **kwargs) in the config.")
         prefix = self.config.get("model")
-        found = {}
-        if prefix:
-            checkpoint.remove_stale_temp_files(prefix)
-            found = checkpoint.list_checkpoints(prefix)
-        state = checkpoint.load_checkpoint(found[max(found)]) if found else None
-        if state is not None and state["epoch"] >= num_epochs:
+        path, state = self._newest_training_state(prefix) if prefix else (None, None)
+        if state is not None and state["epoch"] >= num_epochs and "next_step" not in state:
             log.v3(
-                f"Training is complete: {found[max(found)]} is epoch {state['epoch']} of {num_epochs}. "
+                f"Training is complete: {path} is epoch {state['epoch']} of {num_epochs}. "
                 f"Raise num_epochs to train further."
             )
             return False
         seed_everything(self.config.int("random_seed"))
-        self.build_model(
-            epoch=1 if state is None else state["epoch"] + 1, step=0 if state is None else state["global_step"]
-        )
+        # An interrupted checkpoint is mid-epoch: that epoch is continued, not skipped.
+        next_epoch = 1 if state is None else state["epoch"] + ("next_step" not in state)
+        self.build_model(epoch=next_epoch, step=0 if state is None else state["global_step"])
         self.optimizer = create_optimizer(self.config, self.model)
         install_gradient_clipping(self.config, self.callbacks)
         install_dynamic_learning_rate(self.config, self.callbacks)
@@ -251,9 +266,25 @@ class Engine:
             StepProgress().install(self.callbacks)
         debug.install(self)
         if state is not None:
-            self._restore(state, found[max(found)])
-            log.v3(f"Resuming from {found[max(found)]}: epoch {self.epoch}, global step {self.global_step}.")
+            self._restore(state, path)
+            log.v3(f"Resuming from {path}: epoch {self.epoch}, global step {self.global_step}.")
+            self.epoch = next_epoch - 1
+            if "next_step" in state:
+                self._resume = {"epoch": state["epoch"], "next_step": state["next_step"], "scores": state["scores"]}
         return True
+
+    def _newest_training_state(self, prefix: str) -> tuple[str | None, dict[str, Any] | None]:
+        """The newest epoch checkpoint, or an interrupted (mid-epoch) one if that is newer."""
+        checkpoint.remove_stale_temp_files(prefix)
+        found = checkpoint.list_checkpoints(prefix)
+        path = found[max(found)] if found else None
+        interrupted = checkpoint.interrupted_path(prefix)
+        if os.path.exists(interrupted):
+            state = checkpoint.load_checkpoint(interrupted)
+            if state["epoch"] > (max(found) if found else 0):
+                return interrupted, state
+            checkpoint.remove_interrupted(prefix)  # an epoch checkpoint already covers it
+        return path, checkpoint.load_checkpoint(path) if path else None
 
     def _restore(self, state: dict[str, Any], path: str) -> None:
         checkpoint.load_model_state(self.model, state["model"], path)
@@ -292,24 +323,36 @@ class Engine:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
+    def _checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": self.epoch,
+            "global_step": self.global_step,
+            "rng": get_rng_state(),
+            "learning_rate_control": self.lr_control.state_dict(),
+        }
+
     def _save_checkpoint(self) -> None:
         prefix = self.config.get("model")
         if not prefix:
             return
         path = checkpoint.checkpoint_path(prefix, self.epoch)
-        checkpoint.save_checkpoint(
-            path,
-            {
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "epoch": self.epoch,
-                "global_step": self.global_step,
-                "rng": get_rng_state(),
-                "learning_rate_control": self.lr_control.state_dict(),
-            },
-        )
+        checkpoint.save_checkpoint(path, self._checkpoint_state())
         log.v4(f"Saved checkpoint {path}")
+        checkpoint.remove_interrupted(prefix)
         self.callbacks.emit(Event.CHECKPOINT_SAVED, self)
+
+    def save_interrupted_checkpoint(self) -> str | None:
+        """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch."""
+        prefix = self.config.get("model")
+        if not prefix:
+            return None
+        state = self._checkpoint_state()
+        state.update(next_step=self.step_in_epoch + 1, scores=self._scores.state_dict())
+        path = checkpoint.interrupted_path(prefix)
+        checkpoint.save_checkpoint(path, state)
+        return path
 
 
 def _accumulation_weights(plan: list[np.ndarray], accum: int) -> list[float] | None:

@@ -335,3 +335,45 @@ register(
 register(
     "debug_print_layer_output_shape", "bool", False, "Print every module's actual output shapes, one line per step.", _C
 )
+
+_C = "framework.debug.tracebacks"
+register(
+    "use_better_exchook",
+    "bool",
+    True,
+    "Extended tracebacks (better_exchook): each frame with the values in its failing statement; tensors compact.",
+    _C,
+)
+register(
+    "use_lovely_tensors",
+    "bool",
+    False,
+    "Tensor reprs everywhere (logs, shells, tracebacks) are lovely-tensors summaries.",
+    _C,
+)
+register(
+    "startup_callback",
+    "callable | None",
+    None,
+    "startup_callback(config=config) is called once, early, e.g. to install your own tools.",
+    _C,
+)
+
+_C = "framework.debug.shell"
+register(
+    "debug_shell_in_runner",
+    "bool | int | list[int]",
+    False,
+    "Open a shell right before training steps: True (every step), a global step, or a list of them. SIGUSR2: next step.",
+    _C,
+)
+register("debug_shell_on_exception", "bool", False, "On an exception, open a shell in the frame that raised it.", _C)
+
+_C = "framework.debug.crash"
+register(
+    "watch_stall",
+    "float | None",
+    None,
+    "Print every thread's stack when no step finishes within this many seconds (and again while it lasts).",
+    _C,
+)

@@ -33,6 +33,14 @@ class ScoreAccumulator:
             else:
                 self._sums[name], self._weights[name] = value, weight
 
+    def state_dict(self) -> dict[str, dict]:
+        """The running sums (for a mid-epoch checkpoint)."""
+        return {"sums": dict(self._sums), "weights": dict(self._weights)}
+
+    def load_state_dict(self, state: dict[str, dict]) -> None:
+        """Continue from ``state_dict``."""
+        self._sums, self._weights = dict(state["sums"]), dict(state["weights"])
+
     def result(self) -> dict[str, float]:
         """The averaged scores (one host sync per loss)."""
         return {name: float(self._sums[name] / self._weights[name]) for name in self._sums}

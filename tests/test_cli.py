@@ -168,13 +168,14 @@ def test_exception_in_user_code_keeps_its_traceback_and_exits_non_zero(tmp_path)
         + (
             "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
             "    secret_local = 'found-me'\n"
-            "    raise RuntimeError('boom in user code')\n"
+            "    raise RuntimeError('boom in user code: ' + secret_local)\n"
         ),
     )
     result = run_rnn(config)
     assert result.returncode == 1
-    assert "RuntimeError: boom in user code" in result.stderr
-    assert f'File "{config}", line' in result.stderr
+    assert "RuntimeError: boom in user code: found-me" in result.stderr
+    assert re.search(rf'File "[^"]*{os.path.basename(config)}", line \d+, in train_step', result.stderr)
+    assert "secret_local = <local> 'found-me'" in result.stderr  # better_exchook: the frame's variables
     # The debugger lands in the user's frame, with its locals.
     debugged = subprocess.run(
         [sys.executable, "-m", "pdb", "-c", "continue", os.path.join(ROOT, "rnn.py"), config],

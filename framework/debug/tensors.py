@@ -44,7 +44,7 @@ def stats(t: torch.Tensor) -> str:
         return describe(t)
     from lovely_tensors import lovely
 
-    return lovely(t.detach(), color=False)
+    return str(lovely(t.detach(), color=False))  # lovely returns a str proxy; __repr__ must return a str
 
 
 def nonfinite_mask(t: torch.Tensor, nan_only: bool) -> torch.Tensor:

@@ -1,0 +1,106 @@
+"""Evidence from crashes and hangs: Python stacks of every thread, native backtraces, stall dumps.
+
+- ``faulthandler`` is on for this process and, through ``PYTHONFAULTHANDLER``, for Python child
+  processes (forked DataLoader workers inherit the handlers anyway): a segfault prints every
+  thread's Python stack.
+- A native handler (``native/backtrace.c``) prints the C-level backtrace first. It is compiled once
+  with the system's C compiler and cached; without a compiler there is a log line saying so and
+  crashes print the Python stacks only.
+- ``SIGUSR1`` prints every thread's Python stack; training continues.
+- ``watch_stall = seconds``: when no step finishes within that time, every thread's stack is
+  printed, and again each further interval while the stall lasts; the run is not killed. It uses
+  faulthandler's C-level watchdog, which fires even while the main thread is stuck inside native
+  code holding the GIL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from framework import log
+from framework.events import Event
+
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "backtrace.c")
+_native_lib: ctypes.CDLL | None = None
+
+
+def install_crash_handlers() -> str:
+    """Enable faulthandler, the native backtrace handler and SIGUSR1 stack dumps; say what is active."""
+    global _native_lib
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    os.environ["PYTHONFAULTHANDLER"] = "1"
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
+    if _native_lib is not None:
+        return "native backtraces on"
+    library, problem = _build_native_library()
+    if library is None:
+        return f"native backtraces off ({problem}); crashes print the Python stacks only"
+    lib = ctypes.CDLL(library)
+    if lib.framework_install_native_backtrace() != 0:
+        return "native backtraces off (sigaction failed); crashes print the Python stacks only"
+    _native_lib = lib  # keep the library loaded: its handler code must stay mapped
+    return "native backtraces on"
+
+
+def _build_native_library() -> tuple[str | None, str]:
+    """Compile native/backtrace.c into a cached shared library; (path, "") or (None, why not)."""
+    if not sys.platform.startswith("linux"):
+        return None, f"not supported on {sys.platform}"
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        return None, "no C compiler found; install gcc or set CC"
+    with open(_SOURCE, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "framework")
+    target = os.path.join(cache, f"native_backtrace_{digest}.so")
+    if os.path.exists(target):
+        return target, ""
+    try:
+        os.makedirs(cache, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
+        os.close(fd)
+        result = subprocess.run(
+            [compiler, "-shared", "-fPIC", "-O1", "-o", tmp, _SOURCE], capture_output=True, text=True, timeout=60
+        )
+        if result.returncode != 0:
+            os.remove(tmp)
+            return None, f"compiling {_SOURCE} failed: {result.stderr.strip()[:200]}"
+        os.replace(tmp, target)  # atomic: concurrent runs never load a half-written library
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"building the handler failed: {exc}"
+    return target, ""
+
+
+class StallWatch:
+    """``watch_stall``: re-arms faulthandler's watchdog whenever a step finishes."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def install(self, engine: Any) -> None:
+        """Arm at startup, re-arm after every step, disarm at the end."""
+        for event in (Event.STARTUP, Event.STEP_END, Event.EPOCH_END):
+            engine.callbacks.on(event, self.arm)
+        for event in (Event.FINISH, Event.EXCEPTION):
+            engine.callbacks.on(event, self.disarm)
+
+    def arm(self, engine: Any) -> None:
+        faulthandler.dump_traceback_later(self.seconds, repeat=True, file=sys.stderr, exit=False)
+
+    def disarm(self, engine: Any) -> None:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def log_crash_handler_status(status: str) -> None:
+    """Tell the user at startup what a crash will print."""
+    log.v4(f"crash handlers: faulthandler on (SIGUSR1 prints all thread stacks), {status}")

@@ -1,0 +1,180 @@
+"""Interactive shells: anywhere (``debug_shell``), before a training step, and post mortem.
+
+IPython is used when it is installed, else ``code.interact``. A shell needs a terminal: without
+one (a batch job) a log line says why none opened, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import code
+import signal
+import sys
+import threading
+import traceback
+import types
+from typing import Any
+
+from framework import log
+from framework.debug.tensors import is_user_file
+from framework.events import Event
+from framework.rng import get_rng_state, set_rng_state
+from framework.run_ctx import RunCtx, set_run_ctx
+
+
+class _Namespace:
+    """A module stand-in whose ``__dict__`` is the given globals dict (IPython's embed wants a module)."""
+
+    def __init__(self, global_ns: dict[str, Any]):
+        self.__dict__ = global_ns
+
+
+def debug_shell(
+    user_ns: dict[str, Any] | None = None,
+    user_global_ns: dict[str, Any] | None = None,
+    exit_afterwards: bool = False,
+    header: str = "",
+) -> None:
+    """Open an interactive shell with the caller's (or the given) namespaces; return when it is left.
+
+    Call it from a config or a model: ``framework.debug.debug_shell(user_ns=locals(),
+    user_global_ns=globals())``. ``exit_afterwards=True`` ends the process when the shell closes.
+    """
+    caller = sys._getframe(1)
+    user_ns = caller.f_locals if user_ns is None else user_ns
+    user_global_ns = caller.f_globals if user_global_ns is None else user_global_ns
+    if not sys.stdin or not sys.stdin.isatty():
+        log.v2(
+            f"debug shell requested{': ' + header.splitlines()[0] if header else ''}, but standard input is "
+            f"not a terminal; no shell opened."
+        )
+    else:
+        try:
+            from IPython.terminal.embed import InteractiveShellEmbed
+        except ImportError:
+            InteractiveShellEmbed = None  # noqa: N806
+        if InteractiveShellEmbed is not None:
+            shell = InteractiveShellEmbed.instance(banner1="", exit_msg="")
+            shell(header=header, local_ns=user_ns, module=_Namespace(user_global_ns), stack_depth=2)
+        else:
+            namespace = {**user_global_ns, **user_ns}
+            try:
+                code.interact(
+                    banner=header + "\n(IPython is not installed: plain Python shell; Ctrl-D leaves)",
+                    local=namespace,
+                    exitmsg="",
+                )
+            except SystemExit:
+                pass  # exit() leaves the shell, as in IPython
+    if exit_afterwards:
+        sys.exit(1)
+
+
+class ShellInRunner:
+    """``debug_shell_in_runner``: a shell right before chosen training steps, and on SIGUSR2.
+
+    The option is True (every step), a global step number, or a list of them. SIGUSR2 opens a shell
+    before the next step in any case. Leaving the shell continues training as if it had not been
+    opened: gradients, RNG state and the step's run context are restored.
+    """
+
+    def __init__(self, when: Any):
+        self.when = when
+        self.requested = False
+        self.subscribed = False
+
+    def install(self, engine: Any) -> None:
+        """Subscribe when steps are chosen; listen for SIGUSR2 (main thread only)."""
+        if self.when is not None and self.when is not False:  # 0 is a step number, not False
+            self._subscribe(engine)
+        if hasattr(signal, "SIGUSR2") and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGUSR2, lambda signum, frame: self._request(engine))
+
+    def _subscribe(self, engine: Any) -> None:
+        if not self.subscribed:
+            engine.callbacks.on(Event.STEP_START, self.maybe_open)
+            self.subscribed = True
+
+    def _request(self, engine: Any) -> None:
+        self.requested = True
+        self._subscribe(engine)
+
+    def _chosen(self, step: int) -> bool:
+        if self.when is True:
+            return True
+        if isinstance(self.when, int) and not isinstance(self.when, bool):
+            return step == self.when
+        return isinstance(self.when, (list, tuple)) and step in self.when
+
+    def maybe_open(self, engine: Any) -> None:
+        if not (self.requested or self._chosen(engine.global_step)):
+            return
+        self.requested = False
+        open_step_shell(engine)
+
+
+def open_step_shell(engine: Any) -> None:
+    """A shell before the current step with model, batch, run_ctx, step, epoch, engine, config."""
+    grads = {p: p.grad for p in engine.model.parameters()}
+    rng = get_rng_state()
+    run_ctx = engine.run_ctx
+
+    def run_step() -> RunCtx:
+        """Run train_step on this batch by hand (a scratch run context; returned with its losses)."""
+        scratch = RunCtx(stage="train", epoch=engine.epoch, step=engine.global_step, batch=engine.batch)
+        set_run_ctx(scratch)
+        try:
+            engine.config.get("train_step")(model=engine.model, extern_data=engine.batch, run_ctx=scratch)
+        finally:
+            set_run_ctx(run_ctx)
+        return scratch
+
+    namespace = {
+        "model": engine.model,
+        "extern_data": engine.batch,
+        "run_ctx": run_ctx,
+        "step": engine.global_step,
+        "epoch": engine.epoch,
+        "engine": engine,
+        "config": engine.config,
+        "run_step": run_step,
+        "stop": engine.request_stop,
+    }
+    header = (
+        f"Debug shell before training step {engine.global_step} (epoch {engine.epoch}, step "
+        f"{engine.step_in_epoch} of {engine.steps_in_epoch}). In scope: model, extern_data, run_ctx, step, "
+        f"epoch, engine, config; run_step() runs train_step on this batch; stop() ends training after this "
+        f"step with a checkpoint. Leave the shell (exit or Ctrl-D) to continue training."
+    )
+    try:
+        debug_shell(namespace, engine.config.namespace, header=header)
+    finally:
+        for p, grad in grads.items():
+            p.grad = grad
+        set_rng_state(rng)
+        run_ctx.losses.clear()
+        run_ctx.outputs.clear()
+        set_run_ctx(run_ctx)
+
+
+def innermost_user_frame(tb: types.TracebackType | None) -> types.FrameType | None:
+    """The deepest traceback frame in user code (else the deepest frame)."""
+    frames = [frame for frame, _ in traceback.walk_tb(tb)]
+    for frame in reversed(frames):
+        if is_user_file(frame.f_code.co_filename):
+            return frame
+    return frames[-1] if frames else None
+
+
+def post_mortem_shell(exc: BaseException) -> None:
+    """``debug_shell_on_exception``: a shell in the frame where ``exc`` was raised (``%debug`` works there)."""
+    frame = innermost_user_frame(exc.__traceback__)
+    if frame is None:
+        return
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, exc.__traceback__
+    debug_shell(
+        frame.f_locals,
+        frame.f_globals,
+        header=f"Post-mortem shell in {frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name}) after "
+        f"{type(exc).__name__}: {exc}\nThe frame's variables are in scope; %debug opens the debugger "
+        f"(IPython). Leave the shell to end the run.",
+    )
