@@ -64,6 +64,9 @@ class Engine:
         self.skip_update = False
         self.exception: BaseException | None = None
         self.stop_requested: str | None = None
+        self.step_info: dict[str, str] = {}  # extra fields for the step line, filled by diagnostics
+        self.grad_norm: torch.Tensor | None = None  # set when gradient clipping computes it
+        self.summaries: Any = None  # where run_ctx.log_image/log_scalar go (TensorBoard), if anywhere
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
         self._scores: ScoreAccumulator | None = None
         self.extern_data: dict[str, DataKey] = {}
@@ -136,7 +139,9 @@ class Engine:
         self.callbacks.emit(Event.EPOCH_START, self)
         for i, (indices, batch) in enumerate(loader.iterate(plan[start:]), start=start):
             self.step_in_epoch, self.batch_indices, self.batch = i, indices, batch
-            self.run_ctx = RunCtx(stage="train", epoch=self.epoch, step=self.global_step, batch=batch)
+            self.run_ctx = RunCtx(
+                stage="train", epoch=self.epoch, step=self.global_step, batch=batch, summaries=self.summaries
+            )
             set_run_ctx(self.run_ctx)
             self.callbacks.emit(Event.STEP_START, self)
             self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
@@ -176,7 +181,9 @@ class Engine:
         with torch.no_grad():
             for indices, batch in loader.iterate(loader.plan(max(self.epoch, 1))):
                 self.batch_indices, self.batch = indices, batch
-                self.run_ctx = RunCtx(stage="eval", epoch=self.epoch, step=self.global_step, batch=batch)
+                self.run_ctx = RunCtx(
+                    stage="eval", epoch=self.epoch, step=self.global_step, batch=batch, summaries=self.summaries
+                )
                 set_run_ctx(self.run_ctx)
                 self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
                 scores.add(self.run_ctx, len(indices))
@@ -262,9 +269,9 @@ class Engine:
         self.optimizer = create_optimizer(self.config, self.model)
         install_gradient_clipping(self.config, self.callbacks)
         install_dynamic_learning_rate(self.config, self.callbacks)
-        if log.enabled(5):
-            StepProgress().install(self.callbacks)
         debug.install(self)
+        if log.enabled(5):
+            StepProgress().install(self.callbacks)  # last: it prints what diagnostics put in step_info
         if state is not None:
             self._restore(state, path)
             log.v3(f"Resuming from {path}: epoch {self.epoch}, global step {self.global_step}.")

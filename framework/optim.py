@@ -55,10 +55,11 @@ def install_gradient_clipping(config: Config, callbacks: Callbacks) -> None:
     """Clip gradients right before each optimizer step, as configured."""
     max_norm = config.get("gradient_clip_global_norm")
     if max_norm is not None:
-        callbacks.on(
-            Event.BEFORE_OPTIMIZER_STEP,
-            lambda engine: torch.nn.utils.clip_grad_norm_(engine.model.parameters(), max_norm),
-        )
+
+        def clip_norm(engine: Any) -> None:
+            engine.grad_norm = torch.nn.utils.clip_grad_norm_(engine.model.parameters(), max_norm)
+
+        callbacks.on(Event.BEFORE_OPTIMIZER_STEP, clip_norm)
     max_value = config.get("gradient_clip")
     if max_value is not None:
         callbacks.on(

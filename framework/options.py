@@ -377,3 +377,54 @@ register(
     "Print every thread's stack when no step finishes within this many seconds (and again while it lasts).",
     _C,
 )
+
+_C = "framework.debug.memory"
+register(
+    "torch_log_memory_usage",
+    "bool",
+    False,
+    "Memory per step in the step line (CUDA allocated, else process RSS) and current/peak per epoch.",
+    _C,
+)
+register(
+    "watch_memory",
+    "bool",
+    False,
+    "A separate watcher process reports RSS/PSS/USS of this process and its children when they change.",
+    _C,
+)
+register("debug_leak_check", "bool", True, "Warn once when RSS, CUDA memory or live Python objects grow steadily.", _C)
+register("debug_leak_check_interval", "int", 50, "Steps between two samples of the leak check.", _C)
+
+_C = "framework.debug.profiling"
+register(
+    "torch_profile",
+    "bool | dict",
+    False,
+    "Profile a window of steps with torch.profiler: True or {wait, warmup, active, activities, record_shapes, ...}.",
+    _C,
+)
+register(
+    "torch_profile_dir", "str | None", None, "Where torch_profile writes trace.json (None: <model dir>/profile).", _C
+)
+register(
+    "cprofile",
+    "str | None",
+    None,
+    "Run cProfile over the training loop and write the stats to this file (snakeviz).",
+    _C,
+)
+
+_C = "framework.debug.tensorboard"
+register(
+    "tensorboard_dir", "str | None", None, "Write TensorBoard summaries (scalars, graph, hparams, images) here.", _C
+)
+register("tf_log_dir", "str | None", None, "RETURNN's name for tensorboard_dir.", _C)
+register("tensorboard_log_interval", "int", 1, "Steps between two per-step TensorBoard scalar writes.", _C)
+register(
+    "debug_grad_summaries",
+    "bool | int",
+    False,
+    "Histograms of parameters and gradients and per-parameter gradient norms in TensorBoard: True (every 100 steps) or N.",
+    _C,
+)

@@ -42,8 +42,10 @@ class StepProgress:
         elapsed = now - self.epoch_start
         remaining = elapsed / done * (engine.steps_in_epoch - done)
         scores = format_scores(step_values(engine.run_ctx), sep=", ")
+        extra = "".join(f", {key} {value}" for key, value in engine.step_info.items())
+        engine.step_info.clear()
         log.v5(
             f"ep {engine.epoch} train, step {engine.step_in_epoch}, {scores}, {now - self.step_start:.3f} sec/step, "
             f"elapsed {log.format_duration(elapsed)}, exp. remaining {log.format_duration(remaining)}, "
-            f"complete {100.0 * done / engine.steps_in_epoch:.2f}%"
+            f"complete {100.0 * done / engine.steps_in_epoch:.2f}%{extra}"
         )

@@ -40,11 +40,14 @@ class MarkedOutput:
 class RunCtx:
     """Collects the losses (training, evaluation) or outputs (forward) of one step."""
 
-    def __init__(self, *, stage: str, epoch: int, step: int, batch: dict[str, Any] | None = None):
+    def __init__(
+        self, *, stage: str, epoch: int, step: int, batch: dict[str, Any] | None = None, summaries: Any = None
+    ):
         self.stage = stage
         self.epoch = epoch
         self.step = step
         self.batch = batch
+        self.summaries = summaries
         self.losses: dict[str, MarkedLoss] = {}
         self.outputs: dict[str, MarkedOutput] = {}
 
@@ -84,6 +87,19 @@ class RunCtx:
         if name in self.outputs:
             raise ValueError(f"mark_as_output: an output named {name!r} was already marked in this step")
         self.outputs[name] = MarkedOutput(name, tensor, seq_len)
+
+    def log_image(self, name: str, image: torch.Tensor, *, dataformats: str = "CHW") -> None:
+        """Log an image (values in [0, 1]) to TensorBoard, e.g. reconstructions; needs ``tensorboard_dir``."""
+        self._summary().image(f"{self.stage}/{name}", image, self.step, dataformats)
+
+    def log_scalar(self, name: str, value: float | torch.Tensor) -> None:
+        """Log a scalar of your own to TensorBoard; needs ``tensorboard_dir``."""
+        self._summary().scalar(f"{self.stage}/{name}", float(value), self.step)
+
+    def _summary(self) -> Any:
+        if self.summaries is None:
+            raise RuntimeError("run_ctx.log_image/log_scalar need TensorBoard: set tensorboard_dir in the config")
+        return self.summaries
 
     def total_loss(self) -> torch.Tensor:
         """Sum of scale * normalized loss over the losses that are optimized."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cost of the numerics diagnostics: step time with each flag on, relative to every check off.
+"""Cost of the diagnostics: step time with each flag on, relative to the flags off.
 
 Models: the MNIST MLP (configs/mnist_mlp.py) and the 12AX LSTM (configs/task12ax_lstm.py), one
 thread, training epochs of all variants alternating, same initial parameters. Variants:
@@ -11,13 +11,18 @@ thread, training epochs of all variants alternating, same initial parameters. Va
     detect_anomaly  every check off, inside torch.autograd.detect_anomaly() for comparison
     off_again       the same as off, run last in each round: how far apart two identical runs are
 
-    python tools/benchmark-debug.py [--rounds 7] [--models mlp,lstm]
+--group resources compares, against debug_leak_check = False: leak_check (the default),
+watch_memory, tensorboard (scalars every step) and grad_summaries (TensorBoard plus
+debug_grad_summaries at its default interval of 100 steps); target <= 1.02 for the first three.
+
+    python tools/benchmark-debug.py [--rounds 7] [--models mlp,lstm] [--group numerics|resources]
 """
 
 import argparse
 import contextlib
 import os
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
@@ -30,7 +35,7 @@ from framework.config import load_config  # noqa: E402
 from framework.engine import Engine  # noqa: E402
 
 MODELS = {"mlp": "configs/mnist_mlp.py", "lstm": "configs/task12ax_lstm.py"}
-VARIANTS = {
+NUMERICS = {
     "off": {"stop_on_nonfinite_train_score": False},
     "default": {},
     "on_output": {"debug_add_check_numerics_on_output": True},
@@ -38,9 +43,19 @@ VARIANTS = {
     "detect_anomaly": {"stop_on_nonfinite_train_score": False},
     "off_again": {"stop_on_nonfinite_train_score": False},  # control: the noise floor of the comparison
 }
+RESOURCES = {
+    "off": {"debug_leak_check": False},
+    "leak_check": {},
+    "watch_memory": {"debug_leak_check": False, "watch_memory": True},
+    "tensorboard": {"debug_leak_check": False, "tensorboard_dir": "{tmp}/tb"},
+    "grad_summaries": {"debug_leak_check": False, "tensorboard_dir": "{tmp}/tb2", "debug_grad_summaries": True},
+    "off_again": {"debug_leak_check": False},
+}
+GROUPS = {"numerics": NUMERICS, "resources": RESOURCES}
 
 
-def make_runner(config_path: str, variant: str, initial_state: dict | None):
+def make_runner(config_path: str, variant: str, options: dict, initial_state: dict | None, tmp: str):
+    options = {k: v.format(tmp=tmp) if isinstance(v, str) else v for k, v in options.items()}
     overrides = {
         "model": None,
         "log": None,
@@ -48,7 +63,7 @@ def make_runner(config_path: str, variant: str, initial_state: dict | None):
         "device": "cpu",
         "learning_rate_control": "constant",
         "num_epochs": 10**6,
-        **VARIANTS[variant],
+        **options,
     }
     engine = Engine(load_config([os.path.join(ROOT, config_path)], overrides))
     engine.init_train()
@@ -69,13 +84,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--models", default="mlp,lstm")
+    parser.add_argument("--group", choices=sorted(GROUPS), default="numerics")
     args = parser.parse_args()
     torch.set_num_threads(1)
     log.setup(verbosity=1)
+    tmp = tempfile.mkdtemp()
+    variants = GROUPS[args.group]
     for model_name in args.models.split(","):
         runners, initial = {}, None
-        for variant in VARIANTS:
-            runners[variant], engine = make_runner(MODELS[model_name], variant, initial)
+        for variant, options in variants.items():
+            runners[variant], engine = make_runner(MODELS[model_name], variant, options, initial, tmp)
             initial = initial or {k: v.clone() for k, v in engine.model.state_dict().items()}
         medians = alternate(runners, args.rounds)
         print(f"{model_name} ({MODELS[model_name]}), 1 thread, median of {args.rounds} alternating epochs:")

@@ -38,6 +38,42 @@ def install(engine: Any) -> None:
         from framework.debug.layer_shapes import LayerShapes
 
         LayerShapes().install(engine)
+    _install_resource_monitors(engine)
+
+
+def _install_resource_monitors(engine: Any) -> None:
+    """Time, memory, profiling and TensorBoard (issue: see where the resources go)."""
+    import os
+
+    from framework import log
+    from framework.debug.memory import LeakDetector, MemoryLog, MemoryWatcherProcess
+    from framework.debug.step_time import StepTimer
+
+    config = engine.config
+    StepTimer(per_step=log.enabled(5)).install(engine)
+    if config.bool("torch_log_memory_usage"):
+        MemoryLog().install(engine)
+    if config.bool("debug_leak_check"):
+        LeakDetector(config.int("debug_leak_check_interval")).install(engine)
+    if config.bool("watch_memory"):
+        MemoryWatcherProcess(config.get("log")).install(engine)
+    tensorboard_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+    if config.get("torch_profile"):
+        from framework.debug.profiling import TorchProfile
+
+        model_dir = os.path.dirname(config.get("model") or "") or "."
+        out_dir = config.get("torch_profile_dir") or os.path.join(model_dir, "profile")
+        TorchProfile(config.get("torch_profile"), out_dir, tensorboard_dir).install(engine)
+    if config.get("cprofile"):
+        from framework.debug.profiling import CProfile
+
+        CProfile(config.get("cprofile")).install(engine)
+    if tensorboard_dir:
+        from framework.debug.tensorboard import TensorBoardLogger
+
+        summaries = config.get("debug_grad_summaries")
+        interval = 100 if summaries is True else (summaries or None)
+        TensorBoardLogger(tensorboard_dir, config.int("tensorboard_log_interval"), interval).install(engine)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,192 @@
+"""Memory: usage per step and epoch (``torch_log_memory_usage``), and leak detection (on by default).
+
+Leak detection samples, every ``debug_leak_check_interval`` steps, the process RSS, the number
+of memory blocks Python has allocated (``sys.getallocatedblocks``: O(1)) and on CUDA the
+allocated device memory. When one of them grows at (nearly) every sample over a window, it warns
+once with the growth rate. For Python objects it then counts the live tensors (a one-off garbage
+collector scan) and names what piles up, e.g. "+40 tensors of shape [] with grad_fn
+NllLossBackward0": losses stored with their autograd graph.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import sys
+import warnings
+from collections import Counter
+from typing import Any
+
+import psutil
+import torch
+
+from framework import log
+from framework.events import Event
+
+_MB = 1024.0**2
+
+
+def format_bytes(n: float) -> str:
+    """``812.3MB`` / ``1.20GB``."""
+    return f"{n / 1024**3:.2f}GB" if n >= 1024**3 else f"{n / _MB:.1f}MB"
+
+
+def rss() -> int:
+    """Resident set size of this process in bytes."""
+    return psutil.Process().memory_info().rss
+
+
+class MemoryLog:
+    """``torch_log_memory_usage``: ``mem_usage:cuda 1.2GB`` / ``mem_usage:rss 812MB`` per step, summary per epoch."""
+
+    def install(self, engine: Any) -> None:
+        """Per-step field (at log_verbosity 5) and epoch summary."""
+        self.cuda = engine.device.type == "cuda"
+        if log.enabled(5):
+            engine.callbacks.on(Event.STEP_END, self.on_step_end)
+        engine.callbacks.on(Event.EPOCH_END, self.on_epoch_end)
+
+    def on_step_end(self, engine: Any) -> None:
+        if self.cuda:
+            engine.step_info["mem_usage:cuda"] = format_bytes(torch.cuda.memory_allocated(engine.device))
+        else:
+            engine.step_info["mem_usage:rss"] = format_bytes(rss())
+
+    def on_epoch_end(self, engine: Any) -> None:
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        text = f"Epoch {engine.epoch} memory: rss {format_bytes(rss())} (peak {format_bytes(peak_rss)})"
+        if self.cuda:
+            d = engine.device
+            text += (
+                f", cuda allocated {format_bytes(torch.cuda.memory_allocated(d))} (peak "
+                f"{format_bytes(torch.cuda.max_memory_allocated(d))}), reserved "
+                f"{format_bytes(torch.cuda.memory_reserved(d))} (peak {format_bytes(torch.cuda.max_memory_reserved(d))})"
+            )
+        log.v3(text)
+
+
+def _live_tensors() -> Counter:
+    """Live tensors by (shape, dtype, autograd node): one full garbage collector scan (~0.1 s)."""
+    counts: Counter = Counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance() on some deprecated torch objects warns
+        objects = gc.get_objects()
+    for obj in objects:
+        if type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter:
+            node = type(obj.grad_fn).__name__ if obj.grad_fn is not None else None
+            counts[(tuple(obj.shape), str(obj.dtype).removeprefix("torch."), node)] += 1
+    return counts
+
+
+class LeakDetector:
+    """Warns once per metric when memory grows steadily across samples.
+
+    RSS and CUDA memory count from the second epoch on (allocators and caches fill up during the
+    first). Growth of Python objects alone is common early on (lazy caches), so it leads to a
+    warning only when a scan confirms that live tensors pile up too.
+    """
+
+    WINDOW = 8  # samples; growth at all but one of them counts as steady
+    WARMUP = 3  # samples before the baseline scan of live tensors
+
+    def __init__(self, interval: int):
+        self.interval = interval
+        self.samples: list[tuple[int, int, dict[str, float]]] = []  # (epoch, global step, values)
+        self.warned: set[str] = set()
+        self.baseline_tensors: Counter | None = None
+        self.baseline_step = 0
+
+    def install(self, engine: Any) -> None:
+        """Sample every ``interval`` steps."""
+        self.cuda = engine.device.type == "cuda"
+        engine.callbacks.on(Event.STEP_END, self.on_step_end)
+
+    def on_step_end(self, engine: Any) -> None:
+        if engine.global_step % self.interval:
+            return
+        sample = {"rss": float(rss()), "python": float(sys.getallocatedblocks())}
+        if self.cuda:
+            sample["cuda"] = float(torch.cuda.memory_allocated(engine.device))
+        self.samples.append((engine.epoch, engine.global_step, sample))
+        if len(self.samples) == self.WARMUP:
+            self.baseline_tensors, self.baseline_step = _live_tensors(), engine.global_step
+        if len(self.samples) >= self.WARMUP + self.WINDOW:
+            self._check(self.samples[-self.WINDOW :])
+
+    def _check(self, window: list[tuple[int, int, dict[str, float]]]) -> None:
+        steps = window[-1][1] - window[0][1]
+        for metric, threshold in (("rss", 16 * _MB), ("cuda", 16 * _MB), ("python", steps / 2)):
+            if metric in self.warned or metric not in window[0][2]:
+                continue
+            if metric != "python" and window[0][0] < 2:
+                continue
+            values = [s[metric] for _, _, s in window]
+            rises = sum(b > a for a, b in zip(values, values[1:], strict=False))
+            growth = values[-1] - values[0]
+            if rises < len(values) - 2 or growth <= threshold:
+                continue
+            if metric == "python":
+                message = self._python_message(growth, window)
+                if message is None:
+                    continue
+            else:
+                name = "process RSS" if metric == "rss" else "CUDA allocated memory"
+                message = (
+                    f"{name} grew steadily by {format_bytes(growth / steps)}/step ({format_bytes(values[0])} "
+                    f"at step {window[0][1]} to {format_bytes(values[-1])} at step {window[-1][1]})."
+                )
+            self.warned.add(metric)
+            log.v2(
+                f"Possible memory leak: {message} Likely causes: keeping tensors that still hold their autograd "
+                f"graph (e.g. losses.append(loss): store loss.item() or loss.detach() instead), lists or caches "
+                f"in the config or model that grow every step, or tensors kept between steps."
+            )
+
+    def _python_message(self, growth: float, window: list) -> str | None:
+        """Confirm with a scan of live tensors; None if they do not pile up (then look again later)."""
+        now = _live_tensors()
+        grown = now - self.baseline_tensors
+        steps = window[-1][1] - self.baseline_step
+        if sum(grown.values()) < max(steps / 4, 4):
+            self.baseline_tensors, self.baseline_step = now, window[-1][1]
+            self.samples = self.samples[-1:]  # next look after another full window
+            return None
+        top = ", ".join(
+            f"+{n} of shape [{', '.join(map(str, shape))}] {dtype}" + (f" with grad_fn {node}" if node else "")
+            for (shape, dtype, node), n in grown.most_common(3)
+        )
+        with_graph = sum(n for (_, _, node), n in grown.items() if node)
+        graph = f"; {with_graph} of them hold an autograd graph" if with_graph else ""
+        return f"live tensors grew by {sum(grown.values())} in {steps} steps (to step {window[-1][1]}): {top}{graph}."
+
+
+class MemoryWatcherProcess:
+    """``watch_memory``: starts ``memory_watcher`` as a separate process for the run."""
+
+    def __init__(self, log_files: str | list[str] | None):
+        self.log_files = [log_files] if isinstance(log_files, str) else list(log_files or [])
+        self.process: Any = None
+
+    def install(self, engine: Any) -> None:
+        """Start at STARTUP, stop at the end."""
+        engine.callbacks.on(Event.STARTUP, self.start)
+        engine.callbacks.on(Event.FINISH, self.stop)
+        engine.callbacks.on(Event.EXCEPTION, self.stop)
+
+    def start(self, engine: Any) -> None:
+        import os
+        import subprocess
+
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "framework.debug.memory_watcher", str(os.getpid()), "1.0", *self.log_files], env=env
+        )
+        log.v4(
+            f"watch_memory: watcher process {self.process.pid} reports memory of process {os.getpid()} and its children"
+        )
+
+    def stop(self, engine: Any) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)

@@ -1,0 +1,128 @@
+"""Profiling a window of training steps: ``torch_profile`` (torch.profiler) and ``cprofile`` (cProfile).
+
+``torch_profile = True`` or a dict (``wait``, ``warmup``, ``active`` steps, ``activities``,
+``record_shapes``, ``profile_memory``, ``with_stack``) profiles one window of steps and writes a
+Chrome/Perfetto trace (``trace.json``, open in ui.perfetto.dev or chrome://tracing), a TensorBoard
+trace directory when ``tensorboard_dir`` is set, and prints the top ops. Each step is split into
+named regions: ``data``, ``forward``, ``backward``, ``optimizer``.
+
+``cprofile = "run.prof"`` runs Python's cProfile over the training loop only (not imports and
+setup); view it with ``snakeviz run.prof``.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+from typing import Any
+
+import torch
+
+from framework import log
+from framework.events import Event
+
+_DEFAULTS = {"wait": 1, "warmup": 1, "active": 3, "record_shapes": False, "profile_memory": False, "with_stack": False}
+
+
+class TorchProfile:
+    """One torch.profiler window over the first steps after ``wait``."""
+
+    def __init__(self, spec: bool | dict, out_dir: str, tensorboard_dir: str | None):
+        options = dict(_DEFAULTS, **(spec if isinstance(spec, dict) else {}))
+        unknown = set(options) - set(_DEFAULTS) - {"activities"}
+        if unknown:
+            from framework.errors import ConfigError
+
+            raise ConfigError(
+                f"torch_profile: unknown keys {sorted(unknown)}; allowed: {sorted(_DEFAULTS)} and activities."
+            )
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        names = options.pop("activities", None)
+        if names is not None:
+            activities = [getattr(torch.profiler.ProfilerActivity, n.upper()) for n in names]
+        self.out_dir = out_dir
+        self.tensorboard_dir = tensorboard_dir
+        self.steps = options["wait"] + options["warmup"] + options["active"]
+        self.profiler = torch.profiler.profile(
+            activities=activities,
+            schedule=torch.profiler.schedule(
+                wait=options["wait"], warmup=options["warmup"], active=options["active"], repeat=1
+            ),
+            on_trace_ready=self._trace_ready,
+            record_shapes=options["record_shapes"],
+            profile_memory=options["profile_memory"],
+            with_stack=options["with_stack"],
+        )
+        self.region: Any = None
+        self.done = False
+
+    def install(self, engine: Any) -> None:
+        """Start at STARTUP; regions per step; stop after the window."""
+        callbacks = engine.callbacks
+        callbacks.on(Event.STARTUP, lambda e: self.profiler.start())
+        callbacks.on(Event.STEP_START, lambda e: self._enter("forward"))
+        callbacks.on(Event.AFTER_FORWARD, lambda e: self._enter("backward"))
+        callbacks.on(Event.AFTER_BACKWARD, lambda e: self._enter("optimizer"))
+        callbacks.on(Event.STEP_END, self.on_step_end)
+        callbacks.on(Event.FINISH, self.stop)
+        callbacks.on(Event.EXCEPTION, self.stop)
+
+    def _enter(self, name: str) -> None:
+        if self.done:
+            return
+        if self.region is not None:
+            self.region.__exit__(None, None, None)
+        self.region = torch.profiler.record_function(name)
+        self.region.__enter__()
+
+    def on_step_end(self, engine: Any) -> None:
+        if self.done:
+            return
+        self._enter("data")  # until the next step starts: waiting for the next batch
+        self.profiler.step()
+        if engine.global_step >= self.steps:  # global_step counts the steps done
+            self.stop(engine)
+
+    def stop(self, engine: Any) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self.region is not None:
+            self.region.__exit__(None, None, None)
+            self.region = None
+        self.profiler.stop()
+
+    def _trace_ready(self, profiler: torch.profiler.profile) -> None:
+        os.makedirs(self.out_dir, exist_ok=True)
+        path = os.path.join(self.out_dir, "trace.json")
+        profiler.export_chrome_trace(path)
+        if self.tensorboard_dir:
+            torch.profiler.tensorboard_trace_handler(os.path.join(self.tensorboard_dir, "profile"))(profiler)
+        table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+        log.v3(
+            f"torch_profile: wrote {path} (open in ui.perfetto.dev or chrome://tracing)"
+            + (f" and a TensorBoard trace in {self.tensorboard_dir}/profile" if self.tensorboard_dir else "")
+            + f". Top ops by self CPU time:\n{table}"
+        )
+
+
+class CProfile:
+    """``cprofile = path``: cProfile over the training loop."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.profiler = cProfile.Profile()
+
+    def install(self, engine: Any) -> None:
+        """Profile from STARTUP to FINISH (or an exception)."""
+        engine.callbacks.on(Event.STARTUP, lambda e: self.profiler.enable())
+        engine.callbacks.on(Event.FINISH, self.write)
+        engine.callbacks.on(Event.EXCEPTION, self.write)
+
+    def write(self, engine: Any) -> None:
+        self.profiler.disable()
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        self.profiler.dump_stats(self.path)
+        log.v3(f"cprofile: wrote {self.path}; view it with: snakeviz {self.path}")

@@ -1,0 +1,209 @@
+"""Memory, time, profiling and TensorBoard, checked with real runs and tensorboard's own reader."""
+
+import json
+import os
+import pstats
+import re
+import subprocess
+import sys
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import ROOT, TINY_CONFIG, run_rnn, write_config
+
+LEAKY = """
+keep_losses = True
+history = []
+_train_step = train_step
+
+
+def train_step(*, run_ctx, **kwargs):
+    _train_step(run_ctx=run_ctx, **kwargs)
+    if keep_losses and run_ctx.train_flag:
+        history.append(run_ctx.losses["ce"].loss)
+"""
+
+
+@pytest.mark.parametrize("keep_losses", [True, False])
+def test_leak_warning_for_stored_losses_and_silence_without(tmp_path, keep_losses):
+    config = write_config(tmp_path, open(TINY_CONFIG).read() + LEAKY)
+    result = run_rnn(config, "++keep_losses", str(keep_losses), "++debug_leak_check_interval", "2", "++num_epochs", "4")
+    assert result.returncode == 0, result.stderr
+    warning = re.search(
+        r"Possible memory leak: live tensors grew by \d+ in \d+ steps .*: \+\d+ of shape \[\] float32 "
+        r"with grad_fn NllLossBackward0; \d+ of them hold an autograd graph\. .*loss\.item\(\)",
+        result.stdout,
+    )
+    assert bool(warning) == keep_losses, result.stdout
+    assert result.stdout.count("Possible memory leak") == int(keep_losses)  # once
+
+
+def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
+    config = write_config(
+        tmp_path,
+        open(TINY_CONFIG).read()
+        + (
+            "\n_train_step = train_step\n"
+            "def train_step(*, model, extern_data, run_ctx, **kwargs):\n"
+            "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
+            "    if run_ctx.train_flag and run_ctx.step == 3:\n"
+            "        run_ctx.log_image('inputs', extern_data['data'][None] / 10 + 0.5)\n"
+            "        run_ctx.log_scalar('mean_input', extern_data['data'].mean())\n"
+        ),
+    )
+    tb = tmp_path / "tb"
+    result = run_rnn(
+        config, "++tf_log_dir", str(tb), "++debug_grad_summaries", "5", "++gradient_clip_global_norm", "5.0"
+    )
+    assert result.returncode == 0, result.stderr
+    events = EventAccumulator(str(tb), size_guidance={"scalars": 0, "histograms": 0, "images": 0})
+    events.Reload()
+    tags = events.Tags()
+    ce = events.Scalars("train/ce")
+    assert [e.step for e in ce] == list(range(20))  # every step of 2 epochs x 10 steps
+    for tag in ("train/learning_rate", "train/step_time_sec", "train/grad_norm", "memory/rss_mb", "train/mean_input"):
+        assert tag in tags["scalars"], tag
+    assert [e.step for e in events.Scalars("epoch/dev/ce")] == [1, 2]
+    dev_ce = float(re.findall(r"Epoch 2 evaluation: dev: ce (\S+)", result.stdout)[0])
+    assert events.Scalars("epoch/dev/ce")[-1].value == pytest.approx(dev_ce, abs=1e-3)
+    assert {"params/0.weight", "grads/0.weight"} <= set(tags["histograms"])
+    assert [e.step for e in events.Scalars("grad_norm/0.weight")] == [0, 5, 10, 15]
+    assert tags["images"] == ["train/inputs"] and tags["graph"]
+    hparams = EventAccumulator(str(tb / "hparams"))
+    hparams.Reload()
+    assert "hparam/dev_ce" in hparams.Tags()["scalars"]
+
+
+def test_untraceable_model_graph_is_a_warning_not_a_crash(tmp_path):
+    config = write_config(
+        tmp_path,
+        open(TINY_CONFIG).read()
+        + (
+            "\nclass DictModel(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.linear = nn.Linear(4, 3)\n"
+            "    def forward(self, batch):\n"
+            "        return self.linear(batch['data'])\n"
+            "def get_model(**_kwargs):\n"
+            "    return DictModel()\n"
+            "def train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
+            "    logits = model(extern_data)\n"
+            "    run_ctx.mark_as_loss(name='ce', loss=nn.functional.cross_entropy(logits, extern_data['classes']))\n"
+        ),
+    )
+    result = run_rnn(config, "++tensorboard_dir", str(tmp_path / "tb"), "++num_epochs", "1")
+    assert result.returncode == 0, result.stderr
+    assert "TensorBoard: could not trace the model graph with the first batch (tried model(data)" in result.stdout
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    assert "train/ce" in events.Tags()["scalars"]
+
+
+def test_torch_profile_writes_a_trace_with_named_regions_and_checkpoints_still_work(tmp_path):
+    result = run_rnn(
+        TINY_CONFIG,
+        "++torch_profile",
+        "{'wait': 1, 'warmup': 1, 'active': 2}",
+        "++model",
+        str(tmp_path / "m"),
+        "++cprofile",
+        str(tmp_path / "run.prof"),
+    )
+    assert result.returncode == 0, result.stderr
+    trace = json.loads((tmp_path / "profile" / "trace.json").read_text())
+    names = {event.get("name") for event in trace["traceEvents"]}
+    assert {"forward", "backward", "optimizer", "data"} <= names
+    assert any(name and name.startswith("aten::") for name in names)
+    assert re.search(r"Top ops by self CPU time:\n-+", result.stdout)
+    assert os.path.exists(tmp_path / "m.002.pt")
+    stats = pstats.Stats(str(tmp_path / "run.prof"))
+    functions = {f"{os.path.basename(file)}:{name}" for file, _, name in stats.stats}
+    assert "engine.py:train_epoch" in functions and "config.py:load_config" not in functions  # loop, not setup
+
+
+def test_python_m_cprofile_works(tmp_path):
+    out = tmp_path / "whole.prof"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cProfile",
+            "-o",
+            str(out),
+            os.path.join(ROOT, "rnn.py"),
+            TINY_CONFIG,
+            "++num_epochs",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert any(name == "train_epoch" for _, _, name in pstats.Stats(str(out)).stats)
+
+
+def test_memory_and_time_per_step_and_per_epoch(tmp_path):
+    result = run_rnn(TINY_CONFIG, "++torch_log_memory_usage", "True", "++log_verbosity", "5", "++num_epochs", "1")
+    assert result.returncode == 0, result.stderr
+    assert re.search(
+        r"^ep 1 train, step 3, .*complete 40\.00%, time data [\d.]+ms forward [\d.]+ms backward "
+        r"[\d.]+ms optimizer [\d.]+ms, mem_usage:rss [\d.]+MB$",
+        result.stdout,
+        re.MULTILINE,
+    )
+    assert re.search(
+        r"^Epoch 1 step time [\d.]+ sec: data \d+%, forward \d+%, backward \d+%, optimizer \d+%$",
+        result.stdout,
+        re.MULTILINE,
+    )
+    assert re.search(r"^Epoch 1 memory: rss [\d.]+MB \(peak [\d.]+MB\)$", result.stdout, re.MULTILINE)
+    assert "bottleneck" not in result.stdout
+
+
+def test_slow_data_loading_is_flagged_with_the_fix(tmp_path):
+    config = write_config(
+        tmp_path,
+        open(TINY_CONFIG).read()
+        + (
+            "\nimport time as _time\n"
+            "from framework.datasets import GaussianClustersDataset\n"
+            "class SlowDataset(GaussianClustersDataset):\n"
+            "    def get_batch(self, indices):\n"
+            "        _time.sleep(0.02)\n"
+            "        return super().get_batch(indices)\n"
+            "train = dict(train, **{'class': SlowDataset})\n"
+        ),
+    )
+    result = run_rnn(config, "++num_epochs", "1")
+    assert result.returncode == 0, result.stderr
+    assert re.search(
+        r"Data loading is a bottleneck: \d+% of epoch 1's step time \([\d.]+ ms per step\) is spent "
+        r"waiting for batches\. To fix it, .*torch_dataloader_opts = \{'num_workers': 2",
+        result.stdout,
+    )
+
+
+def test_watch_memory_reports_main_process_and_dataloader_workers(tmp_path):
+    log_file = tmp_path / "train.log"
+    result = run_rnn(
+        TINY_CONFIG,
+        "++watch_memory",
+        "True",
+        "++torch_dataloader_opts",
+        "{'num_workers': 2}",
+        "++step_sleep",
+        "0.1",
+        "++num_epochs",
+        "1",
+        "++log",
+        str(log_file),
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("watch_memory: ")]
+    assert any(re.fullmatch(r"watch_memory: main: rss [\d.]+MB pss [\d.]+MB uss [\d.]+MB", line) for line in lines)
+    children = {m.group(1) for line in lines if (m := re.match(r"watch_memory: child (\d+): rss", line))}
+    assert len(children) >= 2, lines  # the two DataLoader workers
+    assert "watch_memory: main: rss" in log_file.read_text()
