@@ -14,7 +14,8 @@ from conftest import ROOT, TINY_CONFIG, run_rnn, write_config
 
 STEP_LINE = re.compile(
     r"^ep 1 train, step 3, ce \d+\.\d{3}, fer \d+\.\d{3}, \d+\.\d{3} sec/step, elapsed \d+:\d\d:\d\d, "
-    r"exp\. remaining \d+:\d\d:\d\d, complete \d+\.\d\d%$",
+    r"exp\. remaining \d+:\d\d:\d\d, complete \d+\.\d\d%, time data [\d.]+ms forward [\d.]+ms backward "
+    r"[\d.]+ms optimizer [\d.]+ms$",
     re.MULTILINE,
 )
 
