@@ -150,7 +150,7 @@ class Engine:
             (loss if loss_weights is None else loss * loss_weights[i]).backward()
             self.callbacks.emit(Event.AFTER_BACKWARD, self)
             scores.add(self.run_ctx, len(indices))
-            if (i + 1) % accum == 0 or i + 1 == len(plan):
+            if self.at_update_boundary():
                 self.callbacks.emit(Event.BEFORE_OPTIMIZER_STEP, self)
                 if not self.skip_update:
                     self.optimizer.step()
@@ -169,7 +169,7 @@ class Engine:
         self.stop_requested = reason
 
     def at_update_boundary(self) -> bool:
-        """Whether the step that just ended applied an update (no gradients are pending)."""
+        """Whether the current step ends an accumulation window: it updates, no gradients stay pending."""
         accum = self.config.int("accum_grad_multiple_step")
         return (self.step_in_epoch + 1) % accum == 0 or self.step_in_epoch + 1 == self.steps_in_epoch
 
