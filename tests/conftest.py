@@ -31,6 +31,20 @@ def tiny_config() -> str:
     return TINY_CONFIG
 
 
+# A train_step that raises in user code, with a local variable to find in the debugger.
+FAILING_TRAIN_STEP = (
+    "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
+    "    secret_local = 'found-me'\n"
+    "    raise RuntimeError('boom in user code: ' + secret_local)\n"
+)
+
+
+def tiny_config_with(directory, extra: str) -> str:
+    """The tiny config with ``extra`` appended (a later definition replaces the tiny config's)."""
+    with open(TINY_CONFIG, encoding="utf-8") as f:
+        return write_config(directory, f.read() + extra)
+
+
 def write_config(directory, text: str, name: str = "config.py") -> str:
     """Write a config file; return its path."""
     path = os.path.join(str(directory), name)

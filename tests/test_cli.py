@@ -10,7 +10,7 @@ import time
 import numpy as np
 import torch
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, write_config
+from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 
 STEP_LINE = re.compile(
     r"^ep 1 train, step 3, ce \d+\.\d{3}, fer \d+\.\d{3}, \d+\.\d{3} sec/step, elapsed \d+:\d\d:\d\d, "
@@ -102,7 +102,7 @@ def test_config_errors_exit_with_code_2_and_a_clear_message(tmp_path):
     assert result.returncode == 2 and "does not exist" in result.stderr
     result = run_rnn(TINY_CONFIG, "++learning_rate_contrl", "'newbob'")
     assert result.returncode == 2 and "Did you mean 'learning_rate_control'" in result.stderr
-    bad = write_config(tmp_path, open(TINY_CONFIG).read() + "\nbatch_size = 'big'\n")
+    bad = tiny_config_with(tmp_path, "\nbatch_size = 'big'\n")
     result = run_rnn(bad)
     assert result.returncode == 2 and "'batch_size' expects int, but got str 'big'" in result.stderr
     result = run_rnn(TINY_CONFIG, "++train", "{'class': 'MnistDataSet'}", "++model", str(tmp_path / "m"))
@@ -113,10 +113,9 @@ def test_config_errors_exit_with_code_2_and_a_clear_message(tmp_path):
 
 
 def test_labels_outside_sparse_dim_stop_before_the_first_step(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\nimport numpy as np\n"
             "_labels = np.arange(40) % 3\n"
             "_labels[17] = 3\n"
@@ -163,15 +162,7 @@ def test_forward_of_variable_length_outputs_keeps_sequence_lengths(tmp_path):
 
 
 def test_exception_in_user_code_keeps_its_traceback_and_exits_non_zero(tmp_path):
-    config = write_config(
-        tmp_path,
-        open(TINY_CONFIG).read()
-        + (
-            "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
-            "    secret_local = 'found-me'\n"
-            "    raise RuntimeError('boom in user code: ' + secret_local)\n"
-        ),
-    )
+    config = tiny_config_with(tmp_path, FAILING_TRAIN_STEP)
     result = run_rnn(config)
     assert result.returncode == 1
     assert "RuntimeError: boom in user code: found-me" in result.stderr

@@ -11,7 +11,7 @@ import pexpect
 import pytest
 import torch
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, write_config
+from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with, write_config
 
 RNN = os.path.join(ROOT, "rnn.py")
 ENV = dict(os.environ, IPY_TEST_SIMPLE_PROMPT="1", PYTHONUNBUFFERED="1")
@@ -93,10 +93,9 @@ def test_plain_python_shell_when_ipython_is_missing(tmp_path):
 
 
 def test_shell_on_exception_opens_in_the_failing_frame(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
             "    secret_local = extern_data['data'].shape[0] * 3\n"
             "    raise ValueError('planted')\n"
@@ -116,10 +115,9 @@ def test_shell_on_exception_opens_in_the_failing_frame(tmp_path):
 
 
 def test_debug_shell_called_from_model_code(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\nimport framework.debug\n"
             "class Probe(nn.Module):\n"
             "    def forward(self, x):\n"
@@ -146,15 +144,7 @@ def test_debug_shell_called_from_model_code(tmp_path):
 
 
 def test_ipython_pdb_lands_in_the_frame_of_the_exception(tmp_path):
-    config = write_config(
-        tmp_path,
-        open(TINY_CONFIG).read()
-        + (
-            "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
-            "    secret_local = 'found-me'\n"
-            "    raise RuntimeError('boom')\n"
-        ),
-    )
+    config = tiny_config_with(tmp_path, FAILING_TRAIN_STEP)
     ipython = os.path.join(os.path.dirname(sys.executable), "ipython")
     child = pexpect.spawn(ipython, ["--pdb", RNN, config], env=ENV, encoding="utf-8", timeout=90)
     child.expect("ipdb> ")
@@ -166,10 +156,9 @@ def test_ipython_pdb_lands_in_the_frame_of_the_exception(tmp_path):
 
 
 def test_segfault_prints_native_backtrace_and_python_stack(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + ("\nimport ctypes\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n    ctypes.string_at(0)\n"),
+        ("\nimport ctypes\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n    ctypes.string_at(0)\n"),
     )
     result = run_rnn(config)
     assert result.returncode == -signal.SIGSEGV
@@ -201,10 +190,9 @@ def test_sigusr1_prints_all_thread_stacks_and_training_continues(tmp_path):
 
 
 def test_watch_stall_dumps_stacks_without_killing_the_run(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\n_train_step = train_step\n"
             "def train_step(*, run_ctx, **kwargs):\n"
             "    if run_ctx.step == 3:\n"
@@ -285,10 +273,9 @@ def test_second_ctrl_c_exits_at_once(tmp_path):
 
 
 def test_startup_callback_and_lovely_tensors(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\nimport torch\n"
             "def startup_callback(*, config, **_kwargs):\n"
             "    print('startup callback got', type(config).__name__, config.get('batch_size'))\n"
@@ -303,10 +290,9 @@ def test_startup_callback_and_lovely_tensors(tmp_path):
 
 @pytest.mark.parametrize("exchook", [True, False])
 def test_better_exchook_can_be_turned_off(tmp_path, exchook):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
             "    big = torch.zeros(1000)\n"
             "    raise RuntimeError(f'boom {big.sum()}')\n"

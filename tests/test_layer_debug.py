@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, write_config
+from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework import log
 from framework.config import load_config
 from framework.debug.layer_template import symbolic_dim
@@ -54,7 +54,7 @@ def get_model(**_kwargs):
 
 @pytest.fixture
 def buggy_config(tmp_path):
-    return write_config(tmp_path, open(TINY_CONFIG).read() + MODEL_WITH_BUGS)
+    return tiny_config_with(tmp_path, MODEL_WITH_BUGS)
 
 
 def test_symbolic_dims():

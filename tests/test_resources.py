@@ -10,7 +10,7 @@ import sys
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, write_config
+from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 
 LEAKY = """
 keep_losses = True
@@ -27,7 +27,7 @@ def train_step(*, run_ctx, **kwargs):
 
 @pytest.mark.parametrize("keep_losses", [True, False])
 def test_leak_warning_for_stored_losses_and_silence_without(tmp_path, keep_losses):
-    config = write_config(tmp_path, open(TINY_CONFIG).read() + LEAKY)
+    config = tiny_config_with(tmp_path, LEAKY)
     result = run_rnn(config, "++keep_losses", str(keep_losses), "++debug_leak_check_interval", "2", "++num_epochs", "4")
     assert result.returncode == 0, result.stderr
     warning = re.search(
@@ -40,10 +40,9 @@ def test_leak_warning_for_stored_losses_and_silence_without(tmp_path, keep_losse
 
 
 def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\n_train_step = train_step\n"
             "def train_step(*, model, extern_data, run_ctx, **kwargs):\n"
             "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
@@ -76,10 +75,9 @@ def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
 
 
 def test_untraceable_model_graph_is_a_warning_not_a_crash(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\nclass DictModel(nn.Module):\n"
             "    def __init__(self):\n"
             "        super().__init__()\n"
@@ -164,10 +162,9 @@ def test_memory_and_time_per_step_and_per_epoch(tmp_path):
 
 
 def test_slow_data_loading_is_flagged_with_the_fix(tmp_path):
-    config = write_config(
+    config = tiny_config_with(
         tmp_path,
-        open(TINY_CONFIG).read()
-        + (
+        (
             "\nimport time as _time\n"
             "from framework.datasets import GaussianClustersDataset\n"
             "class SlowDataset(GaussianClustersDataset):\n"
