@@ -35,11 +35,10 @@ class Config:
         self.namespace["config"] = self
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], *, validate: bool = True) -> Config:
-        """A config from a dict of option values, as if a file had defined them as globals."""
+    def from_dict(cls, values: dict[str, Any]) -> Config:
+        """A config from a dict of option values, as if a file had defined them as globals (validated)."""
         config = cls(dict(values))
-        if validate:
-            config.validate()
+        config.validate()
         return config
 
     def has(self, name: str) -> bool:

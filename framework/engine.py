@@ -26,7 +26,7 @@ from framework.lr_control import LearningRateControl, install_dynamic_learning_r
 from framework.optim import create_optimizer, install_gradient_clipping
 from framework.progress import StepProgress
 from framework.rng import get_rng_state, seed_everything, set_rng_state
-from framework.run_ctx import RunCtx, set_run_ctx
+from framework.run_ctx import RunCtx
 from framework.scores import ScoreAccumulator, format_scores
 
 
@@ -142,24 +142,23 @@ class Engine:
             self.run_ctx = RunCtx(
                 stage="train", epoch=self.epoch, step=self.global_step, batch=batch, summaries=self.summaries
             )
-            set_run_ctx(self.run_ctx)
-            self.callbacks.emit(Event.STEP_START, self)
-            self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
-            self.callbacks.emit(Event.AFTER_FORWARD, self)
-            loss = self.run_ctx.total_loss()
-            (loss if loss_weights is None else loss * loss_weights[i]).backward()
-            self.callbacks.emit(Event.AFTER_BACKWARD, self)
-            scores.add(self.run_ctx, len(indices))
-            if self.at_update_boundary():
-                self.callbacks.emit(Event.BEFORE_OPTIMIZER_STEP, self)
-                if not self.skip_update:
-                    self.optimizer.step()
-                self.skip_update = False
-                self.optimizer.zero_grad(set_to_none=True)
-                self.callbacks.emit(Event.AFTER_OPTIMIZER_STEP, self)
-            self.global_step += 1
-            self.callbacks.emit(Event.STEP_END, self)
-        set_run_ctx(None)
+            with self.run_ctx:
+                self.callbacks.emit(Event.STEP_START, self)
+                self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
+                self.callbacks.emit(Event.AFTER_FORWARD, self)
+                loss = self.run_ctx.total_loss()
+                (loss if loss_weights is None else loss * loss_weights[i]).backward()
+                self.callbacks.emit(Event.AFTER_BACKWARD, self)
+                scores.add(self.run_ctx, len(indices))
+                if self.at_update_boundary():
+                    self.callbacks.emit(Event.BEFORE_OPTIMIZER_STEP, self)
+                    if not self.skip_update:
+                        self.optimizer.step()
+                    self.skip_update = False
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.callbacks.emit(Event.AFTER_OPTIMIZER_STEP, self)
+                self.global_step += 1
+                self.callbacks.emit(Event.STEP_END, self)
         if not plan:
             raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {self.epoch}.")
         return scores.result()
@@ -184,10 +183,9 @@ class Engine:
                 self.run_ctx = RunCtx(
                     stage="eval", epoch=self.epoch, step=self.global_step, batch=batch, summaries=self.summaries
                 )
-                set_run_ctx(self.run_ctx)
-                self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
+                with self.run_ctx:
+                    self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
                 scores.add(self.run_ctx, len(indices))
-        set_run_ctx(None)
         return scores.result()
 
     def run_eval(self) -> dict[str, dict[str, float]]:

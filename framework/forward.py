@@ -18,7 +18,7 @@ from framework.datasets import init_dataset
 from framework.datasets.extern_data import check_dataset
 from framework.engine import Engine
 from framework.errors import ConfigError
-from framework.run_ctx import MarkedOutput, RunCtx, set_run_ctx
+from framework.run_ctx import MarkedOutput, RunCtx
 
 
 class OutputCollector:
@@ -86,11 +86,9 @@ def run_forward(engine: Engine) -> str:
     engine.model.eval()
     with torch.no_grad():
         for indices, batch in loader.iterate(loader.plan(1)):
-            run_ctx = RunCtx(stage="forward", epoch=engine.epoch, step=engine.global_step, batch=batch)
-            set_run_ctx(run_ctx)
-            forward_step(model=engine.model, extern_data=batch, run_ctx=run_ctx)
+            with RunCtx(stage="forward", epoch=engine.epoch, step=engine.global_step, batch=batch) as run_ctx:
+                forward_step(model=engine.model, extern_data=batch, run_ctx=run_ctx)
             collector.add(indices, run_ctx.outputs)
-    set_run_ctx(None)
     path = config.get("output_file") or f"{config.get('model')}.{engine.epoch:03d}.forward.npz"
     collector.write(path)
     log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")

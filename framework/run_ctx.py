@@ -101,6 +101,16 @@ class RunCtx:
             raise RuntimeError("run_ctx.log_image/log_scalar need TensorBoard: set tensorboard_dir in the config")
         return self.summaries
 
+    def __enter__(self) -> RunCtx:
+        """Within the block, ``get_run_ctx()`` returns this context; after it, the one before again."""
+        global _current
+        self._previous, _current = _current, self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _current
+        _current = self._previous
+
     def total_loss(self) -> torch.Tensor:
         """Sum of scale * normalized loss over the losses that are optimized."""
         optimized = [m for m in self.losses.values() if not m.as_error]
@@ -126,9 +136,3 @@ def get_run_ctx() -> RunCtx:
     if _current is None:
         raise RuntimeError("get_run_ctx() called outside of a train/forward step")
     return _current
-
-
-def set_run_ctx(run_ctx: RunCtx | None) -> None:
-    """Make ``run_ctx`` the one ``get_run_ctx()`` returns (the engine calls this)."""
-    global _current
-    _current = run_ctx

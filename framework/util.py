@@ -1,10 +1,13 @@
-"""Small helpers shared by the components that build things from config specs."""
+"""Small helpers shared by several components: building things from config specs, helper processes."""
 
 from __future__ import annotations
 
 import difflib
 import importlib
 import inspect
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -57,3 +60,10 @@ def check_kwargs(factory: Callable[..., Any], kwargs: dict[str, Any], where: str
             raise ConfigError(
                 f"{where}: {name} has no parameter {key!r}.{hint} It accepts: {', '.join(sorted(accepted))}."
             )
+
+
+def start_framework_process(module: str, *args: str, **popen_kwargs: Any) -> subprocess.Popen:
+    """Start ``python -m <module> ARGS`` with this framework importable (also when run from a checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    return subprocess.Popen([sys.executable, "-m", module, *args], env=env, **popen_kwargs)

@@ -26,7 +26,7 @@ from framework.debug.module_tracker import ModuleTracker
 from framework.debug.op_checks import op_name
 from framework.debug.tensors import format_frame, iter_tensors, user_frame
 from framework.rng import get_rng_state, set_rng_state
-from framework.run_ctx import RunCtx, set_run_ctx
+from framework.run_ctx import RunCtx
 
 # Two (batch, time) sizes; distinct primes keep B, T and their products apart.
 SIZES = ((3, 7), (5, 13))
@@ -130,9 +130,8 @@ def _dry_run(engine: Any, batch: int, time: int) -> tuple[dict[str, list], str |
 
     tracker = ModuleTracker(engine.model, post_hook=record)
     run_ctx = RunCtx(stage="train", epoch=max(engine.epoch, 1), step=engine.global_step)
-    set_run_ctx(run_ctx)
     try:
-        with tracker, _DeviceCheck(tracker):
+        with run_ctx, tracker, _DeviceCheck(tracker):
             engine.config.get("train_step")(
                 model=engine.model, extern_data=_fake_batch(engine.extern_data, batch, time), run_ctx=run_ctx
             )
@@ -143,8 +142,6 @@ def _dry_run(engine: Any, batch: int, time: int) -> tuple[dict[str, list], str |
         module = f" in module {tracker.current}" if tracker.current else ""
         reason = str(exc).split("\n")[0].split(". ")[0]
         return outputs, f"{type(exc).__name__}: {reason}{module} at {where}"
-    finally:
-        set_run_ctx(None)
     return outputs, None
 
 

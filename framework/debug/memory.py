@@ -24,6 +24,7 @@ import torch
 
 from framework import log
 from framework.events import Event
+from framework.util import start_framework_process
 
 _MB = 1024.0**2
 
@@ -194,12 +195,9 @@ class MemoryWatcherProcess:
 
     def start(self, engine: Any) -> None:
         import os
-        import subprocess
 
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "framework.debug.memory_watcher", str(os.getpid()), "1.0", *self.log_files], env=env
+        self.process = start_framework_process(
+            "framework.debug.memory_watcher", str(os.getpid()), "1.0", *self.log_files
         )
         log.v4(
             f"watch_memory: watcher process {self.process.pid} reports memory of process {os.getpid()} and its children"

@@ -10,7 +10,6 @@ import fnmatch
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch import nn
 
 PostHook = Callable[[str, nn.Module, tuple, Any], None]
@@ -66,10 +65,3 @@ def matches_any(path: str | None, patterns: list[str]) -> bool:
 def skipped_by(stack: list[str], patterns: list[str]) -> bool:
     """Whether any module on the stack (the op's module or an enclosing one) matches a pattern."""
     return bool(patterns) and any(matches_any(path, patterns) for path in stack)
-
-
-def floating_tensors(value: Any) -> list[torch.Tensor]:
-    """The floating-point tensors in a (nested) value."""
-    from framework.debug.tensors import iter_tensors
-
-    return [t for t in iter_tensors(value) if t.is_floating_point()]

@@ -20,10 +20,11 @@ from typing import Any
 import torch
 
 from framework import checkpoint, log
-from framework.debug.module_tracker import ModuleTracker, floating_tensors, matches_any
+from framework.debug.module_tracker import ModuleTracker, matches_any
 from framework.debug.op_checks import OpSums
 from framework.debug.replay import replay_step
 from framework.debug.step_sums import Producer, StepSums
+from framework.debug.tensors import floating_tensors
 from framework.errors import FrameworkError
 from framework.events import Event
 from framework.rng import get_rng_state

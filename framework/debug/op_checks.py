@@ -18,9 +18,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from framework.debug.module_tracker import ModuleTracker, floating_tensors, skipped_by
+from framework.debug.module_tracker import ModuleTracker, skipped_by
 from framework.debug.step_sums import Producer, StepSums
-from framework.debug.tensors import bad_rows, format_frame, has_nonfinite, stats, user_frame
+from framework.debug.tensors import bad_rows, floating_tensors, format_frame, has_nonfinite, stats, user_frame
 
 _ORIGIN = "framework_origin"  # key of our tag in an autograd node's metadata
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework.debug.module_tracker import ModuleTracker, floating_tensors, matches_any
+from framework.debug.module_tracker import ModuleTracker, matches_any
 from framework.debug.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
-from framework.debug.tensors import bad_rows, has_nonfinite, stats
+from framework.debug.tensors import bad_rows, floating_tensors, has_nonfinite, stats
 from framework.rng import set_rng_state
-from framework.run_ctx import RunCtx, set_run_ctx
+from framework.run_ctx import RunCtx
 
 
 @dataclass
@@ -143,9 +143,8 @@ def replay_step(
     set_rng_state(rng_state)
     model.train()
     run_ctx = RunCtx(stage="train", epoch=engine.epoch, step=engine.global_step, batch=engine.batch)
-    set_run_ctx(run_ctx)
     try:
-        with tracker, TagAutogradNodes(tracker), ops:
+        with run_ctx, tracker, TagAutogradNodes(tracker), ops:
             engine.config.get("train_step")(model=model, extern_data=engine.batch, run_ctx=run_ctx)
         for name, marked in run_ctx.losses.items():
             value = marked.normalized().detach()
@@ -154,7 +153,6 @@ def replay_step(
         with ops:
             run_ctx.total_loss().backward()
     finally:
-        set_run_ctx(None)
         for handle in handles:
             handle.remove()
         for p, grad in saved_grads.items():

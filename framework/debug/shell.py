@@ -18,7 +18,7 @@ from framework import log
 from framework.debug.tensors import is_user_file
 from framework.events import Event
 from framework.rng import get_rng_state, set_rng_state
-from framework.run_ctx import RunCtx, set_run_ctx
+from framework.run_ctx import RunCtx
 
 
 class _Namespace:
@@ -120,12 +120,8 @@ def open_step_shell(engine: Any) -> None:
 
     def run_step() -> RunCtx:
         """Run train_step on this batch by hand (a scratch run context; returned with its losses)."""
-        scratch = RunCtx(stage="train", epoch=engine.epoch, step=engine.global_step, batch=engine.batch)
-        set_run_ctx(scratch)
-        try:
+        with RunCtx(stage="train", epoch=engine.epoch, step=engine.global_step, batch=engine.batch) as scratch:
             engine.config.get("train_step")(model=engine.model, extern_data=engine.batch, run_ctx=scratch)
-        finally:
-            set_run_ctx(run_ctx)
         return scratch
 
     namespace = {
@@ -153,7 +149,6 @@ def open_step_shell(engine: Any) -> None:
         set_rng_state(rng)
         run_ctx.losses.clear()
         run_ctx.outputs.clear()
-        set_run_ctx(run_ctx)
 
 
 def innermost_user_frame(tb: types.TracebackType | None) -> types.FrameType | None:

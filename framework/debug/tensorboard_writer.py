@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Any
 
+from framework.util import start_framework_process
+
 _F_SETPIPE_SZ = 1031
 
 
@@ -112,13 +114,8 @@ class TensorBoardWriterProcess:
     """The training side: methods named like SummaryWriter's, executed in the writer process."""
 
     def __init__(self, log_dir: str):
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "framework.debug.tensorboard_writer", log_dir],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
+        self.process = start_framework_process(
+            "framework.debug.tensorboard_writer", log_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         self.pending: list[tuple[int, list[tuple[str, float]]]] = []
         try:  # Linux: a 1 MB pipe, so sending never waits for the writer (e.g. while it starts up)

@@ -33,6 +33,11 @@ def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
             yield from iter_tensors(item)
 
 
+def floating_tensors(value: Any) -> list[torch.Tensor]:
+    """The floating-point tensors in a (nested) value."""
+    return [t for t in iter_tensors(value) if t.is_floating_point()]
+
+
 def describe(t: torch.Tensor) -> str:
     """``[64, 512] float32 cpu``."""
     return f"[{', '.join(map(str, t.shape))}] {str(t.dtype).removeprefix('torch.')} {t.device}"
