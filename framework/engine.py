@@ -20,6 +20,7 @@ from framework.config import Config
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader
+from framework.early_stopping import install_early_stopping
 from framework.errors import CheckpointError, ConfigError
 from framework.events import Callbacks, Event
 from framework.lr_control import LearningRateControl, install_dynamic_learning_rate
@@ -28,6 +29,10 @@ from framework.progress import StepProgress
 from framework.rng import get_rng_state, seed_everything, set_rng_state
 from framework.run_ctx import RunCtx
 from framework.scores import ScoreAccumulator, format_scores
+
+
+class StopTraining(Exception):
+    """Raised by a callback to end training now, cleanly (no checkpoint of the partial epoch)."""
 
 
 def select_device(name: str) -> torch.device:
@@ -64,6 +69,8 @@ class Engine:
         self.skip_update = False
         self.exception: BaseException | None = None
         self.stop_requested: str | None = None
+        self.end_reason: str | None = None  # set by end_training: training ends after this epoch
+        self.findings: list[Any] = []  # what the sanity check found (data_checks.Finding)
         self.step_info: dict[str, str] = {}  # extra fields for the step line, filled by diagnostics
         self.grad_norm: torch.Tensor | None = None  # set when gradient clipping computes it
         self.summaries: Any = None  # where run_ctx.log_image/log_scalar go (TensorBoard), if anywhere
@@ -75,15 +82,21 @@ class Engine:
     # ------------------------------------------------------------------------------- training
     def train(self) -> None:
         """Train for ``num_epochs``, resuming from the newest checkpoint of ``model`` if there is one."""
-        num_epochs = self.config.int("num_epochs")
         if not self.init_train():
             return
-        with self._reporting_exceptions():
-            self._train_epochs(num_epochs)
+        num_epochs = self.config.int("num_epochs")  # after init_train: a verdict run sets its own
+        try:
+            with self._reporting_exceptions():
+                self._train_epochs(num_epochs)
+        except StopTraining as stop:
+            log.v3(f"Training ended: {stop}")
         self.callbacks.emit(Event.FINISH, self)
 
     def _train_epochs(self, num_epochs: int) -> None:
         for epoch in range(self.epoch + 1, num_epochs + 1):
+            if self.end_reason is not None:
+                log.v3(f"Training ended after epoch {self.epoch}: {self.end_reason}")
+                return
             self.epoch = epoch
             self._set_learning_rate(self.lr_control.learning_rate(epoch))
             start = time.perf_counter()
@@ -107,6 +120,8 @@ class Engine:
         """Let EXCEPTION callbacks see an exception (and annotate it); it propagates unchanged."""
         try:
             yield
+        except StopTraining:
+            raise
         except Exception as exc:
             self.exception = exc
             self.callbacks.emit(Event.EXCEPTION, self)
@@ -114,7 +129,8 @@ class Engine:
 
     def init_train(self) -> bool:
         """Datasets, model and optimizer, fresh or resumed; False if training is already complete."""
-        self._init_data(["train", "dev", "eval"], required="train")
+        debug.prepare_run(self.config)
+        self.init_data(["train", "dev", "eval"], required="train")
         if not self._init_model_for_training(self.config.int("num_epochs")):
             return False
         self.optimizer.zero_grad(set_to_none=True)
@@ -163,6 +179,10 @@ class Engine:
             raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {self.epoch}.")
         return scores.result()
 
+    def end_training(self, reason: str) -> None:
+        """End training after the current epoch (its checkpoint is written), e.g. early stopping."""
+        self.end_reason = reason
+
     def request_stop(self, reason: str = "stop requested") -> None:
         """Stop training at the next update boundary, writing a checkpoint to resume from."""
         self.stop_requested = reason
@@ -190,7 +210,7 @@ class Engine:
 
     def run_eval(self) -> dict[str, dict[str, float]]:
         """task=eval: score the dev/eval datasets with a checkpoint."""
-        self._init_data(["dev", "eval"], required=None)
+        self.init_data(["dev", "eval"], required=None)
         if not self.loaders:
             raise ConfigError("task='eval' needs a 'dev' or 'eval' dataset (or 'eval_datasets').")
         self.load_for_inference()
@@ -203,7 +223,7 @@ class Engine:
         return results
 
     # ---------------------------------------------------------------------------------- setup
-    def _init_data(self, options: list[str], required: str | None) -> None:
+    def init_data(self, options: list[str], required: str | None) -> None:
         """Build the datasets of ``options`` plus ``eval_datasets`` and their batch loaders."""
         seed = self.config.int("random_seed")
         specs = {o: self.config.get(o) for o in options if self.config.get(o) is not None}
@@ -267,7 +287,9 @@ class Engine:
         self.optimizer = create_optimizer(self.config, self.model)
         install_gradient_clipping(self.config, self.callbacks)
         install_dynamic_learning_rate(self.config, self.callbacks)
+        install_early_stopping(self.config, self)
         debug.install(self)
+        _install_user_callbacks(self.config, self.callbacks)
         if log.enabled(5):
             StepProgress().install(self.callbacks)  # last: it prints what diagnostics put in step_info
         if state is not None:
@@ -379,3 +401,15 @@ def _accumulation_weights(plan: list[np.ndarray], accum: int) -> list[float] | N
 def _flat_scores(scores: dict[str, dict[str, float]]) -> dict[str, float]:
     """``{"dev": {"ce": x}}`` -> ``{"dev_ce": x}``."""
     return {f"{option}_{name}": value for option, values in scores.items() for name, value in values.items()}
+
+
+def _install_user_callbacks(config: Config, callbacks: Callbacks) -> None:
+    """The config's ``callbacks = {"epoch_end": fn, ...}``, after the framework's own."""
+    names = {event.value: event for event in Event}
+    for name, fns in (config.get("callbacks") or {}).items():
+        if name not in names:
+            raise ConfigError(f"callbacks: unknown event {name!r}; events are {', '.join(names)}.")
+        for fn in fns if isinstance(fns, (list, tuple)) else [fns]:
+            if not callable(fn):
+                raise ConfigError(f"callbacks[{name!r}] must be a function fn(engine) or a list of them, got {fn!r}.")
+            callbacks.on(names[name], fn)

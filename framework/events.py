@@ -44,7 +44,11 @@ class Callbacks:
         """Call ``callback(engine)`` whenever ``event`` happens."""
         self._handlers[event].append(callback)
 
+    def off(self, event: Event, callback: Callback) -> None:
+        """Stop calling ``callback`` for ``event`` (e.g. a check that only looks at the first step)."""
+        self._handlers[event].remove(callback)
+
     def emit(self, event: Event, engine: Any) -> None:
         """Run the callbacks of ``event``."""
-        for callback in self._handlers.get(event, ()):
+        for callback in list(self._handlers.get(event, ())):
             callback(engine)

@@ -55,15 +55,7 @@ class LearningRateControl:
         return previous
 
     def _measure_key(self, scores: dict[str, float]) -> str:
-        if self.error_measure is not None:
-            if self.error_measure not in scores:
-                raise ConfigError(
-                    f"learning_rate_control_error_measure {self.error_measure!r} is not among the "
-                    f"scores of the epoch: {', '.join(scores)}."
-                )
-            return self.error_measure
-        dev_keys = [k for k in scores if k.startswith("dev_")]
-        return (dev_keys or list(scores))[0]
+        return score_key(scores, self.error_measure, "learning_rate_control_error_measure")
 
     def record(self, epoch: int, scores: dict[str, float]) -> None:
         """Remember an epoch's scores, keyed like ``dev_ce`` / ``train_ce``."""
@@ -77,6 +69,16 @@ class LearningRateControl:
         """Restore ``state_dict``."""
         self.epoch_lrs = {int(e): float(v) for e, v in state["epoch_lrs"].items()}
         self.scores = {int(e): dict(s) for e, s in state["scores"].items()}
+
+
+def score_key(scores: dict[str, float], measure: str | None, option: str) -> str:
+    """The score to watch: ``measure`` (named by ``option``) if set, else the first dev score, else the first."""
+    if measure is not None:
+        if measure not in scores:
+            raise ConfigError(f"{option} {measure!r} is not among the scores of the epoch: {', '.join(scores)}.")
+        return measure
+    dev_keys = [k for k in scores if k.startswith("dev_")]
+    return (dev_keys or list(scores))[0]
 
 
 def install_dynamic_learning_rate(config: Config, callbacks: Callbacks) -> None:

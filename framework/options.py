@@ -162,6 +162,13 @@ register(
     "Extra evaluation datasets: {name: dataset spec}, scored after each epoch.",
     _C,
 )
+register(
+    "callbacks",
+    "dict",
+    {},
+    "Your own callbacks: {event: fn(engine) or [fns]}, events as in framework.events.Event (e.g. 'epoch_end', 'finish').",
+    _C,
+)
 
 _C = "framework.datasets"
 register(
@@ -430,3 +437,109 @@ register(
     "Histograms of parameters and gradients and per-parameter gradient norms in TensorBoard: True (every 100 steps) or N.",
     _C,
 )
+
+_C = "framework.debug.sanity"
+register(
+    "debug_sanity_check",
+    "bool | int",
+    True,
+    "Check the data (first N batches, True: 4) and the first step (losses, gradients, output ranges) before training.",
+    _C,
+)
+register(
+    "debug_output_ranges",
+    "dict",
+    {},
+    "{module path pattern: (low, high)}: the sanity check and framework.testing verify these outputs; '(model)' = root.",
+    _C,
+)
+register(
+    "frozen_params",
+    "list[str]",
+    [],
+    "Parameter name patterns (fnmatch) that must not change in training; the sanity and gradient checks verify it.",
+    _C,
+)
+
+_C = "framework.debug.grad_health"
+register(
+    "debug_grad_health",
+    "bool | int",
+    100,
+    "Every N updates (True: 10, False: off): per-layer gradient norms and |dW|/|W|; warns on vanishing/exploding.",
+    _C,
+)
+
+_C = "framework.debug.learning_watch"
+register(
+    "debug_loss_window",
+    "int",
+    200,
+    "Warn when the mean train loss of the latest N steps is not below that of the first N steps (0: off).",
+    _C,
+)
+register(
+    "debug_dev_divergence_epochs",
+    "int",
+    2,
+    "Warn of overfitting when a dev loss rose for this many epochs in a row while the train loss fell (0: off).",
+    _C,
+)
+
+_C = "framework.early_stopping"
+register(
+    "early_stopping_patience",
+    "int | None",
+    None,
+    "End training when the watched score did not improve for this many epochs (None: never).",
+    _C,
+)
+register(
+    "early_stopping_error_measure",
+    "str | None",
+    None,
+    "Score that early stopping watches, e.g. 'dev_ce'; None: the learning-rate control's (first dev loss).",
+    _C,
+)
+register("early_stopping_min_delta", "float", 0.0, "Early stopping: an improvement must be larger than this.", _C)
+
+_C = "framework.debug.verdicts"
+register(
+    "debug_overfit_batches",
+    "int | None",
+    None,
+    "Train on the first N batches only (no shuffling, no checkpoints) and say whether the loss reaches near zero.",
+    _C,
+)
+register("debug_overfit_steps", "int", 300, "Steps of a debug_overfit_batches run.", _C)
+register(
+    "debug_overfit_loss_ratio",
+    "float",
+    0.05,
+    "debug_overfit_batches verdict 'learns': the final loss is at most this fraction of the first.",
+    _C,
+)
+register(
+    "debug_synthetic_data",
+    "bool",
+    False,
+    "Swap train/dev for synthetic data of the same extern_data with a learnable relation; say whether the model learns it.",
+    _C,
+)
+register(
+    "debug_synthetic_loss_ratio",
+    "float",
+    0.5,
+    "debug_synthetic_data verdict 'learns': the final dev loss is at most this fraction of the untrained model's.",
+    _C,
+)
+
+_C = "framework.debug.fingerprints"
+register(
+    "debug_fingerprint_file",
+    "str | None",
+    None,
+    "Write per-step hashes of batch, module outputs, gradients and parameters here (tools/check-determinism.py).",
+    _C,
+)
+register("debug_fingerprint_steps", "int", 5, "Steps to fingerprint; training ends after them.", _C)

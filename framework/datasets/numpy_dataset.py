@@ -92,3 +92,10 @@ class NumpyDataset(Dataset):
             if bad.any():
                 return seq, int(arr[bad].flat[0])
         return None
+
+    def value_counts(self, key: str, num_classes: int) -> np.ndarray:
+        """Occurrences of each class id of ``key`` in the whole dataset (ids outside the range not counted)."""
+        value = self.arrays[key]
+        flat = value.ravel() if isinstance(value, np.ndarray) else np.concatenate([v.ravel() for v in value] or [[]])
+        flat = flat.astype(np.int64)
+        return np.bincount(flat[(flat >= 0) & (flat < num_classes)], minlength=num_classes)

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["debug_shell", "install"]
+__all__ = ["debug_shell", "install", "prepare_run"]
+
+
+def prepare_run(config: Any) -> None:
+    """Adjust the config of a verdict run (debug_overfit_batches, debug_synthetic_data) before training starts."""
+    from framework.debug.verdicts import prepare_run as prepare_verdict_run
+
+    prepare_verdict_run(config)
 
 
 def install(engine: Any) -> None:
@@ -38,7 +45,40 @@ def install(engine: Any) -> None:
         from framework.debug.layer_shapes import LayerShapes
 
         LayerShapes().install(engine)
+    _install_health_checks(engine)
     _install_resource_monitors(engine)
+
+
+def _install_health_checks(engine: Any) -> None:
+    """Why doesn't it learn: sanity check, gradient health, learning curve, verdict runs, fingerprints."""
+    from framework.debug.learning_watch import DevDivergenceWatch, LossWindowWatch
+
+    config = engine.config
+    if config.get("debug_sanity_check"):
+        from framework.debug.sanity import SanityCheck
+
+        SanityCheck(config).install(engine)
+    grad_health = config.get("debug_grad_health")
+    if grad_health:
+        from framework.debug.grad_health import GradHealth
+
+        GradHealth(10 if grad_health is True else grad_health, list(config.get("frozen_params") or [])).install(engine)
+    if config.int("debug_loss_window") > 0:
+        LossWindowWatch(config.int("debug_loss_window")).install(engine)
+    if config.int("debug_dev_divergence_epochs") > 0:
+        DevDivergenceWatch(config.int("debug_dev_divergence_epochs")).install(engine)
+    if config.get("debug_overfit_batches"):
+        from framework.debug.verdicts import OverfitVerdict
+
+        OverfitVerdict(config).install(engine)
+    if config.bool("debug_synthetic_data"):
+        from framework.debug.verdicts import SyntheticDataVerdict
+
+        SyntheticDataVerdict(config).install(engine)
+    if config.get("debug_fingerprint_file"):
+        from framework.debug.fingerprints import Fingerprints
+
+        Fingerprints(config.get("debug_fingerprint_file"), config.int("debug_fingerprint_steps")).install(engine)
 
 
 def _install_resource_monitors(engine: Any) -> None:

@@ -53,6 +53,9 @@ class TensorBoardLogger:
     def scalar(self, tag: str, value: float, step: int) -> None:
         self.writer.scalars(step, [(tag, value)])
 
+    def scalars(self, step: int, values: list[tuple[str, float]]) -> None:
+        self.writer.scalars(step, values)
+
     # -- engine events
     def on_step_start(self, engine: Any) -> None:
         self.step_start = time.perf_counter()

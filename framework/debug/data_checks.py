@@ -1,0 +1,253 @@
+"""Checks of the data before training: dtypes, labels, NaN/Inf, value ranges, constant features, class balance.
+
+They look at the raw arrays of the first batches of each dataset (numpy, no model, no device),
+and at the complete labels of in-memory datasets. Each finding names the dataset, key, class
+or feature and says what to check; ``severe`` ones (the data cannot be trained on as it is)
+stop training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from framework.datasets.extern_data import DataKey, label_error
+
+# A dense key whose mean or std is beyond this is far from normalized.
+UNNORMALIZED = 10.0
+# A class this much more (or less) frequent in one split than in the other is reported.
+FREQUENCY_RATIO = 3.0
+# Per-feature value ranges that differ by more than this factor are on different scales.
+SCALE_SPREAD = 1e3
+
+
+@dataclass
+class Finding:
+    """One result of a check: what is wrong (and where), what to check.
+
+    ``level``: "error" (training cannot work like this: stop), "warning", or "note" (a fact worth
+    knowing that is often fine, e.g. the constant border pixels of images).
+    """
+
+    level: str
+    text: str
+
+    @property
+    def severe(self) -> bool:
+        return self.level == "error"
+
+
+def sample_batches(loader: Any, num_batches: int) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """The raw arrays of the first ``num_batches`` batches of epoch 1 (as the dataset delivers them)."""
+    return [(indices, loader.dataset.get_batch(indices)) for indices in loader.plan(1)[:num_batches]]
+
+
+def valid_values(key: str, batches: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> np.ndarray:
+    """The values of ``key`` without padding: [entries or frames, *feature shape]."""
+    parts = []
+    for _, raw in batches:
+        array, lengths = raw[key], raw.get(key + ":seq_len")
+        if lengths is None:
+            parts.append(array)
+        else:
+            parts.extend(array[row, :length] for row, length in enumerate(lengths))
+    return np.concatenate(parts) if parts else np.zeros((0,))
+
+
+def key_findings(
+    option: str, dataset_name: str, key: DataKey, batches: list[tuple[np.ndarray, dict[str, np.ndarray]]]
+) -> list[Finding]:
+    """Dtype, label range, NaN/Inf, value range, constant features and empty sequences of one key."""
+    where = f"dataset {option!r} ({dataset_name}) key {key.name!r}"
+    values = valid_values(key.name, batches)
+    if values.size == 0:
+        return [Finding("warning", f"{where}: the first {len(batches)} batches hold no values (all sequences empty?).")]
+    findings = _empty_sequence_findings(where, key, batches)
+    if key.sparse_dim is not None:
+        return findings + _label_findings(where, key, values, batches)
+    if values.dtype.kind in "iub" and np.dtype(key.dtype).kind in "iub":
+        findings.append(
+            Finding(
+                "warning",
+                f"{where} is integer data without sparse_dim. If these are class ids, declare "
+                f"extern_data[{key.name!r}]['sparse_dim']; if they are features, declare dtype 'float32' and "
+                f"normalize them.",
+            )
+        )
+        return findings
+    values = values.astype(np.float64, copy=False)
+    finite = np.isfinite(values)
+    if not finite.all():
+        seq = _first_bad_seq(key.name, batches, lambda a: ~np.isfinite(a.astype(np.float64)))
+        kinds = "NaN" if np.isnan(values).any() else "Inf"
+        return findings + [
+            Finding(
+                "error",
+                f"{where} holds {kinds} ({(~finite).sum()} values in the first {len(batches)} batches, first at "
+                f"sequence index {seq}). Fix or drop these entries in the data pipeline.",
+            )
+        ]
+    return findings + _range_findings(where, key, values, len(batches))
+
+
+def _empty_sequence_findings(where: str, key: DataKey, batches: list) -> list[Finding]:
+    if not key.variable:
+        return []
+    lengths = np.concatenate([raw[key.name + ":seq_len"] for _, raw in batches])
+    empty = int((lengths == 0).sum())
+    if not empty:
+        return []
+    return [Finding("warning", f"{where}: {empty} of {len(lengths)} sampled sequences are empty (length 0).")]
+
+
+def _label_findings(where: str, key: DataKey, values: np.ndarray, batches: list) -> list[Finding]:
+    findings = []
+    if values.dtype.kind == "f":
+        fractional = values != np.round(values)
+        if fractional.any():
+            return [
+                Finding(
+                    "error",
+                    f"{where} declares sparse_dim {key.sparse_dim} (class ids) but holds non-integer values such as "
+                    f"{values[fractional].flat[0]:g}; converting them to {key.dtype} would truncate. Are these "
+                    f"probabilities or features rather than class ids?",
+                )
+            ]
+        findings.append(Finding("warning", f"{where}: class ids are stored as {values.dtype}; store them as integers."))
+    bad = (values < 0) | (values >= key.sparse_dim)
+    if bad.any():
+        seq = _first_bad_seq(key.name, batches, lambda a: (a < 0) | (a >= key.sparse_dim))
+        findings.append(Finding("error", label_error(key.name, int(values[bad].flat[0]), seq, key.sparse_dim, where)))
+    return findings
+
+
+def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: int) -> list[Finding]:
+    findings = []
+    low, high = float(values.min()), float(values.max())
+    mean, std = float(values.mean()), float(values.std())
+    sample = f"over the first {num_batches} batches"
+    if low >= 0 and 10 <= high <= 255 and np.all(values == np.round(values)):
+        findings.append(
+            Finding(
+                "warning",
+                f"{where} looks like raw 0-255 pixel values (integers in [{low:g}, {high:g}] {sample}). Scale them "
+                f"to [0, 1] (x / 255) or standardize them.",
+            )
+        )
+    elif abs(mean) > UNNORMALIZED or std > UNNORMALIZED:
+        findings.append(
+            Finding(
+                "warning",
+                f"{where} is far from normalized: mean {mean:.4g}, std {std:.4g}, range [{low:.4g}, {high:.4g}] "
+                f"{sample}. Standardize it ((x - mean) / std with the train set's statistics).",
+            )
+        )
+    features = values.reshape(len(values), -1)
+    if len(features) < 2:
+        return findings
+    feature_std = features.std(axis=0)
+    constant = np.flatnonzero(feature_std == 0)
+    if len(constant) == features.shape[1]:
+        findings.append(
+            Finding("warning", f"{where} is constant ({features.flat[0]:g} everywhere {sample}): empty input?")
+        )
+        return findings
+    if len(constant):
+        listed = ", ".join(map(str, constant[:8])) + (", ..." if len(constant) > 8 else "")
+        text = f"{where}: {len(constant)} of {features.shape[1]} features are constant {sample} (feature {listed})"
+        # Constant border pixels of images are normal; a constant column of a small feature vector is not.
+        if features.shape[1] <= 64 or len(constant) > features.shape[1] // 2:
+            findings.append(Finding("warning", text + ". Are they filled in?"))
+        else:
+            findings.append(Finding("note", text + "."))
+    # Ranges, not stds: a rarely touched image pixel has a tiny std but the same units as the others.
+    spans = np.ptp(features, axis=0)
+    varying = np.flatnonzero(spans > 0)
+    if len(varying) > 1 and spans[varying].max() / spans[varying].min() > SCALE_SPREAD:
+        i, j = int(varying[np.argmax(spans[varying])]), int(varying[np.argmin(spans[varying])])
+        findings.append(
+            Finding(
+                "warning",
+                f"{where}: features are on very different scales (feature {i} spans {spans[i]:.3g}, feature {j} "
+                f"spans {spans[j]:.3g}). Standardize each feature.",
+            )
+        )
+    return findings
+
+
+def _first_bad_seq(key: str, batches: list, is_bad: Any) -> int:
+    """The sequence index (of the dataset) of the first entry where ``is_bad`` holds."""
+    for indices, raw in batches:
+        lengths = raw.get(key + ":seq_len")
+        for row, seq_index in enumerate(indices):
+            values = raw[key][row] if lengths is None else raw[key][row, : lengths[row]]
+            if np.any(is_bad(values)):
+                return int(seq_index)
+    return -1
+
+
+def class_counts(dataset: Any, key: DataKey, batches: list) -> tuple[np.ndarray, str]:
+    """Occurrences of each class of a sparse key: of the whole dataset when in memory, else of the sample."""
+    if hasattr(dataset, "value_counts"):
+        return dataset.value_counts(key.name, key.sparse_dim), f"all {dataset.num_seqs} sequences"
+    values = valid_values(key.name, batches).astype(np.int64).ravel()
+    values = values[(values >= 0) & (values < key.sparse_dim)]
+    return np.bincount(values, minlength=key.sparse_dim), f"the first {len(batches)} batches"
+
+
+def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]]) -> list[Finding]:
+    """Classes missing from a split, much rarer in one split than in train, or dominating train."""
+    if "train" not in counts:
+        return []
+    train, train_what = counts["train"]
+    findings = []
+    share = train / max(train.sum(), 1)
+    if train.sum() >= 100 and share.max() > 0.9:
+        findings.append(
+            Finding(
+                "warning",
+                f"train key {key!r} is imbalanced: class {int(share.argmax())} is {share.max():.0%} of {train_what}, "
+                f"so always predicting it scores {share.max():.0%} accuracy. Weight the loss or resample.",
+            )
+        )
+    for option, (other, other_what) in counts.items():
+        if option == "train":
+            continue
+        only_train = np.flatnonzero((train > 0) & (other == 0))
+        only_other = np.flatnonzero((other > 0) & (train == 0))
+        if len(only_train):
+            findings.append(
+                Finding(
+                    "warning",
+                    f"key {key!r}: class(es) {_list(only_train)} occur in train ({train_what}) but never in {option} "
+                    f"({other_what}), so the {option} score says nothing about them. Was the split made by label?",
+                )
+            )
+        if len(only_other):
+            findings.append(
+                Finding(
+                    "warning",
+                    f"key {key!r}: class(es) {_list(only_other)} occur in {option} ({other_what}) but never in train "
+                    f"({train_what}); the model cannot learn them.",
+                )
+            )
+        both = (train >= 20) & (other >= 20)
+        if both.any():
+            ratio = (other / other.sum()) / np.maximum(train / train.sum(), 1e-12)
+            off = np.flatnonzero(both & ((ratio > FREQUENCY_RATIO) | (ratio < 1 / FREQUENCY_RATIO)))
+            if len(off):
+                c = int(off[np.argmax(np.abs(np.log(ratio[off])))])
+                findings.append(
+                    Finding(
+                        "warning",
+                        f"key {key!r}: class {c} is {other[c] / other.sum():.1%} of {option} but "
+                        f"{train[c] / train.sum():.1%} of train; the splits come from different distributions.",
+                    )
+                )
+    return findings
+
+
+def _list(classes: np.ndarray) -> str:
+    return ", ".join(map(str, classes[:10])) + (", ..." if len(classes) > 10 else "")

@@ -1,0 +1,183 @@
+"""Gradient health during training (``debug_grad_health``: every N updates, and at the first).
+
+At a check, right before the optimizer step, each parameter's gradient norm is taken and the
+parameter copied; right after the step, the update norm |dW| and the ratio |dW| / |W|. One host
+sync per check. Warnings (once per parameter and kind) name the layers whose gradients vanish
+(RMS far below the largest layer's) or explode (an update larger than the weight itself, or the
+global gradient norm jumping far above its earlier values). At the first check after N updates
+(or at the end of the first epoch) the parameters are compared with their values at startup:
+those that never changed although they require grad are named. ``frozen_params`` are compared
+at every check and must stay bit-identical. With TensorBoard, each parameter's gradient norm and
+update ratio are logged under ``grad_health/``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+import torch
+
+from framework import log
+from framework.debug.model_checks import by_module, snapshot, unchanged
+from framework.debug.module_tracker import matches_any
+from framework.events import Event
+
+# A weight whose gradient RMS is below this fraction of the largest weight gradient RMS has vanishing gradients.
+VANISHING = 1e-4
+# An update larger than this times the parameter's norm is exploding.
+EXPLODING_UPDATE = 1.0
+# A global gradient norm this many times its earlier median is exploding.
+EXPLODING_JUMP = 1e3
+
+
+class GradHealth:
+    """Per-layer gradient norms and update ratios every ``interval`` updates."""
+
+    def __init__(self, interval: int, frozen: list[str]):
+        self.interval = max(1, interval)
+        self.frozen = frozen
+        self.updates = 0
+        self.initial: dict[str, torch.Tensor] | None = None
+        self.frozen_initial: dict[str, torch.Tensor] = {}
+        self.pending: tuple[list[str], torch.Tensor, list[torch.Tensor]] | None = None
+        self.global_norms: list[float] = []
+        self.warned: set[tuple[str, str]] = set()
+
+    def install(self, engine: Any) -> None:
+        """Subscribe to startup, the optimizer step and the epoch end."""
+        engine.callbacks.on(Event.STARTUP, self.take_initial)
+        engine.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, self.before_update)
+        engine.callbacks.on(Event.AFTER_OPTIMIZER_STEP, self.after_update)
+        engine.callbacks.on(Event.EPOCH_END, self.compare_with_initial)
+
+    def take_initial(self, engine: Any) -> None:
+        params = dict(engine.model.named_parameters())
+        self.initial = snapshot(
+            {n: p for n, p in params.items() if p.requires_grad and not matches_any(n, self.frozen)}
+        )
+        self.frozen_initial = snapshot({n: p for n, p in params.items() if matches_any(n, self.frozen)})
+
+    def before_update(self, engine: Any) -> None:
+        self.updates += 1
+        if engine.skip_update or not (self.updates == 1 or self.updates % self.interval == 0):
+            return
+        named = [(n, p) for n, p in engine.model.named_parameters() if p.grad is not None]
+        if not named:
+            return
+        grad_norms = torch.stack(torch._foreach_norm([p.grad.float() for _, p in named]))
+        self.pending = ([n for n, _ in named], grad_norms, [p.detach().clone() for _, p in named])
+
+    def after_update(self, engine: Any) -> None:
+        if self.pending is None:
+            return
+        names, grad_norms, before = self.pending
+        self.pending = None
+        params = dict(engine.model.named_parameters())
+        after = [params[n].detach() for n in names]
+        update_norms = torch.stack(torch._foreach_norm(torch._foreach_sub(after, before)))
+        param_norms = torch.stack(torch._foreach_norm(before))
+        grads, updates, weights = torch.stack([grad_norms, update_norms.float(), param_norms.float()]).tolist()
+        self._analyze(engine, names, grads, updates, weights, [params[n] for n in names])
+        if self.updates >= self.interval:
+            self.compare_with_initial(engine)
+        self._check_frozen(engine)
+
+    def _analyze(self, engine: Any, names, grads, updates, weights, params) -> None:
+        step = engine.global_step
+        ratios = [u / w if w > 0 else math.inf for u, w in zip(updates, weights, strict=True)]
+        rms = [g / math.sqrt(max(p.numel(), 1)) for g, p in zip(grads, params, strict=True)]
+        total = math.sqrt(sum(g * g for g in grads))
+        finite_ratios = [r for r in ratios if r < math.inf]
+        log.v5(
+            f"Gradient health at step {step}: global grad norm {total:.3g}, "
+            f"|dW|/|W| from {min(finite_ratios, default=0):.2e} to {max(finite_ratios, default=0):.2e}"
+        )
+        if engine.summaries is not None:
+            engine.summaries.scalars(
+                step,
+                [(f"grad_health/grad_norm/{n}", g) for n, g in zip(names, grads, strict=True)]
+                + [(f"grad_health/update_ratio/{n}", r) for n, r in zip(names, ratios, strict=True) if r < math.inf],
+            )
+        weight_rms = [(n, r) for n, r, p in zip(names, rms, params, strict=True) if p.dim() >= 2]
+        if len(weight_rms) > 1:
+            largest_name, largest = max(weight_rms, key=lambda x: x[1])
+            vanishing = [n for n, r in weight_rms if r < VANISHING * largest]
+            self._warn(
+                engine,
+                "vanishing",
+                vanishing,
+                lambda which: (
+                    f"vanishing gradients at step {step}: {which} have a gradient RMS below "
+                    f"{VANISHING:g} x that of '{largest_name}' ({largest:.2e}). Deep stacks of sigmoid/tanh, a bad "
+                    f"initialization or a missing normalization/residual connection are typical causes."
+                ),
+            )
+        # Weights only: a bias starting near zero has a large ratio after any first update.
+        exploding = [
+            n
+            for n, r, w, p in zip(names, ratios, weights, params, strict=True)
+            if p.dim() >= 2 and w > 0 and r > EXPLODING_UPDATE
+        ]
+        lr = engine.optimizer.param_groups[0].get("lr")
+        self._warn(
+            engine,
+            "exploding update",
+            exploding,
+            lambda which: (
+                f"exploding updates at step {step}: {which} changed by more than their own norm "
+                f"(|dW|/|W| up to {max(ratios[names.index(n)] for n in exploding):.3g}) in one update. The learning rate "
+                f"({lr:g}) is probably too high; lower it or clip gradients (gradient_clip_global_norm)."
+            ),
+        )
+        if len(self.global_norms) >= 2 and total > EXPLODING_JUMP * statistics.median(self.global_norms):
+            self._warn(
+                engine,
+                "exploding gradient",
+                ["(global)"],
+                lambda _: (
+                    f"exploding gradients at step {step}: the global gradient norm is {total:.3g}, over "
+                    f"{EXPLODING_JUMP:g} x its median so far ({statistics.median(self.global_norms):.3g})."
+                ),
+            )
+        self.global_norms.append(total)
+
+    def compare_with_initial(self, engine: Any) -> None:
+        """Name the parameters that never changed since startup although they require grad (once)."""
+        if self.initial is None:
+            return
+        still = [
+            n for n in unchanged(self.initial, engine.model) if dict(engine.model.named_parameters())[n].requires_grad
+        ]
+        self.initial = None  # the copy costs a model's worth of memory: one comparison is enough
+        if still:
+            log.v2(
+                f"WARNING gradient health: {by_module(engine.model, still)} did not change in {self.updates} "
+                f"updates although they require grad: no gradient reaches them, their gradient is zero, or the "
+                f"optimizer does not hold them. If that is intended, list them in frozen_params."
+            )
+        self._check_frozen(engine)
+
+    def _check_frozen(self, engine: Any) -> None:
+        if not self.frozen_initial:
+            return
+        kept = set(unchanged(self.frozen_initial, engine.model))
+        changed = [n for n in self.frozen_initial if n not in kept]
+        self._warn(
+            engine,
+            "frozen changed",
+            changed,
+            lambda which: (
+                f"frozen_params: {which} changed during training (after {self.updates} updates) although "
+                f"they are declared frozen. Set requires_grad_(False) on them or leave them out of the optimizer."
+            ),
+        )
+
+    def _warn(self, engine: Any, kind: str, names: list[str], message: Any) -> None:
+        new = [n for n in names if (kind, n) not in self.warned]
+        if not new:
+            return
+        self.warned.update((kind, n) for n in new)
+        which = "the global norm" if new == ["(global)"] else by_module(engine.model, new)
+        log.v2(f"WARNING gradient health: {message(which)}")

@@ -1,0 +1,188 @@
+"""Verdict runs: can the model learn at all? ``debug_overfit_batches`` and ``debug_synthetic_data``.
+
+``debug_overfit_batches = N`` trains ``debug_overfit_steps`` steps on the first N batches (in
+dataset order) and says whether the loss reached near zero: a model that cannot memorize a few
+batches has a bug in the model, the loss or the optimization. ``debug_synthetic_data = True``
+trains on synthetic data of the same ``extern_data`` with a learnable relation and evaluates on
+a synthetic dev set: learns -> look at the real data; does not learn -> look at the model.
+
+Both runs write no checkpoints (the real training's are left alone) and exit with status 1
+when the model does not learn, so they can gate a script.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from framework import log
+from framework.config import Config
+from framework.datasets import init_dataset
+from framework.datasets.batching import make_batches
+from framework.datasets.extern_data import extern_data_from_dataset, parse_extern_data
+from framework.datasets.synthetic_like import SyntheticLike, reference_stats
+from framework.errors import ConfigError, FrameworkError
+from framework.events import Event
+from framework.scores import format_scores
+
+SPARK = "▁▂▃▄▅▆▇█"
+MAX_SYNTHETIC_SEQS = 2000
+
+
+class VerdictError(FrameworkError):
+    """The verdict run found that the model does not learn."""
+
+
+def prepare_run(config: Config) -> None:
+    """Turn the config into a verdict run's config (before the engine reads it); no-op otherwise."""
+    overfit, synthetic = config.get("debug_overfit_batches"), config.bool("debug_synthetic_data")
+    if not (overfit or synthetic):
+        return
+    if overfit and synthetic:
+        raise ConfigError("debug_overfit_batches and debug_synthetic_data are two separate runs; set one of them.")
+    no_side_effects = {"model": None, "eval": None, "eval_datasets": None, "early_stopping_patience": None}
+    if overfit:
+        config.overrides.update(no_side_effects, dev=None, num_epochs=1)
+        return
+    seed = config.int("random_seed")
+    real = init_dataset(config.get("train"), option="train", random_seed=seed)
+    declared = config.get("extern_data")
+    extern_data = parse_extern_data(declared) if declared is not None else extern_data_from_dataset(real)
+    generator = SyntheticLike(extern_data, reference_stats(real, extern_data), seed)
+    num_seqs = min(real.num_seqs, MAX_SYNTHETIC_SEQS)
+    log.v3(f"debug_synthetic_data: {num_seqs} synthetic training sequences: {generator.describe()}.")
+    config.overrides.update(
+        no_side_effects,
+        train=generator.dataset(num_seqs, seed, "train"),
+        dev=generator.dataset(max(num_seqs // 4, 16), seed + 1, "dev"),
+    )
+
+
+def sparkline(values: list[float]) -> str:
+    """``█▆▃▁▁`` for a curve (min..max of the values)."""
+    low, high = min(values), max(values)
+    scale = (len(SPARK) - 1) / (high - low) if high > low else 0.0
+    return "".join(SPARK[int(round((v - low) * scale))] for v in values)
+
+
+def curve(losses: list[float], points: int = 40) -> str:
+    """The loss curve: a sparkline of segment means and a few values with their steps."""
+    segments = np.array_split(np.asarray(losses), min(points, len(losses)))
+    means = [float(s.mean()) for s in segments]
+    marks = sorted({0, len(losses) // 4, len(losses) // 2, 3 * len(losses) // 4, len(losses) - 1})
+    return f"{sparkline(means)}  " + ", ".join(f"step {i}: {losses[i]:.4g}" for i in marks)
+
+
+class RepeatedBatches:
+    """A train loader whose every epoch is the first ``num_batches`` batches, repeated for ``steps`` steps."""
+
+    def __init__(self, loader: Any, num_batches: int, steps: int):
+        self.loader = loader
+        self.dataset = loader.dataset
+        order = np.arange(self.dataset.num_seqs)  # dataset order: no shuffling
+        self.batches = make_batches(order, self.dataset.seq_lengths(), loader.batch_size, loader.max_seqs)[:num_batches]
+        self.steps = steps
+
+    def plan(self, epoch: int) -> list[np.ndarray]:
+        return [self.batches[i % len(self.batches)] for i in range(self.steps)]
+
+    def iterate(self, plan: list[np.ndarray]) -> Any:
+        return self.loader.iterate(plan)
+
+
+class OverfitVerdict:
+    """``debug_overfit_batches``: swap in the repeated batches, record the loss, judge at the end."""
+
+    def __init__(self, config: Config):
+        self.num_batches = config.int("debug_overfit_batches")
+        self.steps = config.int("debug_overfit_steps")
+        self.ratio = config.float("debug_overfit_loss_ratio")
+        self.losses: list[torch.Tensor] = []
+
+    def install(self, engine: Any) -> None:
+        engine.callbacks.on(Event.STARTUP, self.use_first_batches)
+        engine.callbacks.on(Event.STEP_END, self.record)
+        engine.callbacks.on(Event.FINISH, self.judge)
+
+    def use_first_batches(self, engine: Any) -> None:
+        repeated = RepeatedBatches(engine.loaders["train"], self.num_batches, self.steps)
+        self.num_batches = len(repeated.batches)
+        engine.loaders["train"] = repeated
+        log.v3(
+            f"debug_overfit_batches: training {self.steps} steps on the first {self.num_batches} batch(es) of "
+            f"{repeated.dataset.name} ({sum(len(b) for b in repeated.batches)} sequences), without checkpoints."
+        )
+
+    def record(self, engine: Any) -> None:
+        with torch.no_grad():
+            self.losses.append(engine.run_ctx.total_loss().detach().float())
+
+    def judge(self, engine: Any) -> None:
+        losses = torch.stack(self.losses).tolist()
+        n = self.num_batches
+        first, final = float(np.mean(losses[:n])), float(np.mean(losses[-n:]))
+        ratio = final / first if first > 0 else float("inf")
+        facts = (
+            f"the loss on the first {n} batch(es) went from {first:.4g} to {final:.4g} (x{ratio:.3g}; 'learns' needs "
+            f"x{self.ratio:g} or less) in {len(losses)} steps. Curve: {curve(losses)}"
+        )
+        if ratio <= self.ratio:
+            log.v3(
+                f"debug_overfit_batches verdict: the model LEARNS: {facts}. It can fit data; if real training "
+                f"does not, look at the data, the learning-rate schedule, regularization or the training length."
+            )
+            return
+        raise VerdictError(
+            f"debug_overfit_batches verdict: the model does NOT learn: {facts}. A model that cannot memorize a few "
+            f"batches has a bug in the model, the loss or the optimization."
+            + _findings_hint(engine)
+            + f" Check that the loss is computed from the model's output (no .detach()), the learning rate "
+            f"({engine.learning_rate:g}), and the gradient health (debug_grad_health = 1)."
+        )
+
+
+class SyntheticDataVerdict:
+    """``debug_synthetic_data``: dev scores before and after training on the synthetic data."""
+
+    def __init__(self, config: Config):
+        self.ratio = config.float("debug_synthetic_loss_ratio")
+        self.before: dict[str, float] = {}
+
+    def install(self, engine: Any) -> None:
+        engine.callbacks.on(Event.STARTUP, self.score_untrained)
+        engine.callbacks.on(Event.FINISH, self.judge)
+
+    def score_untrained(self, engine: Any) -> None:
+        self.before = engine.evaluate("dev")
+        log.v3(f"debug_synthetic_data: untrained model on the synthetic dev set: {format_scores(self.before)}")
+
+    def judge(self, engine: Any) -> None:
+        after = engine.lr_control.scores.get(engine.epoch, {})
+        key = next(iter(self.before))
+        first, final = self.before[key], after.get(f"dev_{key}", float("nan"))
+        changes = ", ".join(
+            f"{name} {v:.4g} -> {after.get('dev_' + name, float('nan')):.4g}" for name, v in self.before.items()
+        )
+        facts = f"on the synthetic dev set after {engine.epoch} epoch(s): {changes} ('learns' needs {key} x{self.ratio:g} or less)"
+        if first > 0 and final <= self.ratio * first:
+            log.v3(
+                f"debug_synthetic_data verdict: the model LEARNS the synthetic data {facts}. Model and training "
+                f"work; if the real data does not train, look at the data: labels, preprocessing, normalization and "
+                f"the train/dev split (see the sanity check's data warnings)."
+            )
+            return
+        raise VerdictError(
+            f"debug_synthetic_data verdict: the model does NOT learn even synthetic data with a plain relation "
+            f"{facts}. Look at the model, the loss and the optimization, not at the data."
+            + _findings_hint(engine)
+            + " debug_overfit_batches = 1 and debug_grad_health = 1 narrow it down."
+        )
+
+
+def _findings_hint(engine: Any) -> str:
+    """The sanity check's findings, as likely causes."""
+    if not engine.findings:
+        return ""
+    return " The sanity check found: " + " ".join(f.text for f in engine.findings)
