@@ -22,17 +22,13 @@ from framework.datasets.extern_data import DataKey, check_dataset, extern_data_f
 from framework.datasets.loader import BatchLoader
 from framework.early_stopping import install_early_stopping
 from framework.errors import CheckpointError, ConfigError
-from framework.events import Callbacks, Event
+from framework.events import Callbacks, Event, StopTraining
 from framework.lr_control import LearningRateControl, install_dynamic_learning_rate
 from framework.optim import create_optimizer, install_gradient_clipping
 from framework.progress import StepProgress
 from framework.rng import get_rng_state, seed_everything, set_rng_state
 from framework.run_ctx import RunCtx
 from framework.scores import ScoreAccumulator, format_scores
-
-
-class StopTraining(Exception):
-    """Raised by a callback to end training now, cleanly (no checkpoint of the partial epoch)."""
 
 
 def select_device(name: str) -> torch.device:

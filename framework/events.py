@@ -34,6 +34,10 @@ class Event(enum.Enum):
 Callback = Callable[[Any], None]
 
 
+class StopTraining(Exception):
+    """Raised by a callback to end training at once, cleanly: FINISH runs, no checkpoint of the partial epoch."""
+
+
 class Callbacks:
     """Callbacks per event, called in the order they were added."""
 

@@ -1,0 +1,81 @@
+"""Per-step fingerprints of a training run (``debug_fingerprint_file``), for tools/check-determinism.py.
+
+For each of the first ``debug_fingerprint_steps`` steps, in the order things happen: a hash of
+every batch key, of every module output (module path and call number, in execution order), of
+every gradient after backward and of every parameter after the step, each with shape, dtype,
+mean and max |x| to show how far apart two runs are. One JSON line per step; training ends
+after the last fingerprinted step. Hashes are of the exact bytes, so any difference counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import torch
+
+from framework import log
+from framework.debug.module_tracker import ModuleTracker
+from framework.debug.tensors import iter_tensors
+from framework.events import Event, StopTraining
+
+
+def fingerprint(kind: str, name: str, t: torch.Tensor) -> list[Any]:
+    """``[kind, name, hash, shape, dtype, mean, max |x|]`` of a tensor."""
+    t = t.detach()
+    data = t.cpu().contiguous()
+    digest = hashlib.blake2b(data.reshape(-1).view(torch.uint8).numpy().tobytes(), digest_size=8).hexdigest()
+    values = data.double() if not data.is_complex() else data.abs().double()
+    mean, absmax = (float(values.mean()), float(values.abs().max())) if data.numel() else (0.0, 0.0)
+    return [kind, name, digest, list(t.shape), str(t.dtype).removeprefix("torch."), mean, absmax]
+
+
+class Fingerprints:
+    """Records the fingerprints of each step and writes them as JSON lines."""
+
+    def __init__(self, path: str, steps: int):
+        self.path = path
+        self.steps = steps
+        self.entries: list[list[Any]] = []
+        self.calls: dict[str, int] = {}
+        self.tracker: ModuleTracker | None = None
+        self.done = 0
+
+    def install(self, engine: Any) -> None:
+        open(self.path, "w").close()  # a rerun starts a fresh file
+        engine.callbacks.on(Event.STEP_START, self.on_step_start)
+        engine.callbacks.on(Event.AFTER_FORWARD, self.stop_tracking)
+        engine.callbacks.on(Event.AFTER_BACKWARD, self.on_after_backward)
+        engine.callbacks.on(Event.STEP_END, self.on_step_end)
+        engine.callbacks.on(Event.EXCEPTION, self.stop_tracking)
+
+    def on_step_start(self, engine: Any) -> None:
+        self.entries = [fingerprint("batch key", repr(key), t) for key, t in engine.batch.items()]
+        self.calls = {}
+        self.tracker = ModuleTracker(engine.model, post_hook=self._on_module_output).__enter__()
+
+    def _on_module_output(self, name: str, module: Any, args: tuple, output: Any) -> None:
+        call = self.calls[name] = self.calls.get(name, 0) + 1
+        label = f"'{name}' ({type(module).__name__})" + (f" call {call}" if call > 1 else "")
+        for i, t in enumerate(iter_tensors(output)):
+            self.entries.append(fingerprint("module output", label + (f" output {i}" if i else ""), t))
+
+    def stop_tracking(self, engine: Any) -> None:
+        if self.tracker is not None:
+            self.tracker.__exit__(None, None, None)
+            self.tracker = None
+
+    def on_after_backward(self, engine: Any) -> None:
+        for name, p in engine.model.named_parameters():
+            if p.grad is not None:
+                self.entries.append(fingerprint("gradient", repr(name), p.grad))
+
+    def on_step_end(self, engine: Any) -> None:
+        self.entries += [fingerprint("parameter", repr(name), p) for name, p in engine.model.named_parameters()]
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": engine.global_step - 1, "entries": self.entries}) + "\n")
+        self.done += 1
+        if self.done >= self.steps:
+            log.v4(f"Fingerprints of {self.done} steps written to {self.path}")
+            raise StopTraining(f"debug_fingerprint_steps: {self.done} steps fingerprinted into {self.path}")
