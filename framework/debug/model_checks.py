@@ -69,8 +69,8 @@ def gradient_findings(model: nn.Module, frozen: list[str], optimizer: Any = None
                 f"mistake (requires_grad_(False) somewhere)? If they are meant to be frozen, add them to frozen_params.",
             )
         )
-    no_grad = [n for n, p in trainable.items() if p.grad is None]
-    if no_grad and len(no_grad) == len(trainable):
+    no_grad = [n for n, p in trainable.items() if p.grad is None and not matches_any(n, frozen)]
+    if no_grad and all(p.grad is None for p in trainable.values()):
         findings.append(
             Finding(
                 "error",
@@ -87,7 +87,7 @@ def gradient_findings(model: nn.Module, frozen: list[str], optimizer: Any = None
                 f"list it in frozen_params.",
             )
         )
-    with_grad = [(n, p.grad) for n, p in trainable.items() if p.grad is not None]
+    with_grad = [(n, p.grad) for n, p in trainable.items() if p.grad is not None and not matches_any(n, frozen)]
     if with_grad:
         norms = torch.stack(torch._foreach_norm([g.float() for _, g in with_grad])).tolist()
         zero = [n for (n, _), norm in zip(with_grad, norms, strict=True) if norm == 0]
@@ -99,13 +99,13 @@ def gradient_findings(model: nn.Module, frozen: list[str], optimizer: Any = None
                     f"fires), a multiplication by zero, or a path masked out on this batch.",
                 )
             )
-    frozen_trained = [n for n, p in trainable.items() if matches_any(n, frozen)]
+    frozen_trained = [n for n, p in trainable.items() if p.grad is not None and matches_any(n, frozen)]
     if frozen_trained:
         findings.append(
             Finding(
                 "warning",
-                f"frozen_params lists {by_module(model, frozen_trained)}, but they require grad, so the optimizer "
-                f"will change them. Call requires_grad_(False) on them in get_model.",
+                f"frozen_params lists {by_module(model, frozen_trained)}, but they require grad and get a gradient, so "
+                f"the optimizer will change them. Call requires_grad_(False) on them in get_model.",
             )
         )
     if optimizer is not None:

@@ -25,6 +25,7 @@ from framework.datasets.extern_data import extern_data_from_dataset, parse_exter
 from framework.datasets.synthetic_like import SyntheticLike, reference_stats
 from framework.errors import ConfigError, FrameworkError
 from framework.events import Event
+from framework.run_ctx import RunCtx
 from framework.scores import format_scores
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -100,6 +101,8 @@ class OverfitVerdict:
         self.steps = config.int("debug_overfit_steps")
         self.ratio = config.float("debug_overfit_loss_ratio")
         self.losses: list[torch.Tensor] = []
+        self.repeated: RepeatedBatches | None = None
+        self.untrained = 0.0
 
     def install(self, engine: Any) -> None:
         engine.callbacks.on(Event.STARTUP, self.use_first_batches)
@@ -107,13 +110,26 @@ class OverfitVerdict:
         engine.callbacks.on(Event.FINISH, self.judge)
 
     def use_first_batches(self, engine: Any) -> None:
-        repeated = RepeatedBatches(engine.loaders["train"], self.num_batches, self.steps)
+        repeated = self.repeated = RepeatedBatches(engine.loaders["train"], self.num_batches, self.steps)
         self.num_batches = len(repeated.batches)
         engine.loaders["train"] = repeated
+        self.untrained = self.memorized_loss(engine)
         log.v3(
             f"debug_overfit_batches: training {self.steps} steps on the first {self.num_batches} batch(es) of "
             f"{repeated.dataset.name} ({sum(len(b) for b in repeated.batches)} sequences), without checkpoints."
         )
+
+    def memorized_loss(self, engine: Any) -> float:
+        """The loss on the batches in eval mode: what the model memorized, without dropout's noise."""
+        engine.model.eval()
+        totals = []
+        with torch.no_grad():
+            for _, batch in self.repeated.iterate(self.repeated.batches):
+                with RunCtx(stage="eval", epoch=engine.epoch, step=engine.global_step, batch=batch) as run_ctx:
+                    engine.config.get("train_step")(model=engine.model, extern_data=batch, run_ctx=run_ctx)
+                totals.append(run_ctx.total_loss().float())
+        engine.model.train()
+        return float(torch.stack(totals).mean())
 
     def record(self, engine: Any) -> None:
         with torch.no_grad():
@@ -121,12 +137,12 @@ class OverfitVerdict:
 
     def judge(self, engine: Any) -> None:
         losses = torch.stack(self.losses).tolist()
-        n = self.num_batches
-        first, final = float(np.mean(losses[:n])), float(np.mean(losses[-n:]))
+        first, final = self.untrained, self.memorized_loss(engine)
         ratio = final / first if first > 0 else float("inf")
         facts = (
-            f"the loss on the first {n} batch(es) went from {first:.4g} to {final:.4g} (x{ratio:.3g}; 'learns' needs "
-            f"x{self.ratio:g} or less) in {len(losses)} steps. Curve: {curve(losses)}"
+            f"the loss on the first {self.num_batches} batch(es) (eval mode) went from {first:.4g} to {final:.4g} "
+            f"(x{ratio:.3g}; 'learns' needs x{self.ratio:g} or less) in {len(losses)} steps. Training loss curve: "
+            f"{curve(losses)}"
         )
         if ratio <= self.ratio:
             log.v3(

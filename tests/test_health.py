@@ -1,0 +1,295 @@
+"""Model and data health checks, in process: each fires on a config with the problem and stays silent without."""
+
+import logging
+
+import numpy as np
+import pytest
+from torch import nn
+
+from framework import log
+from framework.config import Config
+from framework.datasets import NumpyDataset
+from framework.datasets.base import Dataset
+from framework.debug.sanity import ModelCheckError
+from framework.engine import Engine
+from framework.errors import ConfigError, DataError
+
+
+@pytest.fixture
+def output():
+    """Log at verbosity 4; return a function that gives (and forgets) what was logged so far."""
+    log.setup(verbosity=4)
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    log.logger.addHandler(handler)
+
+    def take():
+        text = "\n".join(lines)
+        lines.clear()
+        return text
+
+    yield take
+    log.logger.removeHandler(handler)
+
+
+def _train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["data"])
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+
+
+def _clusters(split, **kwargs):
+    return {"class": "GaussianClustersDataset", "split": split, "num_seqs": 200, "dim": 4, **kwargs}
+
+
+def _mlp(**_):
+    return nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+def _train(**overrides) -> Engine:
+    values = {
+        "train": _clusters("train"),
+        "dev": _clusters("test"),
+        "batch_size": 16,
+        "num_epochs": 2,
+        "learning_rate": 1e-2,
+        "get_model": _mlp,
+        "train_step": _train_step,
+        "debug_grad_health": True,
+    }
+    values.update(overrides)
+    engine = Engine(Config.from_dict(values))
+    engine.train()
+    return engine
+
+
+def _warnings(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("WARNING")]
+
+
+def test_a_healthy_config_gets_no_warning(output):
+    _train(num_epochs=3)
+    assert _warnings(output()) == []
+
+
+class _Disconnected(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.unused, self.head = nn.Linear(4, 16), nn.Linear(16, 16), nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.head(self.body(x).relu())
+
+
+def test_a_layer_defined_but_not_connected_is_named(output):
+    _train(get_model=lambda **_: _Disconnected())
+    text = output()
+    assert "module 'unused' (Linear): weight, bias receive no gradient" in text
+    assert "module 'unused' (Linear): weight, bias did not change in" in text  # gradient health, later
+    assert "'body'" not in text and "'head'" not in text
+
+
+def _frozen_head(**_):
+    model = _Disconnected()
+    del model.unused
+    model.head.requires_grad_(False)
+    return model
+
+
+def test_a_layer_frozen_by_mistake_is_named_and_a_declared_frozen_one_is_not(output):
+    _train(get_model=_frozen_head)
+    assert "module 'head' (Linear): weight, bias do not require grad, but frozen_params does not list them" in output()
+    _train(get_model=_frozen_head, frozen_params=["head.*"])
+    assert _warnings(output()) == []
+
+
+def test_frozen_params_that_change_are_reported(output):
+    _train(frozen_params=["2.*"])
+    text = output()
+    assert "frozen_params lists module '2' (Linear): weight, bias, but they require grad and get a gradient" in text
+    assert "frozen_params: module '2' (Linear): weight, bias changed during training" in text
+
+
+def test_a_deep_sigmoid_mlp_has_vanishing_gradients_named(output):
+    def deep(**_):
+        layers = [nn.Linear(4, 16), nn.Sigmoid()]
+        for _ in range(18):
+            layers += [nn.Linear(16, 16), nn.Sigmoid()]
+        return nn.Sequential(*layers, nn.Linear(16, 3))
+
+    _train(get_model=deep, num_epochs=1)
+    (line,) = [w for w in _warnings(output()) if "vanishing gradients" in w]
+    assert "module '0' (Linear): weight" in line and "'38.weight'" in line
+
+
+def test_a_huge_learning_rate_gives_exploding_updates(output):
+    _train(learning_rate=100.0, num_epochs=1)
+    (line,) = [w for w in _warnings(output()) if "exploding updates" in w]
+    assert "module '0' (Linear): weight" in line and "learning rate (100)" in line
+
+
+def test_raw_pixel_values_and_constant_features_are_reported(output):
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(64, 4)).astype(np.float32)
+    pixels[:, 2] = 0.0
+    labels = rng.integers(0, 3, size=64)
+    dataset = NumpyDataset({"data": pixels, "classes": labels}, sparse_dims={"classes": 3})
+    _train(train=dataset, dev=None, num_epochs=1, learning_rate=1e-3)
+    text = output()
+    assert "key 'data' looks like raw 0-255 pixel values (integers in [0, 255]" in text
+    assert "1 of 4 features are constant over the first 4 batches (feature 2)" in text
+
+
+def test_unnormalized_inputs_and_features_on_different_scales_are_reported(output):
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(64, 4)).astype(np.float32) * np.array([1.0, 1.0, 1.0, 1e5], dtype=np.float32)
+    dataset = NumpyDataset({"data": features, "classes": rng.integers(0, 3, size=64)}, sparse_dims={"classes": 3})
+    _train(train=dataset, dev=None, num_epochs=1)
+    text = output()
+    assert "key 'data' is far from normalized" in text and "features are on very different scales (feature 3" in text
+
+
+def test_a_dev_split_missing_a_class_is_reported(output):
+    _train(dev=_clusters("test", class_weights=[1, 1, 0]), num_epochs=1)
+    assert "class(es) 2 occur in train (all 160 sequences) but never in dev (all 40 sequences)" in output()
+
+
+class _Listed(Dataset):
+    """Sequences one by one (not scanned completely up front, unlike in-memory datasets)."""
+
+    def __init__(self, data, labels):
+        super().__init__()
+        self.data, self.labels = data, labels
+
+    @property
+    def num_seqs(self):
+        return len(self.data)
+
+    def key_info(self):
+        return {"data": {"shape": (4,), "dtype": "float32"}, "classes": {"shape": (), "dtype": "int64"}}
+
+    def get_seq(self, index):
+        return {"data": self.data[index], "classes": self.labels[index]}
+
+
+def test_labels_beyond_sparse_dim_stop_before_training():
+    labels = np.zeros(32, dtype=np.int64)
+    labels[9] = 5
+    extern = {"data": {"shape": (4,)}, "classes": {"shape": (), "sparse_dim": 3}}
+    dataset = _Listed(np.zeros((32, 4), dtype=np.float32), labels)
+    with pytest.raises(DataError, match=r"key 'classes' has the value 5 at sequence index 9, outside \[0, 3\)"):
+        _train(train=dataset, dev=None, extern_data=extern)
+
+
+def test_nan_in_the_inputs_stops_with_the_sequence_index():
+    data = np.ones((32, 4), dtype=np.float32)
+    data[7, 1] = np.nan
+    dataset = NumpyDataset({"data": data, "classes": np.zeros(32, dtype=np.int64)}, sparse_dims={"classes": 3})
+    with pytest.raises(DataError, match="key 'data' holds NaN .*first at sequence index 7"):
+        _train(train=dataset, dev=None, train_step=_train_step)
+
+
+def test_a_loss_without_grad_fn_stops_at_the_first_step_naming_the_loss():
+    def detached_step(*, model, extern_data, run_ctx, **_kwargs):
+        logits = model(extern_data["data"]).detach()
+        run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+
+    with pytest.raises(ModelCheckError, match="loss 'ce' does not depend on any parameter that requires grad"):
+        _train(train_step=detached_step)
+
+
+def test_output_ranges_are_checked_on_the_first_step(output):
+    def with_softmax(**_):
+        return nn.Sequential(nn.Linear(4, 3), nn.Softmax(-1))
+
+    _train(get_model=with_softmax, debug_output_ranges={"1": (0.0, 1.0), "0": (0.0, 1.0)}, num_epochs=1)
+    (line,) = [w for w in _warnings(output()) if "declared range" in w]
+    assert "module '0' output ([16, 3])" in line and "outside its declared range [0, 1]" in line
+
+
+def test_the_sanity_check_can_be_switched_off(output):
+    _train(get_model=lambda **_: _Disconnected(), debug_sanity_check=False, debug_grad_health=False)
+    assert _warnings(output()) == []
+
+
+def test_a_train_loss_that_does_not_decrease_is_reported(output):
+    def constant_step(*, model, extern_data, run_ctx, **_kwargs):
+        logits = model(extern_data["data"]) * 0.0  # the loss does not depend on the parameters' values
+        run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+
+    _train(train_step=constant_step, debug_loss_window=5, num_epochs=1, debug_sanity_check=False)
+    assert "the train loss is not decreasing: mean 1.099 over the last 5 steps" in output()
+    _train(debug_loss_window=5, num_epochs=1)
+    assert "not decreasing" not in output()
+
+
+def _memorizable(num_seqs, seed):
+    rng = np.random.default_rng(seed)  # random labels: train can be memorized, dev cannot be learned
+    data = rng.normal(size=(num_seqs, 4)).astype(np.float32)
+    return NumpyDataset({"data": data, "classes": rng.integers(0, 3, size=num_seqs)}, sparse_dims={"classes": 3})
+
+
+def _wide(**_):
+    return nn.Sequential(nn.Linear(4, 128), nn.ReLU(), nn.Linear(128, 3))
+
+
+def test_dev_diverging_from_train_is_reported_as_overfitting(output):
+    _train(train=_memorizable(48, 0), dev=_memorizable(48, 1), get_model=_wide, num_epochs=8, batch_size=8)
+    assert "WARNING learning watch: overfitting: dev_ce rose for 2 epochs" in output()
+
+
+def test_early_stopping_ends_training_and_a_rerun_does_not_train_on(tmp_path, output):
+    options = {
+        "train": _memorizable(48, 0),
+        "dev": _memorizable(48, 1),
+        "get_model": _wide,
+        "num_epochs": 20,
+        "batch_size": 8,
+        "model": str(tmp_path / "model"),
+        "early_stopping_patience": 2,
+    }
+    engine = _train(**options)
+    text = output()
+    assert engine.epoch < 20
+    best = min(engine.lr_control.scores, key=lambda e: engine.lr_control.scores[e]["dev_ce"])
+    assert engine.epoch == best + 2
+    assert f"the best was {engine.lr_control.scores[best]['dev_ce']:.4g} at epoch {best}" in text
+    assert f"its checkpoint is {tmp_path}/model.{best:03d}.pt" in text
+    again = _train(**options)
+    assert again.epoch == engine.epoch and again.global_step == engine.global_step
+    assert f"Training ended after epoch {engine.epoch}: early stopping" in output()
+
+
+def test_user_callbacks_run_at_their_event_and_an_unknown_event_is_a_config_error():
+    seen = []
+    _train(callbacks={"epoch_end": lambda engine: seen.append(engine.epoch)})
+    assert seen == [1, 2]
+    with pytest.raises(ConfigError, match="callbacks: unknown event 'epoch_ends'"):
+        _train(callbacks={"epoch_ends": print})
+
+
+def test_the_synthetic_data_keeps_the_extern_data_and_the_value_range():
+    from framework.datasets.extern_data import parse_extern_data
+    from framework.datasets.synthetic_like import SyntheticLike
+
+    extern = parse_extern_data(
+        {
+            "data": {"shape": (None, 5)},
+            "tokens": {"shape": (None,), "sparse_dim": 12},
+            "classes": {"shape": (None,), "sparse_dim": 3},
+        }
+    )
+    reference = {
+        "lengths": np.array([4, 9]),
+        "data": {"low": 0.0, "high": 1.0, "mean": 0.3, "std": 0.4},
+        "tokens": {"low": 0.0, "high": 11.0, "mean": 5.0, "std": 3.0},
+        "classes": {"low": 0.0, "high": 2.0, "mean": 1.0, "std": 0.8},
+    }
+    dataset = SyntheticLike(extern, reference, seed=1).dataset(50, seed=2, name="train")
+    batch = dataset.get_batch(np.arange(50))
+    assert set(np.unique(batch["data:seq_len"])) <= {4, 9}
+    assert set(np.unique(batch["data"])) <= {0.0, 1.0}
+    lengths = batch["classes:seq_len"]
+    for row in range(50):  # the relation: each frame's token id modulo 3 is its class
+        n = lengths[row]
+        assert np.array_equal(batch["tokens"][row, :n] % 3, batch["classes"][row, :n])
