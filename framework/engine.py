@@ -284,8 +284,8 @@ class Engine:
         install_gradient_clipping(self.config, self.callbacks)
         install_dynamic_learning_rate(self.config, self.callbacks)
         install_early_stopping(self.config, self)
+        _install_user_callbacks(self.config, self.callbacks)  # before diagnostics: TensorBoard is still open at FINISH
         debug.install(self)
-        _install_user_callbacks(self.config, self.callbacks)
         if log.enabled(5):
             StepProgress().install(self.callbacks)  # last: it prints what diagnostics put in step_info
         if state is not None:

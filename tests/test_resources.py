@@ -39,10 +39,22 @@ def test_leak_warning_for_stored_losses_and_silence_without(tmp_path, keep_losse
     assert result.stdout.count("Possible memory leak") == int(keep_losses)  # once
 
 
+# A model that samples noise in eval mode too (like a VAE): tracing its graph draws random numbers.
+NOISY_MODEL = (
+    "\nimport torch\n"
+    "class Noise(nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        return x + 0.1 * torch.randn_like(x)\n"
+    "def get_model(**_kwargs):\n"
+    "    return nn.Sequential(nn.Linear(4, hidden), Noise(), nn.ReLU(), nn.Linear(hidden, 3))\n"
+)
+
+
 def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
     config = tiny_config_with(
         tmp_path,
-        (
+        NOISY_MODEL
+        + (
             "\n_train_step = train_step\n"
             "def train_step(*, model, extern_data, run_ctx, **kwargs):\n"
             "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
@@ -69,6 +81,12 @@ def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
     assert {"params/0.weight", "grads/0.weight"} <= set(tags["histograms"])
     assert [e.step for e in events.Scalars("grad_norm/0.weight")] == [0, 5, 10, 15]
     assert tags["images"] == ["train/inputs"] and tags["graph"]
+    assert [e.step for e in events.Scalars("grad_health/update_ratio/0.weight")] == [0]  # debug_grad_health default
+    # tracing the graph runs the model (dropout): training must be the same as without TensorBoard
+    (tmp_path / "plain").mkdir()
+    without = run_rnn(tiny_config_with(tmp_path / "plain", NOISY_MODEL), "++gradient_clip_global_norm", "5.0")
+    scores = re.compile(r"Epoch \d train: [^,]*")
+    assert scores.findall(without.stdout) == scores.findall(result.stdout) and len(scores.findall(result.stdout)) == 2
     hparams = EventAccumulator(str(tb / "hparams"))
     hparams.Reload()
     assert "hparam/dev_ce" in hparams.Tags()["scalars"]

@@ -20,7 +20,8 @@ def test_overfit_batches_says_a_working_mlp_learns_and_writes_no_checkpoint(tmp_
     assert result.returncode == 0, result.stdout + result.stderr
     assert "training 300 steps on the first 2 batch(es) of GaussianClustersDataset (32 sequences)" in result.stdout
     assert (
-        "debug_overfit_batches verdict: the model LEARNS: the loss on the first 2 batch(es) (eval mode) went from" in result.stdout
+        "debug_overfit_batches verdict: the model LEARNS: the loss on the first 2 batch(es) (eval mode) went from"
+        in result.stdout
     )
     assert "Training loss curve: " in result.stdout and "step 299: " in result.stdout
     assert os.listdir(tmp_path) == []

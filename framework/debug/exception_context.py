@@ -17,7 +17,7 @@ from torch import nn
 from framework.debug.tensors import describe
 from framework.errors import FrameworkError
 
-_HOOK_FRAMES = ("_call_impl", "_wrapped_call_impl")
+_MODULE_MACHINERY = nn.modules.module.__file__  # _call_impl and friends, whose locals hold the module too
 
 
 def _describe_value(value: Any) -> str:
@@ -36,7 +36,7 @@ def module_frames(tb: types.TracebackType | None, model: nn.Module) -> list[tupl
     while tb is not None:
         frame = tb.tb_frame
         owner = frame.f_locals.get("self")
-        if isinstance(owner, nn.Module) and id(owner) in names and frame.f_code.co_name not in _HOOK_FRAMES:
+        if isinstance(owner, nn.Module) and id(owner) in names and frame.f_code.co_filename != _MODULE_MACHINERY:
             found.append((names[id(owner)], owner, frame))
         tb = tb.tb_next
     return found

@@ -11,7 +11,10 @@ config's step functions.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -20,6 +23,7 @@ from framework import log
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess
 from framework.events import Event
+from framework.rng import get_rng_state, set_rng_state
 from framework.scores import step_values
 
 
@@ -69,17 +73,27 @@ class TensorBoardLogger:
         problem = ""
         from torch.utils.tensorboard import SummaryWriter
 
-        for names in attempts:  # model(first input), then model(*all inputs)
-            args = tuple(engine.batch[k] for k in names)
-            try:  # once per run: its own event file, written from here because tracing needs the model
-                with SummaryWriter(self.log_dir) as graph_writer:
-                    graph_writer.add_graph(engine.model, args[0] if len(args) == 1 else args, use_strict_trace=False)
-                return
-            except Exception as exc:  # a model that does not take the batch tensors as arguments
-                problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        rng = get_rng_state()  # tracing runs the model (dropout, sampling): training must not notice
+        try:
+            for names in attempts:  # model(first input), then model(*all inputs)
+                args = tuple(engine.batch[k] for k in names)
+                try:  # once per run: its own event file, written from here because tracing needs the model
+                    # torch warns when a random model's trace check differs and prints when tracing fails
+                    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                        warnings.simplefilter("ignore")
+                        with SummaryWriter(self.log_dir) as graph_writer:
+                            graph_writer.add_graph(
+                                engine.model, args[0] if len(args) == 1 else args, use_strict_trace=False
+                            )
+                    return
+                except Exception as exc:  # a model that does not take the batch tensors as arguments
+                    problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        finally:
+            set_rng_state(rng)
+        tried = " and ".join(f"model({', '.join(names)})" for names in attempts)
         log.v2(
-            f"TensorBoard: could not trace the model graph with the first batch (tried model({keys[0]}) and "
-            f"model({', '.join(keys)})): {problem}. The graph is skipped; everything else is logged."
+            f"TensorBoard: could not trace the model graph with the first batch (tried {tried}): {problem}. "
+            f"The graph is skipped; everything else is logged."
         )
 
     def on_step_end(self, engine: Any) -> None:

@@ -6,12 +6,14 @@ batches has a bug in the model, the loss or the optimization. ``debug_synthetic_
 trains on synthetic data of the same ``extern_data`` with a learnable relation and evaluates on
 a synthetic dev set: learns -> look at the real data; does not learn -> look at the model.
 
-Both runs write no checkpoints (the real training's are left alone) and exit with status 1
-when the model does not learn, so they can gate a script.
+Both runs leave the real training alone: no checkpoints, no evaluation datasets, no user
+``callbacks``, TensorBoard in a subdirectory named after the run. They exit with status 1 when
+the model does not learn, so they can gate a script.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -43,7 +45,21 @@ def prepare_run(config: Config) -> None:
         return
     if overfit and synthetic:
         raise ConfigError("debug_overfit_batches and debug_synthetic_data are two separate runs; set one of them.")
-    no_side_effects = {"model": None, "eval": None, "eval_datasets": None, "early_stopping_patience": None}
+    # Nothing of the real training is touched: no checkpoints, no user callbacks (they may write files),
+    # TensorBoard in a subdirectory of its own.
+    no_side_effects = {
+        "model": None,
+        "eval": None,
+        "eval_datasets": None,
+        "early_stopping_patience": None,
+        "callbacks": {},
+        "tf_log_dir": None,
+    }
+    tensorboard_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+    if tensorboard_dir:
+        no_side_effects["tensorboard_dir"] = os.path.join(
+            tensorboard_dir, "debug_overfit_batches" if overfit else "debug_synthetic_data"
+        )
     if overfit:
         config.overrides.update(no_side_effects, dev=None, num_epochs=1)
         return
