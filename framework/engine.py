@@ -71,7 +71,7 @@ class Engine:
         self.grad_norm: torch.Tensor | None = None  # set when gradient clipping computes it
         self.summaries: Any = None  # where run_ctx.log_image/log_scalar go (TensorBoard), if anywhere
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
-        self._scores: ScoreAccumulator | None = None
+        self.epoch_scores: ScoreAccumulator | None = None  # the train losses summed so far in this epoch
         self.extern_data: dict[str, DataKey] = {}
         self.loaders: dict[str, BatchLoader] = {}
 
@@ -139,7 +139,7 @@ class Engine:
         plan = loader.plan(self.epoch)
         accum = self.config.int("accum_grad_multiple_step")
         loss_weights = _accumulation_weights(plan, accum)
-        scores = self._scores = ScoreAccumulator()
+        scores = self.epoch_scores = ScoreAccumulator()
         start = 0
         if self._resume is not None and self._resume["epoch"] == self.epoch:
             start = self._resume["next_step"]
@@ -372,7 +372,7 @@ class Engine:
         if not prefix:
             return None
         state = self._checkpoint_state()
-        state.update(next_step=self.step_in_epoch + 1, scores=self._scores.state_dict())
+        state.update(next_step=self.step_in_epoch + 1, scores=self.epoch_scores.state_dict())
         path = checkpoint.interrupted_path(prefix)
         checkpoint.save_checkpoint(path, state)
         return path

@@ -15,7 +15,11 @@ thread, training epochs of all variants alternating, same initial parameters. Va
 watch_memory, tensorboard (scalars every step) and grad_summaries (TensorBoard plus
 debug_grad_summaries at its default interval of 100 steps); target <= 1.02 for the first three.
 
-    python tools/benchmark-debug.py [--rounds 7] [--models mlp,lstm] [--group numerics|resources]
+--group health compares the model-health checks against all of them off: default (sanity check
+on the first step, gradient health every 100 updates, the loss window), and debug_grad_health
+every 10 updates (True) and every update; target <= 1.02 for the default.
+
+    python tools/benchmark-debug.py [--rounds 7] [--models mlp,lstm] [--group numerics|resources|health]
 """
 
 import argparse
@@ -53,9 +57,18 @@ RESOURCES = {
     "grad_summaries": {"debug_leak_check": False, "tensorboard_dir": "{tmp}/tb2", "debug_grad_summaries": True},
     "off_again": {"debug_leak_check": False},
 }
-# The numerics comparison isolates the numerics checks: the leak check's one-off scan stays out of it.
+_HEALTH_OFF = {"debug_sanity_check": False, "debug_grad_health": False, "debug_loss_window": 0}
+HEALTH = {
+    "off": _HEALTH_OFF,
+    "default": {},
+    "grad_health_every_10": {"debug_grad_health": True},
+    "grad_health_every_step": {"debug_grad_health": 1},
+    "off_again": _HEALTH_OFF,
+}
+# Each comparison isolates its checks: the leak check's one-off scan stays out of the others.
 NUMERICS = {name: {"debug_leak_check": False, **options} for name, options in NUMERICS.items()}
-GROUPS = {"numerics": NUMERICS, "resources": RESOURCES}
+HEALTH = {name: {"debug_leak_check": False, **options} for name, options in HEALTH.items()}
+GROUPS = {"numerics": NUMERICS, "resources": RESOURCES, "health": HEALTH}
 WARMUP = 4  # epochs before measuring (the leak check's one-off baseline scan happens at step 150)
 
 

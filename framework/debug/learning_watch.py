@@ -2,8 +2,8 @@
 
 ``debug_loss_window`` (steps): the mean train loss of each window of N steps is compared with
 that of the first window; not being below it after a full window means the model is not
-learning (a plateau after progress is no reason to warn). The sum stays on the device; one host
-sync per window. ``debug_dev_divergence_epochs`` (epochs): a dev loss that rose that many epochs
+learning (a plateau after progress is no reason to warn). It reads the engine's running epoch
+sums: nothing per step but a counter, one host sync per window. ``debug_dev_divergence_epochs`` (epochs): a dev loss that rose that many epochs
 in a row while the matching train loss fell is overfitting; ``early_stopping_patience`` acts on it.
 """
 
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from itertools import pairwise
 from typing import Any
-
-import torch
 
 from framework import log
 from framework.events import Event
@@ -22,27 +20,34 @@ MIN_IMPROVEMENT = 0.01
 
 
 class LossWindowWatch:
-    """Compares the mean train loss of each window of steps with the first window's."""
+    """Compares the mean train loss of each window of steps with the first window's.
+
+    The means come from the engine's running epoch sums (``engine.epoch_scores``), so a step costs
+    a counter; a window that spans an epoch start covers its steps in the new epoch.
+    """
 
     def __init__(self, window: int):
         self.window = window
-        self.sum: torch.Tensor | None = None
         self.count = 0
+        self.base: dict[str, dict] | None = None
         self.first: float | None = None
         self.warned = False
 
     def install(self, engine: Any) -> None:
+        engine.callbacks.on(Event.EPOCH_START, self.on_epoch_start)
         engine.callbacks.on(Event.STEP_END, self.on_step_end)
 
+    def on_epoch_start(self, engine: Any) -> None:
+        self.base = None  # the epoch sums start again from zero
+
     def on_step_end(self, engine: Any) -> None:
-        with torch.no_grad():
-            loss = engine.run_ctx.total_loss().detach().float()
-        self.sum = loss if self.sum is None else self.sum + loss
         self.count += 1
         if self.count < self.window:
             return
-        mean = float(self.sum) / self.count
-        self.sum, self.count = None, 0
+        self.count = 0
+        mean = self._mean_since_base(engine)
+        if mean is None:
+            return
         if self.first is None:
             self.first = mean
             return
@@ -58,6 +63,21 @@ class LossWindowWatch:
                 f"{self.window}. Check the learning rate ({lr:g}), the sanity-check and gradient-health warnings, "
                 f"and whether the model can overfit a batch (debug_overfit_batches = 1)."
             )
+
+    def _mean_since_base(self, engine: Any) -> float | None:
+        """The optimized loss (sum of scale x loss) averaged over the steps since the last window."""
+        state = engine.epoch_scores.state_dict()
+        base, self.base = self.base, state
+        total = 0.0
+        for name, marked in engine.run_ctx.losses.items():
+            if marked.as_error or name not in state["sums"]:
+                continue
+            old_sum, old_weight = (base["sums"][name], base["weights"][name]) if base else (0.0, 0.0)
+            weight = float(state["weights"][name] - old_weight)
+            if weight <= 0:
+                return None
+            total += marked.scale * float(state["sums"][name] - old_sum) / weight
+        return total
 
 
 class DevDivergenceWatch:
