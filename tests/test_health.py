@@ -1,6 +1,7 @@
 """Model and data health checks, in process: each fires on a config with the problem and stays silent without."""
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -293,3 +294,18 @@ def test_the_synthetic_data_keeps_the_extern_data_and_the_value_range():
     for row in range(50):  # the relation: each frame's token id modulo 3 is its class
         n = lengths[row]
         assert np.array_equal(batch["tokens"][row, :n] % 3, batch["classes"][row, :n])
+
+
+def test_splits_preprocessed_differently_are_reported(output):
+    rng = np.random.default_rng(0)
+
+    def split(scale):
+        data = (rng.normal(size=(64, 4)) * scale).astype(np.float32)
+        return NumpyDataset({"data": data, "classes": rng.integers(0, 3, size=64)}, sparse_dims={"classes": 3})
+
+    _train(train=split(1.0), dev=split(1.0), num_epochs=1)
+    assert "preprocessed" not in output()
+    _train(train=split(1.0), dev=split(8.0), num_epochs=1)
+    text = output()
+    assert re.search(r"key 'data' has mean \S+, std (0\.9|1\.0)\d* in train but mean \S+, std [78]\.\d+ in dev: ", text)
+    assert "are the splits preprocessed (normalized, scaled) the same way?" in text

@@ -177,6 +177,37 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
     return findings
 
 
+def value_stats(key: DataKey, batches: list) -> tuple[float, float] | None:
+    """Mean and std of a dense float key's values in the sample (None for other keys or non-finite data)."""
+    if key.sparse_dim is not None or np.dtype(key.dtype).kind != "f":
+        return None
+    values = valid_values(key.name, batches).astype(np.float64, copy=False)
+    if values.size == 0 or not np.isfinite(values).all():
+        return None
+    return float(values.mean()), float(values.std())
+
+
+def split_findings(key: str, stats: dict[str, tuple[float, float]]) -> list[Finding]:
+    """A dense key whose values in a split are on another scale than in train (preprocessed differently?)."""
+    if "train" not in stats:
+        return []
+    train_mean, train_std = stats["train"]
+    findings = []
+    for option, (mean, std) in stats.items():
+        scale = max(train_std, std, 1e-12)
+        if option != "train" and (
+            abs(mean - train_mean) > scale or max(train_std, std) > 3 * max(min(train_std, std), 1e-12)
+        ):
+            findings.append(
+                Finding(
+                    "warning",
+                    f"key {key!r} has mean {train_mean:.4g}, std {train_std:.4g} in train but mean {mean:.4g}, std "
+                    f"{std:.4g} in {option}: are the splits preprocessed (normalized, scaled) the same way?",
+                )
+            )
+    return findings
+
+
 def _first_bad_seq(key: str, batches: list, is_bad: Any) -> int:
     """The sequence index (of the dataset) of the first entry where ``is_bad`` holds."""
     for indices, raw in batches:

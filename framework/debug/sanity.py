@@ -50,15 +50,19 @@ class SanityCheck:
         callbacks.on(Event.EXCEPTION, self._release)
 
     def check_data(self, engine: Any) -> None:
-        findings, counts = [], {}
+        findings, counts, stats = [], {}, {}
         for option, loader in engine.loaders.items():
             batches = data_checks.sample_batches(loader, self.num_batches)
             for key in engine.extern_data.values():
                 findings += data_checks.key_findings(option, loader.dataset.name, key, batches)
                 if key.sparse_dim is not None and batches:
                     counts.setdefault(key.name, {})[option] = data_checks.class_counts(loader.dataset, key, batches)
+                if batches and (key_stats := data_checks.value_stats(key, batches)) is not None:
+                    stats.setdefault(key.name, {})[option] = key_stats
         for key, per_option in counts.items():
             findings += data_checks.balance_findings(key, per_option)
+        for key, per_option in stats.items():
+            findings += data_checks.split_findings(key, per_option)
         self._report(engine, "data", findings, DataError)
 
     def before_first_step(self, engine: Any) -> None:
