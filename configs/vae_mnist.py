@@ -9,9 +9,9 @@
 # VAE) and generated_samples.png (decoded draws from the prior), and logs them to TensorBoard
 # (tensorboard --logdir output/vae_mnist/tensorboard). About 20 seconds on a laptop CPU.
 #
-# configs/vae_bugs/ plants the exercise's bug classes (device, shape, math, training) one file
-# each, e.g.  python rnn.py configs/vae_mnist.py configs/vae_bugs/shape.py ; docs/debugging.rst
-# walks through which flag or tool catches each.
+# configs/vae_bugs/ plants the exercise's bug classes (device, shape, math, training), one file
+# each, loaded after this one:  python rnn.py configs/vae_mnist.py configs/vae_bugs/shape.py
+# docs/walkthrough_vae.rst walks through which flag or tool catches each.
 import os
 
 import torch

@@ -1,9 +1,13 @@
 # Device bug (DTU exercise): the noise is created on the CPU whatever device the model is on.
-# On a GPU: "Expected all tensors to be on the same device". On a CPU-only machine it is silent;
-# ++debug_print_layer_output_template True finds it anyway (docs/debugging.rst).
+# On a GPU: "Expected all tensors to be on the same device". On a CPU-only machine it trains;
+# the layer template's dry run finds it anyway (docs/walkthrough_vae.rst):
+#
+#   python rnn.py configs/vae_mnist.py configs/vae_bugs/device.py ++debug_print_layer_output_template True
+#
+# Each file in configs/vae_bugs/ is loaded after configs/vae_mnist.py and redefines one of its names.
 
 
-class Encoder(Encoder):  # noqa: F821 (defined by configs/vae_mnist.py, loaded first)
+class Encoder(Encoder):
     def reparameterize(self, mean, log_var):
-        epsilon = torch.randn(*log_var.shape)  # noqa: F821
-        return mean + torch.exp(0.5 * log_var) * epsilon  # noqa: F821
+        epsilon = torch.randn(*log_var.shape)
+        return mean + torch.exp(0.5 * log_var) * epsilon

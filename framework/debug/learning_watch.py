@@ -23,29 +23,33 @@ class LossWindowWatch:
     """Compares the mean train loss of each window of steps with the first window's.
 
     The means come from the engine's running epoch sums (``engine.epoch_scores``), so a step costs
-    a counter; a window that spans an epoch start covers its steps in the new epoch.
+    a counter; what an epoch added to a window is carried over at its end.
     """
 
     def __init__(self, window: int):
         self.window = window
         self.count = 0
-        self.base: dict[str, dict] | None = None
+        self.base: dict[str, dict] | None = None  # the epoch sums at the start of the window (None: zero)
+        self.carry: dict[str, list[float]] = {}  # loss name -> [sum, weight] of the window's earlier epochs
         self.first: float | None = None
         self.warned = False
 
     def install(self, engine: Any) -> None:
-        engine.callbacks.on(Event.EPOCH_START, self.on_epoch_start)
         engine.callbacks.on(Event.STEP_END, self.on_step_end)
+        engine.callbacks.on(Event.EPOCH_END, self.on_epoch_end)
 
-    def on_epoch_start(self, engine: Any) -> None:
-        self.base = None  # the epoch sums start again from zero
+    def on_epoch_end(self, engine: Any) -> None:
+        self._fold(engine)
+        self.base = None  # the next epoch's sums start from zero
 
     def on_step_end(self, engine: Any) -> None:
         self.count += 1
         if self.count < self.window:
             return
         self.count = 0
-        mean = self._mean_since_base(engine)
+        self._fold(engine)
+        mean = self._window_mean(engine)
+        self.carry = {}
         if mean is None:
             return
         if self.first is None:
@@ -64,19 +68,26 @@ class LossWindowWatch:
                 f"and whether the model can overfit a batch (debug_overfit_batches = 1)."
             )
 
-    def _mean_since_base(self, engine: Any) -> float | None:
-        """The optimized loss (sum of scale x loss) averaged over the steps since the last window."""
+    def _fold(self, engine: Any) -> None:
+        """Add what the epoch sums gained since ``base`` to the window's carry (one host sync)."""
         state = engine.epoch_scores.state_dict()
-        base, self.base = self.base, state
+        for name, total in state["sums"].items():
+            old_sum, old_weight = (self.base["sums"][name], self.base["weights"][name]) if self.base else (0.0, 0.0)
+            carried = self.carry.setdefault(name, [0.0, 0.0])
+            carried[0] += float(total - old_sum)
+            carried[1] += float(state["weights"][name] - old_weight)
+        self.base = state
+
+    def _window_mean(self, engine: Any) -> float | None:
+        """The optimized loss (sum of scale x loss) averaged over the window."""
         total = 0.0
         for name, marked in engine.run_ctx.losses.items():
-            if marked.as_error or name not in state["sums"]:
+            if marked.as_error or name not in self.carry:
                 continue
-            old_sum, old_weight = (base["sums"][name], base["weights"][name]) if base else (0.0, 0.0)
-            weight = float(state["weights"][name] - old_weight)
+            window_sum, weight = self.carry[name]
             if weight <= 0:
                 return None
-            total += marked.scale * float(state["sums"][name] - old_sum) / weight
+            total += marked.scale * window_sum / weight
         return total
 
 
