@@ -29,8 +29,6 @@ from framework.debug.model_checks import (
     capture_outputs,
     gradient_findings,
     range_findings,
-    snapshot,
-    unchanged,
 )
 from framework.debug.module_tracker import ModuleTracker, matches_any
 from framework.debug.tensors import iter_tensors
@@ -88,13 +86,13 @@ def assert_params_change(
     """After ``steps`` updates (Adam, lr 1e-3 unless given), every parameter changed except the ``frozen`` ones."""
     frozen = list(frozen)
     params = dict(model.named_parameters())
-    before = snapshot(params)
+    before = {n: p.detach().clone() for n, p in params.items()}
     optimizer = optimizer or torch.optim.Adam([p for p in params.values() if p.requires_grad], lr=1e-3)
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
         step_loss(model, batch, train_step).backward()
         optimizer.step()
-    same = set(unchanged(before, model))
+    same = {n for n, p in params.items() if torch.equal(p.detach(), before[n])}
     stuck = [n for n in params if n in same and not matches_any(n, frozen)]
     moved = [n for n in params if n not in same and matches_any(n, frozen)]
     problems = []

@@ -1,14 +1,15 @@
 """Gradient health during training (``debug_grad_health``: every N updates, and at the first).
 
-At a check, right before the optimizer step, each parameter's gradient norm is taken and the
-parameter copied; right after the step, the update norm |dW| and the ratio |dW| / |W|. One host
-sync per check. Warnings (once per parameter and kind) name the layers whose gradients vanish
-(RMS far below the largest layer's) or explode (an update larger than the weight itself, or the
-global gradient norm jumping far above its earlier values). At the first check after N updates
-(or at the end of the first epoch) the parameters are compared with their values at startup:
-those that never changed although they require grad are named. ``frozen_params`` are compared
-at every check and must stay bit-identical. With TensorBoard, each parameter's gradient norm and
-update ratio are logged under ``grad_health/``.
+At a check, right before the optimizer step, each parameter's gradient norm is taken and up to
+4096 evenly spaced entries of it are copied; right after the step, the update ratio |dW| / |W|
+of those entries. One host sync per check and no copy of the model. Warnings (once per
+parameter and kind) name the layers whose gradients vanish (RMS far below the largest layer's)
+or explode (an update larger than the weight itself, or the global gradient norm jumping far
+above its earlier values). At the first check after N updates (or at the end of the first epoch)
+the parameters are compared with their startup values by float64 sum and norm: those that never
+changed although they require grad are named. ``frozen_params`` are compared at every check and
+must not change. With TensorBoard, each parameter's gradient norm and update ratio are logged
+under ``grad_health/``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from framework import log
-from framework.debug.model_checks import by_module, snapshot, unchanged
+from framework.debug.model_checks import by_module, fingerprints
 from framework.debug.module_tracker import matches_any
 from framework.events import Event
 
@@ -30,6 +31,14 @@ VANISHING = 1e-4
 EXPLODING_UPDATE = 1.0
 # A global gradient norm this many times its earlier median is exploding.
 EXPLODING_JUMP = 1e3
+# Update ratios are measured on at most this many evenly spaced entries per parameter (no model copy).
+SAMPLE = 4096
+
+
+def _sample(p: torch.Tensor) -> torch.Tensor:
+    """A strided view of at most about SAMPLE entries of ``p``."""
+    flat = p.detach().reshape(-1)
+    return flat[:: max(1, flat.numel() // SAMPLE)]
 
 
 class GradHealth:
@@ -39,8 +48,8 @@ class GradHealth:
         self.interval = max(1, interval)
         self.frozen = frozen
         self.updates = 0
-        self.initial: dict[str, torch.Tensor] | None = None
-        self.frozen_initial: dict[str, torch.Tensor] = {}
+        self.initial: tuple[list[str], torch.Tensor] | None = None  # names, fingerprints at startup
+        self.frozen_initial: tuple[list[str], torch.Tensor] = ([], fingerprints([]))
         self.pending: tuple[list[str], torch.Tensor, list[torch.Tensor]] | None = None
         self.global_norms: list[float] = []
         self.warned: set[tuple[str, str]] = set()
@@ -54,10 +63,10 @@ class GradHealth:
 
     def take_initial(self, engine: Any) -> None:
         params = dict(engine.model.named_parameters())
-        self.initial = snapshot(
-            {n: p for n, p in params.items() if p.requires_grad and not matches_any(n, self.frozen)}
-        )
-        self.frozen_initial = snapshot({n: p for n, p in params.items() if matches_any(n, self.frozen)})
+        trainable = [n for n, p in params.items() if p.requires_grad and not matches_any(n, self.frozen)]
+        frozen = [n for n in params if matches_any(n, self.frozen)]
+        self.initial = (trainable, fingerprints([params[n] for n in trainable]))
+        self.frozen_initial = (frozen, fingerprints([params[n] for n in frozen]))
 
     def before_update(self, engine: Any) -> None:
         self.updates += 1
@@ -67,7 +76,7 @@ class GradHealth:
         if not named:
             return
         grad_norms = torch.stack(torch._foreach_norm([p.grad.float() for _, p in named]))
-        self.pending = ([n for n, _ in named], grad_norms, [p.detach().clone() for _, p in named])
+        self.pending = ([n for n, _ in named], grad_norms, [_sample(p).clone() for _, p in named])
 
     def after_update(self, engine: Any) -> None:
         if self.pending is None:
@@ -75,7 +84,7 @@ class GradHealth:
         names, grad_norms, before = self.pending
         self.pending = None
         params = dict(engine.model.named_parameters())
-        after = [params[n].detach() for n in names]
+        after = [_sample(params[n]) for n in names]
         update_norms = torch.stack(torch._foreach_norm(torch._foreach_sub(after, before)))
         param_norms = torch.stack(torch._foreach_norm(before))
         grads, updates, weights = torch.stack([grad_norms, update_norms.float(), param_norms.float()]).tolist()
@@ -147,10 +156,10 @@ class GradHealth:
         """Name the parameters that never changed since startup although they require grad (once)."""
         if self.initial is None:
             return
-        still = [
-            n for n in unchanged(self.initial, engine.model) if dict(engine.model.named_parameters())[n].requires_grad
-        ]
-        self.initial = None  # the copy costs a model's worth of memory: one comparison is enough
+        names, before = self.initial
+        self.initial = None
+        params = dict(engine.model.named_parameters())
+        still = [n for n in _unchanged(names, before, params) if params[n].requires_grad]
         if still:
             log.v2(
                 f"WARNING gradient health: {by_module(engine.model, still)} did not change in {self.updates} "
@@ -160,10 +169,11 @@ class GradHealth:
         self._check_frozen(engine)
 
     def _check_frozen(self, engine: Any) -> None:
-        if not self.frozen_initial:
+        names, before = self.frozen_initial
+        if not names:
             return
-        kept = set(unchanged(self.frozen_initial, engine.model))
-        changed = [n for n in self.frozen_initial if n not in kept]
+        kept = set(_unchanged(names, before, dict(engine.model.named_parameters())))
+        changed = [n for n in names if n not in kept]
         self._warn(
             engine,
             "frozen changed",
@@ -181,3 +191,9 @@ class GradHealth:
         self.warned.update((kind, n) for n in new)
         which = "the global norm" if new == ["(global)"] else by_module(engine.model, new)
         log.v2(f"WARNING gradient health: {message(which)}")
+
+
+def _unchanged(names: list[str], before: torch.Tensor, params: dict[str, torch.Tensor]) -> list[str]:
+    """The parameters whose fingerprint is still the one taken before."""
+    same = (fingerprints([params[n] for n in names]) == before).all(dim=1).tolist()
+    return [n for n, kept in zip(names, same, strict=True) if kept]
