@@ -400,7 +400,7 @@ def _flat_scores(scores: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def _install_user_callbacks(config: Config, callbacks: Callbacks) -> None:
-    """The config's ``callbacks = {"epoch_end": fn, ...}``, after the framework's own."""
+    """The config's ``callbacks = {"epoch_end": fn, ...}``, each bound to its event."""
     names = {event.value: event for event in Event}
     for name, fns in (config.get("callbacks") or {}).items():
         if name not in names:
