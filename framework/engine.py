@@ -288,6 +288,10 @@ class Engine:
         debug.install(self)
         if log.enabled(5):
             StepProgress().install(self.callbacks)  # last: it prints what diagnostics put in step_info
+        if state is None and self.config.get("import_model_train_epoch1"):
+            imported = self.config.get("import_model_train_epoch1")
+            checkpoint.load_model_state(self.model, checkpoint.load_checkpoint(imported)["model"], imported)
+            log.v3(f"Training starts from the parameters of {imported} (import_model_train_epoch1).")
         if state is not None:
             self._restore(state, path)
             log.v3(f"Resuming from {path}: epoch {self.epoch}, global step {self.global_step}.")

@@ -264,6 +264,13 @@ register(
     _C,
 )
 register("load_epoch", "int | None", None, "Checkpoint epoch to load for eval/forward (None: newest).", _C)
+register(
+    "import_model_train_epoch1",
+    "str | None",
+    None,
+    "Checkpoint whose parameters start a fresh training (e.g. from tools/import-torch-model.py); ignored on resume.",
+    _C,
+)
 
 _C = "framework.forward"
 register(

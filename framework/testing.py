@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,6 +32,7 @@ from framework.debug.model_checks import (
 from framework.debug.module_tracker import ModuleTracker, matches_any
 from framework.debug.tensors import iter_tensors
 from framework.run_ctx import RunCtx
+from framework.tooling import ConfigCase, load_case
 from framework.util import accepted_kwargs
 
 __all__ = [
@@ -204,27 +204,6 @@ def _check_finite(t: torch.Tensor, what: str) -> None:
         )
 
 
-@dataclass
-class ConfigCase:
-    """A config's model, the first batch of its train dataset, and its ``train_step``."""
-
-    config: Any
-    model: nn.Module
-    batch: dict[str, torch.Tensor]
-    train_step: Callable[..., Any]
-
-
 def from_config(*files: str, **overrides: Any) -> ConfigCase:
     """Load config ``files`` (with ``overrides`` as with ``++key value``) and build model and first batch on CPU."""
-    from framework.config import load_config
-    from framework.engine import Engine
-    from framework.rng import seed_everything
-
-    config = load_config(list(files), {"device": "cpu", **overrides})
-    engine = Engine(config)
-    engine.init_data(["train"], required="train")
-    seed_everything(config.int("random_seed"))
-    engine.build_model(epoch=1, step=0)
-    loader = engine.loaders["train"]
-    _, batch = next(loader.iterate(loader.plan(1)[:1]))
-    return ConfigCase(config, engine.model, batch, config.get("train_step"))
+    return load_case(list(files), overrides)

@@ -1,0 +1,59 @@
+"""What the tools and ``framework.testing`` share: a config's model and batches, without training."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from framework import checkpoint
+from framework.config import load_config, parse_args
+
+
+@dataclass
+class ConfigCase:
+    """A config, its model (on the CPU, seeded, optionally with a checkpoint's parameters) and batches."""
+
+    config: Any
+    model: nn.Module
+    batches: list[dict[str, torch.Tensor]]
+    train_step: Any
+
+    @property
+    def batch(self) -> dict[str, torch.Tensor]:
+        return self.batches[0]
+
+
+def load_case(
+    files: list[str],
+    overrides: dict[str, Any] | None = None,
+    *,
+    dataset: str | None = "train",
+    num_batches: int = 1,
+    checkpoint_path: str | None = None,
+) -> ConfigCase:
+    """Build the model of config ``files`` and the first ``num_batches`` batches of ``dataset`` (epoch 1's order; None: no data)."""
+    from framework.engine import Engine
+    from framework.rng import seed_everything
+
+    config = load_config(files, {"device": "cpu", **(overrides or {})})
+    engine = Engine(config)
+    if dataset is not None:
+        engine.init_data([dataset], required=dataset)
+    seed_everything(config.int("random_seed"))
+    engine.build_model(epoch=1, step=0)
+    if checkpoint_path is not None:
+        checkpoint.load_model_state(engine.model, checkpoint.load_checkpoint(checkpoint_path)["model"], checkpoint_path)
+    batches = []
+    if dataset is not None:
+        loader = engine.loaders[dataset]
+        batches = [batch for _, batch in loader.iterate(loader.plan(1)[:num_batches])]
+    return ConfigCase(config, engine.model, batches, config.get("train_step"))
+
+
+def case_from_argv(argv: list[str], **kwargs: Any) -> ConfigCase:
+    """``load_case`` for the ``config.py [more.py] [++key value]`` part of a tool's command line."""
+    files, overrides = parse_args(argv)
+    return load_case(files, overrides, **kwargs)
