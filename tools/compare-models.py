@@ -137,12 +137,8 @@ def _compare_gradients(model, reference, output, ref_output, mapping, args) -> b
         if grad is None or ref_grad is None:
             continue
         shape, max_abs, max_rel, match = compare_tensors([grad], [ref_grad], args.rtol, args.atol)
-        rows.append(Row(f"grad {name}", ref_name, shape, max_abs, max_rel, match))
-    print(
-        format_rows(rows)
-        .replace("framework module", "framework gradient", 1)
-        .replace("reference module", "reference", 1)
-    )
+        rows.append(Row(name, ref_name, shape, max_abs, max_rel, match))
+    print(format_rows(rows, "gradient"))
     first = next((r for r in rows if not r.match), None)
     if first is not None:
         print(

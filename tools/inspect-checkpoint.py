@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Show what a checkpoint holds: metadata, every tensor's shape and statistics, NaN/Inf.
+
+    python tools/inspect-checkpoint.py model.003.pt [--all]
+
+For a framework checkpoint: epoch, global step, learning rates and scores per epoch, optimizer
+and RNG state entries, and the model's tensors; a plain state_dict works too. ``--all`` also lists
+the optimizer's per-parameter state. Exit status: 1 if any tensor holds NaN/Inf, else 0.
+"""
+
+import argparse
+import sys
+
+import torch
+
+
+def tensor_line(name: str, t: torch.Tensor, width: int) -> tuple[str, bool]:
+    """``name  [shape] dtype  mean std min max`` and whether it holds NaN/Inf."""
+    line = f"{name:<{width}}  {str(list(t.shape)):<14} {str(t.dtype).removeprefix('torch.'):<8}"
+    if t.numel() == 0 or not (t.is_floating_point() or t.is_complex()):
+        return line + (f"  value {t.item()}" if t.numel() == 1 else ""), False
+    values = t.detach().double()
+    finite = torch.isfinite(values)
+    shown = values[finite]
+    stats = (
+        f"  mean {float(shown.mean()):+.4g} std {float(shown.std()) if shown.numel() > 1 else 0.0:.4g} "
+        f"min {float(shown.min()):+.4g} max {float(shown.max()):+.4g}"
+        if shown.numel()
+        else ""
+    )
+    bad = int((~finite).sum())
+    return line + stats + (f"  {bad} NaN/Inf!" if bad else ""), bool(bad)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("path")
+    parser.add_argument("--all", action="store_true", help="also the optimizer's per-parameter state")
+    args = parser.parse_args(argv)
+    try:
+        state = torch.load(args.path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        print(f"ERROR: {args.path} cannot be read as a checkpoint ({type(exc).__name__}: {exc}).", file=sys.stderr)
+        return 2
+    if isinstance(state, dict) and "model" in state:
+        model = state["model"]
+        print(f"{args.path}: framework checkpoint, epoch {state.get('epoch')}, global step {state.get('global_step')}")
+        for key in ("next_step", "imported_from"):
+            if key in state:
+                print(f"  {key}: {state[key]}")
+        control = state.get("learning_rate_control") or {}
+        for epoch, lr in sorted((control.get("epoch_lrs") or {}).items()):
+            scores = (control.get("scores") or {}).get(epoch, {})
+            print(f"  epoch {epoch}: lr {lr:g}  " + " ".join(f"{k} {v:.4g}" for k, v in scores.items()))
+        extra = [k for k in state if k not in ("model", "epoch", "global_step", "learning_rate_control")]
+        print(f"  other entries: {', '.join(extra)}")
+    else:
+        model = state
+        print(f"{args.path}: a state_dict")
+    tensors = {k: v for k, v in model.items() if isinstance(v, torch.Tensor)}
+    if args.all and isinstance(state.get("optimizer"), dict):
+        for index, entry in state["optimizer"].get("state", {}).items():
+            tensors.update({f"optimizer.state.{index}.{k}": v for k, v in entry.items() if isinstance(v, torch.Tensor)})
+    width = max((len(k) for k in tensors), default=10)
+    bad = []
+    for name, t in tensors.items():
+        line, has_bad = tensor_line(name, t, width)
+        print(line)
+        if has_bad:
+            bad.append(name)
+    total = sum(t.numel() for k, t in model.items() if isinstance(t, torch.Tensor))
+    print(
+        f"{len(model)} model tensors, {total:,} values" + (f"; NaN/Inf in {', '.join(bad)}" if bad else "; all finite")
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
