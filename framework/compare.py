@@ -63,8 +63,12 @@ def record_calls(model: nn.Module, run: Callable[[], Any], seed: int) -> tuple[l
         calls.append(Call(path, counts[path], module, args, floating))
 
     torch.manual_seed(seed)
-    with ModuleTracker(model, post_hook=on_output):
-        result = run()
+    try:
+        with ModuleTracker(model, post_hook=on_output):
+            result = run()
+    except Exception as exc:
+        exc.calls = calls  # what ran before the failure can still be compared
+        raise
     return calls, result
 
 

@@ -148,6 +148,9 @@ def map_parameters(
         match = next((f for f in left_fw if tuple(framework[f].shape) == shape), None)
         if match is not None:
             take(ref_name, match, "shape+order")
+    if len(left_ref) == len(left_fw):  # the same layers with other sizes: say which shapes differ
+        for ref_name, fw_name in list(zip(left_ref, left_fw, strict=True)):
+            take(ref_name, fw_name, "order")
     mapping.unmapped_reference, mapping.unmapped_framework = left_ref, left_fw
     return mapping
 

@@ -90,8 +90,8 @@ def main(argv: list[str]) -> int:
         print("No --checkpoint: the config's model got the reference's parameters through the mapping.")
     for m in (model, reference):
         m.train(args.train_mode)
-    calls, output = record_calls(model, lambda: forward(model, batch), args.seed)
-    ref_calls, ref_output = record_calls(reference, lambda: forward(reference, batch), args.seed)
+    (calls, output), failed = _run(model, forward, batch, args.seed, "the config's model")
+    (ref_calls, ref_output), ref_failed = _run(reference, forward, batch, args.seed, "the reference")
     pairs = pair_modules(model, reference, mapping, rules)
     rows = compare_calls(calls, ref_calls, pairs, args.rtol, args.atol)
     print(format_rows(rows))
@@ -99,7 +99,9 @@ def main(argv: list[str]) -> int:
     if unpaired:
         print(f"Not compared (no counterpart in the reference): {', '.join(unpaired)}")
     first = next((r for r in rows if not r.match), None)
-    if first is None:
+    if first is None and (failed or ref_failed):
+        print(f"The {len(rows)} module outputs before the failure agree (rtol {args.rtol:g}, atol {args.atol:g}).")
+    elif first is None:
         print(f"The models match: {len(rows)} module outputs agree (rtol {args.rtol:g}, atol {args.atol:g}).")
     else:
         print(
@@ -108,10 +110,21 @@ def main(argv: list[str]) -> int:
         )
         if args.bisect:
             print(bisect(first, args.seed, args.rtol, args.atol))
-    differ = first is not None
-    if args.backward:
+    differ = first is not None or failed or ref_failed
+    if args.backward and not (failed or ref_failed):
         differ = _compare_gradients(model, reference, output, ref_output, mapping, args) or differ
     return 1 if differ else 0
+
+
+def _run(model, forward, batch, seed, side):
+    """Record the calls of one side; an exception is reported, and the calls before it are still compared."""
+    try:
+        return record_calls(model, lambda: forward(model, batch), seed), False
+    except Exception as exc:
+        print(f"{side} failed in forward: {type(exc).__name__}: {exc}")
+        for note in getattr(exc, "__notes__", []):
+            print(note)
+        return (exc.calls, None), True
 
 
 def _default_forward(case):
