@@ -25,6 +25,14 @@ class ConfigCase:
     def batch(self) -> dict[str, torch.Tensor]:
         return self.batches[0]
 
+    @property
+    def input_key(self) -> str:
+        """The batch key a model is called with by default: the first one available for inference."""
+        declared = self.config.get("extern_data") or {}
+        keys = [k for k in self.batch if not k.endswith(":seq_len")]
+        inputs = [k for k in keys if declared.get(k, {}).get("available_for_inference", True)]
+        return (inputs or keys)[0]
+
 
 def load_case(
     files: list[str],

@@ -129,10 +129,7 @@ def _run(model, forward, batch, seed, side):
 
 def _default_forward(case):
     """``model(batch[first input key])``."""
-    keys = [k for k in case.batch if not k.endswith(":seq_len")]
-    declared = case.config.get("extern_data") or {}
-    inputs = [k for k in keys if declared.get(k, {}).get("available_for_inference", True)]
-    key = (inputs or keys)[0]
+    key = case.input_key
     return lambda model, batch: model(batch[key])
 
 

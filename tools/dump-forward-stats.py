@@ -70,9 +70,7 @@ def main(argv: list[str]) -> int:
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return exc.exit_code
-    declared = case.config.get("extern_data") or {}
-    keys = [k for k in case.batch if not k.endswith(":seq_len")]
-    key = ([k for k in keys if declared.get(k, {}).get("available_for_inference", True)] or keys)[0]
+    key = case.input_key
     stats: dict[str, Stats] = {}
 
     def on_output(path, module, inputs, output):
