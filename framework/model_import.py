@@ -48,7 +48,14 @@ def load_reference(factory: str | None, state_dict_path: str | None) -> tuple[nn
         raise ConfigError("Give the reference as --reference file.py:factory and/or --state-dict file.pt.")
     state = None
     if state_dict_path is not None:
-        state = torch.load(state_dict_path, map_location="cpu", weights_only=True)
+        if not os.path.isfile(state_dict_path):
+            raise ConfigError(f"--state-dict {state_dict_path}: there is no such file.")
+        try:
+            state = torch.load(state_dict_path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # pickle, zip or runtime errors, depending on the damage
+            raise ConfigError(
+                f"{state_dict_path} cannot be read as a state_dict ({type(exc).__name__}: {exc})."
+            ) from None
         if isinstance(state, dict) and "model" in state and "epoch" in state:  # a framework checkpoint
             state = state["model"]
         if not isinstance(state, dict):
@@ -59,7 +66,10 @@ def load_reference(factory: str | None, state_dict_path: str | None) -> tuple[nn
     if not isinstance(model, nn.Module):
         raise ConfigError(f"{factory} returned a {type(model).__name__}, not an nn.Module.")
     if state is not None:
-        model.load_state_dict(state)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as exc:  # missing/unexpected keys or shapes: torch lists them
+            raise ConfigError(f"{state_dict_path} does not fit the model of {factory}: {exc}") from None
     return model, model.state_dict()
 
 

@@ -136,3 +136,14 @@ def test_dump_dataset_shows_keys_ranges_histogram_and_lengths():
     assert "Dataset train: Task12AXDataset, 1000 sequences" in result.stdout
     assert "classes: int64, batch shapes" in result.stdout and "histogram: 0: " in result.stdout
     assert "sequence lengths: min " in result.stdout
+
+
+def test_bad_reference_input_is_a_clear_error_with_exit_status_2(tmp_path):
+    missing = _tool("import-torch-model.py", TINY_CONFIG, "--state-dict", str(tmp_path / "nothere.pt"), "--out", "x.pt")
+    assert missing.returncode == 2 and f"--state-dict {tmp_path}/nothere.pt: there is no such file." in missing.stderr
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    junk = _tool(
+        "compare-models.py", TINY_CONFIG, "--reference", f"{REFERENCE}:Model", "--state-dict", str(tmp_path / "junk.pt")
+    )
+    assert junk.returncode == 2 and "junk.pt cannot be read as a state_dict" in junk.stderr
+    assert "Traceback" not in missing.stderr + junk.stderr
