@@ -309,3 +309,25 @@ def test_splits_preprocessed_differently_are_reported(output):
     text = output()
     assert re.search(r"key 'data' has mean \S+, std (0\.9|1\.0)\d* in train but mean \S+, std [78]\.\d+ in dev: ", text)
     assert "are the splits preprocessed (normalized, scaled) the same way?" in text
+
+
+def test_the_loss_window_spans_epochs_exactly(output):
+    def noisy_flat_step(*, model, extern_data, run_ctx, **_kwargs):
+        logits = model(extern_data["data"]) * 0.0  # no learning; the loss still varies from batch to batch
+        loss = nn.functional.cross_entropy(logits, extern_data["classes"]) + extern_data["data"].mean() ** 2
+        run_ctx.mark_as_loss(name="ce", loss=loss)
+
+    losses = []
+    _train(
+        train_step=noisy_flat_step,
+        debug_loss_window=15,  # windows of 15 steps over epochs of 10 steps
+        num_epochs=3,
+        debug_sanity_check=False,
+        callbacks={"step_end": lambda engine: losses.append(float(engine.run_ctx.total_loss().detach()))},
+    )
+    first, second = np.mean(losses[:15]), np.mean(losses[15:30])
+    match = re.search(
+        r"not decreasing: mean (\S+) over the last 15 steps \(up to step 30\) vs (\S+) over the first", output()
+    )
+    assert match and float(match.group(1)) == pytest.approx(second, rel=1e-3)
+    assert float(match.group(2)) == pytest.approx(first, rel=1e-3)
