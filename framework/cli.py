@@ -44,7 +44,13 @@ def main(argv: list[str]) -> int:
 def _run(argv: list[str], crash_status: str) -> int:
     files, overrides = parse_args(argv)
     config = load_config(files, overrides)
-    log.setup(config.get("log_verbosity"), config.get("log"))
+    if config.get("torch_distributed") is not None:  # rank 0 prints and writes the main log, the others <log>.rank<k>
+        from framework.distributed import rank_from_env, rank_log_files
+
+        rank = rank_from_env()
+        log.setup(config.get("log_verbosity"), rank_log_files(config.get("log"), rank), stdout=rank == 0)
+    else:
+        log.setup(config.get("log_verbosity"), config.get("log"))
 
     import torch  # after config validation: a typo is reported without waiting for torch
 

@@ -20,6 +20,7 @@ from framework.config import Config
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader
+from framework.distributed import Distributed
 from framework.early_stopping import install_early_stopping
 from framework.errors import CheckpointError, ConfigError
 from framework.events import Callbacks, Event, StopTraining
@@ -51,7 +52,13 @@ class Engine:
         self.config = config
         self.callbacks = callbacks or Callbacks()
         self.device = select_device(config.get("device"))
+        self.distributed: Distributed | None = None
+        if config.get("torch_distributed") is not None:
+            if self.device.type == "cuda":
+                self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            self.distributed = Distributed(config.get("torch_distributed"), self.device)
         self.model: torch.nn.Module | None = None
+        self.step_model: torch.nn.Module | None = None  # what train_step gets: the model, or its DDP wrapper
         self.optimizer: torch.optim.Optimizer | None = None
         self.lr_control = LearningRateControl(config)
         self.learning_rate = config.float("learning_rate")
@@ -137,6 +144,8 @@ class Engine:
         """One pass over the train dataset's batches of ``self.epoch``; returns the train scores."""
         loader = self.loaders["train"]
         plan = loader.plan(self.epoch)
+        if self.distributed is not None:
+            plan = self.distributed.train_plan(plan)
         accum = self.config.int("accum_grad_multiple_step")
         loss_weights = _accumulation_weights(plan, accum)
         scores = self.epoch_scores = ScoreAccumulator()
@@ -156,7 +165,7 @@ class Engine:
             )
             with self.run_ctx:
                 self.callbacks.emit(Event.STEP_START, self)
-                self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
+                self.config.get("train_step")(model=self.step_model, extern_data=batch, run_ctx=self.run_ctx)
                 self.callbacks.emit(Event.AFTER_FORWARD, self)
                 loss = self.run_ctx.total_loss()
                 (loss if loss_weights is None else loss * loss_weights[i]).backward()
@@ -173,7 +182,7 @@ class Engine:
                 self.callbacks.emit(Event.STEP_END, self)
         if not plan:
             raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {self.epoch}.")
-        return scores.result()
+        return scores.result(self._total)
 
     def end_training(self, reason: str) -> None:
         """End training after the current epoch (its checkpoint is written), e.g. early stopping."""
@@ -193,8 +202,11 @@ class Engine:
         loader = self.loaders[option]
         scores = ScoreAccumulator()
         self.model.eval()
+        plan = loader.plan(max(self.epoch, 1))
+        if self.distributed is not None:
+            plan = self.distributed.eval_plan(plan)
         with torch.no_grad():
-            for indices, batch in loader.iterate(loader.plan(max(self.epoch, 1))):
+            for indices, batch in loader.iterate(plan):
                 self.batch_indices, self.batch = indices, batch
                 self.run_ctx = RunCtx(
                     stage="eval", epoch=self.epoch, step=self.global_step, batch=batch, summaries=self.summaries
@@ -202,7 +214,12 @@ class Engine:
                 with self.run_ctx:
                     self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
                 scores.add(self.run_ctx, len(indices))
-        return scores.result()
+        return scores.result(self._total)
+
+    @property
+    def _total(self):
+        """Sums over all processes (None: a single process)."""
+        return self.distributed.sum if self.distributed is not None else None
 
     def run_eval(self) -> dict[str, dict[str, float]]:
         """task=eval: score the dev/eval datasets with a checkpoint."""
@@ -281,6 +298,7 @@ class Engine:
         next_epoch = 1 if state is None else state["epoch"] + ("next_step" not in state)
         self.build_model(epoch=next_epoch, step=0 if state is None else state["global_step"])
         self.optimizer = create_optimizer(self.config, self.model)
+        self.step_model = self.distributed.wrap(self.model) if self.distributed is not None else self.model
         install_gradient_clipping(self.config, self.callbacks)
         install_dynamic_learning_rate(self.config, self.callbacks)
         install_early_stopping(self.config, self)
@@ -362,7 +380,7 @@ class Engine:
 
     def _save_checkpoint(self) -> None:
         prefix = self.config.get("model")
-        if not prefix:
+        if not prefix or (self.distributed is not None and self.distributed.rank != 0):
             return
         path = checkpoint.checkpoint_path(prefix, self.epoch)
         checkpoint.save_checkpoint(path, self._checkpoint_state())
@@ -373,7 +391,7 @@ class Engine:
     def save_interrupted_checkpoint(self) -> str | None:
         """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch."""
         prefix = self.config.get("model")
-        if not prefix:
+        if not prefix or (self.distributed is not None and self.distributed.rank != 0):
             return None
         state = self._checkpoint_state()
         state.update(next_step=self.step_in_epoch + 1, scores=self.epoch_scores.state_dict())

@@ -20,12 +20,12 @@ def _level(verbosity: int) -> int:
     return 60 - 10 * verbosity
 
 
-def setup(verbosity: int = 4, files: str | list[str] | None = None) -> None:
-    """Route the framework's log to stdout and to each log file (appended, never truncated)."""
+def setup(verbosity: int = 4, files: str | list[str] | None = None, stdout: bool = True) -> None:
+    """Route the framework's log to stdout (unless ``stdout=False``) and to each log file (appended)."""
     for handler in [h for h in logger.handlers if getattr(h, _HANDLER_TAG, False)]:
         logger.removeHandler(handler)
         handler.close()
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)] if stdout else []
     for path in [files] if isinstance(files, str) else files or []:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         handlers.append(logging.FileHandler(path, mode="a", encoding="utf-8"))

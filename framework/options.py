@@ -156,6 +156,13 @@ register(
 )
 register("random_seed", "int", 42, "Seed for torch, numpy, random and dataset shuffling.", _C)
 register(
+    "torch_distributed",
+    "dict | None",
+    None,
+    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool}.",
+    "framework.distributed",
+)
+register(
     "eval_datasets",
     "dict | None",
     None,

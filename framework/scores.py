@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from framework.run_ctx import RunCtx
@@ -41,9 +43,16 @@ class ScoreAccumulator:
         """Continue from ``state_dict``."""
         self._sums, self._weights = dict(state["sums"]), dict(state["weights"])
 
-    def result(self) -> dict[str, float]:
-        """The averaged scores (one host sync per loss)."""
-        return {name: float(self._sums[name] / self._weights[name]) for name in self._sums}
+    def result(self, total: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
+        """The averaged scores (one host sync); ``total`` sums the running sums over processes first."""
+        names = list(self._sums)
+        if total is None:
+            return {name: float(self._sums[name] / self._weights[name]) for name in names}
+        device = self._sums[names[0]].device if names else torch.device("cpu")
+        sums = [self._sums[n].detach().double() for n in names]
+        weights = [torch.as_tensor(self._weights[n], dtype=torch.float64, device=device) for n in names]
+        summed = total(torch.stack(sums + weights)).tolist() if names else []
+        return {name: summed[i] / summed[len(names) + i] for i, name in enumerate(names)}
 
 
 def step_values(run_ctx: RunCtx) -> dict[str, float]:

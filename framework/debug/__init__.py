@@ -108,7 +108,7 @@ def _install_resource_monitors(engine: Any) -> None:
         from framework.debug.profiling import CProfile
 
         CProfile(config.get("cprofile")).install(engine)
-    if tensorboard_dir:
+    if tensorboard_dir and (engine.distributed is None or engine.distributed.rank == 0):
         from framework.debug.tensorboard import TensorBoardLogger
 
         summaries = config.get("debug_grad_summaries")

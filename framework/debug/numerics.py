@@ -29,6 +29,8 @@ from framework.errors import FrameworkError
 from framework.events import Event
 from framework.rng import get_rng_state
 
+OK, SKIP, STOP = 0, 1, 2  # what a step's check decides; across ranks the largest wins
+
 
 class NonFiniteError(FrameworkError):
     """Training stopped on NaN/Inf; the message holds the diagnosis."""
@@ -104,22 +106,24 @@ class NumericsGuard:
 
     def on_after_backward(self, engine: Any) -> None:
         self._leave_step()
-        values = [m.normalized().detach() for m in engine.run_ctx.losses.values() if not m.as_error]
-        if self.check_grads:
-            grads = [p.grad for p in engine.model.parameters() if p.grad is not None]
-            values += torch._foreach_norm(grads) if grads else []
-        if self._all_finite(values):
-            self.sums.clear()
+        decision, culprits = self._decide(engine)
+        if engine.distributed is not None:  # every rank acts on the worst decision of any rank, at the same step
+            decisions = torch.zeros(engine.distributed.size, dtype=torch.int64)
+            decisions[engine.distributed.rank] = decision
+            decisions = engine.distributed.sum(decisions.to(engine.device)).cpu()
+            if int(decisions.max()) == STOP and decision != STOP:
+                ranks = ", ".join(str(r) for r in torch.nonzero(decisions == STOP).flatten().tolist())
+                raise NonFiniteError(
+                    f"Non-finite values on rank {ranks} in training step {engine.step_in_epoch} of epoch "
+                    f"{engine.epoch} (global step {engine.global_step}): all ranks stopped before the optimizer step, "
+                    f"the parameters are untouched. The report is in the output of rank {ranks}."
+                )
+            decision = max(decision, int(decisions.max()))
+        if decision == OK:
             self.consecutive_invalid = 0
             return
-        culprits = self.sums.culprits()
-        self.sums.clear()
-        losses_and_grads_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
-        if losses_and_grads_finite and (not culprits or not self._confirmed(engine, culprits)):
-            self.consecutive_invalid = 0  # infinities passed on from skipped modules, or a false alarm
-            return
         self.consecutive_invalid += 1
-        if self.consecutive_invalid <= self.allowed_invalid:
+        if decision == SKIP:
             engine.skip_update = True
             log.v2(
                 f"ep {engine.epoch} step {engine.step_in_epoch} (global {engine.global_step}): non-finite "
@@ -128,6 +132,22 @@ class NumericsGuard:
             )
             return
         self._stop(engine)
+
+    def _decide(self, engine: Any) -> tuple[int, list[Any]]:
+        """OK, SKIP (an allowed invalid update) or STOP for this step, and the flagged producers."""
+        values = [m.normalized().detach() for m in engine.run_ctx.losses.values() if not m.as_error]
+        if self.check_grads:
+            grads = [p.grad for p in engine.model.parameters() if p.grad is not None]
+            values += torch._foreach_norm(grads) if grads else []
+        if self._all_finite(values):
+            self.sums.clear()
+            return OK, []
+        culprits = self.sums.culprits()
+        self.sums.clear()
+        losses_and_grads_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
+        if losses_and_grads_finite and (not culprits or not self._confirmed(engine, culprits)):
+            return OK, culprits  # infinities passed on from skipped modules, or a false alarm
+        return (SKIP if self.consecutive_invalid + 1 <= self.allowed_invalid else STOP), culprits
 
     def _confirmed(self, engine: Any, culprits: list[Any]) -> bool:
         """Replay a step whose losses and gradients are finite but where an intermediate value was
@@ -171,8 +191,9 @@ class NumericsGuard:
             )
         else:
             where = "\nSet the 'model' option to keep the offending batch for replay."
+        on_rank = f" on rank {engine.distributed.rank}" if engine.distributed is not None else ""
         raise NonFiniteError(
-            f"Non-finite values in training step {engine.step_in_epoch} of epoch {engine.epoch} (global step "
+            f"Non-finite values{on_rank} in training step {engine.step_in_epoch} of epoch {engine.epoch} (global step "
             f"{engine.global_step}){context}. Stopped before the optimizer step: the parameters are untouched and "
             f"{last}.\n{report.format()}{where}"
         )

@@ -1,0 +1,81 @@
+"""torchrun with 2 CPU processes (gloo): same results as one process, and failures that end every rank."""
+
+import os
+import subprocess
+import sys
+
+import torch
+
+from conftest import ROOT, run_rnn, tiny_config_with
+
+# No dropout: two ranks and one process then compute the same thing.
+PLAIN_SGD = (
+    "\noptimizer = {'class': 'sgd'}\n"
+    "learning_rate = 0.1\n"
+    "def get_model(**_kwargs):\n"
+    "    return nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 3))\n"
+)
+
+
+def torchrun(*args, timeout=120):
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
+    return subprocess.run(
+        [*command, os.path.join(ROOT, "rnn.py"), *args, "++torch_distributed", "{}"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_two_ranks_match_one_process_with_twice_the_batch_and_one_rank_resumes(tmp_path):
+    config = tiny_config_with(tmp_path, PLAIN_SGD)
+    two = torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "two/m"), "++log", str(tmp_path / "two/log"))
+    assert two.returncode == 0, two.stdout + two.stderr
+    one = run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "one/m"))
+    assert one.returncode == 0, one.stderr
+    final = [line for line in two.stdout.splitlines() if line.startswith("Epoch 2 evaluation")]
+    assert final and final == [line for line in one.stdout.splitlines() if line.startswith("Epoch 2 evaluation")]
+    a, b = torch.load(tmp_path / "two/m.002.pt")["model"], torch.load(tmp_path / "one/m.002.pt")["model"]
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert sorted(os.listdir(tmp_path / "two")) == ["log", "log.rank1", "m.001.pt", "m.002.pt"]  # rank 0 writes
+    assert "Epoch 2 train" in (tmp_path / "two/log.rank1").read_text()
+    resumed = run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "two/m"), "++num_epochs", "3")
+    assert resumed.returncode == 0 and "Resuming from" in resumed.stdout and "Epoch 3 train" in resumed.stdout
+
+
+def test_nan_on_rank_1_stops_both_ranks_at_the_same_step_with_the_report_of_rank_1(tmp_path):
+    nan_on_rank_1 = (
+        "\nimport torch.distributed as _dist\n"
+        "_train_step = train_step\n"
+        "def train_step(*, model, extern_data, run_ctx, **kwargs):\n"
+        "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
+        "    if _dist.get_rank() == 1 and run_ctx.step == 3:\n"
+        "        run_ctx.losses['ce'].loss = run_ctx.losses['ce'].loss * float('nan')\n"
+    )
+    result = torchrun(tiny_config_with(tmp_path, PLAIN_SGD + nan_on_rank_1), "++batch_size", "8")
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "ERROR: Non-finite values on rank 1 in training step 3 of epoch 1 (global step 3). Stopped before" in out
+    assert "non-finite losses: ce = nan" in out
+    assert "ERROR: Non-finite values on rank 1 in training step 3 of epoch 1 (global step 3): all ranks stopped" in out
+
+
+def test_an_exception_on_one_rank_ends_the_job_promptly_with_its_traceback(tmp_path):
+    boom_on_rank_1 = (
+        "\nimport torch.distributed as _dist\n"
+        "_train_step = train_step\n"
+        "def train_step(*, model, extern_data, run_ctx, **kwargs):\n"
+        "    if _dist.get_rank() == 1 and run_ctx.step == 2:\n"
+        "        raise RuntimeError('boom on rank 1')\n"
+        "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
+    )
+    result = torchrun(tiny_config_with(tmp_path, PLAIN_SGD + boom_on_rank_1), "++batch_size", "8", timeout=60)
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "[rank1]: RuntimeError: boom on rank 1" in out and "rank      : 1 (local_rank: 1)" in out
+
+
+def test_torch_distributed_without_torchrun_is_a_config_error(tmp_path):
+    result = run_rnn(tiny_config_with(tmp_path, "\ntorch_distributed = {}\n"))
+    assert result.returncode == 2 and "was not started by torchrun" in result.stderr
