@@ -45,10 +45,12 @@ def _run(argv: list[str], crash_status: str) -> int:
     files, overrides = parse_args(argv)
     config = load_config(files, overrides)
     if config.get("torch_distributed") is not None:  # rank 0 prints and writes the main log, the others <log>.rank<k>
+        from framework.debug.crash import label_stack_dumps
         from framework.distributed import rank_from_env, rank_log_files
 
         rank = rank_from_env()
         log.setup(config.get("log_verbosity"), rank_log_files(config.get("log"), rank), stdout=rank == 0)
+        label_stack_dumps(f"[rank {rank}]")
     else:
         log.setup(config.get("log_verbosity"), config.get("log"))
 

@@ -13,6 +13,7 @@ TensorBoard; the others log to ``<log>.rank<k>``.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from framework.errors import ConfigError
+from framework.events import Event
 
 
 def rank_from_env() -> int:
@@ -42,10 +44,16 @@ class Distributed:
                 "torch_distributed is set, but this process was not started by torchrun (no RANK/WORLD_SIZE in "
                 "the environment). Run: torchrun --nproc_per_node=N rnn.py config.py"
             )
-        unknown = set(options) - {"backend", "find_unused_parameters"}
+        unknown = set(options) - {"backend", "find_unused_parameters", "param_sync_step"}
         if unknown:
             raise ConfigError(
-                f"torch_distributed: unknown entries {sorted(unknown)}; known: backend, find_unused_parameters."
+                f"torch_distributed: unknown entries {sorted(unknown)}; known: backend, find_unused_parameters, "
+                f"param_sync_step."
+            )
+        self.param_sync_step = options.get("param_sync_step")
+        if self.param_sync_step is not None and (not isinstance(self.param_sync_step, int) or self.param_sync_step < 1):
+            raise ConfigError(
+                f"torch_distributed['param_sync_step'] must be an int >= 1, got {self.param_sync_step!r}."
             )
         backend = options.get("backend") or ("nccl" if device.type == "cuda" else "gloo")
         if not dist.is_initialized():
@@ -62,12 +70,29 @@ class Distributed:
         """This rank's share of an evaluation: every N-th batch, none dropped (scores are summed after)."""
         return plan[self.rank :: self.size]
 
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """The model as the train_step sees it: gradients averaged over the ranks in backward."""
-        device_ids = [model_device(model).index] if model_device(model).type == "cuda" else None
-        return torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=device_ids, find_unused_parameters=self.find_unused_parameters
-        )
+    def prepare(self, model: torch.nn.Module, callbacks: Any) -> torch.nn.Module:
+        """The model as the train_step sees it: wrapped in DDP, or (``param_sync_step``) the model itself,
+        whose parameters are averaged over the ranks every K updates."""
+        callbacks.on(Event.EXCEPTION, lambda engine: _name_unused_parameters(engine.exception, model))
+        if self.param_sync_step is None:
+            device_ids = [model_device(model).index] if model_device(model).type == "cuda" else None
+            return torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=device_ids, find_unused_parameters=self.find_unused_parameters
+            )
+        for p in model.parameters():  # start equal (DDP does this itself)
+            dist.broadcast(p.data, src=0)
+        updates = 0
+
+        def average(engine: Any) -> None:
+            nonlocal updates
+            updates += 1
+            if updates % self.param_sync_step == 0:
+                for p in model.parameters():
+                    dist.all_reduce(p.data)
+                    p.data /= self.size
+
+        callbacks.on(Event.AFTER_OPTIMIZER_STEP, average)
+        return model
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
         """``values`` summed over all ranks."""
@@ -78,3 +103,17 @@ class Distributed:
 
 def model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
+
+
+def _name_unused_parameters(exc: BaseException | None, model: torch.nn.Module) -> None:
+    """DDP names unused parameters by index; add their names to its error."""
+    found = re.search(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]+)", str(exc or ""))
+    if not found:
+        return
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    unused = [names[int(i)] for i in found.group(2).split() if int(i) < len(names)]
+    exc.add_note(
+        f"[framework] parameters that got no gradient on rank {found.group(1)}: {', '.join(unused)}. Remove or use "
+        f"them, list them in frozen_params and call requires_grad_(False), or set torch_distributed = "
+        f"{{'find_unused_parameters': True}}."
+    )

@@ -298,7 +298,9 @@ class Engine:
         next_epoch = 1 if state is None else state["epoch"] + ("next_step" not in state)
         self.build_model(epoch=next_epoch, step=0 if state is None else state["global_step"])
         self.optimizer = create_optimizer(self.config, self.model)
-        self.step_model = self.distributed.wrap(self.model) if self.distributed is not None else self.model
+        self.step_model = (
+            self.model if self.distributed is None else self.distributed.prepare(self.model, self.callbacks)
+        )
         install_gradient_clipping(self.config, self.callbacks)
         install_dynamic_learning_rate(self.config, self.callbacks)
         install_early_stopping(self.config, self)

@@ -26,6 +26,8 @@ def setup(verbosity: int = 4, files: str | list[str] | None = None, stdout: bool
         logger.removeHandler(handler)
         handler.close()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)] if stdout else []
+    if not stdout and not files:
+        handlers.append(logging.NullHandler())  # else logging's last resort prints warnings to stderr
     for path in [files] if isinstance(files, str) else files or []:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         handlers.append(logging.FileHandler(path, mode="a", encoding="utf-8"))

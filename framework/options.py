@@ -159,7 +159,7 @@ register(
     "torch_distributed",
     "dict | None",
     None,
-    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool}.",
+    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, 'param_sync_step': K}.",
     "framework.distributed",
 )
 register(

@@ -1,12 +1,15 @@
 """torchrun with 2 CPU processes (gloo): same results as one process, and failures that end every rank."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
+import psutil
 import torch
 
-from conftest import ROOT, run_rnn, tiny_config_with
+from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 
 # No dropout: two ranks and one process then compute the same thing.
 PLAIN_SGD = (
@@ -17,10 +20,10 @@ PLAIN_SGD = (
 )
 
 
-def torchrun(*args, timeout=120):
+def torchrun(*args, timeout=120, sync="{}"):
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
     return subprocess.run(
-        [*command, os.path.join(ROOT, "rnn.py"), *args, "++torch_distributed", "{}"],
+        [*command, os.path.join(ROOT, "rnn.py"), *args, "++torch_distributed", sync],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -79,3 +82,51 @@ def test_an_exception_on_one_rank_ends_the_job_promptly_with_its_traceback(tmp_p
 def test_torch_distributed_without_torchrun_is_a_config_error(tmp_path):
     result = run_rnn(tiny_config_with(tmp_path, "\ntorch_distributed = {}\n"))
     assert result.returncode == 2 and "was not started by torchrun" in result.stderr
+
+
+def test_parameter_averaging_every_step_matches_one_process(tmp_path):
+    config = tiny_config_with(tmp_path, PLAIN_SGD)
+    averaged = torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "avg/m"), sync="{'param_sync_step': 1}")
+    assert averaged.returncode == 0, averaged.stdout + averaged.stderr
+    assert run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "one/m")).returncode == 0
+    a, b = torch.load(tmp_path / "avg/m.002.pt")["model"], torch.load(tmp_path / "one/m.002.pt")["model"]
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)  # SGD: averaging updates = averaging gradients
+
+
+def test_unused_parameters_are_named_by_rank(tmp_path):
+    unused_layer = (
+        "\nclass _Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.body, self.unused, self.head = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 3)\n"
+        "    def forward(self, x):\n"
+        "        return self.head(self.body(x).relu())\n"
+        "def get_model(**_kwargs):\n"
+        "    return _Net()\n"
+    )
+    result = torchrun(tiny_config_with(tmp_path, unused_layer), "++batch_size", "8", timeout=60)
+    assert result.returncode != 0
+    assert "[framework] parameters that got no gradient on rank 1: unused.weight, unused.bias." in result.stderr
+
+
+def test_sigusr1_dumps_the_stacks_of_every_rank_labelled_by_rank(tmp_path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
+    args = [TINY_CONFIG, "++torch_distributed", "{}", "++batch_size", "8", "++step_sleep", "0.3", "++num_epochs", "1"]
+    job = subprocess.Popen(
+        [*command, os.path.join(ROOT, "rnn.py"), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        workers = []
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            workers = [p for p in psutil.Process(job.pid).children(recursive=True) if "rnn.py" in " ".join(p.cmdline())]
+        time.sleep(5)  # past startup, inside training
+        for worker in workers:
+            worker.send_signal(signal.SIGUSR1)
+        out, _ = job.communicate(timeout=90)
+    finally:
+        job.kill()
+    assert job.returncode == 0, out  # training goes on after the dump
+    for rank in (0, 1):
+        assert f"[rank {rank}] Current thread" in out and f"[rank {rank}]   File " in out

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Any
 
 from framework import log
@@ -81,6 +82,30 @@ def _build_native_library() -> tuple[str | None, str]:
     return target, ""
 
 
+_stack_dumps: Any = sys.stderr  # where SIGUSR1 and watch_stall dumps go
+
+
+def label_stack_dumps(label: str) -> None:
+    """Prefix each line of the SIGUSR1 and watch_stall dumps with ``label`` (e.g. ``[rank 1]``).
+
+    faulthandler writes from C, so its dumps go into a pipe that a thread copies to stderr with
+    the label. Crash dumps keep going straight to stderr: the process may not live to relay them.
+    """
+    global _stack_dumps
+    read_fd, write_fd = os.pipe()
+    _stack_dumps = os.fdopen(write_fd, "w", buffering=1)
+
+    def relay() -> None:
+        with os.fdopen(read_fd, errors="replace") as dumps:
+            for line in dumps:
+                sys.stderr.write(f"{label} {line}")
+                sys.stderr.flush()
+
+    threading.Thread(target=relay, name="stack-dump-relay", daemon=True).start()
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=_stack_dumps, all_threads=True, chain=False)
+
+
 class StallWatch:
     """``watch_stall``: re-arms faulthandler's watchdog whenever a step finishes."""
 
@@ -95,7 +120,7 @@ class StallWatch:
             engine.callbacks.on(event, self.disarm)
 
     def arm(self, engine: Any) -> None:
-        faulthandler.dump_traceback_later(self.seconds, repeat=True, file=sys.stderr, exit=False)
+        faulthandler.dump_traceback_later(self.seconds, repeat=True, file=_stack_dumps, exit=False)
 
     def disarm(self, engine: Any) -> None:
         faulthandler.cancel_dump_traceback_later()
