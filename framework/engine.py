@@ -203,7 +203,9 @@ class Engine:
         scores = ScoreAccumulator()
         self.model.eval()
         plan = loader.plan(max(self.epoch, 1))
-        if self.distributed is not None:
+        # Fewer batches than ranks: every rank scores all of them (no rank without scores to sum).
+        shard = self.distributed is not None and len(plan) >= self.distributed.size
+        if shard:
             plan = self.distributed.eval_plan(plan)
         with torch.no_grad():
             for indices, batch in loader.iterate(plan):
@@ -214,7 +216,7 @@ class Engine:
                 with self.run_ctx:
                     self.config.get("train_step")(model=self.model, extern_data=batch, run_ctx=self.run_ctx)
                 scores.add(self.run_ctx, len(indices))
-        return scores.result(self._total)
+        return scores.result(self._total if shard else None)
 
     @property
     def _total(self):
