@@ -3,7 +3,8 @@
     torchrun --nproc_per_node=2 rnn.py config.py      # with torch_distributed = {} in the config
 
 Gradients are synchronized by ``DistributedDataParallel`` (the ``train_step`` gets the wrapped
-model; diagnostics keep the plain one, so parameter names do not change). Every rank plans the
+model; diagnostics keep the plain one, so parameter names do not change), or with
+``param_sync_step = K`` the parameters are averaged every K updates. Every rank plans the
 same batches for an epoch and takes every N-th, so N ranks with batch B see, step by step, the
 sequences that one process with batch N x B sees; epoch scores are summed over all ranks. Only
 rank 0 writes checkpoints (of the plain model, so any number of ranks can resume from them) and
