@@ -165,6 +165,18 @@ def map_parameters(
     return mapping
 
 
+def map_with_options(
+    reference: dict[str, torch.Tensor],
+    framework: dict[str, torch.Tensor],
+    rule_texts: list[str],
+    mapping_file: str | None,
+) -> tuple[ParamMapping, list[tuple[str, str]]]:
+    """``map_parameters`` from the tools' ``--rule`` texts and ``--mapping`` file; also returns the parsed rules."""
+    rules = [parse_rule(text) for text in rule_texts]
+    explicit = read_mapping_file(mapping_file) if mapping_file else None
+    return map_parameters(reference, framework, rules, explicit), rules
+
+
 def _is_counter(t: torch.Tensor) -> bool:
     """BatchNorm's ``num_batches_tracked``: bookkeeping, not a parameter to map by shape."""
     return t.dim() == 0 and not t.is_floating_point()

@@ -34,10 +34,8 @@ from framework.errors import ConfigError, FrameworkError  # noqa: E402
 from framework.model_import import (  # noqa: E402
     load_object,
     load_reference,
-    map_parameters,
+    map_with_options,
     mapped_state_dict,
-    parse_rule,
-    read_mapping_file,
 )
 from framework.tooling import case_from_argv, load_case  # noqa: E402
 
@@ -76,9 +74,7 @@ def main(argv: list[str]) -> int:
             reference, _ = load_reference(args.reference, args.state_dict)
             if reference is None:
                 raise ConfigError("Comparing needs the reference's code: give --reference file.py:factory.")
-        rules = [parse_rule(r) for r in args.rule]
-        explicit = read_mapping_file(args.mapping) if args.mapping else None
-        mapping = map_parameters(reference.state_dict(), model.state_dict(), rules, explicit)
+        mapping, rules = map_with_options(reference.state_dict(), model.state_dict(), args.rule, args.mapping)
         forward = load_object(args.forward) if args.forward else _default_forward(case)
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -27,10 +27,8 @@ from framework.errors import FrameworkError  # noqa: E402
 from framework.model_import import (  # noqa: E402
     format_mapping,
     load_reference,
-    map_parameters,
+    map_with_options,
     mapped_state_dict,
-    parse_rule,
-    read_mapping_file,
 )
 from framework.tooling import case_from_argv  # noqa: E402
 
@@ -52,9 +50,7 @@ def main(argv: list[str]) -> int:
         _, reference = load_reference(args.reference, args.state_dict)
         model = case_from_argv(config_args, dataset=None).model
         own = model.state_dict()
-        rules = [parse_rule(r) for r in args.rule]
-        explicit = read_mapping_file(args.mapping) if args.mapping else None
-        mapping = map_parameters(reference, own, rules, explicit)
+        mapping, _ = map_with_options(reference, own, args.rule, args.mapping)
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return exc.exit_code
