@@ -91,19 +91,21 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     run_ctx.mark_as_loss(name="kl", loss=kl, custom_inv_norm_factor=x.shape[0])
 
 
-def write_images(engine):
-    """The exercise's three pictures, as PNG files and (with tensorboard_dir) in TensorBoard."""
-    loader = engine.loaders["dev"]
+def write_images(state):
+    """The exercise's three pictures, as PNG files and (with tensorboard_dir) in TensorBoard, after training."""
+    if state.task != "train":
+        return
+    loader = state.loaders["dev"]
     _, batch = next(loader.iterate(loader.plan(1)[:1]))
     x = batch["data"][:64]
-    engine.model.eval()
+    state.model.eval()
     with torch.no_grad():
-        reconstructions, _, _ = engine.model(x)
-        samples = engine.model.decoder(torch.randn(64, latent_dim, device=x.device))
+        reconstructions, _, _ = state.model(x)
+        samples = state.model.decoder(torch.randn(64, latent_dim, device=x.device))
     for name, images in (("orig_data", x), ("reconstructions", reconstructions), ("generated_samples", samples)):
         grid = save_image_grid(images.view(-1, 28, 28), os.path.join(output_dir, name + ".png"))
-        if engine.summaries is not None:
-            engine.summaries.image(f"vae/{name}", grid, engine.global_step, "CHW")
+        if state.summaries is not None:
+            state.summaries.image(f"vae/{name}", grid, state.global_step, "CHW")
 
 
 callbacks = {"finish": write_images}

@@ -69,7 +69,7 @@ def _run(argv: list[str], crash_status: str) -> int:
     task = config.get("task")
     engine = Engine(config)
     log.v4(f"rnn.py {' '.join(argv)}")
-    log.v4(f"task {task}, torch {torch.__version__}, device {engine.device}, {torch.get_num_threads()} threads")
+    log.v4(f"task {task}, torch {torch.__version__}, device {engine.state.device}, {torch.get_num_threads()} threads")
     log_crash_handler_status(crash_status)
     try:
         _run_task(engine, task)

@@ -83,6 +83,15 @@ class Config:
             return value.strip().lower() in ("1", "true", "yes", "on")
         return bool(value)
 
+    def int_or_off(self, name: str) -> int | None:
+        """A ``bool | int`` option: None when off (False, None, 0), its declared ``true_means`` for True, else the int."""
+        value = self.typed_value(name)
+        if value is None or value is False or value == 0:
+            return None
+        if value is True:
+            return int(options.get(name).true_means)
+        return int(value)
+
     def str(self, name: str, default: Any = _MISSING) -> str | None:
         """``name`` as a str."""
         value = self.typed_value(name, default)
@@ -90,6 +99,9 @@ class Config:
 
     def validate(self) -> None:
         """Check every option value's type and flag globals that look like misspelled options."""
+        from framework.plugins import import_user_plugins
+
+        import_user_plugins(self)  # their modules register their options
         problems = []
         for name, value in self.namespace.items():
             if name == "config" or name.startswith("_") or isinstance(value, types.ModuleType):

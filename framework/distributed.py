@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from framework.errors import ConfigError
-from framework.events import Event
+from framework.events import Event, Order
 
 
 def rank_from_env() -> int:
@@ -74,7 +74,7 @@ class Distributed:
     def prepare(self, model: torch.nn.Module, callbacks: Any) -> torch.nn.Module:
         """The model as the train_step sees it: wrapped in DDP, or (``param_sync_step``) the model itself,
         whose parameters are averaged over the ranks every K updates."""
-        callbacks.on(Event.EXCEPTION, lambda engine: _name_unused_parameters(engine.exception, model))
+        callbacks.on(Event.EXCEPTION, lambda state: _name_unused_parameters(state.exception, model))
         if self.param_sync_step is None:
             device_ids = [model_device(model).index] if model_device(model).type == "cuda" else None
             return torch.nn.parallel.DistributedDataParallel(
@@ -84,7 +84,7 @@ class Distributed:
             dist.broadcast(p.data, src=0)
         updates = 0
 
-        def average(engine: Any) -> None:
+        def average(state: Any) -> None:
             nonlocal updates
             updates += 1
             if updates % self.param_sync_step == 0:
@@ -92,7 +92,7 @@ class Distributed:
                     dist.all_reduce(p.data)
                     p.data /= self.size
 
-        callbacks.on(Event.AFTER_OPTIMIZER_STEP, average)
+        callbacks.on(Event.AFTER_OPTIMIZER_STEP, average, Order.TRAINING)
         return model
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:

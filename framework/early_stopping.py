@@ -14,36 +14,55 @@ from typing import Any
 
 from framework import checkpoint
 from framework.config import Config
-from framework.events import Event
+from framework.events import Event, Order
 from framework.lr_control import score_key
+from framework.options import register
+from framework.plugin import Plugin, on
+
+register(
+    "early_stopping_patience",
+    "int | None",
+    None,
+    "End training when the watched score did not improve for this many epochs (None: never).",
+    __name__,
+)
+
+register(
+    "early_stopping_error_measure",
+    "str | None",
+    None,
+    "Score that early stopping watches, e.g. 'dev_ce'; None: the learning-rate control's (first dev loss).",
+    __name__,
+)
+
+register("early_stopping_min_delta", "float", 0.0, "Early stopping: an improvement must be larger than this.", __name__)
 
 
-def install_early_stopping(config: Config, engine: Any) -> None:
-    """Watch the epoch scores when ``early_stopping_patience`` is set."""
-    patience = config.get("early_stopping_patience")
-    if patience is None:
-        return
-    stopper = EarlyStopping(
-        patience, config.get("early_stopping_error_measure"), config.float("early_stopping_min_delta")
-    )
-    engine.callbacks.on(Event.STARTUP, stopper.check)
-    engine.callbacks.on(Event.EPOCH_END, stopper.check)
+class EarlyStopping(Plugin):
+    """Decides from ``state.lr_control.scores`` whether training should end."""
 
-
-class EarlyStopping:
-    """Decides from ``engine.lr_control.scores`` whether training should end."""
+    order = Order.CHECK
 
     def __init__(self, patience: int, measure: str | None, min_delta: float):
         self.patience = patience
         self.measure = measure
         self.min_delta = min_delta
 
-    def check(self, engine: Any) -> None:
-        scores = engine.lr_control.scores
+    @classmethod
+    def from_config(cls, config: Config, state: Any) -> EarlyStopping | None:
+        patience = config.get("early_stopping_patience")
+        if patience is None:
+            return None
+        return cls(patience, config.get("early_stopping_error_measure"), config.float("early_stopping_min_delta"))
+
+    @on(Event.STARTUP)
+    @on(Event.EPOCH_END)
+    def check(self, state: Any) -> None:
+        scores = state.lr_control.scores
         if not scores:
             return
-        key = score_key(scores[max(scores)], self.measure, "early_stopping_error_measure")
-        history = [(epoch, s[key]) for epoch, s in sorted(scores.items()) if key in s]
+        dataset, loss = score_key(scores[max(scores)], self.measure, "early_stopping_error_measure")
+        history = [(epoch, s[dataset][loss]) for epoch, s in sorted(scores.items()) if loss in s.get(dataset, {})]
         best_epoch, best = history[0]
         for epoch, value in history[1:]:
             if value < best - self.min_delta:
@@ -51,9 +70,13 @@ class EarlyStopping:
         last_epoch = history[-1][0]
         if last_epoch - best_epoch < self.patience:
             return
-        prefix = engine.config.get("model")
+        prefix = state.config.get("model")
         where = f"; its checkpoint is {checkpoint.checkpoint_path(prefix, best_epoch)}" if prefix else ""
-        engine.end_training(
-            f"early stopping: {key} has not improved by more than {self.min_delta:g} for {last_epoch - best_epoch} "
-            f"epochs (patience {self.patience}); the best was {best:.4g} at epoch {best_epoch}{where}"
+        state.control.end_training(
+            f"early stopping: {dataset}_{loss} has not improved by more than {self.min_delta:g} for "
+            f"{last_epoch - best_epoch} epochs (patience {self.patience}); the best was {best:.4g} at epoch "
+            f"{best_epoch}{where}"
         )
+
+
+PLUGINS = (EarlyStopping,)

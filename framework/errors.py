@@ -27,3 +27,9 @@ class CheckpointError(FrameworkError):
     """A checkpoint file is unreadable or does not fit the model."""
 
     exit_code = 2
+
+
+class TrainingInterrupted(FrameworkError):
+    """Training stopped on request (Ctrl-C, SIGTERM, ``state.control.stop``); the message says how to resume."""
+
+    exit_code = 130

@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import torch
 
 from framework import log
+from framework.build import make_loader, resolve_extern_data
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import check_dataset
 from framework.engine import Engine
 from framework.errors import ConfigError
-from framework.run_ctx import MarkedOutput, RunCtx
+from framework.run_ctx import MarkedOutput
+from framework.step import step_function
 
 
 class OutputCollector:
@@ -67,29 +68,24 @@ class OutputCollector:
 def run_forward(engine: Engine) -> str:
     """Run the forward task; return the output file's path."""
     config = engine.config
-    forward_step = config.get("forward_step")
-    if forward_step is None:
-        raise ConfigError("task='forward' needs forward_step(*, model, extern_data, run_ctx, **kwargs) in the config.")
-    option = config.get("forward_data")
-    if config.get(option) is None:
-        raise ConfigError(f"task='forward' runs on dataset {option!r} (option forward_data), which is not set.")
-    dataset = init_dataset(config.get(option), option=option, random_seed=config.int("random_seed"))
-    have = dataset.key_info()
-    # Targets may be absent from the data to forward; inputs needed for inference may not.
-    extern_data = {
-        k: v for k, v in engine.resolve_extern_data(dataset).items() if k in have or v.available_for_inference
-    }
-    check_dataset(extern_data, dataset, option)
-    loader = engine.make_loader(option, dataset, extern_data)
-    engine.load_for_inference()
-    collector = OutputCollector()
-    engine.model.eval()
-    with torch.no_grad():
-        for indices, batch in loader.iterate(loader.plan(1)):
-            with RunCtx(stage="forward", epoch=engine.epoch, step=engine.global_step, batch=batch) as run_ctx:
-                forward_step(model=engine.model, extern_data=batch, run_ctx=run_ctx)
-            collector.add(indices, run_ctx.outputs)
-    path = config.get("output_file") or f"{config.get('model')}.{engine.epoch:03d}.forward.npz"
-    collector.write(path)
+    with engine.running():
+        step_function(config, "forward")  # a missing forward_step is a config error before anything is loaded
+        option = config.get("forward_data")
+        if config.get(option) is None:
+            raise ConfigError(f"task='forward' runs on dataset {option!r} (option forward_data), which is not set.")
+        dataset = init_dataset(config.get(option), option=option, random_seed=config.int("random_seed"))
+        have = dataset.key_info()
+        # Targets may be absent from the data to forward; inputs needed for inference may not.
+        extern_data = {
+            k: v for k, v in resolve_extern_data(config, dataset).items() if k in have or v.available_for_inference
+        }
+        check_dataset(extern_data, dataset, option)
+        engine.state.extern_data = extern_data
+        loader = make_loader(config, option, dataset, extern_data, engine.state.device)
+        engine.load_for_inference()
+        collector = OutputCollector()
+        engine.run_forward(loader, lambda indices, run_ctx: collector.add(indices, run_ctx.outputs))
+        path = config.get("output_file") or f"{config.get('model')}.{engine.state.epoch:03d}.forward.npz"
+        collector.write(path)
     log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")
     return path

@@ -7,7 +7,9 @@ from typing import Any
 from framework import log
 from framework.config import Config
 from framework.errors import ConfigError
-from framework.events import Callbacks, Event
+from framework.events import Event, Order
+from framework.plugin import Plugin, on
+from framework.scores import Scores
 
 
 class LearningRateControl:
@@ -27,7 +29,7 @@ class LearningRateControl:
         self.threshold = config.float("newbob_relative_error_threshold")
         self.min_lr = config.float("min_learning_rate")
         self.epoch_lrs: dict[int, float] = {}
-        self.scores: dict[int, dict[str, float]] = {}
+        self.scores: dict[int, Scores] = {}  # epoch -> {dataset: {loss: value}}
 
     def learning_rate(self, epoch: int) -> float:
         """The rate for ``epoch``; decided once per epoch and remembered (also in checkpoints)."""
@@ -43,53 +45,80 @@ class LearningRateControl:
         previous = self.learning_rate(epoch - 1)
         if self.kind != "newbob" or epoch - 2 not in self.scores or epoch - 1 not in self.scores:
             return previous
-        key = self._measure_key(self.scores[epoch - 1])
-        old, new = self.scores[epoch - 2].get(key), self.scores[epoch - 1][key]
+        dataset, loss = self._measure_key(self.scores[epoch - 1])
+        old, new = self.scores[epoch - 2].get(dataset, {}).get(loss), self.scores[epoch - 1][dataset][loss]
         if old is None or old == 0:
             return previous
         relative = (new - old) / abs(old)
         if relative > self.threshold:
             lr = max(previous * self.decay, self.min_lr)
-            log.v4(f"newbob: {key} changed {relative:+.2%} (threshold {self.threshold:+.2%}); learning rate {lr:g}")
+            log.v4(
+                f"newbob: {dataset}_{loss} changed {relative:+.2%} (threshold {self.threshold:+.2%}); learning rate {lr:g}"
+            )
             return lr
         return previous
 
-    def _measure_key(self, scores: dict[str, float]) -> str:
+    def _measure_key(self, scores: Scores) -> tuple[str, str]:
         return score_key(scores, self.error_measure, "learning_rate_control_error_measure")
 
-    def record(self, epoch: int, scores: dict[str, float]) -> None:
-        """Remember an epoch's scores, keyed like ``dev_ce`` / ``train_ce``."""
-        self.scores[epoch] = dict(scores)
+    def record(self, epoch: int, scores: Scores) -> None:
+        """Remember an epoch's scores: ``{"train": {"ce": ...}, "dev": {"ce": ...}}``."""
+        self.scores[epoch] = {dataset: dict(values) for dataset, values in scores.items()}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue the schedule after a resume."""
         return {"epoch_lrs": dict(self.epoch_lrs), "scores": {e: dict(s) for e, s in self.scores.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict``."""
+        """Restore ``state_dict`` (also of checkpoints that kept scores flat, as ``dev_ce``)."""
         self.epoch_lrs = {int(e): float(v) for e, v in state["epoch_lrs"].items()}
-        self.scores = {int(e): dict(s) for e, s in state["scores"].items()}
+        self.scores = {int(e): nested_scores(s) for e, s in state["scores"].items()}
 
 
-def score_key(scores: dict[str, float], measure: str | None, option: str) -> str:
-    """The score to watch: ``measure`` (named by ``option``) if set, else the first dev score, else the first."""
+def nested_scores(scores: dict[str, Any]) -> Scores:
+    """An epoch's scores as ``{dataset: {loss: value}}``, also from a checkpoint that kept them flat (``dev_ce``)."""
+    nested: Scores = {}
+    for key, value in scores.items():
+        if isinstance(value, dict):
+            nested[key] = dict(value)
+        else:  # written before scores were keyed by dataset: "dev_ce"
+            dataset, _, loss = key.partition("_")
+            nested.setdefault(dataset, {})[loss] = value
+    return nested
+
+
+def score_key(scores: Scores, measure: str | None, option: str) -> tuple[str, str]:
+    """The (dataset, loss) to watch: ``measure`` (named by ``option``, as ``<dataset>_<loss>``) if set,
+    else the first loss of the first dev set, else the first score."""
+    keys = [(dataset, loss) for dataset, values in scores.items() for loss in values]
     if measure is not None:
-        if measure not in scores:
-            raise ConfigError(f"{option} {measure!r} is not among the scores of the epoch: {', '.join(scores)}.")
-        return measure
-    dev_keys = [k for k in scores if k.startswith("dev_")]
-    return (dev_keys or list(scores))[0]
+        for dataset, loss in keys:
+            if f"{dataset}_{loss}" == measure:
+                return dataset, loss
+        known = ", ".join(f"{d}_{n}" for d, n in keys)
+        raise ConfigError(f"{option} {measure!r} is not among the scores of the epoch: {known}.")
+    dev_keys = [(d, n) for d, n in keys if d == "dev" or d.startswith("dev_")]
+    return (dev_keys or keys)[0]
 
 
-def install_dynamic_learning_rate(config: Config, callbacks: Callbacks) -> None:
-    """Call ``dynamic_learning_rate`` before every step and apply the rate it returns."""
-    schedule = config.get("dynamic_learning_rate")
-    if schedule is None:
-        return
+class DynamicLearningRate(Plugin):
+    """``dynamic_learning_rate``: called before every step; the rate it returns is applied."""
 
-    def apply(engine: Any) -> None:
-        lr = schedule(global_train_step=engine.global_step, epoch=engine.epoch, learning_rate=engine.learning_rate)
-        for group in engine.optimizer.param_groups:
+    order = Order.TRAINING
+
+    def __init__(self, schedule: Any):
+        self.schedule = schedule
+
+    @classmethod
+    def from_config(cls, config: Config, state: Any) -> DynamicLearningRate | None:
+        schedule = config.get("dynamic_learning_rate")
+        return cls(schedule) if schedule is not None else None
+
+    @on(Event.STEP_START)
+    def apply(self, state: Any) -> None:
+        lr = self.schedule(global_train_step=state.global_step, epoch=state.epoch, learning_rate=state.learning_rate)
+        for group in state.optimizer.param_groups:
             group["lr"] = lr
 
-    callbacks.on(Event.STEP_START, apply)
+
+PLUGINS = (DynamicLearningRate,)

@@ -8,7 +8,8 @@ import torch
 
 from framework.config import Config
 from framework.errors import ConfigError
-from framework.events import Callbacks, Event
+from framework.events import Event, Order
+from framework.plugin import Plugin, on
 from framework.util import check_kwargs, import_by_name
 
 OPTIMIZERS = {
@@ -51,18 +52,29 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
     return factory(params, lr=config.float("learning_rate"), **kwargs)
 
 
-def install_gradient_clipping(config: Config, callbacks: Callbacks) -> None:
-    """Clip gradients right before each optimizer step, as configured."""
-    max_norm = config.get("gradient_clip_global_norm")
-    if max_norm is not None:
+class GradientClipping(Plugin):
+    """``gradient_clip_global_norm`` / ``gradient_clip``: clip the gradients right before each update.
 
-        def clip_norm(engine: Any) -> None:
-            engine.grad_norm = torch.nn.utils.clip_grad_norm_(engine.model.parameters(), max_norm)
+    The global norm (before clipping) goes to ``state.step_metrics["grad_norm"]`` (TensorBoard).
+    """
 
-        callbacks.on(Event.BEFORE_OPTIMIZER_STEP, clip_norm)
-    max_value = config.get("gradient_clip")
-    if max_value is not None:
-        callbacks.on(
-            Event.BEFORE_OPTIMIZER_STEP,
-            lambda engine: torch.nn.utils.clip_grad_value_(engine.model.parameters(), max_value),
-        )
+    order = Order.TRAINING
+
+    def __init__(self, max_norm: float | None, max_value: float | None):
+        self.max_norm = max_norm
+        self.max_value = max_value
+
+    @classmethod
+    def from_config(cls, config: Config, state: Any) -> GradientClipping | None:
+        max_norm, max_value = config.get("gradient_clip_global_norm"), config.get("gradient_clip")
+        return cls(max_norm, max_value) if max_norm is not None or max_value is not None else None
+
+    @on(Event.BEFORE_OPTIMIZER_STEP)
+    def clip(self, state: Any) -> None:
+        if self.max_norm is not None:
+            state.step_metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.max_norm)
+        if self.max_value is not None:
+            torch.nn.utils.clip_grad_value_(state.model.parameters(), self.max_value)
+
+
+PLUGINS = (GradientClipping,)

@@ -28,6 +28,8 @@ class Option:
     doc: str
     component: str
     choices: tuple[Any, ...] | None = None
+    range: tuple[float | None, float | None] | None = None  # (low, high), both inclusive; None: unbounded
+    true_means: Any = None  # for "bool | int" options: the number that True stands for
 
     def check(self, value: Any) -> str | None:
         """Return None when ``value`` fits this option, else a sentence saying what is wrong."""
@@ -36,7 +38,19 @@ class Option:
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(repr(c) for c in self.choices)
             return f"option {self.name!r} must be one of {allowed}, but got {value!r}"
+        if self.range is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high = self.range
+            if (low is not None and value < low) or (high is not None and value > high):
+                return f"option {self.name!r} must be in {format_range(self.range)}, but got {value!r}"
         return None
+
+
+def format_range(bounds: tuple[float | None, float | None]) -> str:
+    """``[0, 1]``, ``>= 1``, ``<= 5``."""
+    low, high = bounds
+    if low is not None and high is not None:
+        return f"[{low:g}, {high:g}]"
+    return f">= {low:g}" if low is not None else f"<= {high:g}"
 
 
 def _describe(value: Any) -> str:
@@ -79,6 +93,7 @@ def type_matches(type_spec: str, value: Any) -> bool:
 
 
 _REGISTRY: dict[str, Option] = {}
+_plugins_read = False
 
 
 def register(
@@ -88,29 +103,50 @@ def register(
     doc: str,
     component: str,
     choices: Iterable[Any] | None = None,
+    range: tuple[float | None, float | None] | None = None,
+    true_means: Any = None,
 ) -> Option:
-    """Declare an option. Each name may be registered once."""
-    if name in _REGISTRY:
-        raise ValueError(f"option {name!r} is registered twice")
+    """Declare an option. Each name is declared once (a plugin module's declaration may be read twice:
+    from its source without importing it, then when it is imported)."""
     for atom in type.split("|"):
         _atom_matches(atom.strip(), None)  # fails early on a typo in the type spec
-    option = Option(name, type, default, doc, component, tuple(choices) if choices else None)
+    option = Option(name, type, default, doc, component, tuple(choices) if choices else None, range, true_means)
+    if name in _REGISTRY and _REGISTRY[name] != option:
+        raise ValueError(f"option {name!r} is registered twice")
+    if option.range is not None and option.check(default) is not None:
+        raise ValueError(f"option {name!r}: its default {default!r} is outside its range")
     _REGISTRY[name] = option
     return option
 
 
+def _read_plugin_options() -> None:
+    """Register the options the plugin modules declare, without importing them (and torch)."""
+    global _plugins_read
+    if _plugins_read:
+        return
+    _plugins_read = True
+    from framework.plugins import BUILTIN_PLUGIN_MODULES, read_declared_options
+
+    for module in BUILTIN_PLUGIN_MODULES:
+        read_declared_options(module)
+
+
 def get(name: str) -> Option | None:
     """The registered option called ``name``, or None."""
+    if name not in _REGISTRY:
+        _read_plugin_options()
     return _REGISTRY.get(name)
 
 
 def all_options() -> list[Option]:
     """Every registered option, sorted by component, then name."""
+    _read_plugin_options()
     return sorted(_REGISTRY.values(), key=lambda o: (o.component, o.name))
 
 
 def closest_name(name: str, cutoff: float = 0.8) -> str | None:
     """The registered option name closest to ``name``, if any is close enough to be a typo."""
+    _read_plugin_options()
     matches = difflib.get_close_matches(name, list(_REGISTRY), n=1, cutoff=cutoff)
     return matches[0] if matches else None
 
@@ -173,7 +209,14 @@ register(
     "callbacks",
     "dict",
     {},
-    "Your own callbacks: {event: fn(engine) or [fns]}, events as in framework.events.Event (e.g. 'epoch_end', 'finish').",
+    "Your own callbacks: {event: fn(state) or [fns]}, events as in framework.events.Event (e.g. 'epoch_end', 'close').",
+    _C,
+)
+register(
+    "plugins",
+    "list",
+    [],
+    "Your own diagnostics: module names (each with PLUGINS = (...)) or Plugin classes; see docs/writing_a_diagnostic.rst.",
     _C,
 )
 
@@ -301,62 +344,6 @@ register(
     choices=(0, 1, 2, 3, 4, 5),
 )
 
-_C = "framework.debug.numerics"
-register(
-    "stop_on_nonfinite_train_score",
-    "bool",
-    True,
-    "Stop before the optimizer step when an optimized loss is NaN/Inf, and name the culprit by replaying the step.",
-    _C,
-)
-register(
-    "num_allowed_consec_invalid_gradient_steps",
-    "int",
-    0,
-    "Skip up to this many consecutive updates whose loss or gradient is non-finite (logged), then stop.",
-    _C,
-)
-register(
-    "debug_add_check_numerics_on_output",
-    "bool",
-    False,
-    "Check every module's output and all gradients for NaN/Inf each step; on failure replay the step and name the module.",
-    _C,
-)
-register(
-    "debug_add_check_numerics_ops",
-    "bool",
-    False,
-    "Check every aten op's output for NaN/Inf, forward and backward; names op and source line.",
-    _C,
-)
-register(
-    "debug_check_numerics_skip_modules",
-    "list[str]",
-    [],
-    "Module path patterns (fnmatch, e.g. 'decoder.*.attn') whose outputs may be non-finite on purpose.",
-    _C,
-)
-register(
-    "debug_check_numerics_nan_only",
-    "bool",
-    False,
-    "Numerics checks flag NaN only, not +-Inf (e.g. -inf attention masks).",
-    _C,
-)
-
-_C = "framework.debug.layers"
-register(
-    "debug_print_layer_output_template",
-    "bool",
-    False,
-    "At startup, print every module's output shape/dtype with symbolic dims (meta-device dry run); reports device bugs.",
-    _C,
-)
-register(
-    "debug_print_layer_output_shape", "bool", False, "Print every module's actual output shapes, one line per step.", _C
-)
-
 _C = "framework.debug.tracebacks"
 register(
     "use_better_exchook",
@@ -379,181 +366,3 @@ register(
     "startup_callback(config=config) is called once, early, e.g. to install your own tools.",
     _C,
 )
-
-_C = "framework.debug.shell"
-register(
-    "debug_shell_in_runner",
-    "bool | int | list[int]",
-    False,
-    "Open a shell right before training steps: True (every step), a global step, or a list of them. SIGUSR2: next step.",
-    _C,
-)
-register("debug_shell_on_exception", "bool", False, "On an exception, open a shell in the frame that raised it.", _C)
-
-_C = "framework.debug.crash"
-register(
-    "watch_stall",
-    "float | None",
-    None,
-    "Print every thread's stack when no step finishes within this many seconds (and again while it lasts).",
-    _C,
-)
-
-_C = "framework.debug.memory"
-register(
-    "torch_log_memory_usage",
-    "bool",
-    False,
-    "Memory per step in the step line (CUDA allocated, else process RSS) and current/peak per epoch.",
-    _C,
-)
-register(
-    "watch_memory",
-    "bool",
-    False,
-    "A separate watcher process reports RSS/PSS/USS of this process and its children when they change.",
-    _C,
-)
-register("debug_leak_check", "bool", True, "Warn once when RSS, CUDA memory or live Python objects grow steadily.", _C)
-register(
-    "debug_leak_check_interval", "int", 200, "Steps between two samples of the leak check (a sample costs ~0.7 ms).", _C
-)
-
-_C = "framework.debug.profiling"
-register(
-    "torch_profile",
-    "bool | dict",
-    False,
-    "Profile a window of steps with torch.profiler: True or {wait, warmup, active, activities, record_shapes, ...}.",
-    _C,
-)
-register(
-    "torch_profile_dir", "str | None", None, "Where torch_profile writes trace.json (None: <model dir>/profile).", _C
-)
-register(
-    "cprofile",
-    "str | None",
-    None,
-    "Run cProfile over the training loop and write the stats to this file (snakeviz).",
-    _C,
-)
-
-_C = "framework.debug.tensorboard"
-register(
-    "tensorboard_dir", "str | None", None, "Write TensorBoard summaries (scalars, graph, hparams, images) here.", _C
-)
-register("tf_log_dir", "str | None", None, "RETURNN's name for tensorboard_dir.", _C)
-register("tensorboard_log_interval", "int", 1, "Steps between two per-step TensorBoard scalar writes.", _C)
-register(
-    "debug_grad_summaries",
-    "bool | int",
-    False,
-    "Histograms of parameters and gradients and per-parameter gradient norms in TensorBoard: True (every 100 steps) or N.",
-    _C,
-)
-
-_C = "framework.debug.sanity"
-register(
-    "debug_sanity_check",
-    "bool | int",
-    True,
-    "Check the data (first N batches, True: 4) and the first step (losses, gradients, output ranges) before training.",
-    _C,
-)
-register(
-    "debug_output_ranges",
-    "dict",
-    {},
-    "{module path pattern: (low, high)}: the sanity check and framework.testing verify these outputs; '(model)' = root.",
-    _C,
-)
-register(
-    "frozen_params",
-    "list[str]",
-    [],
-    "Parameter name patterns (fnmatch) that must not change in training; the sanity and gradient checks verify it.",
-    _C,
-)
-
-_C = "framework.debug.grad_health"
-register(
-    "debug_grad_health",
-    "bool | int",
-    100,
-    "Every N updates (True: 10, False: off): per-layer gradient norms and |dW|/|W|; warns on vanishing/exploding.",
-    _C,
-)
-
-_C = "framework.debug.learning_watch"
-register(
-    "debug_loss_window",
-    "int",
-    200,
-    "Warn when the mean train loss of the latest N steps is not below that of the first N steps (0: off).",
-    _C,
-)
-register(
-    "debug_dev_divergence_epochs",
-    "int",
-    2,
-    "Warn of overfitting when a dev loss rose for this many epochs in a row while the train loss fell (0: off).",
-    _C,
-)
-
-_C = "framework.early_stopping"
-register(
-    "early_stopping_patience",
-    "int | None",
-    None,
-    "End training when the watched score did not improve for this many epochs (None: never).",
-    _C,
-)
-register(
-    "early_stopping_error_measure",
-    "str | None",
-    None,
-    "Score that early stopping watches, e.g. 'dev_ce'; None: the learning-rate control's (first dev loss).",
-    _C,
-)
-register("early_stopping_min_delta", "float", 0.0, "Early stopping: an improvement must be larger than this.", _C)
-
-_C = "framework.debug.verdicts"
-register(
-    "debug_overfit_batches",
-    "int | None",
-    None,
-    "Train on the first N batches only (no shuffling, no checkpoints) and say whether the loss reaches near zero.",
-    _C,
-)
-register("debug_overfit_steps", "int", 300, "Steps of a debug_overfit_batches run.", _C)
-register(
-    "debug_overfit_loss_ratio",
-    "float",
-    0.05,
-    "debug_overfit_batches verdict 'learns': the final loss is at most this fraction of the first.",
-    _C,
-)
-register(
-    "debug_synthetic_data",
-    "bool",
-    False,
-    "Swap train/dev for synthetic data of the same extern_data with a learnable relation; say whether the model learns it.",
-    _C,
-)
-register(
-    "debug_synthetic_loss_ratio",
-    "float",
-    0.5,
-    "debug_synthetic_data verdict 'learns': the final dev loss is at most this fraction of the untrained model's.",
-    _C,
-)
-
-_C = "framework.debug.fingerprints"
-register(
-    "debug_fingerprint_file",
-    "str | None",
-    None,
-    "Write per-step hashes of batch, module outputs, gradients and parameters here (tools/check-determinism.py).",
-    _C,
-)
-register("debug_fingerprint_steps", "int", 5, "Steps to fingerprint; training ends after them.", _C)

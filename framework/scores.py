@@ -8,6 +8,8 @@ import torch
 
 from framework.run_ctx import RunCtx
 
+Scores = dict[str, dict[str, float]]  # {dataset: {loss: value}}, e.g. {"dev_other": {"ce": 1.2}}
+
 
 class ScoreAccumulator:
     """Dataset-level scores: each loss averaged over sequences, or over its normalization units.

@@ -32,6 +32,7 @@ from framework.debug.model_checks import (
 from framework.debug.module_tracker import ModuleTracker, matches_any
 from framework.debug.tensors import iter_tensors
 from framework.run_ctx import RunCtx
+from framework.step import call_step
 from framework.tooling import ConfigCase, load_case
 from framework.util import accepted_kwargs
 
@@ -51,8 +52,8 @@ def step_loss(model: nn.Module, batch: Any, train_step: Callable[..., Any]) -> t
     """The loss to optimize of one forward pass of ``train_step`` on ``batch``."""
     accepted = accepted_kwargs(train_step)
     if accepted is None or "run_ctx" in accepted:
-        with RunCtx(stage="train", epoch=1, step=0, batch=batch) as run_ctx:
-            returned = train_step(model=model, extern_data=batch, run_ctx=run_ctx)
+        run_ctx = RunCtx(stage="train", epoch=1, step=0, batch=batch)
+        returned = call_step(train_step, model, run_ctx)
         if run_ctx.losses:
             return run_ctx.total_loss()
     else:

@@ -43,22 +43,21 @@ def load_case(
     checkpoint_path: str | None = None,
 ) -> ConfigCase:
     """Build the model of config ``files`` and the first ``num_batches`` batches of ``dataset`` (epoch 1's order; None: no data)."""
-    from framework.engine import Engine
+    from framework import build
     from framework.rng import seed_everything
 
     config = load_config(files, {"device": "cpu", **(overrides or {})})
-    engine = Engine(config)
-    if dataset is not None:
-        engine.init_data([dataset], required=dataset)
+    device = torch.device("cpu")
+    loaders = build.init_data(config, [dataset], required=dataset, device=device)[1] if dataset is not None else {}
     seed_everything(config.int("random_seed"))
-    engine.build_model(epoch=1, step=0)
+    model = build.build_model(config, device, epoch=1, step=0)
     if checkpoint_path is not None:
-        checkpoint.load_model_state(engine.model, checkpoint.load_checkpoint(checkpoint_path)["model"], checkpoint_path)
+        checkpoint.load_model_state(model, checkpoint.load_checkpoint(checkpoint_path)["model"], checkpoint_path)
     batches = []
     if dataset is not None:
-        loader = engine.loaders[dataset]
+        loader = loaders[dataset]
         batches = [batch for _, batch in loader.iterate(loader.plan(1)[:num_batches])]
-    return ConfigCase(config, engine.model, batches, config.get("train_step"))
+    return ConfigCase(config, model, batches, config.get("train_step"))
 
 
 def case_from_argv(argv: list[str], **kwargs: Any) -> ConfigCase:

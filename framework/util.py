@@ -6,6 +6,7 @@ import difflib
 import importlib
 import inspect
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -67,3 +68,8 @@ def start_framework_process(module: str, *args: str, **popen_kwargs: Any) -> sub
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     return subprocess.Popen([sys.executable, "-m", module, *args], env=env, **popen_kwargs)
+
+
+def command_line() -> str:
+    """The command that started this process, quoted for a shell: copy it to run the same again."""
+    return " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])

@@ -251,19 +251,19 @@ def test_early_stopping_ends_training_and_a_rerun_does_not_train_on(tmp_path, ou
     }
     engine = _train(**options)
     text = output()
-    assert engine.epoch < 20
-    best = min(engine.lr_control.scores, key=lambda e: engine.lr_control.scores[e]["dev_ce"])
-    assert engine.epoch == best + 2
-    assert f"the best was {engine.lr_control.scores[best]['dev_ce']:.4g} at epoch {best}" in text
+    assert engine.state.epoch < 20
+    best = min(engine.state.lr_control.scores, key=lambda e: engine.state.lr_control.scores[e]["dev"]["ce"])
+    assert engine.state.epoch == best + 2
+    assert f"the best was {engine.state.lr_control.scores[best]['dev']['ce']:.4g} at epoch {best}" in text
     assert f"its checkpoint is {tmp_path}/model.{best:03d}.pt" in text
     again = _train(**options)
-    assert again.epoch == engine.epoch and again.global_step == engine.global_step
-    assert f"Training ended after epoch {engine.epoch}: early stopping" in output()
+    assert again.state.epoch == engine.state.epoch and again.state.global_step == engine.state.global_step
+    assert f"Training ended after epoch {engine.state.epoch}: early stopping" in output()
 
 
 def test_user_callbacks_run_at_their_event_and_an_unknown_event_is_a_config_error():
     seen = []
-    _train(callbacks={"epoch_end": lambda engine: seen.append(engine.epoch)})
+    _train(callbacks={"epoch_end": lambda state: seen.append(state.epoch)})
     assert seen == [1, 2]
     with pytest.raises(ConfigError, match="callbacks: unknown event 'epoch_ends'"):
         _train(callbacks={"epoch_ends": print})
@@ -323,7 +323,7 @@ def test_the_loss_window_spans_epochs_exactly(output):
         debug_loss_window=15,  # windows of 15 steps over epochs of 10 steps
         num_epochs=3,
         debug_sanity_check=False,
-        callbacks={"step_end": lambda engine: losses.append(float(engine.run_ctx.total_loss().detach()))},
+        callbacks={"step_end": lambda state: losses.append(float(state.run_ctx.total_loss().detach()))},
     )
     first, second = np.mean(losses[:15]), np.mean(losses[15:30])
     match = re.search(

@@ -76,13 +76,13 @@ def test_template_prints_symbolic_shapes_of_every_module():
     config = load_config([os.path.join(ROOT, "configs", "task12ax_lstm.py")], {"model": None})
     engine = Engine(config)
     engine.init_train()
-    text = layer_output_template(engine)
+    text = layer_output_template(engine.state)
     assert "extern_data data: [B, T] int64 sparse_dim=9" in text
     assert re.search(r"embed +Embedding -> \[B, T, 16\] float32", text)
     assert re.search(r"lstm +LSTM -> \[B, T, 32\] float32, \[1, B, 32\] float32, \[1, B, 32\] float32", text)
     assert re.search(r"output +Linear -> \[B, T, 2\] float32", text)
     assert "The dry run stopped early" in text and "task12ax_lstm.py" in text  # boolean mask in the loss
-    assert all(p.device.type == "cpu" for p in engine.model.parameters())  # real parameters are back
+    assert all(p.device.type == "cpu" for p in engine.state.model.parameters())  # real parameters are back
 
 
 def test_template_reports_a_device_bug_with_module_and_line_on_cpu(buggy_config):
@@ -128,7 +128,7 @@ def test_layer_output_shapes_are_printed_every_step(capsys):
     engine = Engine(load_config([TINY_CONFIG], {"debug_print_layer_output_shape": True, "num_epochs": 1}))
     engine.train()
     lines = [line for line in capsys.readouterr().out.splitlines() if "layer outputs:" in line]
-    assert len(lines) == engine.global_step
+    assert len(lines) == engine.state.global_step
     assert lines[0] == (
         "ep 1 step 0 layer outputs: 0 [16, 8] float32; 1 [16, 8] float32; 2 [16, 8] float32; "
         "3 [16, 3] float32; (model) [16, 3] float32"

@@ -70,8 +70,8 @@ def test_parameters_stay_finite_in_process():
     engine = Engine(load_config([CONFIG], {"plant": "forward_log"}))
     with pytest.raises(NonFiniteError):
         engine.train()
-    assert engine.epoch == 2 and engine.step_in_epoch == 0
-    assert all(torch.isfinite(p).all() for p in engine.model.parameters())
+    assert engine.state.epoch == 2 and engine.state.step_in_epoch == 0
+    assert all(torch.isfinite(p).all() for p in engine.state.model.parameters())
 
 
 def test_inf_created_only_in_backward_names_the_parameter_and_the_backward_op():
@@ -98,8 +98,8 @@ def test_ops_mode_names_the_aten_op_and_the_config_line():
 def test_intentional_infinities_are_reported_unless_skipped_or_nan_only(flag):
     message = _fails(plant="mask", **{flag: True})
     assert "aten.masked_fill in module encoder.layers.0.mask" in message
-    assert _train(plant="mask", debug_check_numerics_skip_modules=["encoder.layers.*.mask"], **{flag: True}).epoch == 2
-    assert _train(plant="mask", debug_check_numerics_nan_only=True, **{flag: True}).epoch == 2
+    assert _train(plant="mask", debug_check_numerics_skip_modules=["encoder.layers.*.mask"], **{flag: True}).state.epoch == 2
+    assert _train(plant="mask", debug_check_numerics_nan_only=True, **{flag: True}).state.epoch == 2
 
 
 def test_invalid_updates_are_skipped_up_to_the_allowed_count_then_training_stops(capsys):
@@ -112,7 +112,7 @@ def test_invalid_updates_are_skipped_up_to_the_allowed_count_then_training_stops
 
 def test_checks_pass_on_a_healthy_model_with_every_flag():
     engine = _train(debug_add_check_numerics_on_output=True, debug_add_check_numerics_ops=True)
-    assert engine.epoch == 2 and engine.global_step == 20
+    assert engine.state.epoch == 2 and engine.state.global_step == 20
 
 
 def test_nan_in_the_input_data_is_blamed_on_the_batch(tmp_path):

@@ -10,7 +10,7 @@ from framework import log
 from framework.config import Config
 from framework.engine import Engine
 from framework.errors import ConfigError
-from framework.events import Event
+from framework.events import Event, Order
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +46,7 @@ def _train(**overrides) -> Engine:
 
 
 def _params(engine):
-    return {k: v.detach().clone() for k, v in engine.model.state_dict().items()}
+    return {k: v.detach().clone() for k, v in engine.state.model.state_dict().items()}
 
 
 def test_same_seed_gives_bit_identical_parameters_and_another_seed_does_not():
@@ -74,9 +74,9 @@ def test_as_error_losses_are_reported_but_not_optimized():
     with pytest.raises(ValueError, match="marked no loss to optimize"):
         _train(train_step=only_error)
     engine = _train(num_epochs=1)
-    scores = engine.lr_control.scores[1]
-    assert set(scores) == {"train_ce", "train_fer", "dev_ce", "dev_fer"}
-    assert 0.0 <= scores["dev_fer"] <= 1.0
+    scores = engine.state.lr_control.scores[1]
+    assert scores.keys() == {"train", "dev"} and scores["train"].keys() == scores["dev"].keys() == {"ce", "fer"}
+    assert 0.0 <= scores["dev"]["fer"] <= 1.0
 
 
 def test_get_run_ctx_returns_the_step_context_and_scale_weights_the_loss():
@@ -95,10 +95,10 @@ def test_get_run_ctx_returns_the_step_context_and_scale_weights_the_loss():
 
 def test_optimizers_by_name_module_path_and_returnn_spelling():
     engine = _train(optimizer={"class": "adamw", "weight_decay": 0.1, "epsilon": 1e-7}, num_epochs=1)
-    assert isinstance(engine.optimizer, torch.optim.AdamW)
-    assert engine.optimizer.param_groups[0]["eps"] == 1e-7 and engine.optimizer.param_groups[0]["weight_decay"] == 0.1
+    assert isinstance(engine.state.optimizer, torch.optim.AdamW)
+    assert engine.state.optimizer.param_groups[0]["eps"] == 1e-7 and engine.state.optimizer.param_groups[0]["weight_decay"] == 0.1
     engine = _train(optimizer={"class": "torch.optim.SGD", "momentum": 0.9}, num_epochs=1)
-    assert isinstance(engine.optimizer, torch.optim.SGD)
+    assert isinstance(engine.state.optimizer, torch.optim.SGD)
     with pytest.raises(ConfigError, match="has no parameter 'momentun'. Did you mean 'momentum'"):
         _train(optimizer={"class": "sgd", "momentun": 0.9})
     with pytest.raises(ConfigError, match="unknown class 'adamm'"):
@@ -109,20 +109,20 @@ def test_gradient_clipping_bounds_every_update():
     norms = []
     values = []
 
-    def record(engine):
-        grads = [p.grad for p in engine.model.parameters()]
+    def record(state):
+        grads = [p.grad for p in state.model.parameters()]
         norms.append(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])).item())
         values.append(max(g.abs().max().item() for g in grads))
 
     engine = Engine(Config.from_dict(_options(gradient_clip_global_norm=0.01, optimizer={"class": "sgd"})))
-    # Clipping subscribes to BEFORE_OPTIMIZER_STEP during setup; subscribing at STARTUP records after it.
-    engine.callbacks.on(Event.STARTUP, lambda e: e.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, record))
+    # Clipping changes the gradients in Order.TRAINING; an observer sees them clipped, a user callback not yet.
+    engine.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, record, Order.OBSERVE)
     engine.train()
     assert norms and max(norms) <= 0.01 * (1 + 1e-4)
 
     values.clear()
     engine = Engine(Config.from_dict(_options(gradient_clip=0.001, optimizer={"class": "sgd"})))
-    engine.callbacks.on(Event.STARTUP, lambda e: e.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, record))
+    engine.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, record, Order.OBSERVE)
     engine.train()
     assert values and max(values) <= 0.001 * (1 + 1e-6)  # float32 rounding of the bound
 
@@ -131,13 +131,13 @@ def test_newbob_decays_when_the_dev_score_does_not_improve_enough():
     common = dict(learning_rate_control="newbob", learning_rate=1e-3, num_epochs=5, optimizer={"class": "sgd"})
     # A threshold of -1 demands an impossible improvement of 100%: every decision decays.
     engine = _train(newbob_relative_error_threshold=-1.0, **common)
-    assert engine.lr_control.epoch_lrs == {1: 1e-3, 2: 1e-3, 3: 5e-4, 4: 2.5e-4, 5: 1.25e-4}
+    assert engine.state.lr_control.epoch_lrs == {1: 1e-3, 2: 1e-3, 3: 5e-4, 4: 2.5e-4, 5: 1.25e-4}
     engine = _train(newbob_relative_error_threshold=-1.0, min_learning_rate=4e-4, **common)
-    assert engine.lr_control.epoch_lrs == {1: 1e-3, 2: 1e-3, 3: 5e-4, 4: 4e-4, 5: 4e-4}
+    assert engine.state.lr_control.epoch_lrs == {1: 1e-3, 2: 1e-3, 3: 5e-4, 4: 4e-4, 5: 4e-4}
     engine = _train(newbob_relative_error_threshold=1e9, **common)
-    assert set(engine.lr_control.epoch_lrs.values()) == {1e-3}
+    assert set(engine.state.lr_control.epoch_lrs.values()) == {1e-3}
     constant = _train(learning_rates=[1e-4, 2e-4], num_epochs=3)
-    assert constant.lr_control.epoch_lrs == {1: 1e-4, 2: 2e-4, 3: 2e-4}
+    assert constant.state.lr_control.epoch_lrs == {1: 1e-4, 2: 2e-4, 3: 2e-4}
 
 
 def test_newbob_with_an_unknown_error_measure_names_the_available_scores():
@@ -152,9 +152,9 @@ def test_dynamic_learning_rate_is_applied_every_step():
         return learning_rate * (global_train_step + 1)
 
     engine = Engine(Config.from_dict(_options(dynamic_learning_rate=schedule, learning_rate=1e-4, num_epochs=1)))
-    engine.callbacks.on(Event.AFTER_FORWARD, lambda e: seen.append(e.optimizer.param_groups[0]["lr"]))
+    engine.callbacks.on(Event.AFTER_FORWARD, lambda state: seen.append(state.optimizer.param_groups[0]["lr"]))
     engine.train()
-    assert seen == pytest.approx([1e-4 * (i + 1) for i in range(len(seen))]) and len(seen) == engine.global_step
+    assert seen == pytest.approx([1e-4 * (i + 1) for i in range(len(seen))]) and len(seen) == engine.state.global_step
 
 
 def test_events_fire_in_order_for_each_step():
@@ -163,11 +163,14 @@ def test_events_fire_in_order_for_each_step():
     for event in Event:
         engine.callbacks.on(event, lambda e, ev=event: events.append(ev))
     engine.train()
-    per_step = [e for e in events if e not in (Event.STARTUP, Event.EPOCH_START, Event.EPOCH_END, Event.FINISH)]
+    train_step_events = {Event.STEP_START, Event.AFTER_FORWARD, Event.AFTER_BACKWARD, Event.STEP_END}
+    per_step = [e for e in events if e in train_step_events | {Event.BEFORE_OPTIMIZER_STEP, Event.AFTER_OPTIMIZER_STEP}]
     assert events[:3] == [Event.STARTUP, Event.EPOCH_START, Event.STEP_START]
     assert per_step[:4] == [Event.STEP_START, Event.AFTER_FORWARD, Event.AFTER_BACKWARD, Event.STEP_END]
-    assert per_step.count(Event.BEFORE_OPTIMIZER_STEP) == int(np.ceil(engine.global_step / 3))
-    assert events[-2:] == [Event.EPOCH_END, Event.FINISH]
+    assert per_step.count(Event.BEFORE_OPTIMIZER_STEP) == int(np.ceil(engine.state.global_step / 3))
+    evaluation = events[events.index(Event.EVAL_START) : events.index(Event.EVAL_END) + 1]
+    assert evaluation[1:3] == [Event.EVAL_STEP_START, Event.EVAL_STEP_END] and Event.STEP_START not in evaluation
+    assert events[-4:] == [Event.EVAL_END, Event.EPOCH_END, Event.FINISH, Event.CLOSE]
 
 
 def test_non_scalar_loss_is_rejected_with_advice():

@@ -87,16 +87,16 @@ def make_runner(config_path: str, variant: str, options: dict, initial_state: di
     engine.init_train()
     spent = _time_callbacks(engine)
     if initial_state is not None:
-        engine.model.load_state_dict(initial_state)
+        engine.state.model.load_state_dict(initial_state)
 
     def run(epoch: int) -> int:
         if epoch == WARMUP + 1:  # measured rounds begin; one-off costs (graph trace, leak baseline) are behind
             spent[:] = [0.0, 0]
-        engine.epoch = epoch
+        engine.state.epoch = epoch
         anomaly = torch.autograd.detect_anomaly() if variant == "detect_anomaly" else contextlib.nullcontext()
         with anomaly:
             engine.train_epoch()
-        return engine.steps_in_epoch
+        return engine.state.steps_in_epoch
 
     run.callback_seconds = spent  # type: ignore[attr-defined]
     return run, engine
@@ -132,7 +132,7 @@ def main() -> None:
         runners, initial = {}, None
         for variant, options in variants.items():
             runners[variant], engine = make_runner(MODELS[model_name], variant, options, initial, tmp)
-            initial = initial or {k: v.clone() for k, v in engine.model.state_dict().items()}
+            initial = initial or {k: v.clone() for k, v in engine.state.model.state_dict().items()}
         results = alternate(runners, args.rounds, warmup=WARMUP)
         best_off, median_off = results["off"]
         print(f"{model_name} ({MODELS[model_name]}), 1 thread, {args.rounds} alternating epochs per variant:")

@@ -84,14 +84,14 @@ def benchmark_steps(rounds: int) -> None:
     )
     engine = Engine(config)
     engine.init_train()
-    engine.model.load_state_dict(initial_state)
-    hand = HandWrittenLoop(engine.loaders["train"].dataset, initial_state)
-    control = HandWrittenLoop(engine.loaders["train"].dataset, initial_state)  # same loop again: the noise floor
+    engine.state.model.load_state_dict(initial_state)
+    hand = HandWrittenLoop(engine.state.loaders["train"].dataset, initial_state)
+    control = HandWrittenLoop(engine.state.loaders["train"].dataset, initial_state)  # same loop again: the noise floor
 
     def framework_epoch(epoch: int) -> int:
-        engine.epoch = epoch
+        engine.state.epoch = epoch
         engine.train_epoch()
-        return engine.steps_in_epoch
+        return engine.state.steps_in_epoch
 
     results = alternate(
         {
@@ -102,7 +102,9 @@ def benchmark_steps(rounds: int) -> None:
         rounds,
     )
     (fw, fw_median), (hw, hw_median), (cw, cw_median) = results["framework"], results["hand"], results["hand_again"]
-    print(f"model 784-512-512-10, batch 64, 1 thread, {engine.steps_in_epoch} steps/epoch, {rounds} alternating rounds")
+    print(
+        f"model 784-512-512-10, batch 64, 1 thread, {engine.state.steps_in_epoch} steps/epoch, {rounds} alternating rounds"
+    )
     print(f"hand-written loop: fastest {hw * 1e3:.3f} ms/step (median {hw_median * 1e3:.3f})")
     print(f"framework engine:  fastest {fw * 1e3:.3f} ms/step (median {fw_median * 1e3:.3f})")
     print(

@@ -17,10 +17,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
+from framework.build import init_data  # noqa: E402
 from framework.config import load_config, parse_args  # noqa: E402
 from framework.debug.data_checks import valid_values  # noqa: E402
-from framework.engine import Engine  # noqa: E402
 from framework.errors import FrameworkError  # noqa: E402
 
 
@@ -63,19 +64,19 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         files, overrides = parse_args(config_args)
-        engine = Engine(load_config(files, {"device": "cpu", **overrides}))
-        engine.init_data([args.dataset], required=args.dataset)
+        config = load_config(files, {"device": "cpu", **overrides})
+        extern_data, loaders = init_data(config, [args.dataset], required=args.dataset, device=torch.device("cpu"))
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return exc.exit_code
-    loader = engine.loaders[args.dataset]
+    loader = loaders[args.dataset]
     plan = loader.plan(1)
     batches = [(indices, loader.numpy_batch(indices)) for indices in plan[: args.batches]]
     print(
         f"Dataset {args.dataset}: {loader.dataset.name}, {loader.dataset.num_seqs} sequences, {len(plan)} batches "
         f"per epoch; the first {len(batches)} batches ({sum(len(i) for i, _ in batches)} sequences):"
     )
-    for key in engine.extern_data.values():
+    for key in extern_data.values():
         print("\n".join(describe_key(key, batches)))
     return 0
 

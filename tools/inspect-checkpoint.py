@@ -9,9 +9,14 @@ the optimizer's per-parameter state. Exit status: 1 if any tensor holds NaN/Inf,
 """
 
 import argparse
+import os
 import sys
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from framework.lr_control import nested_scores  # noqa: E402
 
 
 def tensor_line(name: str, t: torch.Tensor, width: int) -> tuple[str, bool]:
@@ -50,8 +55,13 @@ def main(argv: list[str]) -> int:
                 print(f"  {key}: {state[key]}")
         control = state.get("learning_rate_control") or {}
         for epoch, lr in sorted((control.get("epoch_lrs") or {}).items()):
-            scores = (control.get("scores") or {}).get(epoch, {})
-            print(f"  epoch {epoch}: lr {lr:g}  " + " ".join(f"{k} {v:.4g}" for k, v in scores.items()))
+            scores = nested_scores((control.get("scores") or {}).get(epoch, {}))
+            print(
+                f"  epoch {epoch}: lr {lr:g}  "
+                + " ".join(
+                    f"{dataset}_{name} {v:.4g}" for dataset, values in scores.items() for name, v in values.items()
+                )
+            )
         extra = [k for k in state if k not in ("model", "epoch", "global_step", "learning_rate_control")]
         print(f"  other entries: {', '.join(extra)}")
     else:

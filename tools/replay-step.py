@@ -36,20 +36,23 @@ def main(argv: list[str]) -> int:
             )
         log.setup(config.get("log_verbosity"))
 
+        from framework import build
         from framework.debug.replay import replay_step
-        from framework.engine import Engine
+        from framework.state import RunState
 
-        engine = Engine(config)
-        engine.build_model(epoch=state["epoch"], step=state["global_step"])
-        load_model_state(engine.model, state["model"], argv[-1])
-        engine.epoch, engine.global_step = state["epoch"], state["global_step"]
-        engine.batch = {k: v.to(engine.device) for k, v in state["batch"].items()}
-        engine.batch_indices = state["seq_indices"].numpy()
+        device = build.select_device(config.get("device"))
+        run = RunState(
+            config=config, task="train", device=device, epoch=state["epoch"], global_step=state["global_step"]
+        )
+        run.model = build.build_model(config, device, epoch=state["epoch"], step=state["global_step"])
+        load_model_state(run.model, state["model"], argv[-1])
+        run.batch = {k: v.to(device) for k, v in state["batch"].items()}
+        run.batch_indices = state["seq_indices"].numpy()
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return exc.exit_code
     report = replay_step(
-        engine,
+        run,
         state["rng"],
         nan_only=config.bool("debug_check_numerics_nan_only"),
         skip_patterns=list(config.get("debug_check_numerics_skip_modules") or []),

@@ -28,7 +28,19 @@ import threading
 from typing import Any
 
 from framework import log
+from framework.config import Config
 from framework.events import Event
+from framework.options import register
+from framework.plugin import TASKS, Plugin, on
+from framework.state import RunState
+
+register(
+    "watch_stall",
+    "float | None",
+    None,
+    "Print every thread's stack when no step finishes within this many seconds (and again while it lasts).",
+    __name__,
+)
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "backtrace.c")
 _native_lib: ctypes.CDLL | None = None
@@ -106,26 +118,34 @@ def label_stack_dumps(label: str) -> None:
         faulthandler.register(signal.SIGUSR1, file=_stack_dumps, all_threads=True, chain=False)
 
 
-class StallWatch:
-    """``watch_stall``: re-arms faulthandler's watchdog whenever a step finishes."""
+class StallWatch(Plugin):
+    """``watch_stall``: re-arms faulthandler's watchdog whenever a step (training, evaluation, forward) finishes."""
+
+    tasks = TASKS
 
     def __init__(self, seconds: float):
         self.seconds = seconds
 
-    def install(self, engine: Any) -> None:
-        """Arm at startup, re-arm after every step, disarm at the end."""
-        for event in (Event.STARTUP, Event.STEP_END, Event.EPOCH_END):
-            engine.callbacks.on(event, self.arm)
-        for event in (Event.FINISH, Event.EXCEPTION):
-            engine.callbacks.on(event, self.disarm)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> StallWatch | None:
+        return cls(config.float("watch_stall")) if config.get("watch_stall") else None
 
-    def arm(self, engine: Any) -> None:
+    @on(Event.STARTUP)
+    @on(Event.STEP_END)
+    @on(Event.EVAL_STEP_END)
+    @on(Event.FORWARD_STEP_END)
+    @on(Event.EPOCH_END)
+    def arm(self, state: RunState) -> None:
         faulthandler.dump_traceback_later(self.seconds, repeat=True, file=_stack_dumps, exit=False)
 
-    def disarm(self, engine: Any) -> None:
+    @on(Event.CLOSE)
+    def disarm(self, state: RunState) -> None:
         faulthandler.cancel_dump_traceback_later()
 
 
 def log_crash_handler_status(status: str) -> None:
     """Tell the user at startup what a crash will print."""
     log.v4(f"crash handlers: faulthandler on (SIGUSR1 prints all thread stacks), {status}")
+
+
+PLUGINS = (StallWatch,)

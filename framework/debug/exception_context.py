@@ -16,6 +16,9 @@ from torch import nn
 
 from framework.debug.tensors import describe
 from framework.errors import FrameworkError
+from framework.events import Event
+from framework.plugin import TASKS, Plugin, on
+from framework.state import RunState
 
 _MODULE_MACHINERY = nn.modules.module.__file__  # _call_impl and friends, whose locals hold the module too
 
@@ -42,17 +45,22 @@ def module_frames(tb: types.TracebackType | None, model: nn.Module) -> list[tupl
     return found
 
 
-def describe_context(engine: Any, exc: BaseException) -> str:
-    """The note added to an exception raised during a step."""
-    stage = engine.run_ctx.stage if engine.run_ctx is not None else "setup"
-    lines = [f"[framework] raised during {stage} step at epoch {engine.epoch}, global step {engine.global_step}"]
-    if engine.batch_indices is not None:
-        shown = ", ".join(str(int(i)) for i in engine.batch_indices[:8])
-        lines[0] += (
-            f" (batch of {len(engine.batch_indices)} sequences: {shown}{', ...' if len(engine.batch_indices) > 8 else ''})"
+def describe_context(state: RunState, exc: BaseException) -> str:
+    """The note added to an exception raised during a run."""
+    if state.stage is None:
+        where = (
+            f"[framework] raised outside a step ({state.task}) at epoch {state.epoch}, global step {state.global_step}"
         )
-    if engine.model is not None:
-        frames = module_frames(exc.__traceback__, engine.model)
+    else:
+        source = "" if state.stage == "train" else f" on dataset {state.dataset!r}"
+        where = f"[framework] raised during {state.stage} step{source} at epoch {state.epoch}, global step {state.global_step}"
+    lines = [where]
+    if state.stage is not None and state.batch_indices is not None:
+        indices = state.batch_indices
+        shown = ", ".join(str(int(i)) for i in indices[:8])
+        lines[0] += f" (batch of {len(indices)} sequences: {shown}{', ...' if len(indices) > 8 else ''})"
+    if state.model is not None:
+        frames = module_frames(exc.__traceback__, state.model)
         if frames:
             path, module, frame = frames[-1]
             lines.append(f"  module call path: {' -> '.join(p for p, _, _ in frames)} ({type(module).__name__})")
@@ -66,14 +74,22 @@ def describe_context(engine: Any, exc: BaseException) -> str:
             params += [f"{n}={describe(b)}" for n, b in module.named_buffers(recurse=False)]
             if params:
                 lines.append(f"  parameters of {path}: {', '.join(params)}")
-    if engine.batch:
-        lines.append("  batch: " + ", ".join(f"{k}={describe(v)}" for k, v in engine.batch.items()))
+    if state.stage is not None and state.batch:
+        lines.append("  batch: " + ", ".join(f"{k}={describe(v)}" for k, v in state.batch.items()))
     return "\n".join(lines)
 
 
-def add_exception_context(engine: Any) -> None:
-    """EXCEPTION callback: attach the context note to ``engine.exception``."""
-    exc = engine.exception
-    if exc is None or isinstance(exc, FrameworkError):
-        return
-    exc.add_note(describe_context(engine, exc))
+class ExceptionContext(Plugin):
+    """Attaches the context note to an exception from user code, in every task."""
+
+    tasks = TASKS
+
+    @on(Event.EXCEPTION)
+    def add_note(self, state: RunState) -> None:
+        exc = state.exception
+        if exc is None or isinstance(exc, FrameworkError):
+            return
+        exc.add_note(describe_context(state, exc))
+
+
+PLUGINS = (ExceptionContext,)

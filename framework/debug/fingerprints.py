@@ -16,9 +16,23 @@ from typing import Any
 import torch
 
 from framework import log
+from framework.config import Config
 from framework.debug.module_tracker import ModuleTracker
 from framework.debug.tensors import iter_tensors
-from framework.events import Event, StopTraining
+from framework.events import Event, Order, StopTraining
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
+
+register(
+    "debug_fingerprint_file",
+    "str | None",
+    None,
+    "Write per-step hashes of batch, module outputs, gradients and parameters here (tools/check-determinism.py).",
+    __name__,
+)
+
+register("debug_fingerprint_steps", "int", 5, "Steps to fingerprint; training ends after them.", __name__)
 
 
 def fingerprint(kind: str, name: str, t: torch.Tensor) -> list[Any]:
@@ -31,7 +45,7 @@ def fingerprint(kind: str, name: str, t: torch.Tensor) -> list[Any]:
     return [kind, name, digest, list(t.shape), str(t.dtype).removeprefix("torch."), mean, absmax]
 
 
-class Fingerprints:
+class Fingerprints(Plugin):
     """Records the fingerprints of each step and writes them as JSON lines."""
 
     def __init__(self, path: str, steps: int):
@@ -42,18 +56,19 @@ class Fingerprints:
         self.tracker: ModuleTracker | None = None
         self.done = 0
 
-    def install(self, engine: Any) -> None:
-        open(self.path, "w").close()  # a rerun starts a fresh file
-        engine.callbacks.on(Event.STEP_START, self.on_step_start)
-        engine.callbacks.on(Event.AFTER_FORWARD, self.stop_tracking)
-        engine.callbacks.on(Event.AFTER_BACKWARD, self.on_after_backward)
-        engine.callbacks.on(Event.STEP_END, self.on_step_end)
-        engine.callbacks.on(Event.EXCEPTION, self.stop_tracking)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> Fingerprints | None:
+        path = config.get("debug_fingerprint_file")
+        if not path:
+            return None
+        open(path, "w").close()  # a rerun starts a fresh file
+        return cls(path, config.int("debug_fingerprint_steps"))
 
-    def on_step_start(self, engine: Any) -> None:
-        self.entries = [fingerprint("batch key", repr(key), t) for key, t in engine.batch.items()]
+    @on(Event.STEP_START, Order.LAST)
+    def on_step_start(self, state: RunState) -> None:
+        self.entries = [fingerprint("batch key", repr(key), t) for key, t in state.batch.items()]
         self.calls = {}
-        self.tracker = ModuleTracker(engine.model, post_hook=self._on_module_output).__enter__()
+        self.tracker = ModuleTracker(state.model, post_hook=self._on_module_output).__enter__()
 
     def _on_module_output(self, name: str, module: Any, args: tuple, output: Any) -> None:
         call = self.calls[name] = self.calls.get(name, 0) + 1
@@ -61,21 +76,29 @@ class Fingerprints:
         for i, t in enumerate(iter_tensors(output)):
             self.entries.append(fingerprint("module output", label + (f" output {i}" if i else ""), t))
 
-    def stop_tracking(self, engine: Any) -> None:
+    @on(Event.AFTER_FORWARD)
+    @on(Event.EXCEPTION)
+    @on(Event.CLOSE)
+    def stop_tracking(self, state: RunState) -> None:
         if self.tracker is not None:
             self.tracker.__exit__(None, None, None)
             self.tracker = None
 
-    def on_after_backward(self, engine: Any) -> None:
-        for name, p in engine.model.named_parameters():
+    @on(Event.AFTER_BACKWARD)
+    def on_after_backward(self, state: RunState) -> None:
+        for name, p in state.model.named_parameters():
             if p.grad is not None:
                 self.entries.append(fingerprint("gradient", repr(name), p.grad))
 
-    def on_step_end(self, engine: Any) -> None:
-        self.entries += [fingerprint("parameter", repr(name), p) for name, p in engine.model.named_parameters()]
+    @on(Event.STEP_END)
+    def on_step_end(self, state: RunState) -> None:
+        self.entries += [fingerprint("parameter", repr(name), p) for name, p in state.model.named_parameters()]
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": engine.global_step - 1, "entries": self.entries}) + "\n")
+            f.write(json.dumps({"step": state.global_step - 1, "entries": self.entries}) + "\n")
         self.done += 1
         if self.done >= self.steps:
             log.v4(f"Fingerprints of {self.done} steps written to {self.path}")
             raise StopTraining(f"debug_fingerprint_steps: {self.done} steps fingerprinted into {self.path}")
+
+
+PLUGINS = (Fingerprints,)

@@ -21,9 +21,23 @@ from typing import Any
 import torch
 
 from framework import log
+from framework.config import Config
 from framework.debug.model_checks import by_module, fingerprints
 from framework.debug.module_tracker import matches_any
 from framework.events import Event
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
+
+register(
+    "debug_grad_health",
+    "bool | int",
+    100,
+    "Every N updates (False: off): per-layer gradient norms and |dW|/|W|; warns on vanishing/exploding.",
+    __name__,
+    range=(0, None),
+    true_means=10,
+)
 
 # A weight whose gradient RMS is below this fraction of the largest weight gradient RMS has vanishing gradients.
 VANISHING = 1e-4
@@ -41,7 +55,7 @@ def _sample(p: torch.Tensor) -> torch.Tensor:
     return flat[:: max(1, flat.numel() // SAMPLE)]
 
 
-class GradHealth:
+class GradHealth(Plugin):
     """Per-layer gradient norms and update ratios every ``interval`` updates."""
 
     def __init__(self, interval: int, frozen: list[str]):
@@ -54,47 +68,48 @@ class GradHealth:
         self.global_norms: list[float] = []
         self.warned: set[tuple[str, str]] = set()
 
-    def install(self, engine: Any) -> None:
-        """Subscribe to startup, the optimizer step and the epoch end."""
-        engine.callbacks.on(Event.STARTUP, self.take_initial)
-        engine.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, self.before_update)
-        engine.callbacks.on(Event.AFTER_OPTIMIZER_STEP, self.after_update)
-        engine.callbacks.on(Event.EPOCH_END, self.compare_with_initial)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> GradHealth | None:
+        interval = config.int_or_off("debug_grad_health")
+        return cls(interval, list(config.get("frozen_params") or [])) if interval else None
 
-    def take_initial(self, engine: Any) -> None:
-        params = dict(engine.model.named_parameters())
+    @on(Event.STARTUP)
+    def take_initial(self, state: RunState) -> None:
+        params = dict(state.model.named_parameters())
         trainable = [n for n, p in params.items() if p.requires_grad and not matches_any(n, self.frozen)]
         frozen = [n for n in params if matches_any(n, self.frozen)]
         self.initial = (trainable, fingerprints([params[n] for n in trainable]))
         self.frozen_initial = (frozen, fingerprints([params[n] for n in frozen]))
 
-    def before_update(self, engine: Any) -> None:
+    @on(Event.BEFORE_OPTIMIZER_STEP)
+    def before_update(self, state: RunState) -> None:
         self.updates += 1
-        if engine.skip_update or not (self.updates == 1 or self.updates % self.interval == 0):
+        if state.control.update_skipped or not (self.updates == 1 or self.updates % self.interval == 0):
             return
-        named = [(n, p) for n, p in engine.model.named_parameters() if p.grad is not None]
+        named = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None]
         if not named:
             return
         grad_norms = torch.stack(torch._foreach_norm([p.grad.float() for _, p in named]))
         self.pending = ([n for n, _ in named], grad_norms, [_sample(p).clone() for _, p in named])
 
-    def after_update(self, engine: Any) -> None:
+    @on(Event.AFTER_OPTIMIZER_STEP)
+    def after_update(self, state: RunState) -> None:
         if self.pending is None:
             return
         names, grad_norms, before = self.pending
         self.pending = None
-        params = dict(engine.model.named_parameters())
+        params = dict(state.model.named_parameters())
         after = [_sample(params[n]) for n in names]
         update_norms = torch.stack(torch._foreach_norm(torch._foreach_sub(after, before)))
         param_norms = torch.stack(torch._foreach_norm(before))
         grads, updates, weights = torch.stack([grad_norms, update_norms.float(), param_norms.float()]).tolist()
-        self._analyze(engine, names, grads, updates, weights, [params[n] for n in names])
+        self._analyze(state, names, grads, updates, weights, [params[n] for n in names])
         if self.updates >= self.interval:
-            self.compare_with_initial(engine)
-        self._check_frozen(engine)
+            self.compare_with_initial(state)
+        self._check_frozen(state)
 
-    def _analyze(self, engine: Any, names, grads, updates, weights, params) -> None:
-        step = engine.global_step
+    def _analyze(self, state: RunState, names, grads, updates, weights, params) -> None:
+        step = state.global_step
         ratios = [u / w if w > 0 else math.inf for u, w in zip(updates, weights, strict=True)]
         rms = [g / math.sqrt(max(p.numel(), 1)) for g, p in zip(grads, params, strict=True)]
         total = math.sqrt(sum(g * g for g in grads))
@@ -103,8 +118,8 @@ class GradHealth:
             f"Gradient health at step {step}: global grad norm {total:.3g}, "
             f"|dW|/|W| from {min(finite_ratios, default=0):.2e} to {max(finite_ratios, default=0):.2e}"
         )
-        if engine.summaries is not None:
-            engine.summaries.scalars(
+        if state.summaries is not None:
+            state.summaries.scalars(
                 step,
                 [(f"grad_health/grad_norm/{n}", g) for n, g in zip(names, grads, strict=True)]
                 + [(f"grad_health/update_ratio/{n}", r) for n, r in zip(names, ratios, strict=True) if r < math.inf],
@@ -114,7 +129,7 @@ class GradHealth:
             largest_name, largest = max(weight_rms, key=lambda x: x[1])
             vanishing = [n for n, r in weight_rms if r < VANISHING * largest]
             self._warn(
-                engine,
+                state,
                 "vanishing",
                 vanishing,
                 lambda which: (
@@ -129,9 +144,9 @@ class GradHealth:
             for n, r, w, p in zip(names, ratios, weights, params, strict=True)
             if p.dim() >= 2 and w > 0 and r > EXPLODING_UPDATE
         ]
-        lr = engine.optimizer.param_groups[0].get("lr")
+        lr = state.optimizer.param_groups[0].get("lr")
         self._warn(
-            engine,
+            state,
             "exploding update",
             exploding,
             lambda which: (
@@ -142,7 +157,7 @@ class GradHealth:
         )
         if len(self.global_norms) >= 2 and total > EXPLODING_JUMP * statistics.median(self.global_norms):
             self._warn(
-                engine,
+                state,
                 "exploding gradient",
                 ["(global)"],
                 lambda _: (
@@ -152,30 +167,31 @@ class GradHealth:
             )
         self.global_norms.append(total)
 
-    def compare_with_initial(self, engine: Any) -> None:
+    @on(Event.EPOCH_END)
+    def compare_with_initial(self, state: RunState) -> None:
         """Name the parameters that never changed since startup although they require grad (once)."""
         if self.initial is None:
             return
         names, before = self.initial
         self.initial = None
-        params = dict(engine.model.named_parameters())
+        params = dict(state.model.named_parameters())
         still = [n for n in _unchanged(names, before, params) if params[n].requires_grad]
         if still:
             log.v2(
-                f"WARNING gradient health: {by_module(engine.model, still)} did not change in {self.updates} "
+                f"WARNING gradient health: {by_module(state.model, still)} did not change in {self.updates} "
                 f"updates although they require grad: no gradient reaches them, their gradient is zero, or the "
                 f"optimizer does not hold them. If that is intended, list them in frozen_params."
             )
-        self._check_frozen(engine)
+        self._check_frozen(state)
 
-    def _check_frozen(self, engine: Any) -> None:
+    def _check_frozen(self, state: RunState) -> None:
         names, before = self.frozen_initial
         if not names:
             return
-        kept = set(_unchanged(names, before, dict(engine.model.named_parameters())))
+        kept = set(_unchanged(names, before, dict(state.model.named_parameters())))
         changed = [n for n in names if n not in kept]
         self._warn(
-            engine,
+            state,
             "frozen changed",
             changed,
             lambda which: (
@@ -184,12 +200,12 @@ class GradHealth:
             ),
         )
 
-    def _warn(self, engine: Any, kind: str, names: list[str], message: Any) -> None:
+    def _warn(self, state: RunState, kind: str, names: list[str], message: Any) -> None:
         new = [n for n in names if (kind, n) not in self.warned]
         if not new:
             return
         self.warned.update((kind, n) for n in new)
-        which = "the global norm" if new == ["(global)"] else by_module(engine.model, new)
+        which = "the global norm" if new == ["(global)"] else by_module(state.model, new)
         log.v2(f"WARNING gradient health: {message(which)}")
 
 
@@ -197,3 +213,6 @@ def _unchanged(names: list[str], before: torch.Tensor, params: dict[str, torch.T
     """The parameters whose fingerprint is still the one taken before."""
     same = (fingerprints([params[n] for n in names]) == before).all(dim=1).tolist()
     return [n for n, kept in zip(names, same, strict=True) if kept]
+
+
+PLUGINS = (GradHealth,)

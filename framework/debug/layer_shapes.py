@@ -5,23 +5,40 @@ from __future__ import annotations
 from typing import Any
 
 from framework import log
+from framework.config import Config
 from framework.debug.tensors import iter_tensors
-from framework.events import Event
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
+
+register(
+    "debug_print_layer_output_shape",
+    "bool",
+    False,
+    "Print every module's actual output shapes, one line per step.",
+    __name__,
+)
 
 
-class LayerShapes:
+class LayerShapes(Plugin):
     """Logs one compact line per training step: ``path [16, 8] float32; ...`` in execution order."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: Any) -> None:
         self.entries: list[str] = []
         self.active = False
+        self.hooks = [
+            module.register_forward_hook(self._hook(path or "(model)")) for path, module in model.named_modules()
+        ]
 
-    def install(self, engine: Any) -> None:
-        """Hook every module of the model and log at the end of each step."""
-        for path, module in engine.model.named_modules():
-            module.register_forward_hook(self._hook(path or "(model)"))
-        engine.callbacks.on(Event.STEP_START, self.on_step_start)
-        engine.callbacks.on(Event.AFTER_FORWARD, self.on_after_forward)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> LayerShapes | None:
+        return cls(state.model) if config.bool("debug_print_layer_output_shape") else None
+
+    @on(Event.CLOSE)
+    def remove_hooks(self, state: RunState) -> None:
+        for hook in self.hooks:
+            hook.remove()
 
     def _hook(self, path: str):
         def record(module: Any, args: tuple, output: Any) -> None:
@@ -34,10 +51,15 @@ class LayerShapes:
 
         return record
 
-    def on_step_start(self, engine: Any) -> None:
+    @on(Event.STEP_START, Order.LAST)
+    def on_step_start(self, state: RunState) -> None:
         self.entries = []
         self.active = True
 
-    def on_after_forward(self, engine: Any) -> None:
+    @on(Event.AFTER_FORWARD)
+    def on_after_forward(self, state: RunState) -> None:
         self.active = False
-        log.v4(f"ep {engine.epoch} step {engine.step_in_epoch} layer outputs: " + "; ".join(self.entries))
+        log.v4(f"ep {state.epoch} step {state.step_in_epoch} layer outputs: " + "; ".join(self.entries))
+
+
+PLUGINS = (LayerShapes,)

@@ -22,11 +22,24 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from framework import log
+from framework.config import Config
 from framework.debug.module_tracker import ModuleTracker
 from framework.debug.op_checks import op_name
 from framework.debug.tensors import format_frame, iter_tensors, user_frame
+from framework.events import Event
+from framework.options import register
+from framework.plugin import Plugin, on
 from framework.rng import get_rng_state, set_rng_state
-from framework.run_ctx import RunCtx
+from framework.state import RunState
+from framework.step import run_step
+
+register(
+    "debug_print_layer_output_template",
+    "bool",
+    False,
+    "At startup, print every module's output shape/dtype with symbolic dims (meta-device dry run); reports device bugs.",
+    __name__,
+)
 
 # Two (batch, time) sizes; distinct primes keep B, T and their products apart.
 SIZES = ((3, 7), (5, 13))
@@ -117,7 +130,7 @@ def symbolic_dim(a: int, b: int) -> str:
     return f"?({a}|{b})"
 
 
-def _dry_run(engine: Any, batch: int, time: int) -> tuple[dict[str, list], str | None]:
+def _dry_run(state: RunState, batch: int, time: int) -> tuple[dict[str, list], str | None]:
     """One dry run; returns {module path: [(shapes, dtypes) per call]} and why it stopped early, if it did."""
     outputs: dict[str, list] = {}
 
@@ -128,13 +141,11 @@ def _dry_run(engine: Any, batch: int, time: int) -> tuple[dict[str, list], str |
         tensors = list(iter_tensors(output))
         outputs.setdefault(path, []).append(([tuple(t.shape) for t in tensors], [t.dtype for t in tensors]))
 
-    tracker = ModuleTracker(engine.model, post_hook=record)
-    run_ctx = RunCtx(stage="train", epoch=max(engine.epoch, 1), step=engine.global_step)
+    tracker = ModuleTracker(state.model, post_hook=record)
+    fake = _fake_batch(state.extern_data, batch, time)
     try:
-        with run_ctx, tracker, _DeviceCheck(tracker):
-            engine.config.get("train_step")(
-                model=engine.model, extern_data=_fake_batch(engine.extern_data, batch, time), run_ctx=run_ctx
-            )
+        with tracker, _DeviceCheck(tracker):
+            run_step(state.config, state.model, fake, "train", epoch=max(state.epoch, 1), step=state.global_step)
     except DeviceBugError as exc:
         return outputs, f"DEVICE BUG {exc}"
     except Exception as exc:  # shape errors and code that needs real data end the dry run; report, don't crash
@@ -145,27 +156,27 @@ def _dry_run(engine: Any, batch: int, time: int) -> tuple[dict[str, list], str |
     return outputs, None
 
 
-def layer_output_template(engine: Any) -> str:
+def layer_output_template(state: RunState) -> str:
     """Run the dry runs and format the template, with any device bug or error that stopped them."""
     rng = get_rng_state()
-    saved = _swap_to_meta(engine.model)
-    was_training = engine.model.training
-    engine.model.train()
+    saved = _swap_to_meta(state.model)
+    was_training = state.model.training
+    state.model.train()
     try:
-        runs = [_dry_run(engine, b, t) for b, t in SIZES]
+        runs = [_dry_run(state, b, t) for b, t in SIZES]
     finally:
         for store, name, value in saved:
             store[name] = value
-        engine.model.train(was_training)
+        state.model.train(was_training)
         set_rng_state(rng)
     (first, stopped), (second, _) = runs
     lines = ["Layer output template (dry run on the meta device: no data, no compute; B = batch, T = time):"]
-    for key, declared in engine.extern_data.items():
+    for key, declared in state.extern_data.items():
         dims = ", ".join(["B"] + ["T" if d is None else str(d) for d in declared.shape])
         sparse = f" sparse_dim={declared.sparse_dim}" if declared.sparse_dim is not None else ""
         lines.append(f"  extern_data {key}: [{dims}] {declared.dtype}{sparse}")
-    width = max((len(p or "(model)") for p, _ in engine.model.named_modules()), default=10)
-    for path, module in engine.model.named_modules():
+    width = max((len(p or "(model)") for p, _ in state.model.named_modules()), default=10)
+    for path, module in state.model.named_modules():
         path = path or "(model)"
         calls_a, calls_b = first.get(path), second.get(path)
         if not calls_a:
@@ -192,6 +203,16 @@ def layer_output_template(engine: Any) -> str:
     return "\n".join(lines)
 
 
-def print_layer_output_template(engine: Any) -> None:
-    """STARTUP callback."""
-    log.v1(layer_output_template(engine))
+class LayerOutputTemplate(Plugin):
+    """``debug_print_layer_output_template``: prints the template at startup."""
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> LayerOutputTemplate | None:
+        return cls() if config.bool("debug_print_layer_output_template") else None
+
+    @on(Event.STARTUP)
+    def print_template(self, state: RunState) -> None:
+        log.v1(layer_output_template(state))
+
+
+PLUGINS = (LayerOutputTemplate,)

@@ -10,19 +10,40 @@ in a row while the matching train loss fell is overfitting; ``early_stopping_pat
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import Any
 
 from framework import log
+from framework.config import Config
 from framework.events import Event
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
+
+register(
+    "debug_loss_window",
+    "int",
+    200,
+    "Warn when the mean train loss of the latest N steps is not below that of the first N steps (0: off).",
+    __name__,
+    range=(0, None),
+)
+
+register(
+    "debug_dev_divergence_epochs",
+    "int",
+    2,
+    "Warn of overfitting when a dev loss rose for this many epochs in a row while the train loss fell (0: off).",
+    __name__,
+    range=(0, None),
+)
 
 # The latest window must be at least this much (relatively) below the first to count as learning.
 MIN_IMPROVEMENT = 0.01
 
 
-class LossWindowWatch:
+class LossWindowWatch(Plugin):
     """Compares the mean train loss of each window of steps with the first window's.
 
-    The means come from the engine's running epoch sums (``engine.epoch_scores``), so a step costs
+    The means come from the engine's running epoch sums (``state.epoch_scores``), so a step costs
     a counter; what an epoch added to a window is carried over at its end.
     """
 
@@ -34,21 +55,24 @@ class LossWindowWatch:
         self.first: float | None = None
         self.warned = False
 
-    def install(self, engine: Any) -> None:
-        engine.callbacks.on(Event.STEP_END, self.on_step_end)
-        engine.callbacks.on(Event.EPOCH_END, self.on_epoch_end)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> LossWindowWatch | None:
+        window = config.int("debug_loss_window")
+        return cls(window) if window > 0 else None
 
-    def on_epoch_end(self, engine: Any) -> None:
-        self._fold(engine)
+    @on(Event.EPOCH_END)
+    def on_epoch_end(self, state: RunState) -> None:
+        self._fold(state)
         self.base = None  # the next epoch's sums start from zero
 
-    def on_step_end(self, engine: Any) -> None:
+    @on(Event.STEP_END)
+    def on_step_end(self, state: RunState) -> None:
         self.count += 1
         if self.count < self.window:
             return
         self.count = 0
-        self._fold(engine)
-        mean = self._window_mean(engine)
+        self._fold(state)
+        mean = self._window_mean(state)
         self.carry = {}
         if mean is None:
             return
@@ -60,17 +84,17 @@ class LossWindowWatch:
             return
         if not self.warned:
             self.warned = True
-            lr = engine.optimizer.param_groups[0].get("lr")
+            lr = state.optimizer.param_groups[0].get("lr")
             log.v2(
                 f"WARNING learning watch: the train loss is not decreasing: mean {mean:.4g} over the last "
-                f"{self.window} steps (up to step {engine.global_step}) vs {self.first:.4g} over the first "
+                f"{self.window} steps (up to step {state.global_step}) vs {self.first:.4g} over the first "
                 f"{self.window}. Check the learning rate ({lr:g}), the sanity-check and gradient-health warnings, "
                 f"and whether the model can overfit a batch (debug_overfit_batches = 1)."
             )
 
-    def _fold(self, engine: Any) -> None:
+    def _fold(self, state: RunState) -> None:
         """Add what the epoch sums gained since ``base`` to the window's carry (one host sync)."""
-        state = engine.epoch_scores.state_dict()
+        state = state.epoch_scores.state_dict()
         for name, total in state["sums"].items():
             old_sum, old_weight = (self.base["sums"][name], self.base["weights"][name]) if self.base else (0.0, 0.0)
             carried = self.carry.setdefault(name, [0.0, 0.0])
@@ -78,10 +102,10 @@ class LossWindowWatch:
             carried[1] += float(state["weights"][name] - old_weight)
         self.base = state
 
-    def _window_mean(self, engine: Any) -> float | None:
+    def _window_mean(self, state: RunState) -> float | None:
         """The optimized loss (sum of scale x loss) averaged over the window."""
         total = 0.0
-        for name, marked in engine.run_ctx.losses.items():
+        for name, marked in state.run_ctx.losses.items():
             if marked.as_error or name not in self.carry:
                 continue
             window_sum, weight = self.carry[name]
@@ -91,35 +115,43 @@ class LossWindowWatch:
         return total
 
 
-class DevDivergenceWatch:
+class DevDivergenceWatch(Plugin):
     """Warns when a dev loss rose ``epochs`` epochs in a row while the train loss fell."""
 
     def __init__(self, epochs: int):
         self.epochs = epochs
-        self.warned: set[str] = set()
+        self.warned: set[tuple[str, str]] = set()
 
-    def install(self, engine: Any) -> None:
-        engine.callbacks.on(Event.EPOCH_END, self.on_epoch_end)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> DevDivergenceWatch | None:
+        epochs = config.int("debug_dev_divergence_epochs")
+        return cls(epochs) if epochs > 0 else None
 
-    def on_epoch_end(self, engine: Any) -> None:
-        scores = engine.lr_control.scores
-        recent = [scores[e] for e in range(engine.epoch - self.epochs, engine.epoch + 1) if e in scores]
+    @on(Event.EPOCH_END)
+    def on_epoch_end(self, state: RunState) -> None:
+        scores = state.lr_control.scores
+        recent = [scores[e] for e in range(state.epoch - self.epochs, state.epoch + 1) if e in scores]
         if len(recent) != self.epochs + 1:
             return
-        for key in recent[-1]:
-            option, _, name = key.partition("_")
-            train_key = f"train_{name}"
-            if option == "train" or train_key not in recent[-1] or key in self.warned:
-                continue
-            dev = [s.get(key) for s in recent]
-            train = [s.get(train_key) for s in recent]
-            if None in dev or None in train:
-                continue
-            if all(b > a for a, b in pairwise(dev)) and all(b < a for a, b in pairwise(train)):
-                self.warned.add(key)
-                log.v2(
-                    f"WARNING learning watch: overfitting: {key} rose for {self.epochs} epochs "
-                    f"({dev[0]:.4g} -> {dev[-1]:.4g} since epoch {engine.epoch - self.epochs}) while {train_key} "
-                    f"fell ({train[0]:.4g} -> {train[-1]:.4g}). Regularize (dropout, weight decay, more data) or "
-                    f"stop early (early_stopping_patience)."
-                )
+        for dataset, losses in recent[-1].items():
+            for name in losses:
+                if dataset == "train" or name not in recent[-1].get("train", {}) or (dataset, name) in self.warned:
+                    continue
+                dev = [s.get(dataset, {}).get(name) for s in recent]
+                train = [s.get("train", {}).get(name) for s in recent]
+                if None in dev or None in train:
+                    continue
+                if all(b > a for a, b in pairwise(dev)) and all(b < a for a, b in pairwise(train)):
+                    self.warned.add((dataset, name))
+                    self._warn(state, f"{dataset}_{name}", dev, f"train_{name}", train)
+
+    def _warn(self, state: RunState, key: str, dev: list[float], train_key: str, train: list[float]) -> None:
+        log.v2(
+            f"WARNING learning watch: overfitting: {key} rose for {self.epochs} epochs "
+            f"({dev[0]:.4g} -> {dev[-1]:.4g} since epoch {state.epoch - self.epochs}) while {train_key} "
+            f"fell ({train[0]:.4g} -> {train[-1]:.4g}). Regularize (dropout, weight decay, more data) or "
+            f"stop early (early_stopping_patience)."
+        )
+
+
+PLUGINS = (LossWindowWatch, DevDivergenceWatch)

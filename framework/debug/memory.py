@@ -23,8 +23,41 @@ import psutil
 import torch
 
 from framework import log
-from framework.events import Event
+from framework.config import Config
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
 from framework.util import start_framework_process
+
+register(
+    "torch_log_memory_usage",
+    "bool",
+    False,
+    "Memory per step in the step line (CUDA allocated, else process RSS) and current/peak per epoch.",
+    __name__,
+)
+
+register(
+    "watch_memory",
+    "bool",
+    False,
+    "A separate watcher process reports RSS/PSS/USS of this process and its children when they change.",
+    __name__,
+)
+
+register(
+    "debug_leak_check", "bool", True, "Warn once when RSS, CUDA memory or live Python objects grow steadily.", __name__
+)
+
+register(
+    "debug_leak_check_interval",
+    "int",
+    200,
+    "Steps between two samples of the leak check (a sample costs ~0.7 ms).",
+    __name__,
+    range=(1, None),
+)
 
 _MB = 1024.0**2
 
@@ -45,27 +78,33 @@ def rss() -> int:
     return _process.memory_info().rss
 
 
-class MemoryLog:
+class MemoryLog(Plugin):
     """``torch_log_memory_usage``: ``mem_usage:cuda 1.2GB`` / ``mem_usage:rss 812MB`` per step, summary per epoch."""
 
-    def install(self, engine: Any) -> None:
-        """Per-step field (at log_verbosity 5) and epoch summary."""
-        self.cuda = engine.device.type == "cuda"
-        if log.enabled(5):
-            engine.callbacks.on(Event.STEP_END, self.on_step_end)
-        engine.callbacks.on(Event.EPOCH_END, self.on_epoch_end)
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
 
-    def on_step_end(self, engine: Any) -> None:
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> MemoryLog | None:
+        return cls(state.device.type == "cuda") if config.bool("torch_log_memory_usage") else None
+
+    def subscribe(self, callbacks: Any) -> None:
+        super().subscribe(callbacks)
+        if log.enabled(5):  # the per-step field is only shown in the step line
+            callbacks.on(Event.STEP_END, self.on_step_end, Order.REPORT)  # after the step timer's field
+
+    def on_step_end(self, state: RunState) -> None:
         if self.cuda:
-            engine.step_info["mem_usage:cuda"] = format_bytes(torch.cuda.memory_allocated(engine.device))
+            state.control.note_step("mem_usage:cuda", format_bytes(torch.cuda.memory_allocated(state.device)))
         else:
-            engine.step_info["mem_usage:rss"] = format_bytes(rss())
+            state.control.note_step("mem_usage:rss", format_bytes(rss()))
 
-    def on_epoch_end(self, engine: Any) -> None:
+    @on(Event.EPOCH_END)
+    def on_epoch_end(self, state: RunState) -> None:
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-        text = f"Epoch {engine.epoch} memory: rss {format_bytes(rss())} (peak {format_bytes(peak_rss)})"
+        text = f"Epoch {state.epoch} memory: rss {format_bytes(rss())} (peak {format_bytes(peak_rss)})"
         if self.cuda:
-            d = engine.device
+            d = state.device
             text += (
                 f", cuda allocated {format_bytes(torch.cuda.memory_allocated(d))} (peak "
                 f"{format_bytes(torch.cuda.max_memory_allocated(d))}), reserved "
@@ -87,7 +126,7 @@ def _live_tensors() -> Counter:
     return counts
 
 
-class LeakDetector:
+class LeakDetector(Plugin):
     """Warns once per metric when memory grows steadily across samples.
 
     RSS and CUDA memory count from the second epoch on (allocators and caches fill up during the
@@ -98,8 +137,9 @@ class LeakDetector:
     WINDOW = 8  # samples; growth at all but one of them counts as steady
     WARMUP = 3  # samples before the baseline scan of live tensors
 
-    def __init__(self, interval: int):
+    def __init__(self, interval: int, cuda: bool = False):
         self.interval = interval
+        self.cuda = cuda
         # Only the last window is kept: a growing list of samples would itself look like a leak.
         self.samples: deque[tuple[int, int, dict[str, float]]] = deque(maxlen=self.WINDOW)
         self.taken = 0
@@ -109,21 +149,23 @@ class LeakDetector:
         self.next_scan = 0  # sample count before which no tensor scan happens (backs off after a clean one)
         self.scan_backoff = self.WINDOW
 
-    def install(self, engine: Any) -> None:
-        """Sample every ``interval`` steps."""
-        self.cuda = engine.device.type == "cuda"
-        engine.callbacks.on(Event.STEP_END, self.on_step_end)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> LeakDetector | None:
+        if not config.bool("debug_leak_check"):
+            return None
+        return cls(config.int("debug_leak_check_interval"), state.device.type == "cuda")
 
-    def on_step_end(self, engine: Any) -> None:
-        if engine.global_step % self.interval:
+    @on(Event.STEP_END)
+    def on_step_end(self, state: RunState) -> None:
+        if state.global_step % self.interval:
             return
         sample = {"rss": float(rss()), "python": float(sys.getallocatedblocks())}
         if self.cuda:
-            sample["cuda"] = float(torch.cuda.memory_allocated(engine.device))
-        self.samples.append((engine.epoch, engine.global_step, sample))
+            sample["cuda"] = float(torch.cuda.memory_allocated(state.device))
+        self.samples.append((state.epoch, state.global_step, sample))
         self.taken += 1
         if self.taken == self.WARMUP:
-            self.baseline_tensors, self.baseline_step = _live_tensors(), engine.global_step
+            self.baseline_tensors, self.baseline_step = _live_tensors(), state.global_step
         if self.taken >= self.WARMUP + self.WINDOW:
             self._check(list(self.samples))
 
@@ -180,20 +222,19 @@ class LeakDetector:
         return f"live tensors grew by {sum(grown.values())} in {steps} steps (to step {window[-1][1]}): {top}{graph}."
 
 
-class MemoryWatcherProcess:
+class MemoryWatcherProcess(Plugin):
     """``watch_memory``: starts ``memory_watcher`` as a separate process for the run."""
 
     def __init__(self, log_files: str | list[str] | None):
         self.log_files = [log_files] if isinstance(log_files, str) else list(log_files or [])
         self.process: Any = None
 
-    def install(self, engine: Any) -> None:
-        """Start at STARTUP, stop at the end."""
-        engine.callbacks.on(Event.STARTUP, self.start)
-        engine.callbacks.on(Event.FINISH, self.stop)
-        engine.callbacks.on(Event.EXCEPTION, self.stop)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> MemoryWatcherProcess | None:
+        return cls(config.get("log")) if config.bool("watch_memory") else None
 
-    def start(self, engine: Any) -> None:
+    @on(Event.STARTUP)
+    def start(self, state: RunState) -> None:
         import os
 
         self.process = start_framework_process(
@@ -203,7 +244,11 @@ class MemoryWatcherProcess:
             f"watch_memory: watcher process {self.process.pid} reports memory of process {os.getpid()} and its children"
         )
 
-    def stop(self, engine: Any) -> None:
+    @on(Event.CLOSE)
+    def stop(self, state: RunState) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=10)
+
+
+PLUGINS = (MemoryLog, LeakDetector, MemoryWatcherProcess)

@@ -8,7 +8,8 @@ during the step, so there is no sync per module or op. When a check fails, the s
 with every check on (``replay.py``) to name module, op, source line, parameter and batch
 entries; the batch, parameters and RNG state are saved next to the checkpoints, and training
 stops with the parameters untouched. ``num_allowed_consec_invalid_gradient_steps`` skips a few
-such updates instead.
+such updates instead. Evaluation steps are checked too: a non-finite dev loss is replayed in eval
+mode and named the same way, as a warning (the training goes on; its checkpoints stay).
 """
 
 from __future__ import annotations
@@ -20,14 +21,67 @@ from typing import Any
 import torch
 
 from framework import checkpoint, log
+from framework.config import Config
 from framework.debug.module_tracker import ModuleTracker, matches_any
 from framework.debug.op_checks import OpSums
 from framework.debug.replay import replay_step
 from framework.debug.step_sums import Producer, StepSums
 from framework.debug.tensors import floating_tensors
 from framework.errors import FrameworkError
-from framework.events import Event
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
 from framework.rng import get_rng_state
+from framework.state import RunState
+
+register(
+    "stop_on_nonfinite_train_score",
+    "bool",
+    True,
+    "Stop before the optimizer step when an optimized loss is NaN/Inf, and name the culprit by replaying the step.",
+    __name__,
+)
+
+register(
+    "num_allowed_consec_invalid_gradient_steps",
+    "int",
+    0,
+    "Skip up to this many consecutive updates whose loss or gradient is non-finite (logged), then stop.",
+    __name__,
+)
+
+register(
+    "debug_add_check_numerics_on_output",
+    "bool",
+    False,
+    "Check every module's output and all gradients for NaN/Inf each step; on failure replay the step and name the module.",
+    __name__,
+)
+
+register(
+    "debug_add_check_numerics_ops",
+    "bool",
+    False,
+    "Check every aten op's output for NaN/Inf, forward and backward; names op and source line.",
+    __name__,
+)
+
+register(
+    "debug_check_numerics_skip_modules",
+    "list[str]",
+    [],
+    "Module path patterns (fnmatch, e.g. 'decoder.*.attn') whose outputs may be non-finite on purpose.",
+    __name__,
+)
+
+register(
+    "debug_check_numerics_nan_only",
+    "bool",
+    False,
+    "Numerics checks flag NaN only, not +-Inf (e.g. -inf attention masks).",
+    __name__,
+)
+
 
 OK, SKIP, STOP = 0, 1, 2  # what a step's check decides; across ranks the largest wins
 
@@ -36,11 +90,13 @@ class NonFiniteError(FrameworkError):
     """Training stopped on NaN/Inf; the message holds the diagnosis."""
 
 
-class NumericsGuard:
-    """Per-step NaN/Inf detection; installed only when one of its options asks for a check."""
+class NumericsGuard(Plugin):
+    """Per-step NaN/Inf detection in training and evaluation; built only when an option asks for a check."""
 
-    def __init__(self, engine: Any):
-        config = engine.config
+    tasks = ("train", "eval")
+    order = Order.CHECK
+
+    def __init__(self, config: Config, model: torch.nn.Module):
         self.stop_on_loss = config.bool("stop_on_nonfinite_train_score")
         self.on_output = config.bool("debug_add_check_numerics_on_output")
         self.on_ops = config.bool("debug_add_check_numerics_ops")
@@ -54,25 +110,25 @@ class NumericsGuard:
         self.sums = StepSums(self.nan_only)
         self.tracker: ModuleTracker | None = None
         self.op_sums: OpSums | None = None
-
-    @property
-    def wanted(self) -> bool:
-        """Whether any option asks for a check."""
-        return self.stop_on_loss or self.on_output or self.on_ops or self.allowed_invalid > 0
-
-    def install(self, engine: Any) -> None:
-        """Subscribe to the engine's events and hook the model's modules as configured."""
-        callbacks = engine.callbacks
-        callbacks.on(Event.STEP_START, self.on_step_start)
-        callbacks.on(Event.AFTER_BACKWARD, self.on_after_backward)
-        callbacks.on(Event.EXCEPTION, self.on_exception)
+        self.eval_reported: set[tuple[int, str]] = set()  # (epoch, dataset) whose first bad eval step was named
+        self.hooks = []
         if self.on_output:
-            for path, module in engine.model.named_modules():
+            for path, module in model.named_modules():
                 if not matches_any(path or "(model)", self.skip_patterns):
-                    module.register_forward_hook(self._module_hook(path or "(model)"))
+                    self.hooks.append(module.register_forward_hook(self._module_hook(path or "(model)")))
         if self.on_ops:
-            self.tracker = ModuleTracker(engine.model) if self.skip_patterns else None
+            self.tracker = ModuleTracker(model) if self.skip_patterns else None
             self.op_sums = OpSums(self.sums, self.skip_patterns, self.tracker)
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> NumericsGuard | None:
+        wanted = (
+            config.bool("stop_on_nonfinite_train_score")
+            or config.bool("debug_add_check_numerics_on_output")
+            or config.bool("debug_add_check_numerics_ops")
+            or config.int("num_allowed_consec_invalid_gradient_steps") > 0
+        )
+        return cls(config, state.model) if wanted else None
 
     def _module_hook(self, path: str):
         def record(module: torch.nn.Module, args: tuple, output: Any) -> None:
@@ -83,7 +139,11 @@ class NumericsGuard:
 
         return record
 
-    def on_step_start(self, engine: Any) -> None:
+    # Last before the step function: diagnostics that run the model at STEP_START (TensorBoard's graph,
+    # the step shell) are not recorded, and the RNG state is the one the step function starts from.
+    @on(Event.STEP_START, Order.LAST)
+    @on(Event.EVAL_STEP_START, Order.LAST)
+    def on_step_start(self, state: RunState) -> None:
         # torch's generators (dropout, randn) replay the step; Python's and numpy's would cost ~100 us
         # per step to capture, and randomness of the data is already in the saved batch.
         self.rng_state = get_rng_state(host=False)
@@ -93,7 +153,9 @@ class NumericsGuard:
                 self.tracker.__enter__()
             self.op_sums.__enter__()
 
-    def _leave_step(self) -> None:
+    @on(Event.EXCEPTION)
+    @on(Event.CLOSE)
+    def leave_step(self, state: RunState) -> None:
         if self.active and self.op_sums is not None:
             self.op_sums.__exit__(None, None, None)
             self.op_sums.clear()
@@ -101,21 +163,25 @@ class NumericsGuard:
                 self.tracker.__exit__(None, None, None)
         self.active = False
 
-    def on_exception(self, engine: Any) -> None:
-        self._leave_step()
+    @on(Event.CLOSE)
+    def remove_hooks(self, state: RunState) -> None:
+        for hook in self.hooks:
+            hook.remove()
+        self.hooks = []
 
-    def on_after_backward(self, engine: Any) -> None:
-        self._leave_step()
-        decision, culprits = self._decide(engine)
-        if engine.distributed is not None:  # every rank acts on the worst decision of any rank, at the same step
-            decisions = torch.zeros(engine.distributed.size, dtype=torch.int64)
-            decisions[engine.distributed.rank] = decision
-            decisions = engine.distributed.sum(decisions.to(engine.device)).cpu()
+    @on(Event.AFTER_BACKWARD)
+    def on_after_backward(self, state: RunState) -> None:
+        self.leave_step(state)
+        decision, culprits = self._decide(state)
+        if state.distributed is not None:  # every rank acts on the worst decision of any rank, at the same step
+            decisions = torch.zeros(state.distributed.size, dtype=torch.int64)
+            decisions[state.distributed.rank] = decision
+            decisions = state.distributed.sum(decisions.to(state.device)).cpu()
             if int(decisions.max()) == STOP and decision != STOP:
                 ranks = ", ".join(str(r) for r in torch.nonzero(decisions == STOP).flatten().tolist())
                 raise NonFiniteError(
-                    f"Non-finite values on rank {ranks} in training step {engine.step_in_epoch} of epoch "
-                    f"{engine.epoch} (global step {engine.global_step}): all ranks stopped before the optimizer step, "
+                    f"Non-finite values on rank {ranks} in training step {state.step_in_epoch} of epoch "
+                    f"{state.epoch} (global step {state.global_step}): all ranks stopped before the optimizer step, "
                     f"the parameters are untouched. The report is in the output of rank {ranks}."
                 )
             decision = max(decision, int(decisions.max()))
@@ -124,20 +190,42 @@ class NumericsGuard:
             return
         self.consecutive_invalid += 1
         if decision == SKIP:
-            engine.skip_update = True
+            state.control.skip_update()
             log.v2(
-                f"ep {engine.epoch} step {engine.step_in_epoch} (global {engine.global_step}): non-finite "
-                f"{_what_is_bad(engine, culprits)}; update skipped ({self.consecutive_invalid} of "
+                f"ep {state.epoch} step {state.step_in_epoch} (global {state.global_step}): non-finite "
+                f"{_what_is_bad(state, culprits)}; update skipped ({self.consecutive_invalid} of "
                 f"{self.allowed_invalid} allowed consecutive invalid steps)"
             )
             return
-        self._stop(engine)
+        self._stop(state)
 
-    def _decide(self, engine: Any) -> tuple[int, list[Any]]:
+    @on(Event.EVAL_STEP_END)
+    def on_eval_step_end(self, state: RunState) -> None:
+        """A non-finite evaluation loss: name the culprit by replaying the step in eval mode, once per dataset and epoch."""
+        self.leave_step(state)
+        values = [m.normalized().detach() for m in state.run_ctx.losses.values()]
+        if self._all_finite(values):
+            self.sums.clear()
+            return
+        culprits = self.sums.culprits()
+        self.sums.clear()
+        if (state.epoch, state.dataset) in self.eval_reported:
+            return
+        report = replay_step(state, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
+        if not report.reproduced and not culprits and all(math.isfinite(float(v)) for v in values):
+            return  # a float32 overflow in the fast check's sums, not a non-finite value
+        self.eval_reported.add((state.epoch, state.dataset))
+        log.v2(
+            f"WARNING non-finite values in evaluation step {state.step_in_epoch} of dataset {state.dataset!r} "
+            f"(epoch {state.epoch}): its scores will be NaN/Inf. The training itself is not affected.\n"
+            f"{report.format()}"
+        )
+
+    def _decide(self, state: RunState) -> tuple[int, list[Any]]:
         """OK, SKIP (an allowed invalid update) or STOP for this step, and the flagged producers."""
-        values = [m.normalized().detach() for m in engine.run_ctx.losses.values() if not m.as_error]
+        values = [m.normalized().detach() for m in state.run_ctx.losses.values() if not m.as_error]
         if self.check_grads:
-            grads = [p.grad for p in engine.model.parameters() if p.grad is not None]
+            grads = [p.grad for p in state.model.parameters() if p.grad is not None]
             values += torch._foreach_norm(grads) if grads else []
         if self._all_finite(values):
             self.sums.clear()
@@ -145,17 +233,17 @@ class NumericsGuard:
         culprits = self.sums.culprits()
         self.sums.clear()
         losses_and_grads_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
-        if losses_and_grads_finite and (not culprits or not self._confirmed(engine, culprits)):
+        if losses_and_grads_finite and (not culprits or not self._confirmed(state, culprits)):
             return OK, culprits  # infinities passed on from skipped modules, or a false alarm
         return (SKIP if self.consecutive_invalid + 1 <= self.allowed_invalid else STOP), culprits
 
-    def _confirmed(self, engine: Any, culprits: list[Any]) -> bool:
+    def _confirmed(self, state: RunState, culprits: list[Any]) -> bool:
         """Replay a step whose losses and gradients are finite but where an intermediate value was
         flagged: the update would do no harm, so a clean replay means a false alarm of the fast check."""
-        if replay_step(engine, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns).reproduced:
+        if replay_step(state, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns).reproduced:
             return True
         log.v2(
-            f"ep {engine.epoch} step {engine.step_in_epoch}: the fast numerics check flagged "
+            f"ep {state.epoch} step {state.step_in_epoch}: the fast numerics check flagged "
             f"{', '.join(map(str, culprits[:3]))}, but the exact replay of the step is clean; continuing."
         )
         return False
@@ -171,10 +259,11 @@ class NumericsGuard:
             total = total + torch.where(self.sums.produced_bad_flag(), float("nan"), 0.0)
         return math.isfinite(total.item())
 
-    def _stop(self, engine: Any) -> None:
-        report = replay_step(engine, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
-        saved = save_offending_step(engine, self.rng_state, report.format())
-        newest = checkpoint.list_checkpoints(engine.config.get("model")) if engine.config.get("model") else {}
+    def _stop(self, state: RunState) -> None:
+        report = replay_step(state, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
+        saved = save_offending_step(state, self.rng_state, report.format())
+        prefix = state.config.get("model")
+        newest = checkpoint.list_checkpoints(prefix) if prefix else {}
         last = f"the last checkpoint ({newest[max(newest)]}) is intact" if newest else "no checkpoint was written yet"
         context = f" after {self.allowed_invalid} skipped updates" if self.allowed_invalid else ""
         if not report.reproduced:
@@ -183,7 +272,7 @@ class NumericsGuard:
                 "deterministic, e.g. uninitialized memory or randomness outside torch's seeded RNGs, or a "
                 "float32 overflow in the fast check's sums)"
             )
-        files = " ".join(engine.config.files) or "CONFIG"
+        files = " ".join(state.config.files) or "CONFIG"
         if saved:
             where = (
                 f"\nSaved batch, parameters and RNG state of the step to {saved}; replay it with:\n"
@@ -191,18 +280,18 @@ class NumericsGuard:
             )
         else:
             where = "\nSet the 'model' option to keep the offending batch for replay."
-        on_rank = f" on rank {engine.distributed.rank}" if engine.distributed is not None else ""
+        on_rank = f" on rank {state.distributed.rank}" if state.distributed is not None else ""
         raise NonFiniteError(
-            f"Non-finite values{on_rank} in training step {engine.step_in_epoch} of epoch {engine.epoch} (global step "
-            f"{engine.global_step}){context}. Stopped before the optimizer step: the parameters are untouched and "
+            f"Non-finite values{on_rank} in training step {state.step_in_epoch} of epoch {state.epoch} (global step "
+            f"{state.global_step}){context}. Stopped before the optimizer step: the parameters are untouched and "
             f"{last}.\n{report.format()}{where}"
         )
 
 
-def _what_is_bad(engine: Any, culprits: list[Any]) -> str:
-    losses = [n for n, m in engine.run_ctx.losses.items() if not bool(torch.isfinite(m.normalized().detach()))]
+def _what_is_bad(state: RunState, culprits: list[Any]) -> str:
+    losses = [n for n, m in state.run_ctx.losses.items() if not bool(torch.isfinite(m.normalized().detach()))]
     params = [
-        n for n, p in engine.model.named_parameters() if p.grad is not None and not bool(torch.isfinite(p.grad).all())
+        n for n, p in state.model.named_parameters() if p.grad is not None and not bool(torch.isfinite(p.grad).all())
     ]
     parts = []
     if losses:
@@ -214,23 +303,26 @@ def _what_is_bad(engine: Any, culprits: list[Any]) -> str:
     return "; ".join(parts) or "module/op outputs"
 
 
-def save_offending_step(engine: Any, rng_state: dict[str, Any], report: str) -> str | None:
+def save_offending_step(state: RunState, rng_state: dict[str, Any], report: str) -> str | None:
     """Write batch, sequence indices, parameters and RNG state of the step beside the checkpoints."""
-    prefix = engine.config.get("model")
+    prefix = state.config.get("model")
     if not prefix:
         return None
-    path = f"{prefix}.nonfinite.ep{engine.epoch:03d}.step{engine.global_step}.pt"
+    path = f"{prefix}.nonfinite.ep{state.epoch:03d}.step{state.global_step}.pt"
     checkpoint.save_checkpoint(
         path,
         {
-            "batch": {k: v.detach().cpu() for k, v in engine.batch.items()},
-            "seq_indices": torch.as_tensor(engine.batch_indices),
+            "batch": {k: v.detach().cpu() for k, v in state.batch.items()},
+            "seq_indices": torch.as_tensor(state.batch_indices),
             "rng": rng_state,
-            "epoch": engine.epoch,
-            "global_step": engine.global_step,
-            "model": {k: v.detach().cpu() for k, v in engine.model.state_dict().items()},
+            "epoch": state.epoch,
+            "global_step": state.global_step,
+            "model": {k: v.detach().cpu() for k, v in state.model.state_dict().items()},
             "report": report,
-            "config_files": [os.path.abspath(f) for f in engine.config.files],
+            "config_files": [os.path.abspath(f) for f in state.config.files],
         },
     )
     return path
+
+
+PLUGINS = (NumericsGuard,)

@@ -19,12 +19,40 @@ from typing import Any
 import torch
 
 from framework import log
-from framework.events import Event
+from framework.config import Config
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
+
+register(
+    "torch_profile",
+    "bool | dict",
+    False,
+    "Profile a window of steps with torch.profiler: True or {wait, warmup, active, activities, record_shapes, ...}.",
+    __name__,
+)
+
+register(
+    "torch_profile_dir",
+    "str | None",
+    None,
+    "Where torch_profile writes trace.json (None: <model dir>/profile).",
+    __name__,
+)
+
+register(
+    "cprofile",
+    "str | None",
+    None,
+    "Run cProfile over the training loop and write the stats to this file (snakeviz).",
+    __name__,
+)
 
 _DEFAULTS = {"wait": 1, "warmup": 1, "active": 3, "record_shapes": False, "profile_memory": False, "with_stack": False}
 
 
-class TorchProfile:
+class TorchProfile(Plugin):
     """One torch.profiler window over the first steps after ``wait``."""
 
     def __init__(self, spec: bool | dict, out_dir: str, tensorboard_dir: str | None):
@@ -56,18 +84,33 @@ class TorchProfile:
             with_stack=options["with_stack"],
         )
         self.region: Any = None
-        self.done = False
+        self.started = self.done = False
 
-    def install(self, engine: Any) -> None:
-        """Start at STARTUP; regions per step; stop after the window."""
-        callbacks = engine.callbacks
-        callbacks.on(Event.STARTUP, lambda e: self.profiler.start())
-        callbacks.on(Event.STEP_START, lambda e: self._enter("forward"))
-        callbacks.on(Event.AFTER_FORWARD, lambda e: self._enter("backward"))
-        callbacks.on(Event.AFTER_BACKWARD, lambda e: self._enter("optimizer"))
-        callbacks.on(Event.STEP_END, self.on_step_end)
-        callbacks.on(Event.FINISH, self.stop)
-        callbacks.on(Event.EXCEPTION, self.stop)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> TorchProfile | None:
+        if not config.get("torch_profile"):
+            return None
+        model_dir = os.path.dirname(config.get("model") or "") or "."
+        out_dir = config.get("torch_profile_dir") or os.path.join(model_dir, "profile")
+        tensorboard_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+        return cls(config.get("torch_profile"), out_dir, tensorboard_dir)
+
+    @on(Event.STARTUP)
+    def start(self, state: RunState) -> None:
+        self.profiler.start()
+        self.started = True
+
+    @on(Event.STEP_START, Order.LAST)
+    def on_step_start(self, state: RunState) -> None:
+        self._enter("forward")
+
+    @on(Event.AFTER_FORWARD, Order.FIRST)
+    def on_after_forward(self, state: RunState) -> None:
+        self._enter("backward")
+
+    @on(Event.AFTER_BACKWARD, Order.FIRST)
+    def on_after_backward(self, state: RunState) -> None:
+        self._enter("optimizer")
 
     def _enter(self, name: str) -> None:
         if self.done:
@@ -77,16 +120,18 @@ class TorchProfile:
         self.region = torch.profiler.record_function(name)
         self.region.__enter__()
 
-    def on_step_end(self, engine: Any) -> None:
+    @on(Event.STEP_END, Order.LAST)
+    def on_step_end(self, state: RunState) -> None:
         if self.done:
             return
         self._enter("data")  # until the next step starts: waiting for the next batch
         self.profiler.step()
-        if engine.global_step >= self.steps:  # global_step counts the steps done
-            self.stop(engine)
+        if state.global_step >= self.steps:  # global_step counts the steps done
+            self.stop(state)
 
-    def stop(self, engine: Any) -> None:
-        if self.done:
+    @on(Event.CLOSE)
+    def stop(self, state: RunState) -> None:
+        if self.done or not self.started:
             return
         self.done = True
         if self.region is not None:
@@ -108,21 +153,27 @@ class TorchProfile:
         )
 
 
-class CProfile:
+class CProfile(Plugin):
     """``cprofile = path``: cProfile over the training loop."""
 
     def __init__(self, path: str):
         self.path = path
         self.profiler = cProfile.Profile()
 
-    def install(self, engine: Any) -> None:
-        """Profile from STARTUP to FINISH (or an exception)."""
-        engine.callbacks.on(Event.STARTUP, lambda e: self.profiler.enable())
-        engine.callbacks.on(Event.FINISH, self.write)
-        engine.callbacks.on(Event.EXCEPTION, self.write)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> CProfile | None:
+        return cls(config.get("cprofile")) if config.get("cprofile") else None
 
-    def write(self, engine: Any) -> None:
+    @on(Event.STARTUP)
+    def start(self, state: RunState) -> None:
+        self.profiler.enable()
+
+    @on(Event.CLOSE)
+    def write(self, state: RunState) -> None:
         self.profiler.disable()
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self.profiler.dump_stats(self.path)
         log.v3(f"cprofile: wrote {self.path}; view it with: snakeviz {self.path}")
+
+
+PLUGINS = (TorchProfile, CProfile)

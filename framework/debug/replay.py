@@ -19,6 +19,7 @@ from framework.debug.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNo
 from framework.debug.tensors import bad_rows, floating_tensors, has_nonfinite, stats
 from framework.rng import set_rng_state
 from framework.run_ctx import RunCtx
+from framework.step import call_step, step_function
 
 
 @dataclass
@@ -101,15 +102,17 @@ class NonFiniteReport:
 
 
 def replay_step(
-    engine: Any, rng_state: dict[str, Any], *, nan_only: bool = False, skip_patterns: list[str] | None = None
+    state: Any, rng_state: dict[str, Any], *, nan_only: bool = False, skip_patterns: list[str] | None = None
 ) -> NonFiniteReport:
-    """Re-run ``engine``'s current training step with detailed checks; gradients are restored after."""
+    """Re-run the current step of ``state`` with detailed checks: a training step forward and backward
+    (its gradients are restored after), an evaluation step forward in eval mode."""
     skip_patterns = list(skip_patterns or [])
-    model = engine.model
-    indices = engine.batch_indices if engine.batch_indices is not None else np.arange(0)
-    report = NonFiniteReport(engine.epoch, engine.global_step, [int(i) for i in indices])
+    model = state.model
+    training = state.run_ctx is None or state.run_ctx.stage == "train"
+    indices = state.batch_indices if state.batch_indices is not None else np.arange(0)
+    report = NonFiniteReport(state.epoch, state.global_step, [int(i) for i in indices])
     batch_size = len(report.seq_indices)
-    for key, value in (engine.batch or {}).items():
+    for key, value in (state.batch or {}).items():
         if has_nonfinite(value, nan_only):
             report.batch_keys[key] = bad_rows(value, batch_size, nan_only)
 
@@ -141,18 +144,23 @@ def replay_step(
     tracker = ModuleTracker(model, post_hook=check_module)
     ops = FirstNonFiniteOp(tracker, nan_only, skip_patterns, batch_size)
     set_rng_state(rng_state)
-    model.train()
-    run_ctx = RunCtx(stage="train", epoch=engine.epoch, step=engine.global_step, batch=engine.batch)
+    was_training = model.training
+    model.train(training)
+    run_ctx = RunCtx(
+        stage="train" if training else "eval", epoch=state.epoch, step=state.global_step, batch=state.batch
+    )
     try:
-        with run_ctx, tracker, TagAutogradNodes(tracker), ops:
-            engine.config.get("train_step")(model=model, extern_data=engine.batch, run_ctx=run_ctx)
+        with torch.set_grad_enabled(training), tracker, TagAutogradNodes(tracker), ops:
+            call_step(step_function(state.config, run_ctx.stage), model, run_ctx)
         for name, marked in run_ctx.losses.items():
             value = marked.normalized().detach()
             if has_nonfinite(value, nan_only):
                 report.losses[name] = float(value)
-        with ops:
-            run_ctx.total_loss().backward()
+        if training:
+            with ops:
+                run_ctx.total_loss().backward()
     finally:
+        model.train(was_training)
         for handle in handles:
             handle.remove()
         for p, grad in saved_grads.items():

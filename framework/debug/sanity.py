@@ -16,44 +16,69 @@ from __future__ import annotations
 from typing import Any
 
 from framework import log
+from framework.config import Config
 from framework.debug import data_checks, model_checks
 from framework.debug.data_checks import Finding
 from framework.errors import DataError, FrameworkError
-from framework.events import Event
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
 
-DEFAULT_BATCHES = 4
+register(
+    "debug_sanity_check",
+    "bool | int",
+    True,
+    "Check the data (first N batches) and the first step (losses, gradients, output ranges) before training.",
+    __name__,
+    range=(0, None),
+    true_means=4,
+)
+
+register(
+    "debug_output_ranges",
+    "dict",
+    {},
+    "{module path pattern: (low, high)}: the sanity check and framework.testing verify these outputs; '(model)' = root.",
+    __name__,
+)
+
+register(
+    "frozen_params",
+    "list[str]",
+    [],
+    "Parameter name patterns (fnmatch) that must not change in training; the sanity and gradient checks verify it.",
+    __name__,
+)
 
 
 class ModelCheckError(FrameworkError):
     """The first training step shows that the model cannot be trained as it is."""
 
 
-class SanityCheck:
+class SanityCheck(Plugin):
     """Data checks at STARTUP, model checks around the first step."""
 
-    def __init__(self, config: Any):
-        setting = config.get("debug_sanity_check")
-        self.num_batches = DEFAULT_BATCHES if setting is True else int(setting)
+    order = Order.CHECK
+
+    def __init__(self, config: Config):
+        self.num_batches = config.int_or_off("debug_sanity_check")
         self.frozen = list(config.get("frozen_params") or [])
         self.ranges = dict(config.get("debug_output_ranges") or {})
         self.strict = not (config.get("debug_overfit_batches") or config.bool("debug_synthetic_data"))
         self._capture: Any = None
         self._captured: dict[str, list] = {}
 
-    def install(self, engine: Any) -> None:
-        """Subscribe to STARTUP and to the first step's events."""
-        callbacks = engine.callbacks
-        callbacks.on(Event.STARTUP, self.check_data)
-        callbacks.on(Event.STEP_START, self.before_first_step)
-        callbacks.on(Event.AFTER_FORWARD, self.after_first_forward)
-        callbacks.on(Event.AFTER_BACKWARD, self.after_first_backward)
-        callbacks.on(Event.EXCEPTION, self._release)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> SanityCheck | None:
+        return cls(config) if config.int_or_off("debug_sanity_check") else None
 
-    def check_data(self, engine: Any) -> None:
+    @on(Event.STARTUP)
+    def check_data(self, state: RunState) -> None:
         findings, counts, stats = [], {}, {}
-        for option, loader in engine.loaders.items():
+        for option, loader in state.loaders.items():
             batches = data_checks.sample_batches(loader, self.num_batches)
-            for key in engine.extern_data.values():
+            for key in state.extern_data.values():
                 findings += data_checks.key_findings(option, loader.dataset.name, key, batches)
                 if key.sparse_dim is not None and batches:
                     counts.setdefault(key.name, {})[option] = data_checks.class_counts(loader.dataset, key, batches)
@@ -63,41 +88,51 @@ class SanityCheck:
             findings += data_checks.balance_findings(key, per_option)
         for key, per_option in stats.items():
             findings += data_checks.split_findings(key, per_option)
-        self._report(engine, "data", findings, DataError)
+        self._report(state, "data", findings, DataError)
 
-    def before_first_step(self, engine: Any) -> None:
-        engine.callbacks.off(Event.STEP_START, self.before_first_step)
+    @on(Event.STEP_START, Order.LAST)  # after diagnostics that run the model at STEP_START (TensorBoard's graph)
+    def before_first_step(self, state: RunState) -> None:
+        self.callbacks.off(Event.STEP_START, self.before_first_step)
         if self.ranges:
-            self._capture = model_checks.capture_outputs(engine.model, list(self.ranges))
+            self._capture = model_checks.capture_outputs(state.model, list(self.ranges))
             self._captured = self._capture.__enter__()
 
-    def after_first_forward(self, engine: Any) -> None:
-        engine.callbacks.off(Event.AFTER_FORWARD, self.after_first_forward)
-        self._release(engine)
-        findings = model_checks.range_findings(engine.model, self.ranges, self._captured) if self.ranges else []
+    @on(Event.AFTER_FORWARD)
+    def after_first_forward(self, state: RunState) -> None:
+        self.callbacks.off(Event.AFTER_FORWARD, self.after_first_forward)
+        self.release(state)
+        findings = model_checks.range_findings(state.model, self.ranges, self._captured) if self.ranges else []
         self._captured = {}
-        self._report(engine, "first step", findings, ModelCheckError)
+        self._report(state, "first step", findings, ModelCheckError)
         # A loss without grad_fn would fail in backward with torch's message: stop with ours, in any run.
         self._report(
-            engine, "first step", model_checks.loss_findings(engine.run_ctx.losses), ModelCheckError, strict=True
+            state, "first step", model_checks.loss_findings(state.run_ctx.losses), ModelCheckError, strict=True
         )
 
-    def after_first_backward(self, engine: Any) -> None:
-        engine.callbacks.off(Event.AFTER_BACKWARD, self.after_first_backward)
-        findings = model_checks.gradient_findings(engine.model, self.frozen, engine.optimizer)
-        self._report(engine, "first step", findings, ModelCheckError)
-        log.v4(f"Sanity check done: {len(engine.findings)} finding(s).")
+    @on(Event.AFTER_BACKWARD)
+    def after_first_backward(self, state: RunState) -> None:
+        self.callbacks.off(Event.AFTER_BACKWARD, self.after_first_backward)
+        findings = model_checks.gradient_findings(state.model, self.frozen, state.optimizer)
+        self._report(state, "first step", findings, ModelCheckError)
+        log.v4(f"Sanity check done: {len(state.control.findings)} finding(s).")
 
-    def _release(self, engine: Any) -> None:
+    @on(Event.EXCEPTION)
+    @on(Event.CLOSE)
+    def release(self, state: RunState) -> None:
         if self._capture is not None:
             self._capture.__exit__(None, None, None)
             self._capture = None
 
     def _report(
-        self, engine: Any, stage: str, findings: list[Finding], error: type[FrameworkError], strict: bool | None = None
+        self,
+        state: RunState,
+        stage: str,
+        findings: list[Finding],
+        error: type[FrameworkError],
+        strict: bool | None = None,
     ) -> None:
         strict = self.strict if strict is None else strict
-        engine.findings += findings
+        state.control.report(findings)
         severe = [f for f in findings if f.severe]
         for finding in findings:
             if finding.level == "note":
@@ -110,3 +145,6 @@ class SanityCheck:
                 + " ".join(f.text for f in severe)
                 + " (debug_sanity_check = False skips these checks.)"
             )
+
+
+PLUGINS = (SanityCheck,)

@@ -15,10 +15,27 @@ import types
 from typing import Any
 
 from framework import log
+from framework.config import Config
 from framework.debug.tensors import is_user_file
 from framework.events import Event
+from framework.options import register
+from framework.plugin import Plugin, on
 from framework.rng import get_rng_state, set_rng_state
 from framework.run_ctx import RunCtx
+from framework.state import RunState
+from framework.step import run_step
+
+register(
+    "debug_shell_in_runner",
+    "bool | int | list[int]",
+    False,
+    "Open a shell right before training steps: True (every step), a global step, or a list of them. SIGUSR2: next step.",
+    __name__,
+)
+
+register(
+    "debug_shell_on_exception", "bool", False, "On an exception, open a shell in the frame that raised it.", __name__
+)
 
 
 class _Namespace:
@@ -69,7 +86,7 @@ def debug_shell(
         sys.exit(1)
 
 
-class ShellInRunner:
+class ShellInRunner(Plugin):
     """``debug_shell_in_runner``: a shell right before chosen training steps, and on SIGUSR2.
 
     The option is True (every step), a global step number, or a list of them. SIGUSR2 opens a shell
@@ -81,22 +98,34 @@ class ShellInRunner:
         self.when = when
         self.requested = False
         self.subscribed = False
+        self.previous_handler: Any = None
 
-    def install(self, engine: Any) -> None:
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> ShellInRunner:
+        return cls(config.get("debug_shell_in_runner"))
+
+    @on(Event.STARTUP)
+    def listen(self, state: RunState) -> None:
         """Subscribe when steps are chosen; listen for SIGUSR2 (main thread only)."""
         if self.when is not None and self.when is not False:  # 0 is a step number, not False
-            self._subscribe(engine)
+            self._subscribe()
         if hasattr(signal, "SIGUSR2") and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGUSR2, lambda signum, frame: self._request(engine))
+            self.previous_handler = signal.signal(signal.SIGUSR2, lambda signum, frame: self._request())
 
-    def _subscribe(self, engine: Any) -> None:
+    @on(Event.CLOSE)
+    def stop_listening(self, state: RunState) -> None:
+        if self.previous_handler is not None:
+            signal.signal(signal.SIGUSR2, self.previous_handler)
+            self.previous_handler = None
+
+    def _subscribe(self) -> None:
         if not self.subscribed:
-            engine.callbacks.on(Event.STEP_START, self.maybe_open)
+            self.callbacks.on(Event.STEP_START, self.maybe_open, self.order)
             self.subscribed = True
 
-    def _request(self, engine: Any) -> None:
+    def _request(self) -> None:
         self.requested = True
-        self._subscribe(engine)
+        self._subscribe()
 
     def _chosen(self, step: int) -> bool:
         if self.when is True:
@@ -105,44 +134,42 @@ class ShellInRunner:
             return step == self.when
         return isinstance(self.when, (list, tuple)) and step in self.when
 
-    def maybe_open(self, engine: Any) -> None:
-        if not (self.requested or self._chosen(engine.global_step)):
+    def maybe_open(self, state: RunState) -> None:
+        if not (self.requested or self._chosen(state.global_step)):
             return
         self.requested = False
-        open_step_shell(engine)
+        open_step_shell(state)
 
 
-def open_step_shell(engine: Any) -> None:
-    """A shell before the current step with model, batch, run_ctx, step, epoch, engine, config."""
-    grads = {p: p.grad for p in engine.model.parameters()}
+def open_step_shell(state: RunState) -> None:
+    """A shell before the current step with model, batch, run_ctx, step, epoch, state, config."""
+    grads = {p: p.grad for p in state.model.parameters()}
     rng = get_rng_state()
-    run_ctx = engine.run_ctx
+    run_ctx = state.run_ctx
 
-    def run_step() -> RunCtx:
+    def run_step_by_hand() -> RunCtx:
         """Run train_step on this batch by hand (a scratch run context; returned with its losses)."""
-        with RunCtx(stage="train", epoch=engine.epoch, step=engine.global_step, batch=engine.batch) as scratch:
-            engine.config.get("train_step")(model=engine.model, extern_data=engine.batch, run_ctx=scratch)
-        return scratch
+        return run_step(state.config, state.model, state.batch, "train", epoch=state.epoch, step=state.global_step)
 
     namespace = {
-        "model": engine.model,
-        "extern_data": engine.batch,
+        "model": state.model,
+        "extern_data": state.batch,
         "run_ctx": run_ctx,
-        "step": engine.global_step,
-        "epoch": engine.epoch,
-        "engine": engine,
-        "config": engine.config,
-        "run_step": run_step,
-        "stop": engine.request_stop,
+        "step": state.global_step,
+        "epoch": state.epoch,
+        "state": state,
+        "config": state.config,
+        "run_step": run_step_by_hand,
+        "stop": lambda: state.control.stop("stop() in the debug shell"),
     }
     header = (
-        f"Debug shell before training step {engine.global_step} (epoch {engine.epoch}, step "
-        f"{engine.step_in_epoch} of {engine.steps_in_epoch}). In scope: model, extern_data, run_ctx, step, "
-        f"epoch, engine, config; run_step() runs train_step on this batch; stop() ends training after this "
+        f"Debug shell before training step {state.global_step} (epoch {state.epoch}, step "
+        f"{state.step_in_epoch} of {state.steps_in_epoch}). In scope: model, extern_data, run_ctx, step, "
+        f"epoch, state, config; run_step() runs train_step on this batch; stop() ends training after this "
         f"step with a checkpoint. Leave the shell (exit or Ctrl-D) to continue training."
     )
     try:
-        debug_shell(namespace, engine.config.namespace, header=header)
+        debug_shell(namespace, state.config.namespace, header=header)
     finally:
         for p, grad in grads.items():
             p.grad = grad
@@ -173,3 +200,6 @@ def post_mortem_shell(exc: BaseException) -> None:
         f"{type(exc).__name__}: {exc}\nThe frame's variables are in scope; %debug opens the debugger "
         f"(IPython). Leave the shell to end the run.",
     )
+
+
+PLUGINS = (ShellInRunner,)

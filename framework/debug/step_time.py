@@ -9,48 +9,59 @@ times: kernels run asynchronously, so the phase that waits for them absorbs thei
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from framework import log
-from framework.events import Event
+from framework.config import Config
+from framework.events import Event, Order
+from framework.plugin import Plugin, on
+from framework.state import RunState
 
 PHASES = ("data", "forward", "backward", "optimizer")
 _BOTTLENECK_SHARE = 0.2
 _BOTTLENECK_WAIT = 0.002  # mean seconds per step: below that, waiting for data costs nothing worth fixing
 
 
-class StepTimer:
-    """Accumulates phase times per epoch from engine events."""
+class StepTimer(Plugin):
+    """Accumulates phase times per epoch from engine events.
+
+    The marks enclose the step's other callbacks: the start mark is the last callback before the step
+    function, the end mark the last callback of the step (waiting for data starts after diagnostics).
+    """
+
+    order = Order.REPORT
 
     def __init__(self, per_step: bool):
         self.per_step = per_step
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.marks: dict[str, float] = {}
 
-    def install(self, engine: Any) -> None:
-        """Subscribe to the step events."""
-        callbacks = engine.callbacks
-        callbacks.on(Event.EPOCH_START, self.on_epoch_start)
-        callbacks.on(Event.STEP_START, self._mark("start"))
-        callbacks.on(Event.AFTER_FORWARD, self._mark("forward"))
-        callbacks.on(Event.AFTER_BACKWARD, self._mark("backward"))
-        callbacks.on(Event.STEP_END, self.on_step_end)
-        callbacks.on(Event.EPOCH_END, self.on_epoch_end)
-        # Waiting for data starts after every other STEP_END callback (diagnostics are not data loading):
-        # subscribed at STARTUP, it runs after all callbacks that were installed before.
-        callbacks.on(Event.STARTUP, lambda engine: callbacks.on(Event.STEP_END, self._mark("end")))
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> StepTimer:
+        return cls(per_step=log.enabled(5))
 
-    def _mark(self, name: str):
-        def mark(engine: Any) -> None:
-            self.marks[name] = time.perf_counter()
+    @on(Event.STEP_START, Order.LAST)
+    def mark_start(self, state: RunState) -> None:
+        self.marks["start"] = time.perf_counter()
 
-        return mark
+    @on(Event.AFTER_FORWARD, Order.FIRST)
+    def mark_forward(self, state: RunState) -> None:
+        self.marks["forward"] = time.perf_counter()
 
-    def on_epoch_start(self, engine: Any) -> None:
+    @on(Event.AFTER_BACKWARD, Order.FIRST)
+    def mark_backward(self, state: RunState) -> None:
+        self.marks["backward"] = time.perf_counter()
+
+    @on(Event.STEP_END, Order.LAST)
+    def mark_end(self, state: RunState) -> None:
+        self.marks["end"] = time.perf_counter()
+
+    @on(Event.EPOCH_START)
+    def on_epoch_start(self, state: RunState) -> None:
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.marks = {"end": time.perf_counter()}
 
-    def on_step_end(self, engine: Any) -> None:
+    @on(Event.STEP_END)
+    def on_step_end(self, state: RunState) -> None:
         now = time.perf_counter()
         m = self.marks
         step = {
@@ -62,20 +73,21 @@ class StepTimer:
         for phase, seconds in step.items():
             self.totals[phase] += seconds
         if self.per_step:
-            engine.step_info["time"] = " ".join(f"{p} {s * 1e3:.1f}ms" for p, s in step.items())
+            state.control.note_step("time", " ".join(f"{p} {s * 1e3:.1f}ms" for p, s in step.items()))
 
-    def on_epoch_end(self, engine: Any) -> None:
+    @on(Event.EPOCH_END)
+    def on_epoch_end(self, state: RunState) -> None:
         total = sum(self.totals.values())
         if total <= 0:
             return
         shares = {p: s / total for p, s in self.totals.items()}
         log.v3(
-            f"Epoch {engine.epoch} step time {total:.1f} sec: "
+            f"Epoch {state.epoch} step time {total:.1f} sec: "
             + ", ".join(f"{p} {100 * share:.0f}%" for p, share in shares.items())
         )
-        mean_wait = self.totals["data"] / max(engine.steps_in_epoch, 1)
+        mean_wait = self.totals["data"] / max(state.steps_in_epoch, 1)
         if shares["data"] > _BOTTLENECK_SHARE and mean_wait > _BOTTLENECK_WAIT:
-            opts = engine.config.get("torch_dataloader_opts") or {}
+            opts = state.config.get("torch_dataloader_opts") or {}
             hint = (
                 "load batches in background processes with torch_dataloader_opts = {'num_workers': 2, "
                 "'pin_memory': True} (pin_memory helps on CUDA)"
@@ -83,6 +95,9 @@ class StepTimer:
                 else f"use more workers than num_workers={opts['num_workers']}, or make the dataset's get_batch faster"
             )
             log.v2(
-                f"Data loading is a bottleneck: {100 * shares['data']:.0f}% of epoch {engine.epoch}'s step time "
+                f"Data loading is a bottleneck: {100 * shares['data']:.0f}% of epoch {state.epoch}'s step time "
                 f"({1e3 * mean_wait:.1f} ms per step) is spent waiting for batches. To fix it, {hint}."
             )
+
+
+PLUGINS = (StepTimer,)

@@ -20,15 +20,48 @@ from typing import Any
 import torch
 
 from framework import log
+from framework.config import Config
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess
-from framework.events import Event
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
 from framework.rng import get_rng_state, set_rng_state
 from framework.scores import step_values
+from framework.state import RunState
+
+register(
+    "tensorboard_dir",
+    "str | None",
+    None,
+    "Write TensorBoard summaries (scalars, graph, hparams, images) here.",
+    __name__,
+)
+
+register("tf_log_dir", "str | None", None, "RETURNN's name for tensorboard_dir.", __name__)
+
+register(
+    "tensorboard_log_interval",
+    "int",
+    1,
+    "Steps between two per-step TensorBoard scalar writes.",
+    __name__,
+    range=(1, None),
+)
+
+register(
+    "debug_grad_summaries",
+    "bool | int",
+    False,
+    "Histograms of parameters and gradients and per-parameter gradient norms in TensorBoard every N steps.",
+    __name__,
+    range=(0, None),
+    true_means=100,
+)
 
 
-class TensorBoardLogger:
-    """Writes the run's summaries with ``torch.utils.tensorboard.SummaryWriter``."""
+class TensorBoardLogger(Plugin):
+    """Writes the run's summaries with ``torch.utils.tensorboard.SummaryWriter`` (rank 0 only)."""
 
     def __init__(self, log_dir: str, interval: int, grad_summaries: int | None):
         self.log_dir = log_dir
@@ -38,17 +71,23 @@ class TensorBoardLogger:
         self.step_start = 0.0
         self.graph_done = False
 
-    def install(self, engine: Any) -> None:
-        """Subscribe to the engine's events and become the run contexts' summary sink."""
-        callbacks = engine.callbacks
-        engine.summaries = self
-        callbacks.on(Event.STEP_START, self.on_step_start)
-        callbacks.on(Event.STEP_END, self.on_step_end)
-        callbacks.on(Event.EPOCH_END, self.on_epoch_end)
-        callbacks.on(Event.FINISH, self.on_finish)
-        callbacks.on(Event.EXCEPTION, lambda engine: self.writer.close())  # keep what was logged until the error
-        if self.grad_summaries:
-            callbacks.on(Event.BEFORE_OPTIMIZER_STEP, self.on_gradients)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> TensorBoardLogger | None:
+        log_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+        if not log_dir or (state.distributed is not None and state.distributed.rank != 0):
+            return None
+        return cls(log_dir, config.int("tensorboard_log_interval"), config.int_or_off("debug_grad_summaries"))
+
+    @on(Event.STARTUP, Order.FIRST)
+    def become_sink(self, state: RunState) -> None:
+        """Where run_ctx.log_image / log_scalar and diagnostics' scalars go."""
+        state.summaries = self
+
+    @on(Event.CLOSE)
+    def close(self, state: RunState) -> None:
+        """Flush and close the writer process, however the run ended (what was logged is kept)."""
+        state.summaries = None
+        self.writer.close()
 
     # -- the sink run_ctx.log_image / log_scalar write to
     def image(self, tag: str, image: torch.Tensor, step: int, dataformats: str) -> None:
@@ -61,14 +100,15 @@ class TensorBoardLogger:
         self.writer.scalars(step, values)
 
     # -- engine events
-    def on_step_start(self, engine: Any) -> None:
+    @on(Event.STEP_START)
+    def on_step_start(self, state: RunState) -> None:
         self.step_start = time.perf_counter()
         if not self.graph_done:
             self.graph_done = True
-            self._add_graph(engine)
+            self._add_graph(state)
 
-    def _add_graph(self, engine: Any) -> None:
-        keys = [k for k, d in engine.extern_data.items() if d.available_for_inference]
+    def _add_graph(self, state: RunState) -> None:
+        keys = [k for k, d in state.extern_data.items() if d.available_for_inference]
         attempts = [keys[:1], keys] if len(keys) > 1 else [keys]
         problem = ""
         from torch.utils.tensorboard import SummaryWriter
@@ -76,14 +116,14 @@ class TensorBoardLogger:
         rng = get_rng_state()  # tracing runs the model (dropout, sampling): training must not notice
         try:
             for names in attempts:  # model(first input), then model(*all inputs)
-                args = tuple(engine.batch[k] for k in names)
+                args = tuple(state.batch[k] for k in names)
                 try:  # once per run: its own event file, written from here because tracing needs the model
                     # torch warns when a random model's trace check differs and prints when tracing fails
                     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                         warnings.simplefilter("ignore")
                         with SummaryWriter(self.log_dir) as graph_writer:
                             graph_writer.add_graph(
-                                engine.model, args[0] if len(args) == 1 else args, use_strict_trace=False
+                                state.model, args[0] if len(args) == 1 else args, use_strict_trace=False
                             )
                     return
                 except Exception as exc:  # a model that does not take the batch tensors as arguments
@@ -96,28 +136,29 @@ class TensorBoardLogger:
             f"The graph is skipped; everything else is logged."
         )
 
-    def on_step_end(self, engine: Any) -> None:
-        step = engine.run_ctx.step  # the index of the step that just ended
+    @on(Event.STEP_END)
+    def on_step_end(self, state: RunState) -> None:
+        step = state.run_ctx.step  # the index of the step that just ended
         if step % self.interval:
             return
-        values = [(f"train/{name}", value) for name, value in step_values(engine.run_ctx).items()]
-        values.append(("train/learning_rate", engine.optimizer.param_groups[0]["lr"]))
+        values = [(f"train/{name}", value) for name, value in step_values(state.run_ctx).items()]
+        values.append(("train/learning_rate", state.optimizer.param_groups[0]["lr"]))
         values.append(("train/step_time_sec", time.perf_counter() - self.step_start))
         if step % (10 * self.interval) == 0:  # memory changes slowly; reading RSS costs ~20 us
             values.append(("memory/rss_mb", rss() / 1024**2))
-            if engine.device.type == "cuda":
-                values.append(("memory/cuda_allocated_mb", torch.cuda.memory_allocated(engine.device) / 1024**2))
-        if engine.grad_norm is not None:
-            values.append(("train/grad_norm", float(engine.grad_norm)))
+            if state.device.type == "cuda":
+                values.append(("memory/cuda_allocated_mb", torch.cuda.memory_allocated(state.device) / 1024**2))
+        values += [(f"train/{name}", float(value)) for name, value in state.step_metrics.items()]
         self.writer.scalars(step, values)
 
-    def on_gradients(self, engine: Any) -> None:
-        if engine.global_step % self.grad_summaries:
+    @on(Event.BEFORE_OPTIMIZER_STEP)
+    def on_gradients(self, state: RunState) -> None:
+        if not self.grad_summaries or state.global_step % self.grad_summaries:
             return
-        step = engine.global_step
+        step = state.global_step
         norms = []
         values = []
-        for name, param in engine.model.named_parameters():
+        for name, param in state.model.named_parameters():
             self.writer.call("add_histogram", f"params/{name}", param.detach().cpu().numpy(), step)
             if param.grad is not None:
                 self.writer.call("add_histogram", f"grads/{name}", param.grad.detach().cpu().numpy(), step)
@@ -128,24 +169,23 @@ class TensorBoardLogger:
             values.append(("grad_norm/global", sum(n * n for n in norms) ** 0.5))
         self.writer.scalars(step, values)
 
-    def on_epoch_end(self, engine: Any) -> None:
-        values = []
-        for key, value in engine.lr_control.scores.get(engine.epoch, {}).items():
-            dataset, _, name = key.partition("_")
-            values.append((f"epoch/{dataset}/{name}", value))
-        values.append(("epoch/learning_rate", engine.learning_rate))
-        self.writer.scalars(engine.epoch, values)
+    @on(Event.EPOCH_END)
+    def on_epoch_end(self, state: RunState) -> None:
+        scores = state.lr_control.scores.get(state.epoch, {})
+        values = [(f"epoch/{dataset}/{name}", v) for dataset, losses in scores.items() for name, v in losses.items()]
+        values.append(("epoch/learning_rate", state.learning_rate))
+        self.writer.scalars(state.epoch, values)
         self.writer.flush()
 
-    def on_finish(self, engine: Any) -> None:
-        final = engine.lr_control.scores.get(engine.epoch, {})
+    @on(Event.FINISH)
+    def on_finish(self, state: RunState) -> None:
+        final = state.lr_control.scores.get(state.epoch, {})
         self.writer.call(
             "add_hparams",
-            scalar_options(engine.config),
-            {f"hparam/{k}": v for k, v in final.items()},
+            scalar_options(state.config),
+            {f"hparam/{dataset}_{name}": v for dataset, losses in final.items() for name, v in losses.items()},
             run_name="hparams",
         )
-        self.writer.close()
 
 
 def scalar_options(config: Any) -> dict[str, Any]:
@@ -159,3 +199,6 @@ def scalar_options(config: Any) -> dict[str, Any]:
     for name in ("learning_rate", "batch_size", "num_epochs", "random_seed"):
         values.setdefault(name, config.get(name))
     return values
+
+
+PLUGINS = (TensorBoardLogger,)

@@ -27,8 +27,45 @@ from framework.datasets.extern_data import extern_data_from_dataset, parse_exter
 from framework.datasets.synthetic_like import SyntheticLike, reference_stats
 from framework.errors import ConfigError, FrameworkError
 from framework.events import Event
-from framework.run_ctx import RunCtx
-from framework.scores import format_scores
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.scores import ScoreAccumulator, format_scores
+from framework.state import RunState
+from framework.step import run_step
+
+register(
+    "debug_overfit_batches",
+    "int | None",
+    None,
+    "Train on the first N batches only (no shuffling, no checkpoints) and say whether the loss reaches near zero.",
+    __name__,
+)
+
+register("debug_overfit_steps", "int", 300, "Steps of a debug_overfit_batches run.", __name__)
+
+register(
+    "debug_overfit_loss_ratio",
+    "float",
+    0.05,
+    "debug_overfit_batches verdict 'learns': the final loss is at most this fraction of the first.",
+    __name__,
+)
+
+register(
+    "debug_synthetic_data",
+    "bool",
+    False,
+    "Swap train/dev for synthetic data of the same extern_data with a learnable relation; say whether the model learns it.",
+    __name__,
+)
+
+register(
+    "debug_synthetic_loss_ratio",
+    "float",
+    0.5,
+    "debug_synthetic_data verdict 'learns': the final dev loss is at most this fraction of the untrained model's.",
+    __name__,
+)
 
 SPARK = "▁▂▃▄▅▆▇█"
 MAX_SYNTHETIC_SEQS = 2000
@@ -38,42 +75,22 @@ class VerdictError(FrameworkError):
     """The verdict run found that the model does not learn."""
 
 
-def prepare_run(config: Config) -> None:
-    """Turn the config into a verdict run's config (before the engine reads it); no-op otherwise."""
-    overfit, synthetic = config.get("debug_overfit_batches"), config.bool("debug_synthetic_data")
-    if not (overfit or synthetic):
-        return
-    if overfit and synthetic:
+def _leave_real_run_alone(config: Config, run: str, **changes: Any) -> None:
+    """Override the config so that a verdict run touches nothing of the real training: no checkpoints,
+    no user callbacks (they may write files), no eval sets, TensorBoard in a subdirectory of its own."""
+    if config.get("debug_overfit_batches") and config.bool("debug_synthetic_data"):
         raise ConfigError("debug_overfit_batches and debug_synthetic_data are two separate runs; set one of them.")
-    # Nothing of the real training is touched: no checkpoints, no user callbacks (they may write files),
-    # TensorBoard in a subdirectory of its own.
-    no_side_effects = {
-        "model": None,
-        "eval": None,
-        "eval_datasets": None,
-        "early_stopping_patience": None,
-        "callbacks": {},
-        "tf_log_dir": None,
-    }
     tensorboard_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
     if tensorboard_dir:
-        no_side_effects["tensorboard_dir"] = os.path.join(
-            tensorboard_dir, "debug_overfit_batches" if overfit else "debug_synthetic_data"
-        )
-    if overfit:
-        config.overrides.update(no_side_effects, dev=None, num_epochs=1)
-        return
-    seed = config.int("random_seed")
-    real = init_dataset(config.get("train"), option="train", random_seed=seed)
-    declared = config.get("extern_data")
-    extern_data = parse_extern_data(declared) if declared is not None else extern_data_from_dataset(real)
-    generator = SyntheticLike(extern_data, reference_stats(real, extern_data), seed)
-    num_seqs = min(real.num_seqs, MAX_SYNTHETIC_SEQS)
-    log.v3(f"debug_synthetic_data: {num_seqs} synthetic training sequences: {generator.describe()}.")
+        changes["tensorboard_dir"] = os.path.join(tensorboard_dir, run)
     config.overrides.update(
-        no_side_effects,
-        train=generator.dataset(num_seqs, seed, "train"),
-        dev=generator.dataset(max(num_seqs // 4, 16), seed + 1, "dev"),
+        model=None,
+        eval=None,
+        eval_datasets=None,
+        early_stopping_patience=None,
+        callbacks={},
+        tf_log_dir=None,
+        **changes,
     )
 
 
@@ -109,8 +126,11 @@ class RepeatedBatches:
         return self.loader.iterate(plan)
 
 
-class OverfitVerdict:
-    """``debug_overfit_batches``: swap in the repeated batches, record the loss, judge at the end."""
+class OverfitVerdict(Plugin):
+    """``debug_overfit_batches``: swap in the repeated batches, record the loss, judge at the end.
+
+    The batches are swapped at STARTUP after the sanity check (Order.CHECK) looked at the real data.
+    """
 
     def __init__(self, config: Config):
         self.num_batches = config.int("debug_overfit_batches")
@@ -120,40 +140,46 @@ class OverfitVerdict:
         self.repeated: RepeatedBatches | None = None
         self.untrained = 0.0
 
-    def install(self, engine: Any) -> None:
-        engine.callbacks.on(Event.STARTUP, self.use_first_batches)
-        engine.callbacks.on(Event.STEP_END, self.record)
-        engine.callbacks.on(Event.FINISH, self.judge)
+    @classmethod
+    def prepare(cls, config: Config) -> None:
+        if config.get("debug_overfit_batches"):
+            _leave_real_run_alone(config, "debug_overfit_batches", dev=None, num_epochs=1)
 
-    def use_first_batches(self, engine: Any) -> None:
-        repeated = self.repeated = RepeatedBatches(engine.loaders["train"], self.num_batches, self.steps)
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> OverfitVerdict | None:
+        return cls(config) if config.get("debug_overfit_batches") else None
+
+    @on(Event.STARTUP)
+    def use_first_batches(self, state: RunState) -> None:
+        repeated = self.repeated = RepeatedBatches(state.loaders["train"], self.num_batches, self.steps)
         self.num_batches = len(repeated.batches)
-        engine.loaders["train"] = repeated
-        self.untrained = self.memorized_loss(engine)
+        state.loaders["train"] = repeated
+        self.untrained = self.memorized_loss(state)
         log.v3(
             f"debug_overfit_batches: training {self.steps} steps on the first {self.num_batches} batch(es) of "
             f"{repeated.dataset.name} ({sum(len(b) for b in repeated.batches)} sequences), without checkpoints."
         )
 
-    def memorized_loss(self, engine: Any) -> float:
+    def memorized_loss(self, state: RunState) -> float:
         """The loss on the batches in eval mode: what the model memorized, without dropout's noise."""
-        engine.model.eval()
+        state.model.eval()
         totals = []
         with torch.no_grad():
             for _, batch in self.repeated.iterate(self.repeated.batches):
-                with RunCtx(stage="eval", epoch=engine.epoch, step=engine.global_step, batch=batch) as run_ctx:
-                    engine.config.get("train_step")(model=engine.model, extern_data=batch, run_ctx=run_ctx)
+                run_ctx = run_step(state.config, state.model, batch, "eval", epoch=state.epoch, step=state.global_step)
                 totals.append(run_ctx.total_loss().float())
-        engine.model.train()
+        state.model.train()
         return float(torch.stack(totals).mean())
 
-    def record(self, engine: Any) -> None:
+    @on(Event.STEP_END)
+    def record(self, state: RunState) -> None:
         with torch.no_grad():
-            self.losses.append(engine.run_ctx.total_loss().detach().float())
+            self.losses.append(state.run_ctx.total_loss().detach().float())
 
-    def judge(self, engine: Any) -> None:
+    @on(Event.FINISH)
+    def judge(self, state: RunState) -> None:
         losses = torch.stack(self.losses).tolist()
-        first, final = self.untrained, self.memorized_loss(engine)
+        first, final = self.untrained, self.memorized_loss(state)
         ratio = final / first if first > 0 else float("inf")
         facts = (
             f"the loss on the first {self.num_batches} batch(es) (eval mode) went from {first:.4g} to {final:.4g} "
@@ -169,35 +195,61 @@ class OverfitVerdict:
         raise VerdictError(
             f"debug_overfit_batches verdict: the model does NOT learn: {facts}. A model that cannot memorize a few "
             f"batches has a bug in the model, the loss or the optimization."
-            + _findings_hint(engine)
+            + _findings_hint(state)
             + f" Check that the loss is computed from the model's output (no .detach()), the learning rate "
-            f"({engine.learning_rate:g}), and the gradient health (debug_grad_health = 1)."
+            f"({state.learning_rate:g}), and the gradient health (debug_grad_health = 1)."
         )
 
 
-class SyntheticDataVerdict:
+class SyntheticDataVerdict(Plugin):
     """``debug_synthetic_data``: dev scores before and after training on the synthetic data."""
 
     def __init__(self, config: Config):
         self.ratio = config.float("debug_synthetic_loss_ratio")
         self.before: dict[str, float] = {}
 
-    def install(self, engine: Any) -> None:
-        engine.callbacks.on(Event.STARTUP, self.score_untrained)
-        engine.callbacks.on(Event.FINISH, self.judge)
+    @classmethod
+    def prepare(cls, config: Config) -> None:
+        if not config.bool("debug_synthetic_data"):
+            return
+        seed = config.int("random_seed")
+        real = init_dataset(config.get("train"), option="train", random_seed=seed)
+        declared = config.get("extern_data")
+        extern_data = parse_extern_data(declared) if declared is not None else extern_data_from_dataset(real)
+        generator = SyntheticLike(extern_data, reference_stats(real, extern_data), seed)
+        num_seqs = min(real.num_seqs, MAX_SYNTHETIC_SEQS)
+        log.v3(f"debug_synthetic_data: {num_seqs} synthetic training sequences: {generator.describe()}.")
+        _leave_real_run_alone(
+            config,
+            "debug_synthetic_data",
+            train=generator.dataset(num_seqs, seed, "train"),
+            dev=generator.dataset(max(num_seqs // 4, 16), seed + 1, "dev"),
+        )
 
-    def score_untrained(self, engine: Any) -> None:
-        self.before = engine.evaluate("dev")
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> SyntheticDataVerdict | None:
+        return cls(config) if config.bool("debug_synthetic_data") else None
+
+    @on(Event.STARTUP)
+    def score_untrained(self, state: RunState) -> None:
+        scores = ScoreAccumulator()
+        state.model.eval()
+        loader = state.loaders["dev"]
+        with torch.no_grad():
+            for indices, batch in loader.iterate(loader.plan(1)):
+                run_ctx = run_step(state.config, state.model, batch, "eval", epoch=state.epoch, step=state.global_step)
+                scores.add(run_ctx, len(indices))
+        state.model.train()
+        self.before = scores.result()
         log.v3(f"debug_synthetic_data: untrained model on the synthetic dev set: {format_scores(self.before)}")
 
-    def judge(self, engine: Any) -> None:
-        after = engine.lr_control.scores.get(engine.epoch, {})
+    @on(Event.FINISH)
+    def judge(self, state: RunState) -> None:
+        after = state.lr_control.scores.get(state.epoch, {}).get("dev", {})
         key = next(iter(self.before))
-        first, final = self.before[key], after.get(f"dev_{key}", float("nan"))
-        changes = ", ".join(
-            f"{name} {v:.4g} -> {after.get('dev_' + name, float('nan')):.4g}" for name, v in self.before.items()
-        )
-        facts = f"on the synthetic dev set after {engine.epoch} epoch(s): {changes} ('learns' needs {key} x{self.ratio:g} or less)"
+        first, final = self.before[key], after.get(key, float("nan"))
+        changes = ", ".join(f"{name} {v:.4g} -> {after.get(name, float('nan')):.4g}" for name, v in self.before.items())
+        facts = f"on the synthetic dev set after {state.epoch} epoch(s): {changes} ('learns' needs {key} x{self.ratio:g} or less)"
         if first > 0 and final <= self.ratio * first:
             log.v3(
                 f"debug_synthetic_data verdict: the model LEARNS the synthetic data {facts}. Model and training "
@@ -208,13 +260,16 @@ class SyntheticDataVerdict:
         raise VerdictError(
             f"debug_synthetic_data verdict: the model does NOT learn even synthetic data with a plain relation "
             f"{facts}. Look at the model, the loss and the optimization, not at the data."
-            + _findings_hint(engine)
+            + _findings_hint(state)
             + " debug_overfit_batches = 1 and debug_grad_health = 1 narrow it down."
         )
 
 
-def _findings_hint(engine: Any) -> str:
+def _findings_hint(state: RunState) -> str:
     """The sanity check's findings, as likely causes."""
-    if not engine.findings:
+    if not state.control.findings:
         return ""
-    return " The sanity check found: " + " ".join(f.text for f in engine.findings)
+    return " The sanity check found: " + " ".join(f.text for f in state.control.findings)
+
+
+PLUGINS = (OverfitVerdict, SyntheticDataVerdict)
