@@ -192,6 +192,9 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
     for path in files:
         config.files.append(path)
         _exec_file(path, config.namespace)
+    from framework.plugins import import_user_plugins
+
+    import_user_plugins(config)  # their options are known before the overrides are checked
     for key, value in config.overrides.items():
         if options.get(key) is None and key not in config.namespace:
             guess = options.closest_name(key, cutoff=0.6)

@@ -98,7 +98,10 @@ def test_ops_mode_names_the_aten_op_and_the_config_line():
 def test_intentional_infinities_are_reported_unless_skipped_or_nan_only(flag):
     message = _fails(plant="mask", **{flag: True})
     assert "aten.masked_fill in module encoder.layers.0.mask" in message
-    assert _train(plant="mask", debug_check_numerics_skip_modules=["encoder.layers.*.mask"], **{flag: True}).state.epoch == 2
+    assert (
+        _train(plant="mask", debug_check_numerics_skip_modules=["encoder.layers.*.mask"], **{flag: True}).state.epoch
+        == 2
+    )
     assert _train(plant="mask", debug_check_numerics_nan_only=True, **{flag: True}).state.epoch == 2
 
 

@@ -96,7 +96,10 @@ def test_get_run_ctx_returns_the_step_context_and_scale_weights_the_loss():
 def test_optimizers_by_name_module_path_and_returnn_spelling():
     engine = _train(optimizer={"class": "adamw", "weight_decay": 0.1, "epsilon": 1e-7}, num_epochs=1)
     assert isinstance(engine.state.optimizer, torch.optim.AdamW)
-    assert engine.state.optimizer.param_groups[0]["eps"] == 1e-7 and engine.state.optimizer.param_groups[0]["weight_decay"] == 0.1
+    assert (
+        engine.state.optimizer.param_groups[0]["eps"] == 1e-7
+        and engine.state.optimizer.param_groups[0]["weight_decay"] == 0.1
+    )
     engine = _train(optimizer={"class": "torch.optim.SGD", "momentum": 0.9}, num_epochs=1)
     assert isinstance(engine.state.optimizer, torch.optim.SGD)
     with pytest.raises(ConfigError, match="has no parameter 'momentun'. Did you mean 'momentum'"):

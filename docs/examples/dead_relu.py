@@ -1,0 +1,46 @@
+"""A diagnostic plugin: warn once per layer when a ReLU outputs only zeros (a "dead" layer)."""
+
+import torch
+
+from framework import log
+from framework.events import Event
+from framework.options import register
+from framework.plugin import Plugin, on
+
+register("debug_dead_relu_interval", "int", 0, "Check ReLU outputs every N steps (0: off).", __name__, range=(0, None))
+
+
+class DeadReLU(Plugin):
+    def __init__(self, model: torch.nn.Module, interval: int):
+        self.interval, self.step, self.checking, self.warned = interval, 0, False, set()
+        relus = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.ReLU)]
+        self.hooks = [m.register_forward_hook(self._hook(name)) for name, m in relus]
+
+    @classmethod
+    def from_config(cls, config, state):
+        interval = config.int("debug_dead_relu_interval")
+        return cls(state.model, interval) if interval else None  # off: declines, costs nothing
+
+    def _hook(self, name):
+        def hook(module, args, output):  # a host sync per ReLU, only in checked training steps
+            if self.checking and name not in self.warned and not output.any():
+                self.warned.add(name)
+                log.v2(f"WARNING dead ReLU: '{name}' output only zeros in training step {self.step}.")
+
+        return hook
+
+    @on(Event.STEP_START)
+    def start_step(self, state):
+        self.step, self.checking = state.global_step, state.global_step % self.interval == 0
+
+    @on(Event.AFTER_FORWARD)
+    def end_forward(self, state):
+        self.checking = False
+
+    @on(Event.CLOSE)
+    def remove_hooks(self, state):
+        for hook in self.hooks:
+            hook.remove()
+
+
+PLUGINS = (DeadReLU,)
