@@ -1,9 +1,10 @@
 """The option registry: the single source of truth for every config option.
 
-Each option is declared once here with its name, type, default, a one-line doc and the
-component that reads it. The registry validates configs, prints ``rnn.py --help-options`` and
-generates ``docs/options.rst``. This module imports nothing heavy, so validation and help
-work before torch is loaded.
+Each option is declared once, with its name, type, default, a one-line doc, the component that
+reads it and optionally choices, a range and what ``True`` means: the core options here, each
+diagnostic's in its own plugin module (``framework.plugin``), whose declarations are read from
+the source without importing it. The registry validates configs, prints ``rnn.py --help-options``
+and generates ``docs/options.rst``; validation and help work before torch is loaded.
 
 Types are written as a small union language, e.g. ``"int"``, ``"float | None"``,
 ``"str | list[str] | None"``, ``"dict | callable"``. ``float`` accepts ints; ``int`` rejects

@@ -5,7 +5,9 @@ Same model (MLP 784-512-512-10), same data (MNIST digits, batches of 64 in the s
 initial parameters, one thread. Epochs of the two alternate, so that machine noise hits both
 alike; the ratio of the median step times is printed. Target: at most 1.05.
 
-    python tools/benchmark-step.py [--rounds 15] [--startup]
+    python tools/benchmark-step.py [--rounds 15] [--all-off] [--startup]
+
+``--all-off`` switches off every diagnostic that is on by default (the default run keeps them).
 
 ``--startup`` also measures the import time of ``framework`` and the time from starting
 ``python rnn.py`` to its first training step.
@@ -64,7 +66,18 @@ class HandWrittenLoop:
         return steps
 
 
-def benchmark_steps(rounds: int) -> None:
+# The diagnostics that are on by default, switched off.
+ALL_OFF = {
+    "debug_sanity_check": False,
+    "debug_grad_health": False,
+    "debug_leak_check": False,
+    "debug_loss_window": 0,
+    "debug_dev_divergence_epochs": 0,
+    "stop_on_nonfinite_train_score": False,
+}
+
+
+def benchmark_steps(rounds: int, all_off: bool) -> None:
     torch.set_num_threads(1)
     log.setup(verbosity=2)
     torch.manual_seed(0)
@@ -80,6 +93,7 @@ def benchmark_steps(rounds: int) -> None:
             "device": "cpu",
             "get_model": lambda **_: make_model(),
             "train_step": train_step,
+            **(ALL_OFF if all_off else {}),
         }
     )
     engine = Engine(config)
@@ -149,9 +163,10 @@ def benchmark_startup() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--all-off", action="store_true", help="switch off the diagnostics that are on by default")
     parser.add_argument("--startup", action="store_true")
     args = parser.parse_args()
-    benchmark_steps(args.rounds)
+    benchmark_steps(args.rounds, args.all_off)
     if args.startup:
         benchmark_startup()
 
