@@ -127,8 +127,10 @@ class Engine:
         state.model.train()
         emit(Event.EPOCH_START, state)
         for i, (indices, batch) in enumerate(loader.iterate(plan[start:]), start=start):
-            run_ctx = RunCtx(stage="train", epoch=state.epoch, step=state.global_step, batch=batch)
-            run_ctx.summaries, state.step_metrics = state.summaries, {}
+            run_ctx = RunCtx(
+                stage="train", epoch=state.epoch, step=state.global_step, batch=batch, summaries=state.summaries
+            )
+            state.step_metrics = {}
             state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
             emit(Event.STEP_START, state)
             call_step(train_step, state.step_model, run_ctx)
@@ -185,8 +187,9 @@ class Engine:
         emit(Event.EVAL_START, state)
         with torch.no_grad():
             for i, (indices, batch) in enumerate(loader.iterate(plan)):
-                run_ctx = RunCtx(stage="eval", epoch=state.epoch, step=state.global_step, batch=batch)
-                run_ctx.summaries = state.summaries
+                run_ctx = RunCtx(
+                    stage="eval", epoch=state.epoch, step=state.global_step, batch=batch, summaries=state.summaries
+                )
                 state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
                 emit(Event.EVAL_STEP_START, state)
                 call_step(train_step, state.model, run_ctx)

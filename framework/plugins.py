@@ -79,7 +79,7 @@ def import_user_plugins(config: Config) -> list[type[Plugin]]:
     from framework.plugin import Plugin
 
     found: list[type[Plugin]] = []
-    for entry in config.namespace.get("plugins", config.overrides.get("plugins")) or []:
+    for entry in config.get("plugins") or []:  # an override wins over the files, as for any option
         if isinstance(entry, type) and issubclass(entry, Plugin):
             found.append(entry)
             continue

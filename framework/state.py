@@ -78,7 +78,7 @@ class RunState:
     lr_control: LearningRateControl | None = None
     learning_rate: float = 0.0
     epoch: int = 0
-    global_step: int = 0  # steps done so far; during a training step, the index of that step
+    global_step: int = 0  # training steps done; during a step (until STEP_END), the index of that step
     # The step in progress (training, evaluation or forward).
     dataset: str | None = None  # the dataset option the batch is from (train, dev, dev_other, ...)
     step_in_epoch: int = 0

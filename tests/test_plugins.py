@@ -14,6 +14,7 @@ from test_health import _memorizable, _train, _wide, output  # noqa: F401  (outp
 from torch import nn
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+from framework import options
 from framework.config import load_config
 from framework.engine import Engine
 from framework.errors import ConfigError, TrainingInterrupted
@@ -27,6 +28,16 @@ DEAD_MODEL = (
     "    nn.init.constant_(first.bias, -100.0)  # every input lands below zero: the ReLU after it is dead\n"
     "    return nn.Sequential(first, nn.ReLU(), nn.Linear(hidden, 3))\n"
 )
+
+
+@pytest.fixture(autouse=True)
+def _registry_restored():
+    """A plugin imported in-process registers its options for the whole process: forget them after each test."""
+    saved = {option.name: option for option in options.all_options()}  # all_options reads the built-in ones first
+    yield
+    options._REGISTRY.clear()
+    options._REGISTRY.update(saved)
+    sys.modules.pop("dead_relu", None)
 
 
 def test_the_documented_example_plugin_names_a_dead_relu_and_stays_quiet_on_a_healthy_model(tmp_path, output):  # noqa: F811

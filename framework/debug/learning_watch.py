@@ -94,13 +94,13 @@ class LossWindowWatch(Plugin):
 
     def _fold(self, state: RunState) -> None:
         """Add what the epoch sums gained since ``base`` to the window's carry (one host sync)."""
-        state = state.epoch_scores.state_dict()
-        for name, total in state["sums"].items():
+        sums = state.epoch_scores.state_dict()
+        for name, total in sums["sums"].items():
             old_sum, old_weight = (self.base["sums"][name], self.base["weights"][name]) if self.base else (0.0, 0.0)
             carried = self.carry.setdefault(name, [0.0, 0.0])
             carried[0] += float(total - old_sum)
-            carried[1] += float(state["weights"][name] - old_weight)
-        self.base = state
+            carried[1] += float(sums["weights"][name] - old_weight)
+        self.base = sums
 
     def _window_mean(self, state: RunState) -> float | None:
         """The optimized loss (sum of scale x loss) averaged over the window."""
