@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from framework import log
+from framework import exit_log, log
 from framework.config import load_config, parse_args
-from framework.errors import FrameworkError
+from framework.errors import FrameworkError, TrainingInterrupted
 
 USAGE = """usage: rnn.py config.py [more_config.py ...] [++option value ...]
        rnn.py --help-options
@@ -33,12 +33,22 @@ def main(argv: list[str]) -> int:
     from framework.debug.crash import install_crash_handlers
 
     crash_status = install_crash_handlers()  # first: a crash while loading the config is covered too
+    exit_log.install_termination_handlers()
     try:
         return _run(argv, crash_status)
     except FrameworkError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        log.to_files(f"ERROR: {exc}")
+        message = f"{exc}" if isinstance(exc, TrainingInterrupted) else f"ERROR: {exc}"  # a requested stop is no error
+        print(message, file=sys.stderr)
+        log.to_files(message)
         return exc.exit_code
+    except exit_log.Terminated as exc:
+        message = exit_log.terminated_message(exc)
+        print(message, file=sys.stderr)
+        log.to_files(message)
+        return 128 + exc.signum
+    except BaseException as exc:  # the log says why the run died; the exception propagates unchanged
+        exit_log.log_fatal(exc)
+        raise
 
 
 def _run(argv: list[str], crash_status: str) -> int:

@@ -10,7 +10,10 @@ read a global at call time see the overridden value.
 from __future__ import annotations
 
 import ast
+import inspect
 import os
+import sys
+import sysconfig
 import traceback
 import types
 from collections.abc import Iterable
@@ -23,6 +26,24 @@ _MISSING = object()
 
 # Closer than this to a registered option name, an unknown global is taken for a typo.
 _TYPO_CUTOFF = 0.85
+
+# An unknown global starting with one of these is taken for an option name the user believes in
+# (``debug_check_numerics``, ``lr_shedule``), however far from a real one. Exempt are functions
+# and classes (``def debug_print_stats``), and any name the config's code reads: RETURNN configs
+# keep their own settings as globals (``learning_rate_warmup_steps``, read by their
+# ``dynamic_learning_rate`` with ``config.int(...)``).
+OPTION_FAMILIES = (
+    "debug_",
+    "torch_",
+    "tf_",
+    "learning_rate",
+    "lr_",
+    "newbob_",
+    "early_stopping",
+    "gradient_clip",
+    "tensorboard",
+    "accum_grad",
+)
 
 
 class Config:
@@ -103,6 +124,7 @@ class Config:
 
         import_user_plugins(self)  # their modules register their options
         problems = []
+        used = None
         for name, value in self.namespace.items():
             if name == "config" or name.startswith("_") or isinstance(value, types.ModuleType):
                 continue
@@ -110,17 +132,62 @@ class Config:
             if option is not None:
                 problem = option.check(value)
                 if problem:
-                    problems.append(problem + ".")
+                    problems.append(problem + (f" (from ++{name})." if name in self.overrides else "."))
                 continue
-            guess = options.closest_name(name, cutoff=_TYPO_CUTOFF)
-            if guess is not None:
-                problems.append(
-                    f"{name!r} is not an option; did you mean {guess!r}? "
-                    f"(If it is a helper of your own, rename it or prefix it with '_'.)"
-                )
+            used = _names_used_by(self) if used is None else used
+            problem = None if name in used else _unknown_name_problem(name, value)
+            if problem:
+                problems.append(problem)
         if problems:
             where = f" in {', '.join(self.files)}" if self.files else ""
             raise ConfigError(f"Invalid config{where}: " + " ".join(problems))
+
+
+def _names_used_by(config: Config) -> set[str]:
+    """Every name and string the config's code reads: its files and the modules of the functions it holds."""
+    paths = set(config.files)
+    for value in config.namespace.values():
+        module = sys.modules.get(getattr(value, "__module__", None) or "")
+        path = getattr(module, "__file__", None)
+        if path and (inspect.isfunction(value) or inspect.isclass(value)) and not _is_library(path):
+            paths.add(path)
+    used: set[str] = set()
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                used.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                used.add(node.value)
+    return used
+
+
+def _is_library(path: str) -> bool:
+    """Installed packages, the standard library and the framework: none of them reads a config's globals."""
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + "framework")
+    path = os.path.abspath(path)
+    return any(path.startswith(root + os.sep) for root in roots)
+
+
+def _unknown_name_problem(name: str, value: Any) -> str | None:
+    """Why the unregistered global ``name`` looks like a misspelled or imagined option, or None."""
+    keep = "(If it is a helper of your own, rename it or prefix it with '_'.)"
+    guess = options.closest_name(name, cutoff=_TYPO_CUTOFF)
+    if guess is not None:
+        return f"{name!r} is not an option; did you mean {guess!r}? {keep}"
+    family = next((prefix for prefix in OPTION_FAMILIES if name.startswith(prefix)), None)
+    if family is None or inspect.isfunction(value) or inspect.isclass(value):
+        return None
+    close = options.closest_names(name, n=3, cutoff=0.5)
+    hint = f"; the closest are {', '.join(map(repr, close))}" if close else ""
+    return f"{name!r} is not an option, though its name looks like one ({family}...){hint}. See rnn.py --help-options. {keep}"
 
 
 def parse_override_value(text: str) -> Any:
@@ -159,6 +226,10 @@ def parse_args(args: Iterable[str]) -> tuple[list[str], dict[str, Any]]:
 
 
 def _exec_file(path: str, namespace: dict[str, Any]) -> None:
+    if os.path.isdir(path):
+        found = sorted(f for f in os.listdir(path) if f.endswith((".py", ".config")))
+        hint = f" It holds {', '.join(found[:8])}." if found else ""
+        raise ConfigError(f"Config file {path!r} is a directory; give the config file in it.{hint}")
     if not os.path.isfile(path):
         raise ConfigError(f"Config file {path!r} does not exist (working directory: {os.getcwd()}).")
     with open(path, encoding="utf-8") as f:

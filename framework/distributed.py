@@ -95,6 +95,11 @@ class Distributed:
         callbacks.on(Event.AFTER_OPTIMIZER_STEP, average, Order.TRAINING)
         return model
 
+    def close(self) -> None:
+        """Destroy the process group. Left to interpreter exit, gloo's threads can abort the process (SIGABRT)."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
     def sum(self, values: torch.Tensor) -> torch.Tensor:
         """``values`` summed over all ranks."""
         values = values.clone()

@@ -25,6 +25,7 @@ register(
     None,
     "End training when the watched score did not improve for this many epochs (None: never).",
     __name__,
+    range="[0, inf)",
 )
 
 register(
@@ -35,7 +36,14 @@ register(
     __name__,
 )
 
-register("early_stopping_min_delta", "float", 0.0, "Early stopping: an improvement must be larger than this.", __name__)
+register(
+    "early_stopping_min_delta",
+    "float",
+    0.0,
+    "Early stopping: an improvement must be larger than this.",
+    __name__,
+    range="[0, inf)",
+)
 
 
 class EarlyStopping(Plugin):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework import build, checkpoint, log
+from framework import build, checkpoint, disk, log, resume
 from framework.config import Config
 from framework.errors import CheckpointError, ConfigError, TrainingInterrupted
 from framework.events import Callbacks, Event, StopTraining
@@ -27,6 +27,7 @@ from framework.optim import create_optimizer
 from framework.plugins import build_plugins, prepare_config
 from framework.rng import get_rng_state, seed_everything, set_rng_state
 from framework.run_ctx import RunCtx
+from framework.run_lock import RunLock
 from framework.scores import ScoreAccumulator, Scores, format_scores
 from framework.state import RunState
 from framework.step import call_step, step_function
@@ -49,6 +50,7 @@ class Engine:
             learning_rate=config.float("learning_rate"),
         )
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
+        self._lock: RunLock | None = None  # held while this process writes checkpoints of the model prefix
 
     @contextlib.contextmanager
     def running(self) -> Iterator[RunState]:
@@ -64,8 +66,17 @@ class Engine:
             state.outcome, state.exception = "exception", exc
             self.callbacks.emit(Event.EXCEPTION, state)
             raise
+        except BaseException:  # a terminating signal (exit_log.Terminated), SystemExit
+            state.outcome = "interrupted"
+            raise
         finally:
-            self.callbacks.emit(Event.CLOSE, state)
+            try:
+                self.callbacks.emit(Event.CLOSE, state)
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
+                if state.distributed is not None:
+                    state.distributed.close()
 
     # ------------------------------------------------------------------------------- training
     def train(self) -> None:
@@ -104,6 +115,7 @@ class Engine:
     def init_train(self) -> bool:
         """Datasets, model, optimizer and plugins, fresh or resumed, then STARTUP; False if training is done."""
         prepare_config(self.config, "train")
+        self._lock_model_prefix()
         self.init_data(["train", "dev", "eval"], required="train")
         if not self._init_model_for_training(self.config.int("num_epochs")):
             return False
@@ -111,6 +123,14 @@ class Engine:
         build_plugins(self.config, self.state, self.callbacks)
         self.callbacks.emit(Event.STARTUP, self.state)
         return True
+
+    def _lock_model_prefix(self) -> None:
+        """Before anything is loaded: the model directory is writable and no other run writes this prefix."""
+        prefix = self._writes_checkpoints()
+        if prefix:
+            disk.probe_directory(os.path.dirname(prefix), "model directory", "model")
+            self._lock = RunLock(prefix)
+            self._lock.acquire()
 
     def train_epoch(self) -> dict[str, float]:
         """One pass over the train dataset's batches of ``state.epoch``; returns the train scores."""
@@ -266,6 +286,8 @@ class Engine:
         next_epoch = 1 if saved is None else saved["epoch"] + ("next_step" not in saved)
         self.build_model(epoch=next_epoch, step=0 if saved is None else saved["global_step"])
         state.optimizer = create_optimizer(self.config, state.model)
+        if self._writes_checkpoints():
+            checkpoint.check_room(prefix, state.model, state.optimizer)
         state.step_model = (
             state.model if state.distributed is None else state.distributed.prepare(state.model, self.callbacks)
         )
@@ -276,6 +298,7 @@ class Engine:
         if saved is not None:
             self._restore(saved, path)
             log.v3(f"Resuming from {path}: epoch {state.epoch}, global step {state.global_step}.")
+            resume.report_changes(self.config, saved, state.lr_control, next_epoch)
             state.epoch = next_epoch - 1
             if "next_step" in saved:
                 self._resume = {"epoch": saved["epoch"], "next_step": saved["next_step"], "scores": saved["scores"]}
@@ -350,6 +373,7 @@ class Engine:
             "global_step": state.global_step,
             "rng": get_rng_state(),
             "learning_rate_control": state.lr_control.state_dict(),
+            "options": resume.recorded_options(self.config),
         }
 
     def _writes_checkpoints(self) -> str | None:

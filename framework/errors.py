@@ -33,3 +33,15 @@ class TrainingInterrupted(FrameworkError):
     """Training stopped on request (Ctrl-C, SIGTERM, ``state.control.stop``); the message says how to resume."""
 
     exit_code = 130
+
+
+class ModelInUseError(FrameworkError):
+    """Another live run holds the lock of the same model prefix."""
+
+    exit_code = 2
+
+
+class WriteError(FrameworkError):
+    """Writing a checkpoint or output file failed (disk full, I/O error); what was written before is intact."""
+
+    exit_code = 1

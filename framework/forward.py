@@ -8,6 +8,7 @@ RETURNN's: per output, the sequences concatenated along their first axis plus
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -16,8 +17,9 @@ from framework import log
 from framework.build import make_loader, resolve_extern_data
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import check_dataset
+from framework.disk import describe_os_error, probe_directory
 from framework.engine import Engine
-from framework.errors import ConfigError
+from framework.errors import ConfigError, WriteError
 from framework.run_ctx import MarkedOutput
 from framework.step import step_function
 
@@ -58,11 +60,19 @@ class OutputCollector:
                 arrays[name + ":seq_len"] = np.array([len(r) for r in rows], dtype=np.int64)
             else:
                 arrays[name] = np.stack(rows)
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise WriteError(
+                f"Writing the forward output {path} failed: {describe_os_error(exc)}. The partial file was removed. "
+                f"Free space or choose another path with the 'output_file' option."
+            ) from None
 
 
 def run_forward(engine: Engine) -> str:
@@ -83,9 +93,10 @@ def run_forward(engine: Engine) -> str:
         engine.state.extern_data = extern_data
         loader = make_loader(config, option, dataset, extern_data, engine.state.device)
         engine.load_for_inference()
+        path = config.get("output_file") or f"{config.get('model')}.{engine.state.epoch:03d}.forward.npz"
+        probe_directory(os.path.dirname(path), "directory of the forward output", "output_file")
         collector = OutputCollector()
         engine.run_forward(loader, lambda indices, run_ctx: collector.add(indices, run_ctx.outputs))
-        path = config.get("output_file") or f"{config.get('model')}.{engine.state.epoch:03d}.forward.npz"
         collector.write(path)
     log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")
     return path

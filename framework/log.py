@@ -11,6 +11,8 @@ import logging
 import os
 import sys
 
+from framework.errors import ConfigError
+
 logger = logging.getLogger("framework")
 
 _HANDLER_TAG = "_framework_handler"
@@ -29,8 +31,14 @@ def setup(verbosity: int = 4, files: str | list[str] | None = None, stdout: bool
     if not stdout and not files:
         handlers.append(logging.NullHandler())  # else logging's last resort prints warnings to stderr
     for path in [files] if isinstance(files, str) else files or []:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        handlers.append(logging.FileHandler(path, mode="a", encoding="utf-8"))
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            handlers.append(logging.FileHandler(path, mode="a", encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(
+                f"The log file {path!r} cannot be written ({os.strerror(exc.errno) if exc.errno else exc}). "
+                f"Nothing was started. Make its directory writable or choose another path with the 'log' option."
+            ) from None
     for handler in handlers:
         setattr(handler, _HANDLER_TAG, True)
         handler.setFormatter(logging.Formatter("%(message)s"))

@@ -37,6 +37,11 @@ class LearningRateControl:
             self.epoch_lrs[epoch] = self._decide(epoch)
         return self.epoch_lrs[epoch]
 
+    def restart_at(self, epoch: int) -> None:
+        """Forget the rates decided for ``epoch`` and later: the schedule restarts at the configured rate there."""
+        self.epoch_lrs = {e: lr for e, lr in self.epoch_lrs.items() if e < epoch}
+        self.epoch_lrs[epoch] = float(self.fixed[epoch - 1]) if epoch <= len(self.fixed) else self.initial
+
     def _decide(self, epoch: int) -> float:
         if epoch <= len(self.fixed):
             return float(self.fixed[epoch - 1])

@@ -14,6 +14,7 @@ bools; ``list`` accepts tuples; ``any`` accepts everything (the component valida
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ class Option:
     doc: str
     component: str
     choices: tuple[Any, ...] | None = None
-    range: tuple[float | None, float | None] | None = None  # (low, high), both inclusive; None: unbounded
+    range: str | None = None  # an interval such as "[1, inf)" or "(0, 1]"; lists: each element
     true_means: Any = None  # for "bool | int" options: the number that True stands for
 
     def check(self, value: Any) -> str | None:
@@ -39,19 +40,42 @@ class Option:
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(repr(c) for c in self.choices)
             return f"option {self.name!r} must be one of {allowed}, but got {value!r}"
-        if self.range is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
-            low, high = self.range
-            if (low is not None and value < low) or (high is not None and value > high):
-                return f"option {self.name!r} must be in {format_range(self.range)}, but got {value!r}"
+        numbers = value if isinstance(value, (list, tuple)) else [value]
+        for number in numbers:
+            if not _is_number(number):
+                continue
+            if number != number:
+                return f"option {self.name!r} is NaN; give a number"
+            if self.range is not None and not in_interval(self.range, number):
+                where = "" if number is value else f" (element {number!r} of {value!r})"
+                return (
+                    f"option {self.name!r} ({self.doc.rstrip('.')}) must be in {self.range}, but got {number!r}{where}"
+                )
         return None
 
 
-def format_range(bounds: tuple[float | None, float | None]) -> str:
-    """``[0, 1]``, ``>= 1``, ``<= 5``."""
-    low, high = bounds
-    if low is not None and high is not None:
-        return f"[{low:g}, {high:g}]"
-    return f">= {low:g}" if low is not None else f"<= {high:g}"
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_INTERVAL = re.compile(r"^([\[(])\s*(-inf|[-+0-9.e]+)\s*,\s*(inf|[-+0-9.e]+)\s*([\])])$")
+
+
+def parse_interval(text: str) -> tuple[float, bool, float, bool]:
+    """``"[1, inf)"`` -> (low, low included, high, high included); ValueError if malformed."""
+    match = _INTERVAL.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"range {text!r} is not an interval such as '[1, inf)' or '(0, 1]'")
+    opening, low, high, closing = match.groups()
+    return float(low), opening == "[", float(high), closing == "]"
+
+
+def in_interval(text: str, value: float) -> bool:
+    """Whether ``value`` lies in the interval ``text`` (e.g. ``"(0, 1]"``)."""
+    low, low_closed, high, high_closed = parse_interval(text)
+    above = value >= low if low_closed else value > low
+    below = value <= high if high_closed else value < high
+    return above and below
 
 
 def _describe(value: Any) -> str:
@@ -104,7 +128,7 @@ def register(
     doc: str,
     component: str,
     choices: Iterable[Any] | None = None,
-    range: tuple[float | None, float | None] | None = None,
+    range: str | None = None,
     true_means: Any = None,
 ) -> Option:
     """Declare an option. Each name is declared once (a plugin module's declaration may be read twice:
@@ -114,6 +138,8 @@ def register(
     option = Option(name, type, default, doc, component, tuple(choices) if choices else None, range, true_means)
     if name in _REGISTRY and _REGISTRY[name] != option:
         raise ValueError(f"option {name!r} is registered twice")
+    if range is not None:
+        parse_interval(range)  # fails early on a malformed range
     if option.range is not None and option.check(default) is not None:
         raise ValueError(f"option {name!r}: its default {default!r} is outside its range")
     _REGISTRY[name] = option
@@ -147,9 +173,14 @@ def all_options() -> list[Option]:
 
 def closest_name(name: str, cutoff: float = 0.8) -> str | None:
     """The registered option name closest to ``name``, if any is close enough to be a typo."""
-    _read_plugin_options()
-    matches = difflib.get_close_matches(name, list(_REGISTRY), n=1, cutoff=cutoff)
+    matches = closest_names(name, n=1, cutoff=cutoff)
     return matches[0] if matches else None
+
+
+def closest_names(name: str, n: int, cutoff: float) -> list[str]:
+    """Up to ``n`` registered option names similar to ``name``, the closest first."""
+    _read_plugin_options()
+    return difflib.get_close_matches(name, list(_REGISTRY), n=n, cutoff=cutoff)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,15 +214,16 @@ register(
     "forward_step(*, model, extern_data, run_ctx, **kwargs): marks outputs via run_ctx.mark_as_output.",
     _C,
 )
-register("num_epochs", "int", 1, "Number of (sub-)epochs to train.", _C)
+register("num_epochs", "int", 1, "Number of (sub-)epochs to train.", _C, range="[1, inf)")
 register(
     "accum_grad_multiple_step",
     "int",
     1,
     "Accumulate gradients over this many batches per update; equivalent to a batch that many times larger.",
     _C,
+    range="[1, inf)",
 )
-register("random_seed", "int", 42, "Seed for torch, numpy, random and dataset shuffling.", _C)
+register("random_seed", "int", 42, "Seed for torch, numpy, random and dataset shuffling.", _C, range="[0, 4294967295]")
 register(
     "torch_distributed",
     "dict | None",
@@ -238,8 +270,9 @@ register(
     1000,
     "Max padded frames per batch (max sequence length x number of sequences; non-sequence data: one per entry).",
     _C,
+    range="[1, inf)",
 )
-register("max_seqs", "int | None", None, "Max sequences per batch (None: no cap).", _C)
+register("max_seqs", "int | None", None, "Max sequences per batch (None: no cap).", _C, range="[1, inf)")
 register(
     "torch_dataloader_opts",
     "dict | None",
@@ -256,13 +289,14 @@ register(
     "{'class': adam|adamw|sgd|'module.Class', **kwargs}; kwargs go to the optimizer ('epsilon' means eps).",
     _C,
 )
-register("learning_rate", "float", 1e-3, "Initial learning rate.", _C)
+register("learning_rate", "float", 1e-3, "Initial learning rate.", _C, range="[0, inf)")
 register(
     "learning_rates",
     "list[float] | None",
     None,
     "Fixed learning rates for the first epochs (e.g. warmup); control takes over after.",
     _C,
+    range="[0, inf)",
 )
 register(
     "learning_rate_control",
@@ -285,6 +319,7 @@ register(
     0.5,
     "Newbob: multiply the learning rate by this when the score stops improving.",
     _C,
+    range="(0, 1]",
 )
 register(
     "newbob_relative_error_threshold",
@@ -293,7 +328,14 @@ register(
     "Newbob: decay when (new - old) / old of the watched score is above this.",
     _C,
 )
-register("min_learning_rate", "float", 0.0, "Lower bound for the learning rate under learning-rate control.", _C)
+register(
+    "min_learning_rate",
+    "float",
+    0.0,
+    "Lower bound for the learning rate under learning-rate control.",
+    _C,
+    range="[0, inf)",
+)
 register(
     "dynamic_learning_rate",
     "callable | None",
@@ -302,9 +344,21 @@ register(
     _C,
 )
 register(
-    "gradient_clip_global_norm", "float | None", None, "Clip gradients to this global L2 norm before each update.", _C
+    "gradient_clip_global_norm",
+    "float | None",
+    None,
+    "Clip gradients to this global L2 norm before each update.",
+    _C,
+    range="(0, inf)",
 )
-register("gradient_clip", "float | None", None, "Clip each gradient value to [-x, x] before each update.", _C)
+register(
+    "gradient_clip",
+    "float | None",
+    None,
+    "Clip each gradient value to [-x, x] before each update.",
+    _C,
+    range="(0, inf)",
+)
 
 _C = "framework.checkpoint"
 register(
@@ -314,13 +368,24 @@ register(
     "Checkpoint path prefix: writes <model>.001.pt, ...; a rerun resumes from the newest one. None: no checkpoints.",
     _C,
 )
-register("load_epoch", "int | None", None, "Checkpoint epoch to load for eval/forward (None: newest).", _C)
+register(
+    "load_epoch", "int | None", None, "Checkpoint epoch to load for eval/forward (None: newest).", _C, range="[1, inf)"
+)
 register(
     "import_model_train_epoch1",
     "str | None",
     None,
     "Checkpoint whose parameters start a fresh training (e.g. from tools/import-torch-model.py); ignored on resume.",
     _C,
+)
+
+register(
+    "resume_learning_rate",
+    "str",
+    "checkpoint",
+    "On resume, whose learning rate counts: the checkpoint's schedule (RETURNN's rule) or the config's learning_rate from the resumed epoch on.",
+    "framework.resume",
+    choices=("checkpoint", "config"),
 )
 
 _C = "framework.forward"

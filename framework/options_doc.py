@@ -13,7 +13,7 @@ def _default(option: options.Option) -> str:
 
 def _limits(option: options.Option, quote: str = "") -> str:
     """`` Range: >= 0. True means 10.`` for the options that declare them."""
-    text = f" Range: {options.format_range(option.range)}." if option.range else ""
+    text = f" Range: {option.range}." if option.range else ""
     return text + (f" True means {quote}{option.true_means!r}{quote}." if option.true_means is not None else "")
 
 

@@ -27,6 +27,7 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.optim",
     "framework.lr_control",
     "framework.early_stopping",
+    "framework.unusual_values",
     "framework.debug.exception_context",
     "framework.debug.interrupt",
     "framework.debug.shell",

@@ -53,7 +53,9 @@ def test_the_documented_example_plugin_names_a_dead_relu_and_stays_quiet_on_a_he
 def test_a_plugins_options_are_validated_like_the_frameworks(tmp_path):
     config = tiny_config_with(tmp_path, USE_EXAMPLE)
     result = run_rnn(config, "++debug_dead_relu_interval", "-1")
-    assert result.returncode == 2 and "'debug_dead_relu_interval' must be in >= 0, but got -1" in result.stderr
+    assert (
+        result.returncode == 2 and "must be in [0, inf), but got -1 (from ++debug_dead_relu_interval)" in result.stderr
+    )
     with pytest.raises(ConfigError, match="did you mean 'debug_dead_relu_interval'"):
         load_config([tiny_config_with(tmp_path, USE_EXAMPLE + "debug_dead_relu_intervall = 5\n")])
     with pytest.raises(ConfigError, match="has no PLUGINS"):

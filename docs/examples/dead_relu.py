@@ -7,7 +7,7 @@ from framework.events import Event
 from framework.options import register
 from framework.plugin import Plugin, on
 
-register("debug_dead_relu_interval", "int", 0, "Check ReLU outputs every N steps (0: off).", __name__, range=(0, None))
+register("debug_dead_relu_interval", "int", 0, "Check ReLU outputs every N steps (0: off).", __name__, range="[0, inf)")
 
 
 class DeadReLU(Plugin):

@@ -40,6 +40,7 @@ register(
     None,
     "Print every thread's stack when no step finishes within this many seconds (and again while it lasts).",
     __name__,
+    range="(0, inf)",
 )
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "backtrace.c")

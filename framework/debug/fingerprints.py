@@ -32,7 +32,9 @@ register(
     __name__,
 )
 
-register("debug_fingerprint_steps", "int", 5, "Steps to fingerprint; training ends after them.", __name__)
+register(
+    "debug_fingerprint_steps", "int", 5, "Steps to fingerprint; training ends after them.", __name__, range="[1, inf)"
+)
 
 
 def fingerprint(kind: str, name: str, t: torch.Tensor) -> list[Any]:

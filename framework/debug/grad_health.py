@@ -35,7 +35,7 @@ register(
     100,
     "Every N updates (False: off): per-layer gradient norms and |dW|/|W|; warns on vanishing/exploding.",
     __name__,
-    range=(0, None),
+    range="[0, inf)",
     true_means=10,
 )
 

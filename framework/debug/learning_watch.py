@@ -24,7 +24,7 @@ register(
     200,
     "Warn when the mean train loss of the latest N steps is not below that of the first N steps (0: off).",
     __name__,
-    range=(0, None),
+    range="[0, inf)",
 )
 
 register(
@@ -33,7 +33,7 @@ register(
     2,
     "Warn of overfitting when a dev loss rose for this many epochs in a row while the train loss fell (0: off).",
     __name__,
-    range=(0, None),
+    range="[0, inf)",
 )
 
 # The latest window must be at least this much (relatively) below the first to count as learning.

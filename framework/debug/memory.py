@@ -56,7 +56,7 @@ register(
     200,
     "Steps between two samples of the leak check (a sample costs ~0.7 ms).",
     __name__,
-    range=(1, None),
+    range="[1, inf)",
 )
 
 _MB = 1024.0**2

@@ -48,6 +48,7 @@ register(
     0,
     "Skip up to this many consecutive updates whose loss or gradient is non-finite (logged), then stop.",
     __name__,
+    range="[0, inf)",
 )
 
 register(

@@ -31,7 +31,7 @@ register(
     True,
     "Check the data (first N batches) and the first step (losses, gradients, output ranges) before training.",
     __name__,
-    range=(0, None),
+    range="[0, inf)",
     true_means=4,
 )
 

@@ -23,6 +23,7 @@ from framework import log
 from framework.config import Config
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess
+from framework.disk import probe_directory
 from framework.events import Event, Order
 from framework.options import register
 from framework.plugin import Plugin, on
@@ -46,7 +47,7 @@ register(
     1,
     "Steps between two per-step TensorBoard scalar writes.",
     __name__,
-    range=(1, None),
+    range="[1, inf)",
 )
 
 register(
@@ -55,7 +56,7 @@ register(
     False,
     "Histograms of parameters and gradients and per-parameter gradient norms in TensorBoard every N steps.",
     __name__,
-    range=(0, None),
+    range="[0, inf)",
     true_means=100,
 )
 
@@ -76,6 +77,7 @@ class TensorBoardLogger(Plugin):
         log_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
         if not log_dir or (state.distributed is not None and state.distributed.rank != 0):
             return None
+        probe_directory(log_dir, "TensorBoard directory", "tensorboard_dir")
         return cls(log_dir, config.int("tensorboard_log_interval"), config.int_or_off("debug_grad_summaries"))
 
     @on(Event.STARTUP, Order.FIRST)

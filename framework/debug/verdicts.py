@@ -39,9 +39,10 @@ register(
     None,
     "Train on the first N batches only (no shuffling, no checkpoints) and say whether the loss reaches near zero.",
     __name__,
+    range="[1, inf)",
 )
 
-register("debug_overfit_steps", "int", 300, "Steps of a debug_overfit_batches run.", __name__)
+register("debug_overfit_steps", "int", 300, "Steps of a debug_overfit_batches run.", __name__, range="[1, inf)")
 
 register(
     "debug_overfit_loss_ratio",
@@ -49,6 +50,7 @@ register(
     0.05,
     "debug_overfit_batches verdict 'learns': the final loss is at most this fraction of the first.",
     __name__,
+    range="(0, 1]",
 )
 
 register(
@@ -65,6 +67,7 @@ register(
     0.5,
     "debug_synthetic_data verdict 'learns': the final dev loss is at most this fraction of the untrained model's.",
     __name__,
+    range="(0, 1]",
 )
 
 SPARK = "▁▂▃▄▅▆▇█"

@@ -1,0 +1,61 @@
+"""Where a run writes: probing directories before it starts, free space, and what a failed write means.
+
+A run that can only learn at its first checkpoint, an epoch in, that its directory is read-only
+or its disk full has wasted that epoch; the probes here run at startup instead. They write and
+remove a small file, because permission bits alone do not tell (root, read-only mounts, quotas).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from framework.errors import ConfigError
+
+
+def probe_directory(directory: str, what: str, option: str) -> None:
+    """Create ``directory`` if needed and write a file into it; ConfigError naming ``option`` if that fails."""
+    directory = directory or "."
+    probe = os.path.join(directory, f".write-probe-{os.getpid()}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(probe, "wb") as f:
+            f.write(b"probe")
+            f.flush()
+            os.fsync(f.fileno())
+        os.remove(probe)
+    except OSError as exc:
+        raise ConfigError(
+            f"The {what} {directory!r} cannot be written ({describe_os_error(exc)}). Nothing was started. "
+            f"Make it writable or choose another path with the '{option}' option."
+        ) from None
+
+
+def free_bytes(directory: str) -> int | None:
+    """Bytes available to this user on the file system of ``directory`` (None if unknown)."""
+    try:
+        return shutil.disk_usage(directory or ".").free
+    except OSError:
+        return None
+
+
+def describe_os_error(exc: BaseException) -> str:
+    """``No space left on device`` for an OSError, also one that torch's writer wrapped in a RuntimeError."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return os.strerror(cause.errno)
+        cause = cause.__cause__ or cause.__context__
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "file write failed" in text or "inline_container" in text:  # torch.save's C++ writer hides errno
+        return "the write failed (disk full, quota exceeded, file size limit or I/O error)"
+    return text
+
+
+def format_size(num_bytes: float) -> str:
+    """``3.2 MB``."""
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if num_bytes < 1024 or unit == "GB":
+            return f"{num_bytes:.0f} {unit}" if unit == "bytes" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,325 @@
+"""Runs never lose work when misused: one writer per model prefix, bad values refused before anything
+is loaded, changed options named on resume, unwritable or full disks found early, every ending logged.
+
+Real processes throughout: two rnn.py runs racing for a lock, tmpfs mounts in a private mount
+namespace for read-only and full disks, real signals.
+"""
+
+import collections
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with, write_config
+from framework import checkpoint
+from framework.config import load_config
+from framework.errors import ConfigError
+
+RNN = os.path.join(ROOT, "rnn.py")
+
+
+def _wait_for_file(path, process=None, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert process is None or process.poll() is None, f"the run ended early: {process.communicate()}"
+        assert time.time() < deadline, f"{path} did not appear"
+        time.sleep(0.005)
+
+
+def _config_holding_at(tmp_path, hook: str) -> tuple[str, str, str]:
+    """A tiny config that, at ``hook`` ('step_start' or the startup callback), says so in a file and waits
+    on a FIFO: the run is alive at a known point until the test writes to the FIFO or kills it."""
+    marker, fifo = str(tmp_path / "holding"), str(tmp_path / "release")
+    os.mkfifo(fifo)
+    body = f"    open({marker!r}, 'w').close()\n    open({fifo!r}).read()\n"
+    if hook == "startup":
+        extra = f"\ndef startup_callback(**_kwargs):\n{body}"
+    else:
+        extra = (
+            f"\n_held = []\ndef _hold(state):\n    if _held:\n        return\n    _held.append(1)\n{body}"
+            f"callbacks = {{'{hook}': _hold}}\n"
+        )
+    return tiny_config_with(tmp_path, extra), marker, fifo
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+# ---------------------------------------------------------------------------------------- the lock
+def test_a_second_run_on_the_same_model_exits_2_naming_the_first_and_a_dead_run_never_blocks(tmp_path):
+    config, holding, _ = _config_holding_at(tmp_path, "step_start")
+    prefix = str(tmp_path / "out" / "model")
+    first = subprocess.Popen(
+        [sys.executable, RNN, config, "++model", prefix], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        _wait_for_file(holding, first)
+        live_tmp, dead_tmp = f"{prefix}.001.pt.tmp{first.pid}", f"{prefix}.001.pt.tmp{_dead_pid()}"
+        for path in (live_tmp, dead_tmp):
+            with open(path, "wb") as f:
+                f.write(b"a checkpoint being written")
+
+        second = run_rnn(TINY_CONFIG, "++model", prefix)
+        assert second.returncode == 2, second.stderr
+        assert f"Another run is training model {prefix!r}: pid {first.pid}" in second.stderr
+        assert "rnn.py" in second.stderr and "Traceback" not in second.stderr
+        assert os.path.exists(live_tmp) and not os.path.exists(f"{prefix}.001.pt")
+
+        checkpoint.remove_stale_temp_files(prefix)  # as a later run's startup does
+        assert os.path.exists(live_tmp) and not os.path.exists(dead_tmp)
+    finally:
+        first.kill()
+        first.wait()
+    assert os.path.exists(f"{prefix}.lock")  # left by the killed run; it must not block
+    third = run_rnn(TINY_CONFIG, "++model", prefix, "++num_epochs", "1")
+    assert third.returncode == 0, third.stderr
+    assert os.path.exists(f"{prefix}.001.pt") and not os.path.exists(live_tmp)  # its writer is gone now
+    assert not os.path.exists(f"{prefix}.lock")  # a run that ends removes its lock
+
+
+def test_eval_and_forward_do_not_take_the_lock(tmp_path):
+    prefix = str(tmp_path / "model")
+    assert run_rnn(TINY_CONFIG, "++model", prefix, "++num_epochs", "1").returncode == 0
+    config, holding, _ = _config_holding_at(tmp_path, "step_start")
+    training = subprocess.Popen(
+        [sys.executable, RNN, config, "++model", prefix, "++num_epochs", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_file(holding, training)
+        result = run_rnn(TINY_CONFIG, "++model", prefix, "++task", "eval")
+        assert result.returncode == 0 and "Evaluation of epoch 1" in result.stdout, result.stderr
+    finally:
+        training.kill()
+        training.wait()
+
+
+# ------------------------------------------------------------------------------ values and names
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("batch_size", "0", "'batch_size' (Max padded frames"),
+        ("batch_size", "-5", "must be in [1, inf), but got -5"),
+        ("num_epochs", "0", "'num_epochs' (Number of (sub-)epochs to train) must be in [1, inf), but got 0"),
+        ("num_epochs", "-3", "must be in [1, inf), but got -3"),
+        ("learning_rate", "-0.1", "'learning_rate' (Initial learning rate) must be in [0, inf), but got -0.1"),
+        ("learning_rates", "[0.1, -1]", "must be in [0, inf), but got -1 (element -1 of [0.1, -1])"),
+        ("accum_grad_multiple_step", "0", "must be in [1, inf), but got 0"),
+        ("newbob_learning_rate_decay", "1.5", "must be in (0, 1], but got 1.5"),
+        ("gradient_clip_global_norm", "0", "must be in (0, inf), but got 0"),
+        ("max_seqs", "0", "must be in [1, inf), but got 0"),
+    ],
+)
+def test_values_outside_their_range_exit_2_before_anything_is_loaded(tmp_path, option, value, message):
+    result = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"), f"++{option}", value)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert f"(from ++{option})" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert result.stdout == "" and os.listdir(tmp_path) == []  # no log line, no data, no files
+
+
+def test_nan_is_refused_for_any_number_option(tmp_path):
+    config = tiny_config_with(tmp_path, "\nlearning_rate = float('nan')\n")
+    with pytest.raises(ConfigError, match="option 'learning_rate' is NaN"):
+        load_config([config])
+
+
+def test_legal_but_absurd_values_are_warned_about_and_a_healthy_run_is_not(tmp_path):
+    zero = run_rnn(TINY_CONFIG, "++learning_rate", "0", "++num_epochs", "1")
+    assert zero.returncode == 0, zero.stderr
+    assert "WARNING: the learning rate is 0: the optimizer will not change the parameters" in zero.stdout
+    huge = run_rnn(TINY_CONFIG, "++batch_size", str(10**15), "++num_epochs", "1")
+    assert huge.returncode == 0, huge.stderr
+    assert f"WARNING: batch_size {10**15} puts all 160 train sequences into one batch: one update" in huge.stdout
+    healthy = run_rnn(TINY_CONFIG, "++num_epochs", "1")
+    assert "learning rate is 0" not in healthy.stdout and "one update per epoch" not in healthy.stdout
+
+
+def test_names_that_look_like_options_are_refused_in_config_files_and_helpers_stay_free(tmp_path):
+    config = tiny_config_with(
+        tmp_path,
+        "\ndebug_check_numerics = True\nlr_shedule = 'cosine'\nbatch_sizes = [8, 16]\n"
+        "num_layers = 3\n_private = 1\nlr_peak = 1e-2\nlearning_rate_warmup_steps = 5\n"
+        "def debug_print_stats(x):\n    return x\n"
+        "def dynamic_learning_rate(*, global_train_step, **_kwargs):\n"
+        "    return lr_peak * min(1.0, (global_train_step + 1) / config.int('learning_rate_warmup_steps'))\n",
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config([config])
+    message = str(error.value)
+    assert "'debug_check_numerics' is not an option, though its name looks like one" in message
+    assert "'debug_check_numerics_nan_only'" in message  # the closest real ones are named
+    assert "'lr_shedule' is not an option" in message
+    assert "'batch_sizes' is not an option; did you mean 'batch_size'?" in message
+    for free in ("num_layers", "_private", "lr_peak", "learning_rate_warmup_steps", "debug_print_stats"):
+        assert f"'{free}'" not in message
+    result = run_rnn(config)
+    assert result.returncode == 2 and "'lr_shedule' is not an option" in result.stderr
+
+
+def test_a_directory_given_as_config_file_is_named_as_such(tmp_path):
+    write_config(tmp_path, "task = 'train'\n", name="setup.py")
+    result = run_rnn(str(tmp_path))
+    assert result.returncode == 2
+    assert f"Config file {str(tmp_path)!r} is a directory; give the config file in it. It holds setup.py." in (
+        result.stderr
+    )
+
+
+def test_a_checkpoint_with_code_in_it_is_refused_without_advising_to_run_that_code(tmp_path):
+    assert run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"), "++num_epochs", "1").returncode == 0
+    saved = torch.load(tmp_path / "model.001.pt", weights_only=True)
+    saved["payload"] = shutil.rmtree  # unpickling this would import and reference a function
+    torch.save(saved, tmp_path / "model.002.pt")
+    result = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"))
+    assert result.returncode == 2
+    assert "model.002.pt cannot be read (it holds Python objects other than tensors" in result.stderr
+    assert "shutil" in result.stderr and "weights_only=False" not in result.stderr
+
+
+# --------------------------------------------------------------------------------------- resume
+def test_resume_names_each_changed_option_and_the_learning_rate_rule(tmp_path):
+    args = [TINY_CONFIG, "++model", str(tmp_path / "model")]
+    assert run_rnn(*args, "++num_epochs", "1").returncode == 0
+    result = run_rnn(*args, "++num_epochs", "2", "++learning_rate", "0.5", "++batch_size", "8")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("Option ")]
+    assert lines == [
+        "Option batch_size changed since the checkpoint: 16 there, 8 now; using 8.",
+        "Option learning_rate changed since the checkpoint: 0.01 there, 0.5 now; the checkpoint's learning-rate "
+        "state wins (epoch 2: 0.01); add ++resume_learning_rate config to use the new value.",
+        "Option num_epochs changed since the checkpoint: 1 there, 2 now; using 2.",
+    ]
+    assert "Epoch 2 train:" in result.stdout and ", lr 0.01" in result.stdout
+    result = run_rnn(*args, "++num_epochs", "3", "++learning_rate", "0.5", "++resume_learning_rate", "config")
+    assert "resume_learning_rate = 'config': epoch 3 starts at learning rate 0.5." in result.stdout
+    assert "Epoch 3 train:" in result.stdout and ", lr 0.5" in result.stdout
+
+
+# ----------------------------------------------------------------------------------------- disks
+def _mount_namespace_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+needs_mounts = pytest.mark.skipif(not _mount_namespace_works(), reason="needs unshare -rm (user namespaces)")
+
+
+def _run_on_tmpfs(tmp_path, mount_options: str, *args: str) -> tuple[subprocess.CompletedProcess, str]:
+    """rnn.py ARGS with ``tmp_path/disk`` a tmpfs of its own (private mount namespace); what was on it
+    afterwards is copied to the returned directory."""
+    disk, after = tmp_path / "disk", tmp_path / "after"
+    disk.mkdir()
+    after.mkdir()
+    script = (
+        f'mount -t tmpfs -o {mount_options} tmpfs "{disk}" || exit 99; '
+        f'"$0" "$@"; rc=$?; cp -a "{disk}/." "{after}/"; exit $rc'
+    )
+    result = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, sys.executable, RNN, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode != 99, result.stderr
+    return result, str(after)
+
+
+@needs_mounts
+def test_a_read_only_model_directory_is_found_before_anything_is_loaded(tmp_path):
+    result, _ = _run_on_tmpfs(tmp_path, "ro,size=1m", TINY_CONFIG, "++model", str(tmp_path / "disk" / "model"))
+    assert result.returncode == 2, result.stderr
+    assert f"The model directory {str(tmp_path / 'disk')!r} cannot be written (Read-only file system)" in (
+        result.stderr
+    )
+    assert "Dataset train" not in result.stdout and "Traceback" not in result.stderr
+
+
+@needs_mounts
+def test_a_disk_too_small_for_a_checkpoint_is_found_at_startup(tmp_path):
+    args = [TINY_CONFIG, "++model", str(tmp_path / "disk" / "model"), "++hidden", "2000"]
+    result, after = _run_on_tmpfs(tmp_path, "size=128k", *args)
+    assert result.returncode == 2, result.stderr
+    assert "free, but a checkpoint of this model needs about 187.5 KB" in result.stderr
+    assert "ep 1" not in result.stdout and os.listdir(after) == []
+
+
+@needs_mounts
+def test_a_full_disk_at_a_checkpoint_names_the_reason_removes_the_partial_file_and_keeps_earlier_ones(tmp_path):
+    log_file = tmp_path / "train.log"
+    args = [TINY_CONFIG, "++model", str(tmp_path / "disk" / "model"), "++hidden", "2000", "++log", str(log_file)]
+    result, after = _run_on_tmpfs(tmp_path, "size=320k", *args)
+    assert result.returncode == 1, result.stderr
+    message = f"ERROR: Writing checkpoint {tmp_path / 'disk' / 'model.002.pt'} failed: No space left on device"
+    assert message in result.stderr and "The partial file was removed" in result.stderr
+    assert "Earlier checkpoints are untouched (newest: " in result.stderr and "Traceback" not in result.stderr
+    assert sorted(os.listdir(after)) == ["model.001.pt"]  # no temp file, no lock
+    assert torch.load(os.path.join(after, "model.001.pt"), weights_only=True)["epoch"] == 1
+    assert message in log_file.read_text()
+
+
+def test_an_unwritable_log_file_exits_2_with_the_reason(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    result = run_rnn(TINY_CONFIG, "++log", str(tmp_path / "file" / "train.log"))
+    assert result.returncode == 2 and "The log file" in result.stderr and "cannot be written (" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ----------------------------------------------------------------------------- logged endings
+def test_an_exception_in_user_code_is_written_to_the_log_with_the_frameworks_note(tmp_path):
+    log_file = tmp_path / "train.log"
+    result = run_rnn(tiny_config_with(tmp_path, FAILING_TRAIN_STEP), "++log", str(log_file))
+    assert result.returncode == 1
+    text = log_file.read_text()
+    assert "FATAL: the run ended with RuntimeError:" in text and "boom in user code: found-me" in text
+    assert "[framework] raised during train step at epoch 1, global step 0" in text
+
+
+def test_sigterm_outside_training_is_logged_with_where_the_run_was(tmp_path):
+    config, holding, _ = _config_holding_at(tmp_path, "startup")
+    log_file = tmp_path / "train.log"
+    process = subprocess.Popen(
+        [sys.executable, RNN, config, "++log", str(log_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        _wait_for_file(holding, process)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert "Terminated by SIGTERM in startup_callback (" in stderr
+    assert "Terminated by SIGTERM in startup_callback (" in log_file.read_text()
+
+
+def test_a_second_ctrl_c_during_a_checkpoint_write_takes_effect_after_the_write(tmp_path):
+    class SendsCtrlC:
+        """Pickled in the middle of the state: the signal lands while torch.save writes."""
+
+        def __reduce__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            return (collections.OrderedDict, ())
+
+    path = str(tmp_path / "model.interrupted.pt")
+    state = {"model": {"w": torch.ones(1000)}, "epoch": 3, "signal": SendsCtrlC(), "after": torch.zeros(1000)}
+    with pytest.raises(KeyboardInterrupt) as interrupt:
+        checkpoint.save_checkpoint(path, state)
+    assert "the write of" in str(interrupt.value.__notes__) and "was completed before this signal" in str(
+        interrupt.value.__notes__
+    )
+    saved = checkpoint.load_checkpoint(path)
+    assert saved["epoch"] == 3 and torch.equal(saved["after"], torch.zeros(1000))
+    assert os.listdir(tmp_path) == ["model.interrupted.pt"]

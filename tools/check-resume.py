@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Stop a training run with real signals at several points, resume it, and check it ends bit for bit
+where an uninterrupted run ends.
+
+    python tools/check-resume.py config.py [more.py ...] [++key value ...] [--signals KILL,TERM,INT] [--points N]
+
+One uninterrupted reference run, then for each signal and each of N points spread over the
+training steps: a run that receives the signal after that step's progress line, then reruns of
+the same command until training is complete. The final checkpoints' parameters and optimizer
+states are compared with the reference's. Runs write into a temporary directory (no logs, no
+TensorBoard). Prints a table; exit status 0 when every case matches, 1 if one does not, 2 on
+bad usage.
+"""
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRESS = re.compile(r"^ep (\d+) train, step (\d+),")
+EPOCH = re.compile(r"^Epoch (\d+) train: .*, (\d+) steps,")
+
+
+def rnn(config_args: list[str], prefix: str) -> list[str]:
+    """The rnn.py command of one run: its own model prefix, a progress line per step, no log files."""
+    overrides = ["++model", prefix, "++log_verbosity", "5", "++log", "None", "++tensorboard_dir", "None"]
+    return [sys.executable, os.path.join(ROOT, "rnn.py"), *config_args, *overrides]
+
+
+def steps_per_epoch(output: str) -> list[int]:
+    """Train steps of each epoch, from the reference run's epoch lines."""
+    return [int(m.group(2)) for m in map(EPOCH.match, output.splitlines()) if m]
+
+
+def interrupted_run(command: list[str], epoch: int, step: int, signum: int) -> int:
+    """Start a run and send ``signum`` once it reports ``step`` of ``epoch``; its exit code."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    for line in process.stdout:
+        match = PROGRESS.match(line)
+        if match and (int(match.group(1)), int(match.group(2))) >= (epoch, step):
+            process.send_signal(signum)
+            break
+    process.stdout.close()
+    return process.wait()
+
+
+def finish(command: list[str], attempts: int = 5) -> int:
+    """Rerun ``command`` until it exits 0; the number of reruns."""
+    for attempt in range(1, attempts + 1):
+        if subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL).returncode == 0:
+            return attempt
+    raise RuntimeError(f"{' '.join(command)} did not complete in {attempts} attempts")
+
+
+def same_state(a: str, b: str) -> bool:
+    """Whether two checkpoints hold bitwise-identical parameters and optimizer states."""
+    first, second = (torch.load(p, map_location="cpu", weights_only=True) for p in (a, b))
+    return _equal(first["model"], second["model"]) and _equal(first["optimizer"], second["optimizer"])
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_equal, a, b))
+    return a == b
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tools/check-resume.py",
+        usage="%(prog)s config.py [more.py ...] [++key value ...] [--signals KILL,TERM,INT] [--points N]",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--signals", default="KILL,TERM,INT", help="signals to stop runs with (default: %(default)s)")
+    parser.add_argument("--points", type=int, default=3, help="stopping points per signal (default: %(default)s)")
+    args, config_args = parser.parse_known_args(argv)
+    if not config_args:
+        parser.error("a config file is required")
+    signums = [signal.Signals["SIG" + name.strip().upper()] for name in args.signals.split(",")]
+    with tempfile.TemporaryDirectory(prefix="check-resume-") as tmp:
+        reference = subprocess.run(
+            rnn(config_args, f"{tmp}/ref/model"), capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
+        if reference.returncode != 0:
+            print(f"The reference run failed:\n{reference.stderr}", file=sys.stderr)
+            return 2
+        epochs = steps_per_epoch(reference.stdout)
+        final = f"{tmp}/ref/model.{len(epochs):03d}.pt"
+        points = _points(epochs, args.points)
+        print(f"{'signal':8} {'stopped after':>22} {'exit':>5} {'reruns':>6}  result")
+        failures = 0
+        for signum in signums:
+            for epoch, step in points:
+                prefix = f"{tmp}/{signum.name}_{epoch}_{step}/model"
+                command = rnn(config_args, prefix)
+                code = interrupted_run(command, epoch, step, signum)
+                reruns = finish(command)
+                equal = same_state(final, f"{prefix}.{len(epochs):03d}.pt")
+                failures += not equal
+                where = f"epoch {epoch} step {step}"
+                print(f"{signum.name:8} {where:>22} {code:>5} {reruns:>6}  {'bitwise equal' if equal else 'DIFFERS'}")
+        return 1 if failures else 0
+
+
+def _points(epochs: list[int], count: int) -> list[tuple[int, int]]:
+    """``count`` (epoch, step) points spread evenly over all training steps."""
+    total = sum(epochs)
+    points = []
+    for k in range(count):
+        global_step = (k + 1) * total // (count + 1)
+        epoch = 1
+        while global_step >= epochs[epoch - 1]:
+            global_step -= epochs[epoch - 1]
+            epoch += 1
+        points.append((epoch, global_step))
+    return points
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
