@@ -213,8 +213,8 @@ def _load_failure_reason(exc: Exception) -> str:
     """Why torch.load failed, without torch's advice to load with weights_only=False (which runs the file's code)."""
     text = str(exc)
     if "Weights only load failed" in text:
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text) or re.search(r"Unsupported operand \d+", text)
-        what = f" (it refers to {found.group(1)})" if found and found.groups() else ""
+        found = re.search(r"GLOBAL ([\w.]+)", text)
+        what = f" (it refers to {found.group(1)})" if found else ""
         return (
             f"it holds Python objects other than tensors and plain data{what}, and checkpoints are loaded without "
             f"running code from the file"

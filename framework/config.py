@@ -123,7 +123,7 @@ class Config:
         from framework.plugins import import_user_plugins
 
         import_user_plugins(self)  # their modules register their options
-        problems = []
+        problems, culprits = [], set()
         used = None
         for name, value in self.namespace.items():
             if name == "config" or name.startswith("_") or isinstance(value, types.ModuleType):
@@ -133,13 +133,18 @@ class Config:
                 problem = option.check(value)
                 if problem:
                     problems.append(problem + (f" (from ++{name})." if name in self.overrides else "."))
+                    culprits.add(name)
                 continue
             used = _names_used_by(self) if used is None else used
             problem = None if name in used else _unknown_name_problem(name, value)
             if problem:
                 problems.append(problem)
+                culprits.add(name)
         if problems:
-            where = f" in {', '.join(self.files)}" if self.files else ""
+            in_files = self.files and not culprits <= set(self.overrides)
+            where = (
+                f" in {', '.join(self.files)}" if in_files else " (command-line overrides)" if self.overrides else ""
+            )
             raise ConfigError(f"Invalid config{where}: " + " ".join(problems))
 
 
