@@ -75,8 +75,9 @@ def test_template_prints_symbolic_shapes_of_every_module():
 
     config = load_config([os.path.join(ROOT, "configs", "task12ax_lstm.py")], {"model": None})
     engine = Engine(config)
-    engine.init_train()
-    text = layer_output_template(engine.state)
+    with engine.running():  # CLOSE gives back what STARTUP took (signal handlers)
+        engine.init_train()
+        text = layer_output_template(engine.state)
     assert "extern_data data: [B, T] int64 sparse_dim=9" in text
     assert re.search(r"embed +Embedding -> \[B, T, 16\] float32", text)
     assert re.search(r"lstm +LSTM -> \[B, T, 32\] float32, \[1, B, 32\] float32, \[1, B, 32\] float32", text)

@@ -128,6 +128,13 @@ def test_values_outside_their_range_exit_2_before_anything_is_loaded(tmp_path, o
     assert result.stdout == "" and os.listdir(tmp_path) == []  # no log line, no data, no files
 
 
+def test_a_builtin_dataset_refusing_its_parameters_is_a_config_error(tmp_path):
+    spec = "{'class': 'GaussianClustersDataset', 'num_seqs': -5}"
+    result = run_rnn(TINY_CONFIG, "++train", spec, "++model", str(tmp_path / "model"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "ERROR: train: GaussianClustersDataset cannot be built with {'num_seqs': -5" in result.stderr
+
+
 def test_nan_is_refused_for_any_number_option(tmp_path):
     config = tiny_config_with(tmp_path, "\nlearning_rate = float('nan')\n")
     with pytest.raises(ConfigError, match="option 'learning_rate' is NaN"):
@@ -315,8 +322,12 @@ def test_a_second_ctrl_c_during_a_checkpoint_write_takes_effect_after_the_write(
 
     path = str(tmp_path / "model.interrupted.pt")
     state = {"model": {"w": torch.ones(1000)}, "epoch": 3, "signal": SendsCtrlC(), "after": torch.zeros(1000)}
-    with pytest.raises(KeyboardInterrupt) as interrupt:
-        checkpoint.save_checkpoint(path, state)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # what a second Ctrl-C meets in a run
+    try:
+        with pytest.raises(KeyboardInterrupt) as interrupt:
+            checkpoint.save_checkpoint(path, state)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert "the write of" in str(interrupt.value.__notes__) and "was completed before this signal" in str(
         interrupt.value.__notes__
     )

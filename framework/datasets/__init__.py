@@ -50,6 +50,19 @@ def _resolve_class(name: Any, option: str) -> Any:
     )
 
 
+def _construct(cls: type, kwargs: dict[str, Any], option: str) -> Dataset:
+    """``cls(**kwargs)``; a built-in dataset refusing its parameters is a config error (a user's class raises as is)."""
+    if not cls.__module__.startswith("framework."):
+        return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"{option}: {cls.__name__} cannot be built with {kwargs} ({type(exc).__name__}: {exc}). Check its "
+            f"parameters (sizes and counts at least 1, probabilities in [0, 1])."
+        ) from None
+
+
 def init_dataset(spec: Any, *, option: str, random_seed: int) -> Dataset:
     """Build the dataset that option ``option`` (train, dev, ...) describes."""
     if isinstance(spec, Dataset):
@@ -69,7 +82,7 @@ def init_dataset(spec: Any, *, option: str, random_seed: int) -> Dataset:
         accepted = accepted_kwargs(cls)
         if accepted is not None and "random_seed" in accepted:
             kwargs.setdefault("random_seed", random_seed)
-        dataset = cls(**kwargs)
+        dataset = _construct(cls, kwargs, option)
     else:
         raise ConfigError(f"{option} must be a dataset dict, a Dataset or a callable returning one, got {spec!r}.")
     if not isinstance(dataset, Dataset):
