@@ -162,7 +162,7 @@ def estimated_checkpoint_bytes(model: torch.nn.Module, optimizer: torch.optim.Op
 
 @contextlib.contextmanager
 def signals_deferred(what: str) -> Iterator[None]:
-    """SIGINT and SIGTERM arriving inside take effect after it: a second Ctrl-C must not cut a write in half.
+    """SIGINT, SIGTERM and SIGHUP arriving inside take effect after it: a second Ctrl-C must not cut a write in half.
 
     Only the main thread can set signal handlers; elsewhere this does nothing.
     """
@@ -175,7 +175,7 @@ def signals_deferred(what: str) -> Iterator[None]:
         received.append((signum, frame))
         log.v1(f"{signal.Signals(signum).name}: finishing {what} first.")
 
-    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:

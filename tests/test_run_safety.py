@@ -336,14 +336,14 @@ def test_a_second_ctrl_c_during_a_checkpoint_write_takes_effect_after_the_write(
     assert os.listdir(tmp_path) == ["model.interrupted.pt"]
 
 
-def test_check_resume_tool_stops_runs_with_real_signals_and_finds_them_bitwise_equal():
+def test_check_resume_tool_stops_a_run_with_sighup_a_closed_terminal_and_finds_the_resumed_run_bitwise_equal():
     result = subprocess.run(
         [sys.executable, os.path.join(ROOT, "tools", "check-resume.py"), TINY_CONFIG, "++accum_grad_multiple_step", "3"]
-        + ["++step_sleep", "0.01", "--signals", "INT", "--points", "1"],
+        + ["++step_sleep", "0.01", "--signals", "HUP", "--points", "1"],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = result.stdout.splitlines()[1:]
-    assert len(rows) == 1 and rows[0].startswith("SIGINT ") and rows[0].endswith(" 130      1  bitwise equal")
+    assert len(rows) == 1 and rows[0].startswith("SIGHUP ") and rows[0].endswith(" 130      1  bitwise equal")

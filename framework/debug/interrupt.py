@@ -1,4 +1,4 @@
-"""Ctrl-C (SIGINT) and SIGTERM during training: finish the step, write a checkpoint, say how to resume.
+"""Ctrl-C (SIGINT), SIGTERM and SIGHUP during training: finish the step, write a checkpoint, say how to resume.
 
 The first signal asks the engine to stop (``state.control.stop``); at the next update boundary
 (after an optimizer step, so no accumulated gradient is lost) it writes
@@ -21,7 +21,7 @@ from framework.state import RunState
 
 
 class GracefulStop(Plugin):
-    """Turns SIGINT/SIGTERM into ``state.control.stop`` while training (main thread only)."""
+    """Turns SIGINT/SIGTERM/SIGHUP (a closed terminal) into ``state.control.stop`` while training (main thread only)."""
 
     def __init__(self) -> None:
         self.previous: dict[int, Any] = {}
@@ -32,7 +32,9 @@ class GracefulStop(Plugin):
 
     @on(Event.STARTUP)
     def handle_signals(self, state: RunState) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
+                continue  # started with nohup: a closed terminal is meant not to matter
             self.previous[signum] = signal.signal(signum, lambda s, f: self._on_signal(state, s))
 
     @on(Event.CLOSE)
