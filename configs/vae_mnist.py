@@ -35,9 +35,6 @@ model = output_dir + "/model"
 log = [output_dir + "/train.log"]
 tensorboard_dir = output_dir + "/tensorboard"
 debug_output_ranges = {"decoder": (0.0, 1.0)}  # the decoder outputs pixel probabilities
-# ++debug_overfit_batches 1 asks whether the VAE can memorize one batch. The loss of gray pixels has a
-# floor (their entropy), so a working VAE gets to ~18% of its starting loss there, not to ~0.
-debug_overfit_loss_ratio = 0.25
 
 
 class Encoder(nn.Module):

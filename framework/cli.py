@@ -70,8 +70,7 @@ def _run(argv: list[str], crash_status: str) -> int:
     from framework.debug.crash import log_crash_handler_status
     from framework.engine import Engine
 
-    if config.bool("use_better_exchook"):
-        tracebacks.install_excepthook()
+    tracebacks.install_excepthook(full=config.bool("use_better_exchook"))
     if config.bool("use_lovely_tensors"):
         tracebacks.install_lovely_tensors()
     if config.get("startup_callback") is not None:

@@ -414,8 +414,8 @@ _C = "framework.debug.tracebacks"
 register(
     "use_better_exchook",
     "bool",
-    True,
-    "Extended tracebacks (better_exchook): each frame with the values in its failing statement; tensors compact.",
+    False,
+    "Full tracebacks (better_exchook): every frame with its variables. Default: your frames only, library frames folded.",
     _C,
 )
 register(

@@ -62,6 +62,14 @@ class Control:
         self.step_notes[key] = text
 
 
+@dataclass
+class ChanceLevel:
+    """The value a loss has when the model uses nothing of its input, e.g. by predicting the label frequencies."""
+
+    value: float
+    what: str  # e.g. "the entropy of the label frequencies of 'classes' in train"
+
+
 @dataclass(eq=False)
 class RunState:
     """What a run is doing: its setup, the current epoch and step, and how it ended."""
@@ -91,6 +99,10 @@ class RunState:
     epoch_scores: ScoreAccumulator | None = None  # the train losses summed so far in this epoch
     eval_scores: Scores = field(default_factory=dict)  # {dataset: {loss: value}} of the latest evaluation
     summaries: SummarySink | None = None
+    # What diagnostics learned about the training, for the learning watch to judge the losses by.
+    chance_levels: dict[str, ChanceLevel] = field(default_factory=dict)  # loss name -> its level without input
+    loss_floors: dict[str, float] = field(default_factory=dict)  # loss name -> the least it can reach (soft targets)
+    update_ratio: float | None = None  # the largest |dW|/|W| of a weight at the latest gradient-health check
     control: Control = field(default_factory=Control)
     # How it ended.
     exception: BaseException | None = None

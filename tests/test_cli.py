@@ -167,7 +167,8 @@ def test_exception_in_user_code_keeps_its_traceback_and_exits_non_zero(tmp_path)
     assert result.returncode == 1
     assert "RuntimeError: boom in user code: found-me" in result.stderr
     assert re.search(rf'File "[^"]*{os.path.basename(config)}", line \d+, in train_step', result.stderr)
-    assert "secret_local = <local> 'found-me'" in result.stderr  # better_exchook: the frame's variables
+    assert "secret_local = 'found-me'" in result.stderr  # the variables of the failing line of the user's frame
+    assert "library frame(s): " in result.stderr and "module.py" not in result.stderr.split("RuntimeError")[0][-2000:]
     # The debugger lands in the user's frame, with its locals.
     debugged = subprocess.run(
         [sys.executable, "-m", "pdb", "-c", "continue", os.path.join(ROOT, "rnn.py"), config],

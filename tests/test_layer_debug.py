@@ -116,7 +116,7 @@ def test_exception_in_the_model_names_the_layer_path_and_both_shapes(buggy_confi
     assert result.returncode == 1
     err = result.stderr
     assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x8 and 6x3)" in err  # type and text kept
-    assert 'torch/nn/modules/linear.py", line' in err  # original traceback kept
+    assert "torch/nn/modules/linear.py:" in err  # the original traceback, its library frames folded
     assert "module call path: (model) -> decoder -> decoder.output (Linear)" in err
     assert "inputs of decoder.output.forward: input=[16, 8] float32 cpu" in err
     assert "parameters of decoder.output: weight=[3, 6] float32 cpu, bias=[3] float32 cpu" in err

@@ -16,15 +16,23 @@ watch_memory, tensorboard (scalars every step) and grad_summaries (TensorBoard p
 debug_grad_summaries at its default interval of 100 steps); target <= 1.02 for the first three.
 
 --group health compares the model-health checks against all of them off: default (sanity check
-on the first step, gradient health every 100 updates, the loss window), and debug_grad_health
-every 10 updates (True) and every update; target <= 1.02 for the default.
+on the first step, the first-step probes and bug checks, gradient health every 100 updates, the
+loss window), and debug_grad_health every 10 updates (True) and every update; target <= 1.02 for
+the default.
+
+--startup measures the one-off cost of the default checks instead: the time spent in callbacks
+at STARTUP and during the first training step (data checks, split overlap, the meta dry run,
+the padding and batch-independence probes, the loss-input watch), defaults against the bug
+checks off (target <= 1 s on the MNIST demo).
 
     python tools/benchmark-debug.py [--rounds 7] [--models mlp,lstm] [--group numerics|resources|health]
+    python tools/benchmark-debug.py --startup [--rounds 5] [--models mlp,lstm]
 """
 
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -57,7 +65,15 @@ RESOURCES = {
     "grad_summaries": {"debug_leak_check": False, "tensorboard_dir": "{tmp}/tb2", "debug_grad_summaries": True},
     "off_again": {"debug_leak_check": False},
 }
-_HEALTH_OFF = {"debug_sanity_check": False, "debug_grad_health": False, "debug_loss_window": 0}
+BUG_CHECKS_OFF = {
+    "debug_loss_inputs": False,
+    "debug_padding_check": False,
+    "debug_batch_independence": False,
+    "debug_split_overlap": False,
+    "debug_stale_gradients": False,
+    "debug_device_check": False,
+}
+_HEALTH_OFF = {"debug_sanity_check": False, "debug_grad_health": False, "debug_loss_window": 0, **BUG_CHECKS_OFF}
 HEALTH = {
     "off": _HEALTH_OFF,
     "default": {},
@@ -118,14 +134,57 @@ def _time_callbacks(engine: Engine) -> list[float]:
     return spent
 
 
+def startup_seconds(config_path: str, options: dict) -> float:
+    """Seconds spent in callbacks from STARTUP through the end of the first training step."""
+    overrides = {"model": None, "log": None, "device": "cpu", "num_epochs": 1, "debug_leak_check": False, **options}
+    engine = Engine(load_config([os.path.join(ROOT, config_path)], overrides))
+    spent = [0.0]
+    emit = engine.callbacks.emit
+
+    def timed_emit(event, state):
+        start = time.perf_counter()
+        emit(event, state)
+        if event is Event.STARTUP or (event is not Event.STEP_END and state.global_step == 0):
+            spent[0] += time.perf_counter() - start
+        if event is Event.STEP_END:
+            raise _FirstStepDone
+
+    engine.callbacks.emit = timed_emit
+    with contextlib.suppress(_FirstStepDone), engine.running():
+        engine.init_train()
+        engine.state.epoch = 1
+        engine.train_epoch()
+    return spent[0]
+
+
+class _FirstStepDone(Exception):
+    pass
+
+
+def startup(models: list[str], rounds: int) -> None:
+    variants = {"bug_checks_off": BUG_CHECKS_OFF, "default": {}, "bug_checks_off_again": BUG_CHECKS_OFF}
+    for model_name in models:
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(rounds):
+            for name, options in variants.items():
+                times[name].append(startup_seconds(MODELS[model_name], options))
+        print(f"{model_name} ({MODELS[model_name]}), 1 thread, {rounds} alternating startups, seconds in callbacks:")
+        for name, values in times.items():
+            print(f"  {name:<22} fastest {min(values):.3f} s   median {statistics.median(values):.3f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--models", default="mlp,lstm")
     parser.add_argument("--group", choices=sorted(GROUPS), default="numerics")
+    parser.add_argument("--startup", action="store_true", help="one-off cost of the default checks")
     args = parser.parse_args()
     torch.set_num_threads(1)
     log.setup(verbosity=1)
+    if args.startup:
+        startup(args.models.split(","), args.rounds)
+        return
     tmp = tempfile.mkdtemp()
     variants = GROUPS[args.group]
     for model_name in args.models.split(","):

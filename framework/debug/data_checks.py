@@ -222,10 +222,14 @@ def _first_bad_seq(key: str, batches: list, is_bad: Any) -> int:
 def class_counts(dataset: Any, key: DataKey, batches: list) -> tuple[np.ndarray, str]:
     """Occurrences of each class of a sparse key: of the whole dataset when in memory, else of the sample."""
     if hasattr(dataset, "value_counts"):
-        return dataset.value_counts(key.name, key.sparse_dim), f"all {dataset.num_seqs} sequences"
-    values = valid_values(key.name, batches).astype(np.int64).ravel()
-    values = values[(values >= 0) & (values < key.sparse_dim)]
-    return np.bincount(values, minlength=key.sparse_dim), f"the first {len(batches)} batches"
+        counts, where = dataset.value_counts(key.name, key.sparse_dim), f"all {dataset.num_seqs} sequences"
+    else:
+        values = valid_values(key.name, batches).astype(np.int64).ravel()
+        values = values[(values >= 0) & (values < key.sparse_dim)]
+        counts, where = np.bincount(values, minlength=key.sparse_dim), f"the first {len(batches)} batches"
+    if key.variable or key.shape:  # several labels per sequence: what is counted are frames
+        where = f"the {int(counts.sum())} frames of {where}"
+    return counts, where
 
 
 def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]]) -> list[Finding]:
@@ -236,13 +240,15 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]]) -> lis
     findings = []
     share = train / max(train.sum(), 1)
     if train.sum() >= 100 and share.max() > 0.9:
-        findings.append(
-            Finding(
-                "warning",
-                f"train key {key!r} is imbalanced: class {int(share.argmax())} is {share.max():.0%} of {train_what}, "
-                f"so always predicting it scores {share.max():.0%} accuracy. Weight the loss or resample.",
-            )
+        text = (
+            f"train key {key!r} is imbalanced: class {int(share.argmax())} is {share.max():.0%} of {train_what}, "
+            f"so always predicting it scores {share.max():.0%} accuracy"
         )
+        # Per-frame labels are imbalanced by nature (silence, blanks, 'no event'): a fact, not a finding.
+        if "frames" in train_what:
+            findings.append(Finding("note", text + "; judge the model by a per-class score, not by frame accuracy."))
+        else:
+            findings.append(Finding("warning", text + ". Weight the loss or resample."))
     for option, (other, other_what) in counts.items():
         if option == "train":
             continue

@@ -79,6 +79,16 @@ def describe_context(state: RunState, exc: BaseException) -> str:
     return "\n".join(lines)
 
 
+# Torch errors whose cause in this framework is known: the hint says it in the framework's terms.
+_HINTS = {
+    "backward through the graph a second time": (
+        "[framework] The engine calls backward() on the losses marked with run_ctx.mark_as_loss after train_step "
+        "returns; a train_step that calls loss.backward() itself makes this a second backward through the same "
+        "graph. Remove the backward() (and optimizer.step() / zero_grad()) from train_step."
+    ),
+}
+
+
 class ExceptionContext(Plugin):
     """Attaches the context note to an exception from user code, in every task."""
 
@@ -90,6 +100,9 @@ class ExceptionContext(Plugin):
         if exc is None or isinstance(exc, FrameworkError):
             return
         exc.add_note(describe_context(state, exc))
+        for text, hint in _HINTS.items():
+            if text in str(exc):
+                exc.add_note(hint)
 
 
 PLUGINS = (ExceptionContext,)

@@ -124,6 +124,8 @@ class GradHealth(Plugin):
                 [(f"grad_health/grad_norm/{n}", g) for n, g in zip(names, grads, strict=True)]
                 + [(f"grad_health/update_ratio/{n}", r) for n, r in zip(names, ratios, strict=True) if r < math.inf],
             )
+        weight_ratios = [r for r, p in zip(ratios, params, strict=True) if p.dim() >= 2 and r < math.inf]
+        state.update_ratio = max(weight_ratios, default=None)
         weight_rms = [(n, r) for n, r, p in zip(names, rms, params, strict=True) if p.dim() >= 2]
         if len(weight_rms) > 1:
             largest_name, largest = max(weight_rms, key=lambda x: x[1])

@@ -49,7 +49,7 @@ class DeviceBugError(Exception):
     """A tensor on a fixed device mixes with the model's tensors."""
 
 
-class _DeviceCheck(TorchDispatchMode):
+class DeviceCheck(TorchDispatchMode):
     """Raises on the first op that mixes meta (model) tensors with real ones; remembers where real ones came from."""
 
     def __init__(self, tracker: ModuleTracker):
@@ -85,7 +85,7 @@ class _DeviceCheck(TorchDispatchMode):
         return where if ref is not None and ref() is t else None
 
 
-def _swap_to_meta(model: nn.Module) -> list[tuple[dict, str, Any]]:
+def swap_to_meta(model: nn.Module) -> list[tuple[dict, str, Any]]:
     """Replace parameters and buffers by meta tensors in place; return what to put back."""
     saved = []
     meta: dict[int, Any] = {}
@@ -144,7 +144,7 @@ def _dry_run(state: RunState, batch: int, time: int) -> tuple[dict[str, list], s
     tracker = ModuleTracker(state.model, post_hook=record)
     fake = _fake_batch(state.extern_data, batch, time)
     try:
-        with tracker, _DeviceCheck(tracker):
+        with tracker, DeviceCheck(tracker):
             run_step(state.config, state.model, fake, "train", epoch=max(state.epoch, 1), step=state.global_step)
     except DeviceBugError as exc:
         return outputs, f"DEVICE BUG {exc}"
@@ -159,7 +159,7 @@ def _dry_run(state: RunState, batch: int, time: int) -> tuple[dict[str, list], s
 def layer_output_template(state: RunState) -> str:
     """Run the dry runs and format the template, with any device bug or error that stopped them."""
     rng = get_rng_state()
-    saved = _swap_to_meta(state.model)
+    saved = swap_to_meta(state.model)
     was_training = state.model.training
     state.model.train()
     try:

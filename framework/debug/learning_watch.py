@@ -38,6 +38,15 @@ register(
 
 # The latest window must be at least this much (relatively) below the first to count as learning.
 MIN_IMPROVEMENT = 0.01
+# A loss within this fraction of its chance level has learned nothing from the input (further above it, the
+# model has not even learned the label frequencies: that is "not decreasing") ...
+CHANCE_MARGIN = 0.03
+# ... and is reported after this many windows in a row there.
+CHANCE_WINDOWS = 2
+# A dev loss must rise by more than this fraction over the epochs to count as overfitting (not noise).
+MIN_DEV_RISE = 0.01
+# Updates below this fraction of a weight's norm are negligible (healthy training: around 1e-3).
+TINY_UPDATE = 1e-5
 
 
 class LossWindowWatch(Plugin):
@@ -54,6 +63,7 @@ class LossWindowWatch(Plugin):
         self.carry: dict[str, list[float]] = {}  # loss name -> [sum, weight] of the window's earlier epochs
         self.first: float | None = None
         self.warned = False
+        self.at_chance: dict[str, int] = {}  # loss name -> windows in a row at its chance level (-1: warned)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> LossWindowWatch | None:
@@ -73,6 +83,7 @@ class LossWindowWatch(Plugin):
         self.count = 0
         self._fold(state)
         mean = self._window_mean(state)
+        self._check_chance_levels(state)
         self.carry = {}
         if mean is None:
             return
@@ -85,11 +96,42 @@ class LossWindowWatch(Plugin):
         if not self.warned:
             self.warned = True
             lr = state.optimizer.param_groups[0].get("lr")
+            facts = (
+                f"the train loss is not decreasing: mean {mean:.4g} over the last {self.window} steps (up to step "
+                f"{state.global_step}) vs {self.first:.4g} over the first {self.window}."
+            )
+            if state.update_ratio is not None and state.update_ratio < TINY_UPDATE:
+                log.v2(
+                    f"WARNING learning watch: {facts} The updates are negligible: no weight changes by more than "
+                    f"{state.update_ratio:.1e} of its norm per update (|dW|/|W|; healthy training is around 1e-3), so "
+                    f"the learning rate {lr:g} is far too small. Raise it (e.g. x100, or find it with a learning-rate "
+                    f"range test)."
+                )
+                return
             log.v2(
-                f"WARNING learning watch: the train loss is not decreasing: mean {mean:.4g} over the last "
-                f"{self.window} steps (up to step {state.global_step}) vs {self.first:.4g} over the first "
-                f"{self.window}. Check the learning rate ({lr:g}), the sanity-check and gradient-health warnings, "
-                f"and whether the model can overfit a batch (debug_overfit_batches = 1)."
+                f"WARNING learning watch: {facts} Check the learning rate ({lr:g}), the sanity-check and "
+                f"gradient-health warnings, and whether the model can overfit a batch (debug_overfit_batches = 1)."
+            )
+
+    def _check_chance_levels(self, state: RunState) -> None:
+        """Warn when a loss stays at its chance level (e.g. labels that do not belong to their inputs)."""
+        for name, level in state.chance_levels.items():
+            window_sum, weight = self.carry.get(name, (0.0, 0.0))
+            if weight <= 0 or self.at_chance.get(name) == -1:
+                continue
+            mean = window_sum / weight
+            at_chance = abs(mean - level.value) <= CHANCE_MARGIN * level.value
+            self.at_chance[name] = self.at_chance.get(name, 0) + 1 if at_chance else 0
+            if self.at_chance[name] < CHANCE_WINDOWS:
+                continue
+            self.at_chance[name] = -1
+            log.v2(
+                f"WARNING learning watch: the train loss {name!r} has stayed at its chance level for "
+                f"{CHANCE_WINDOWS * self.window} steps (mean {mean:.4g} over the last {self.window} steps up to step "
+                f"{state.global_step}; {level.what} is {level.value:.4g}): the model predicts the label frequencies "
+                f"and has learned nothing from its input. Labels that do not belong to their inputs do exactly this "
+                f"(inputs and labels shuffled separately, misaligned files or orderings, a label column from another "
+                f"table); so does an input that never reaches the model (detached, zeroed, the wrong key)."
             )
 
     def _fold(self, state: RunState) -> None:
@@ -141,7 +183,8 @@ class DevDivergenceWatch(Plugin):
                 train = [s.get("train", {}).get(name) for s in recent]
                 if None in dev or None in train:
                     continue
-                if all(b > a for a, b in pairwise(dev)) and all(b < a for a, b in pairwise(train)):
+                rose = all(b > a for a, b in pairwise(dev)) and dev[-1] - dev[0] > MIN_DEV_RISE * abs(dev[0])
+                if rose and all(b < a for a, b in pairwise(train)):
                     self.warned.add((dataset, name))
                     self._warn(state, f"{dataset}_{name}", dev, f"train_{name}", train)
 

@@ -79,7 +79,8 @@ class SanityCheck(Plugin):
         for option, loader in state.loaders.items():
             batches = data_checks.sample_batches(loader, self.num_batches)
             for key in state.extern_data.values():
-                findings += data_checks.key_findings(option, loader.dataset.name, key, batches)
+                found = data_checks.key_findings(option, loader.dataset.name, key, batches)
+                findings += [f for f in found if f.level != "note" or option == "train"]  # a note once, not per split
                 if key.sparse_dim is not None and batches:
                     counts.setdefault(key.name, {})[option] = data_checks.class_counts(loader.dataset, key, batches)
                 if batches and (key_stats := data_checks.value_stats(key, batches)) is not None:
@@ -114,7 +115,8 @@ class SanityCheck(Plugin):
         self.callbacks.off(Event.AFTER_BACKWARD, self.after_first_backward)
         findings = model_checks.gradient_findings(state.model, self.frozen, state.optimizer)
         self._report(state, "first step", findings, ModelCheckError)
-        log.v4(f"Sanity check done: {len(state.control.findings)} finding(s).")
+        notes = sum(f.level == "note" for f in state.control.findings)
+        log.v4(f"Sanity check done: {len(state.control.findings) - notes} finding(s), {notes} note(s) (verbosity 5).")
 
     @on(Event.EXCEPTION)
     @on(Event.CLOSE)
@@ -131,20 +133,33 @@ class SanityCheck(Plugin):
         error: type[FrameworkError],
         strict: bool | None = None,
     ) -> None:
-        strict = self.strict if strict is None else strict
-        state.control.report(findings)
-        severe = [f for f in findings if f.severe]
-        for finding in findings:
-            if finding.level == "note":
-                log.v4(f"Sanity check ({stage}) note: {finding.text}")
-            elif not (finding.severe and strict):
-                log.v2(f"WARNING sanity check ({stage}): {finding.text}")
-        if severe and strict:
-            raise error(
-                f"Sanity check ({stage}) failed: "
-                + " ".join(f.text for f in severe)
-                + " (debug_sanity_check = False skips these checks.)"
-            )
+        report_findings(state, stage, findings, error, self.strict if strict is None else strict)
+
+
+def report_findings(
+    state: RunState,
+    stage: str,
+    findings: list[Finding],
+    error: type[FrameworkError],
+    strict: bool,
+    off: str = "debug_sanity_check = False",
+) -> None:
+    """Keep ``findings`` in ``state.control``, print them, and raise ``error`` for severe ones when ``strict``.
+
+    Every default-on check before or at the first step reports through here, so that its findings
+    look alike and count in the sanity check's summary.
+    """
+    state.control.report(findings)
+    severe = [f for f in findings if f.severe]
+    for finding in findings:
+        if finding.level == "note":
+            log.v5(f"Sanity check ({stage}) note: {finding.text}")
+        elif not (finding.severe and strict):
+            log.v2(f"WARNING sanity check ({stage}): {finding.text}")
+    if severe and strict:
+        raise error(
+            f"Sanity check ({stage}) failed: " + " ".join(f.text for f in severe) + f" ({off} skips this check.)"
+        )
 
 
 PLUGINS = (SanityCheck,)

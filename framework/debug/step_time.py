@@ -25,7 +25,8 @@ class StepTimer(Plugin):
     """Accumulates phase times per epoch from engine events.
 
     The marks enclose the step's other callbacks: the start mark is the last callback before the step
-    function, the end mark the last callback of the step (waiting for data starts after diagnostics).
+    function, the end mark the last callback of the step (waiting for data starts after diagnostics
+    and ends at the first callback of the next step; the checks before a step count in no phase).
     """
 
     order = Order.REPORT
@@ -38,6 +39,10 @@ class StepTimer(Plugin):
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> StepTimer:
         return cls(per_step=log.enabled(5))
+
+    @on(Event.STEP_START, Order.FIRST)
+    def mark_fetched(self, state: RunState) -> None:
+        self.marks["fetched"] = time.perf_counter()
 
     @on(Event.STEP_START, Order.LAST)
     def mark_start(self, state: RunState) -> None:
@@ -65,7 +70,7 @@ class StepTimer(Plugin):
         now = time.perf_counter()
         m = self.marks
         step = {
-            "data": m["start"] - m["end"],
+            "data": m["fetched"] - m["end"],  # checks run before the step (first-step probes) are not data wait
             "forward": m["forward"] - m["start"],
             "backward": m["backward"] - m["forward"],
             "optimizer": now - m["backward"],

@@ -47,8 +47,8 @@ register("debug_overfit_steps", "int", 300, "Steps of a debug_overfit_batches ru
 register(
     "debug_overfit_loss_ratio",
     "float",
-    0.05,
-    "debug_overfit_batches verdict 'learns': the final loss is at most this fraction of the first.",
+    0.15,
+    "debug_overfit_batches verdict 'learns': the final loss is at most this fraction of the first, both above the loss's floor.",
     __name__,
     range="(0, 1]",
 )
@@ -65,7 +65,7 @@ register(
     "debug_synthetic_loss_ratio",
     "float",
     0.5,
-    "debug_synthetic_data verdict 'learns': the final dev loss is at most this fraction of the untrained model's.",
+    "debug_synthetic_data verdict 'learns': the final dev loss is at most this fraction of the untrained model's, above the floor.",
     __name__,
     range="(0, 1]",
 )
@@ -102,6 +102,32 @@ def sparkline(values: list[float]) -> str:
     low, high = min(values), max(values)
     scale = (len(SPARK) - 1) / (high - low) if high > low else 0.0
     return "".join(SPARK[int(round((v - low) * scale))] for v in values)
+
+
+def loss_floor(state: RunState, run_ctx: Any) -> float:
+    """The least the optimized total loss can reach: the sum of the known floors (soft targets' entropy), else 0."""
+    return sum(m.scale * state.loss_floors.get(n, 0.0) for n, m in run_ctx.losses.items() if not m.as_error)
+
+
+def remaining(first: float, final: float, floor: float) -> float:
+    """How much of the way from ``first`` down to ``floor`` is left at ``final`` (0: at the floor)."""
+    return (final - floor) / (first - floor) if first > floor else float("inf")
+
+
+def _floor_text(floor: float) -> str:
+    return f", above its floor of {floor:.4g} (the entropy of the soft targets)" if floor > 0 else ""
+
+
+def still_falling(losses: list[float]) -> str:
+    """A hint for a curve that is still going down at its end (the run may just be too short)."""
+    quarter = max(len(losses) // 4, 1)
+    before, last = np.mean(losses[-2 * quarter : -quarter] or losses[:1]), np.mean(losses[-quarter:])
+    if before > 0 and last < 0.97 * before:
+        return (
+            f" The loss was still falling at the end ({before:.4g} -> {last:.4g} over the last quarter of the "
+            f"steps): it may learn slowly; more steps would tell (debug_overfit_steps)."
+        )
+    return ""
 
 
 def curve(losses: list[float], points: int = 40) -> str:
@@ -142,6 +168,7 @@ class OverfitVerdict(Plugin):
         self.losses: list[torch.Tensor] = []
         self.repeated: RepeatedBatches | None = None
         self.untrained = 0.0
+        self.floor = 0.0
 
     @classmethod
     def prepare(cls, config: Config) -> None:
@@ -172,6 +199,7 @@ class OverfitVerdict(Plugin):
                 run_ctx = run_step(state.config, state.model, batch, "eval", epoch=state.epoch, step=state.global_step)
                 totals.append(run_ctx.total_loss().float())
         state.model.train()
+        self.floor = loss_floor(state, run_ctx)  # floors are known after the first training step
         return float(torch.stack(totals).mean())
 
     @on(Event.STEP_END)
@@ -183,11 +211,11 @@ class OverfitVerdict(Plugin):
     def judge(self, state: RunState) -> None:
         losses = torch.stack(self.losses).tolist()
         first, final = self.untrained, self.memorized_loss(state)
-        ratio = final / first if first > 0 else float("inf")
+        ratio = remaining(first, final, self.floor)
         facts = (
-            f"the loss on the first {self.num_batches} batch(es) (eval mode) went from {first:.4g} to {final:.4g} "
-            f"(x{ratio:.3g}; 'learns' needs x{self.ratio:g} or less) in {len(losses)} steps. Training loss curve: "
-            f"{curve(losses)}"
+            f"the loss on the first {self.num_batches} batch(es) (eval mode) went from {first:.4g} to {final:.4g}"
+            f"{_floor_text(self.floor)} (x{ratio:.3g} of the way left; 'learns' needs x{self.ratio:g} or less) in "
+            f"{len(losses)} steps. Training loss curve: {curve(losses)}"
         )
         if ratio <= self.ratio:
             log.v3(
@@ -198,6 +226,7 @@ class OverfitVerdict(Plugin):
         raise VerdictError(
             f"debug_overfit_batches verdict: the model does NOT learn: {facts}. A model that cannot memorize a few "
             f"batches has a bug in the model, the loss or the optimization."
+            + still_falling(losses)
             + _findings_hint(state)
             + f" Check that the loss is computed from the model's output (no .detach()), the learning rate "
             f"({state.learning_rate:g}), and the gradient health (debug_grad_health = 1)."
@@ -251,9 +280,13 @@ class SyntheticDataVerdict(Plugin):
         after = state.lr_control.scores.get(state.epoch, {}).get("dev", {})
         key = next(iter(self.before))
         first, final = self.before[key], after.get(key, float("nan"))
+        floor = state.loss_floors.get(key, 0.0)
         changes = ", ".join(f"{name} {v:.4g} -> {after.get(name, float('nan')):.4g}" for name, v in self.before.items())
-        facts = f"on the synthetic dev set after {state.epoch} epoch(s): {changes} ('learns' needs {key} x{self.ratio:g} or less)"
-        if first > 0 and final <= self.ratio * first:
+        facts = (
+            f"on the synthetic dev set after {state.epoch} epoch(s): {changes}{_floor_text(floor)} ('learns' needs "
+            f"{key} x{self.ratio:g} or less of the way left)"
+        )
+        if remaining(first, final, floor) <= self.ratio:
             log.v3(
                 f"debug_synthetic_data verdict: the model LEARNS the synthetic data {facts}. Model and training "
                 f"work; if the real data does not train, look at the data: labels, preprocessing, normalization and "
@@ -269,10 +302,9 @@ class SyntheticDataVerdict(Plugin):
 
 
 def _findings_hint(state: RunState) -> str:
-    """The sanity check's findings, as likely causes."""
-    if not state.control.findings:
-        return ""
-    return " The sanity check found: " + " ".join(f.text for f in state.control.findings)
+    """The findings that can stop learning (warnings and errors, not notes), as likely causes."""
+    causes = [f.text for f in state.control.findings if f.level != "note"]
+    return " Likely causes, found by the checks: " + " ".join(causes) if causes else ""
 
 
 PLUGINS = (OverfitVerdict, SyntheticDataVerdict)

@@ -1,0 +1,356 @@
+"""What the first training step hands to torch's loss functions (``debug_loss_inputs``, on by default).
+
+Before the first step, its batch runs through ``train_step`` once more, without side effects
+(``framework.debug.probe``), while a torch function mode watches the calls; the real step then
+runs unwatched, so an error in it has the user's frames only. The watch finds:
+
+- probabilities where logits are expected: ``cross_entropy`` of a softmax (or log_softmax)
+  output, ``binary_cross_entropy_with_logits`` of a sigmoid output, ``nll_loss`` of
+  probabilities or of unnormalized scores. The producing op is found on the autograd graph
+  (through views, casts and indexing), so the finding names its module and source line;
+- a regression loss whose prediction and target broadcast to a bigger shape (``[B, 1]`` vs
+  ``[B]`` is ``[B, B]``): named once, with both shapes, instead of torch's generic warning;
+- ``backward()`` called inside ``train_step``, where the engine backpropagates the marked losses
+  itself: stopped before the real step, with the line.
+
+It also records two levels of the marked losses for other diagnostics: the chance level of a
+cross-entropy over class ids (the entropy of the train labels' frequencies, the loss of a model
+that ignores its input; for the learning watch), and the floor of a binary cross-entropy with
+soft targets (the targets' own entropy, which no model can go below; for the verdict runs).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from framework import log
+from framework.config import Config
+from framework.debug import data_checks
+from framework.debug.data_checks import Finding
+from framework.debug.module_tracker import ModuleTracker
+from framework.debug.probe import probe_step, side_effect_free, why_not
+from framework.debug.sanity import ModelCheckError, report_findings
+from framework.debug.tensors import format_frame, user_frame
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.run_ctx import RunCtx
+from framework.state import ChanceLevel, RunState
+
+register(
+    "debug_loss_inputs",
+    "bool",
+    True,
+    "First step: probabilities fed to a loss expecting logits, broadcasting losses, backward() inside train_step.",
+    __name__,
+)
+
+# Graph nodes that pass values through unchanged (views, copies, casts, selections of entries).
+_TRANSPARENT = (
+    "View",
+    "UnsafeView",
+    "Reshape",
+    "Transpose",
+    "Permute",
+    "Squeeze",
+    "Unsqueeze",
+    "Clone",
+    "Select",
+    "Slice",
+    "Index",
+    "MaskedSelect",
+    "Expand",
+    "ToCopy",
+    "Alias",
+)
+_SQUASHING = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log_softmax", "SigmoidBackward0": "sigmoid"}
+_ORIGIN = "framework_squashing_origin"
+_REGRESSION_LOSSES = {
+    F.mse_loss,
+    F.l1_loss,
+    F.smooth_l1_loss,
+    F.huber_loss,
+    F.binary_cross_entropy,
+    F.soft_margin_loss,
+    F.poisson_nll_loss,
+}
+_CLASS_LOSSES = {F.cross_entropy, F.nll_loss}
+_BROADCAST_WARNING = r"Using a target size .* that is different to the input size"
+
+
+def _is_transparent(node: Any) -> bool:
+    name = type(node).__name__
+    return any(name.startswith(prefix + "Backward") for prefix in _TRANSPARENT)
+
+
+def squashing_origin(t: torch.Tensor) -> tuple[str, dict[str, str]] | None:
+    """(``softmax``/``log_softmax``/``sigmoid``, where it ran) if ``t`` is such an op's output, up to views."""
+    node = t.grad_fn
+    for _ in range(32):
+        if node is None:
+            return None
+        kind = _SQUASHING.get(type(node).__name__)
+        if kind is not None:
+            return kind, node.metadata.get(_ORIGIN, {})
+        if not _is_transparent(node) or not node.next_functions:
+            return None
+        node = node.next_functions[0][0]
+    return None
+
+
+@dataclass
+class _ClassLossCall:
+    output: torch.Tensor
+    key: str | None
+    mean_per_label: bool  # reduction "mean" without weights or smoothing, or "sum" (normalized by the marked loss)
+    reduction: str
+
+
+class _FirstStepWatch(TorchFunctionMode):
+    """Inspects loss-function calls, tags squashing ops with their module and line, records backward calls."""
+
+    def __init__(self, tracker: ModuleTracker, batch: dict[str, torch.Tensor], sparse_keys: list[str]):
+        super().__init__()
+        self.tracker = tracker
+        self.batch = batch
+        self.sparse_keys = sparse_keys
+        self.findings: list[Finding] = []
+        self.backward_calls: list[str] = []
+        self.class_losses: list[_ClassLossCall] = []
+        self.floors: list[tuple[torch.Tensor, float]] = []  # (loss output, its least possible value)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.backward:
+            self.backward_calls.append(format_frame(user_frame()))
+        if func in _REGRESSION_LOSSES and self._broadcasts(func, args, kwargs):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)
+                return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and type(out.grad_fn).__name__ in _SQUASHING:
+            out.grad_fn.metadata.setdefault(
+                _ORIGIN, {"module": self.tracker.current or "", "where": format_frame(user_frame())}
+            )
+        if func in _CLASS_LOSSES or func is F.binary_cross_entropy_with_logits:
+            self._check_class_loss(func, args, kwargs, out)
+        if func in (F.binary_cross_entropy, F.binary_cross_entropy_with_logits) and isinstance(out, torch.Tensor):
+            self._record_floor(args, kwargs, out)
+        return out
+
+    def _record_floor(self, args: tuple, kwargs: dict, out: torch.Tensor) -> None:
+        """A binary cross-entropy cannot go below the entropy of its targets (gray pixels: far above 0)."""
+        target = _argument(args, kwargs, 1, "target")
+        if not isinstance(target, torch.Tensor) or not target.is_floating_point() or out.dim() != 0:
+            return
+        with torch.no_grad():
+            t = target.detach().float().clamp(0, 1)
+            floor = F.binary_cross_entropy(t, t, weight=kwargs.get("weight"), reduction=kwargs.get("reduction", "mean"))
+        self.floors.append((out, float(floor)))
+
+    def _broadcasts(self, func: Any, args: tuple, kwargs: dict) -> bool:
+        prediction, target = _argument(args, kwargs, 0, "input"), _argument(args, kwargs, 1, "target")
+        if not isinstance(prediction, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return False
+        try:
+            shape = torch.broadcast_shapes(prediction.shape, target.shape)
+        except RuntimeError:
+            return False  # torch raises its own error
+        if math.prod(shape) <= max(prediction.numel(), target.numel()):
+            return False
+        p, t, b = (list(x) for x in (prediction.shape, target.shape, shape))
+        self.findings.append(
+            Finding(
+                "warning",
+                f"{func.__name__} at {format_frame(user_frame())} compares a prediction of shape {p} with a target of "
+                f"shape {t}; they broadcast to {b}, so every prediction is compared with every target and the loss "
+                f"is wrong without an error. Give both the same shape (e.g. prediction.squeeze(-1), or "
+                f"target.view_as(prediction)).",
+            )
+        )
+        return True
+
+    def _check_class_loss(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        scores, target = _argument(args, kwargs, 0, "input"), _argument(args, kwargs, 1, "target")
+        if not isinstance(scores, torch.Tensor) or not scores.is_floating_point() or scores.numel() == 0:
+            return
+        where = format_frame(user_frame())
+        origin = squashing_origin(scores)
+        name = func.__name__
+        if func is F.binary_cross_entropy_with_logits:
+            if origin and origin[0] == "sigmoid":
+                self._squashed(name, where, origin, "logits", "sigmoid", "binary_cross_entropy (on probabilities)")
+            return
+        if func is F.cross_entropy and origin:
+            self._squashed(name, where, origin, "logits", "log_softmax", "nll_loss (on log-probabilities)")
+        elif func is F.nll_loss:
+            self._check_nll_input(where, scores, origin)
+        if isinstance(target, torch.Tensor) and not target.is_floating_point() and isinstance(out, torch.Tensor):
+            plain = kwargs.get("weight") is None and not kwargs.get("label_smoothing") and len(args) <= 2
+            reduction = kwargs.get("reduction", "mean")
+            self.class_losses.append(_ClassLossCall(out, self._key_of(target), plain, reduction))
+
+    def _squashed(self, loss: str, where: str, origin: tuple, expects: str, applies: str, instead: str) -> None:
+        kind, tag = origin
+        made = f"{kind}" + (f" in module '{tag['module']}'" if tag.get("module") else "")
+        made += f" at {tag['where']}" if tag.get("where") else ""
+        if kind == "log_softmax":
+            consequence = (
+                "the loss happens to be the same (log_softmax of log-probabilities changes nothing), but the model's "
+                "output is not the logits that every other use of it will assume"
+            )
+        else:
+            consequence = (
+                f"the scores are squashed twice ({kind}, then {applies}): gradients shrink and the loss cannot get "
+                f"near its minimum"
+            )
+        self.findings.append(
+            Finding(
+                "warning",
+                f"{loss} at {where} expects {expects}, but its input is the output of {made}; {loss} applies "
+                f"{applies} itself, so {consequence}. Feed the scores from before the {kind} (apply {kind} only for "
+                f"predictions), or use {instead}.",
+            )
+        )
+
+    def _check_nll_input(self, where: str, scores: torch.Tensor, origin: tuple | None) -> None:
+        if origin and origin[0] == "log_softmax":
+            return
+        with torch.no_grad():
+            values = scores.detach().float()
+            classes = values.movedim(1, -1) if values.dim() > 1 else values.unsqueeze(0)
+            is_log_probs = bool((values <= 1e-6).all()) and bool(
+                torch.allclose(classes.exp().sum(-1), torch.ones((), device=values.device), atol=1e-3)
+            )
+        if is_log_probs:
+            return
+        what = "probabilities (the output of softmax)" if origin and origin[0] == "softmax" else "scores whose exp"
+        what += "" if origin and origin[0] == "softmax" else " does not sum to 1 over the classes (raw logits?)"
+        self.findings.append(
+            Finding(
+                "warning",
+                f"nll_loss at {where} expects log-probabilities, but gets {what}. nll_loss only picks the target's "
+                f"entry and does not normalize, so the loss is unbounded or meaningless. Use cross_entropy on the "
+                f"logits, or nll_loss(log_softmax(logits)).",
+            )
+        )
+
+    def _key_of(self, target: torch.Tensor) -> str | None:
+        """The batch key whose class ids ``target`` holds (the same memory, or the same labels without padding)."""
+        storage = target.untyped_storage().data_ptr()
+        for key in self.sparse_keys:
+            if self.batch[key].untyped_storage().data_ptr() == storage:
+                return key
+        for key in self.sparse_keys:
+            labels = _valid_labels(self.batch, key)
+            if labels.numel() == target.numel() and torch.equal(labels.sort().values, target.flatten().sort().values):
+                return key
+        return None
+
+
+def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
+    return args[position] if len(args) > position else kwargs.get(name)
+
+
+def _valid_labels(batch: dict[str, torch.Tensor], key: str) -> torch.Tensor:
+    labels, lengths = batch[key], batch.get(key + ":seq_len")
+    if lengths is None:
+        return labels.flatten()
+    mask = torch.arange(labels.shape[1], device=labels.device)[None, :] < lengths.to(labels.device)[:, None]
+    return labels[mask].flatten()
+
+
+def _reaches(loss: torch.Tensor, output: torch.Tensor) -> bool:
+    """Whether ``loss`` is ``output``, up to views and a scale."""
+    if loss is output:
+        return True
+    node, target = loss.grad_fn, output.grad_fn
+    for _ in range(4):
+        if node is None or target is None:
+            return False
+        if node is target:
+            return True
+        if not (_is_transparent(node) or type(node).__name__ in ("MulBackward0", "DivBackward0")):
+            return False
+        node = node.next_functions[0][0]
+    return False
+
+
+def label_entropy(counts: np.ndarray) -> float:
+    """The entropy (nats) of the label frequencies: the cross-entropy of always predicting them."""
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+class LossInputsCheck(Plugin):
+    """Runs the first batch's step once, watched, before the real first step (which runs unwatched)."""
+
+    order = Order.CHECK
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> LossInputsCheck | None:
+        return cls() if config.bool("debug_loss_inputs") else None
+
+    @on(Event.STEP_START)
+    def check_first_step(self, state: RunState) -> None:
+        self.callbacks.off(Event.STEP_START, self.check_first_step)
+        sparse = [k for k, key in state.extern_data.items() if key.sparse_dim is not None and k in state.batch]
+        tracker = ModuleTracker(state.model)
+        watch = _FirstStepWatch(tracker, state.batch, sparse)
+        try:
+            with side_effect_free(state), tracker, watch:
+                run_ctx = probe_step(state, state.batch)
+        except Exception as exc:  # the real step raises it again, from the user's frames only
+            log.v5(f"Loss input check skipped: the watched run of the first step failed ({why_not(exc)}).")
+            return
+        if any("broadcast" in f.text for f in watch.findings):
+            warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
+        report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
+        self._set_chance_levels(state, run_ctx, watch.class_losses)
+        self._set_floors(state, run_ctx, watch.floors)
+        if watch.backward_calls:
+            raise ModelCheckError(
+                f"train_step calls backward() itself (at {watch.backward_calls[0]}). The engine backpropagates the "
+                f"sum of the losses marked with run_ctx.mark_as_loss after train_step returns, so this is a second "
+                f"backward through the same graph: torch fails with 'Trying to backward through the graph a second "
+                f"time', or, with retain_graph=True, every gradient counts twice. Remove the backward() call (and any "
+                f"optimizer.step() / zero_grad() in train_step); mark the loss and the engine does the update."
+            )
+
+    @staticmethod
+    def _set_chance_levels(state: RunState, run_ctx: RunCtx, calls: list[_ClassLossCall]) -> None:
+        loader = state.loaders.get("train")
+        for name, marked in run_ctx.losses.items():
+            call = next((c for c in calls if c.key and c.mean_per_label and _reaches(marked.loss, c.output)), None)
+            if marked.as_error or call is None:
+                continue
+            per_label = call.reduction == "mean" and marked.custom_inv_norm_factor is None
+            per_label = per_label or (call.reduction == "sum" and marked.custom_inv_norm_factor is not None)
+            key = state.extern_data[call.key]
+            if not per_label or loader is None:
+                continue
+            counts, what = data_checks.class_counts(loader.dataset, key, data_checks.sample_batches(loader, 4))
+            if counts.sum() > 0:
+                state.chance_levels[name] = ChanceLevel(
+                    label_entropy(counts), f"the entropy of the frequencies of the {key.name!r} labels ({what})"
+                )
+
+    @staticmethod
+    def _set_floors(state: RunState, run_ctx: RunCtx, floors: list[tuple[torch.Tensor, float]]) -> None:
+        for name, marked in run_ctx.losses.items():
+            floor = next((f for out, f in floors if marked.loss is out), None)
+            if floor is None or marked.as_error:
+                continue
+            norm = marked.custom_inv_norm_factor
+            state.loss_floors[name] = floor / float(norm) if norm is not None else floor
+
+
+PLUGINS = (LossInputsCheck,)

@@ -1,0 +1,154 @@
+"""Does the loss read padded frames? (``debug_padding_check``, on by default.)
+
+Before the first step, for each variable-length key with padding in the first batch, the step
+runs again (eval mode, no side effects) with only that key's padded frames changed (other
+class ids, or large values). A loss that changes while the model's outputs on the real frames
+stay the same covers the padding: the frames beyond ``key:seq_len`` count in the loss. A change
+of the outputs on the real frames means the model reads the padding (e.g. a convolution over
+the zero padding, an RNN run over it without packing); that is often intended, so it is a note.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from framework import log
+from framework.config import Config
+from framework.debug.data_checks import Finding
+from framework.debug.probe import optimized_losses, padding_mask, probe_step, side_effect_free, why_not
+from framework.debug.sanity import ModelCheckError, report_findings
+from framework.debug.tensors import floating_tensors
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
+
+register(
+    "debug_padding_check",
+    "bool",
+    True,
+    "Before the first step: rerun it with the padded frames of each variable-length key changed; warn if a loss moves.",
+    __name__,
+)
+
+TOLERANCE = 1e-5
+
+
+def perturbed(batch: dict[str, torch.Tensor], key: str, mask: torch.Tensor, sparse_dim: int | None) -> dict:
+    """A copy of ``batch`` whose ``key`` differs from the original at the padded frames only."""
+    values = batch[key].clone()
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    shape = values[mask].shape
+    if sparse_dim is not None:
+        other = torch.randint(1, max(sparse_dim, 2), shape, generator=generator)
+        replacement = (values[mask].cpu() + other) % max(sparse_dim, 2)
+    elif values.is_floating_point():
+        valid = values[~mask].float()
+        scale = 1.0 + 3.0 * (float(valid.std()) if valid.numel() > 1 else 1.0)
+        replacement = torch.randn(shape, generator=generator) * scale + scale
+    else:
+        replacement = values[mask].cpu() + 1
+    values[mask] = replacement.to(values.dtype).to(values.device)
+    return {**batch, key: values}
+
+
+def _changed(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape:
+        return True
+    a, b = a.double(), b.double()
+    return not bool(torch.allclose(a, b, rtol=TOLERANCE, atol=TOLERANCE, equal_nan=True))
+
+
+def _real_frames(t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The entries of a model output at the real frames of ``mask``'s key, if it has its [B, T] axes."""
+    if t.dim() >= 2 and tuple(t.shape[:2]) == tuple(mask.shape):
+        return t[~mask]
+    return t
+
+
+class PaddingProbe(Plugin):
+    """Runs the padding probe on the first batch, before the first step."""
+
+    order = Order.CHECK
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> PaddingProbe | None:
+        return cls() if config.bool("debug_padding_check") else None
+
+    @on(Event.STEP_START)
+    def probe(self, state: RunState) -> None:
+        self.callbacks.off(Event.STEP_START, self.probe)
+        masks = {k: m for k in state.extern_data if (m := padding_mask(state.batch, k)) is not None}
+        if not masks:
+            return
+        try:
+            findings = self._findings(state, masks)
+        except Exception as exc:  # a probe never stops training: say why it could not check
+            log.v5(f"Padding check skipped: the probe step failed ({why_not(exc)}).")
+            return
+        report_findings(state, "first step", findings, ModelCheckError, False, off="debug_padding_check = False")
+
+    def _findings(self, state: RunState, masks: dict[str, torch.Tensor]) -> list[Finding]:
+        covered, read = {}, {}  # key -> how the losses moved
+        with side_effect_free(state), torch.no_grad():
+            base_losses, base_outputs = self._run(state, state.batch)
+            for key, mask in masks.items():
+                batch = perturbed(state.batch, key, mask, state.extern_data[key].sparse_dim)
+                losses, outputs = self._run(state, batch)
+                moved = [n for n, v in losses.items() if n in base_losses and _changed(base_losses[n], v)]
+                if not moved:
+                    continue
+                same_outputs = len(outputs) == len(base_outputs) and not any(
+                    _changed(_real_frames(a, mask), _real_frames(b, mask))
+                    for a, b in zip(base_outputs, outputs, strict=True)
+                )
+                change = ", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in moved)
+                (covered if same_outputs else read)[key] = change
+        return self._report(covered, read)
+
+    @staticmethod
+    def _report(covered: dict[str, str], read: dict[str, str]) -> list[Finding]:
+        findings = []
+        if covered:
+            keys = " or ".join(repr(k) for k in covered)
+            changes = "; ".join(f"{k}: {c}" for k, c in covered.items())
+            first = next(iter(covered))
+            findings.append(
+                Finding(
+                    "warning",
+                    f"the loss covers padding: changing only the padded frames of {keys} (beyond the :seq_len "
+                    f"lengths) changes the loss ({changes}) while the model's outputs on the real frames stay the "
+                    f"same. The padded frames count as data (and dilute the mean). Mask them: e.g. mask = "
+                    f"torch.arange(T)[None, :] < extern_data['{first}:seq_len'][:, None], then compute the loss on "
+                    f"the selected frames (logits[mask], targets[mask]) or give the padded targets ignore_index.",
+                )
+            )
+        for key, change in read.items():
+            findings.append(
+                Finding(
+                    "note",
+                    f"the model's outputs on real frames depend on the padded frames of {key!r} (the loss moved: "
+                    f"{change}): a convolution over the zero padding does this and is usually fine; an RNN run over "
+                    f"the padding without pack_padded_sequence, or a mean over time without a mask, is a bug.",
+                )
+            )
+        return findings
+
+    @staticmethod
+    def _run(state: RunState, batch: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+        outputs: list[torch.Tensor] = []
+
+        def keep(_module: Any, _args: Any, output: Any) -> None:
+            outputs.extend(t.detach().clone() for t in floating_tensors(output))
+
+        handle = state.model.register_forward_hook(keep)
+        try:
+            losses = optimized_losses(probe_step(state, batch))
+        finally:
+            handle.remove()
+        return losses, outputs
+
+
+PLUGINS = (PaddingProbe,)

@@ -1,0 +1,113 @@
+"""Evaluation data that is also training data (``debug_split_overlap``, on by default).
+
+At startup every sequence of train and of each evaluation dataset is hashed (all keys, exact
+bytes and shapes); an evaluation sequence whose hash is among train's is a copy. A dev set that
+overlaps train (a copy of the same files, the same generator seed, a split done twice) scores
+what the model memorized: its score is too good and early stopping trusts it. Reported with the
+count and example index pairs; a handful of natural duplicates (below ``MIN_SHARE`` of the
+set) is a note. In-memory datasets are hashed from their arrays (about 0.1 s per 100k small
+sequences, up to ``LIMIT``); others through ``get_seq``, up to ``READ_LIMIT`` sequences.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from framework.config import Config
+from framework.datasets.numpy_dataset import NumpyDataset
+from framework.debug.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import DataError
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
+
+register(
+    "debug_split_overlap",
+    "bool",
+    True,
+    "At startup, hash every sequence and report dev/eval sequences that are copies of train sequences.",
+    __name__,
+)
+
+LIMIT = 1_000_000  # sequences of an in-memory dataset hashed, at most
+READ_LIMIT = 20_000  # sequences of another dataset read and hashed (each one a get_seq call), at most
+MIN_SHARE = 0.01  # an overlap below this share of the evaluation set is a note (natural duplicates)
+
+
+def _key_hashes(value: Any, count: int) -> list[int]:
+    if isinstance(value, np.ndarray):
+        rows = np.ascontiguousarray(value[:count]).reshape(min(count, len(value)), -1)
+        return [hash(row.tobytes()) for row in rows]
+    return [hash((a.shape, np.ascontiguousarray(a).tobytes())) for a in value[:count]]
+
+
+def sequence_hashes(dataset: Any) -> tuple[list[int], bool]:
+    """One hash per sequence over all its keys; and whether the dataset was cut at ``LIMIT``."""
+    if isinstance(dataset, NumpyDataset):
+        count = min(dataset.num_seqs, LIMIT)
+        per_key = [_key_hashes(dataset.arrays[k], count) for k in sorted(dataset.arrays)]
+        return [hash(t) for t in zip(*per_key, strict=True)], count < dataset.num_seqs
+    count = min(dataset.num_seqs, READ_LIMIT)
+    hashes = []
+    for i in range(count):
+        seq = dataset.get_seq(i)
+        hashes.append(hash(tuple((k, seq[k].shape, np.ascontiguousarray(seq[k]).tobytes()) for k in sorted(seq))))
+    return hashes, count < dataset.num_seqs
+
+
+def overlap_findings(train: tuple[list[int], bool], others: dict[str, tuple[list[int], bool]]) -> list[Finding]:
+    """Findings for the evaluation datasets whose sequences are also in train."""
+    train_hashes, train_cut = train
+    first_in_train: dict[int, int] = {}
+    for index, h in enumerate(train_hashes):
+        first_in_train.setdefault(h, index)
+    findings = []
+    for option, (hashes, cut) in others.items():
+        pairs = [(i, first_in_train[h]) for i, h in enumerate(hashes) if h in first_in_train]
+        if not pairs:
+            continue
+        share = len(pairs) / len(hashes)
+        examples = ", ".join(f"{option}[{i}] = train[{j}]" for i, j in pairs[:3])
+        scope = " (among the sequences hashed: the first ones of a large dataset)" if train_cut or cut else ""
+        text = (
+            f"{len(pairs)} of the {len(hashes)} sequences of {option!r} ({share:.1%}) are exact copies of train "
+            f"sequences{scope}, e.g. {examples}"
+        )
+        if share < MIN_SHARE:
+            findings.append(Finding("note", text + "."))
+            continue
+        findings.append(
+            Finding(
+                "warning",
+                text + f". The {option} score then measures memorization, not generalization, and early stopping or "
+                f"learning-rate control trusts it. Check that {option} comes from other files than train, or from "
+                f"another seed (data_seed) of a generated dataset.",
+            )
+        )
+    return findings
+
+
+class SplitOverlap(Plugin):
+    """Hashes the datasets at STARTUP and reports evaluation sequences found in train."""
+
+    order = Order.CHECK
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> SplitOverlap | None:
+        return cls() if config.bool("debug_split_overlap") else None
+
+    @on(Event.STARTUP)
+    def check(self, state: RunState) -> None:
+        if "train" not in state.loaders or len(state.loaders) < 2:
+            return
+        train = sequence_hashes(state.loaders["train"].dataset)
+        others = {o: sequence_hashes(loader.dataset) for o, loader in state.loaders.items() if o != "train"}
+        findings = overlap_findings(train, others)
+        report_findings(state, "data", findings, DataError, False, off="debug_split_overlap = False")
+
+
+PLUGINS = (SplitOverlap,)

@@ -1,0 +1,94 @@
+"""Gradients that survive an update (``debug_stale_gradients``, on by default).
+
+After each update the engine calls ``optimizer.zero_grad(set_to_none=True)``, so at the start of
+the next accumulation window no parameter may hold a gradient. One that does adds the old
+gradients to the new ones: the effective step grows with every update while the loss does not
+improve. The first few windows are checked (a Python loop over the parameters, no host sync);
+the finding names the parameters and the cause: an optimizer whose ``zero_grad`` is overridden,
+or something that puts ``.grad`` back (a hook, a wrapper that keeps gradients).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from framework.config import Config
+from framework.debug.data_checks import Finding
+from framework.debug.model_checks import by_module
+from framework.debug.sanity import ModelCheckError, report_findings
+from framework.events import Event, Order
+from framework.options import register
+from framework.plugin import Plugin, on
+from framework.state import RunState
+
+register(
+    "debug_stale_gradients",
+    "bool",
+    True,
+    "Check at the start of the first accumulation windows that no gradient survived the last zero_grad.",
+    __name__,
+)
+
+WINDOWS = 3  # accumulation windows checked after the first update
+
+
+def zero_grad_override(optimizer: torch.optim.Optimizer) -> str | None:
+    """Where the optimizer's class defines its own ``zero_grad`` (None: torch's own)."""
+    method = type(optimizer).zero_grad
+    if getattr(method, "__module__", "").startswith("torch."):
+        return None
+    try:
+        return f"{inspect.getsourcefile(method)}:{inspect.getsourcelines(method)[1]}"
+    except (OSError, TypeError):
+        return type(optimizer).__qualname__
+
+
+class StaleGradients(Plugin):
+    """Looks for gradients at the start of the accumulation windows after the first updates."""
+
+    order = Order.CHECK
+
+    def __init__(self) -> None:
+        self.checks_left = WINDOWS
+        self.updated = False
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> StaleGradients | None:
+        return cls() if config.bool("debug_stale_gradients") else None
+
+    @on(Event.AFTER_OPTIMIZER_STEP)
+    def after_update(self, state: RunState) -> None:
+        self.updated = True
+
+    @on(Event.STEP_START)
+    def check(self, state: RunState) -> None:
+        if not self.updated:
+            return
+        self.updated = False
+        self.checks_left -= 1
+        if self.checks_left <= 0:
+            self.callbacks.off(Event.STEP_START, self.check)
+            self.callbacks.off(Event.AFTER_OPTIMIZER_STEP, self.after_update)
+        stale = [n for n, p in state.model.named_parameters() if p.grad is not None]
+        if not stale:
+            return
+        self.callbacks.off(Event.STEP_START, self.check)
+        self.callbacks.off(Event.AFTER_OPTIMIZER_STEP, self.after_update)
+        override = zero_grad_override(state.optimizer)
+        cause = (
+            f"{type(state.optimizer).__name__}.zero_grad (defined at {override}) does not clear them"
+            if override
+            else "something puts .grad back after optimizer.zero_grad (a hook, or a wrapper that keeps gradients)"
+        )
+        text = (
+            f"gradients are not cleared between updates: {by_module(state.model, stale)} still hold a gradient at "
+            f"the start of step {state.global_step}, after the engine's optimizer.zero_grad(set_to_none=True); "
+            f"{cause}. Every update then adds up all earlier gradients: the gradient norm grows with the step count "
+            f"while the loss does not improve. Let zero_grad set p.grad = None (or zero it)."
+        )
+        report_findings(state, "training", [Finding("warning", text)], ModelCheckError, False)
+
+
+PLUGINS = (StaleGradients,)
