@@ -74,6 +74,12 @@ ALL_OFF = {
     "debug_loss_window": 0,
     "debug_dev_divergence_epochs": 0,
     "stop_on_nonfinite_train_score": False,
+    "debug_loss_inputs": False,
+    "debug_padding_check": False,
+    "debug_batch_independence": False,
+    "debug_split_overlap": False,
+    "debug_stale_gradients": False,
+    "debug_device_check": False,
 }
 
 
