@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 
 import torch  # noqa: E402
-from timing import alternate  # noqa: E402
+from timing import BUG_CHECKS_OFF, alternate  # noqa: E402
 
 from framework import log  # noqa: E402
 from framework.config import load_config  # noqa: E402
@@ -64,14 +64,6 @@ RESOURCES = {
     "tensorboard": {"debug_leak_check": False, "tensorboard_dir": "{tmp}/tb"},
     "grad_summaries": {"debug_leak_check": False, "tensorboard_dir": "{tmp}/tb2", "debug_grad_summaries": True},
     "off_again": {"debug_leak_check": False},
-}
-BUG_CHECKS_OFF = {
-    "debug_loss_inputs": False,
-    "debug_padding_check": False,
-    "debug_batch_independence": False,
-    "debug_split_overlap": False,
-    "debug_stale_gradients": False,
-    "debug_device_check": False,
 }
 _HEALTH_OFF = {"debug_sanity_check": False, "debug_grad_health": False, "debug_loss_window": 0, **BUG_CHECKS_OFF}
 HEALTH = {

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 
 import torch  # noqa: E402
-from timing import alternate  # noqa: E402
+from timing import BUG_CHECKS_OFF, alternate  # noqa: E402
 from torch import nn  # noqa: E402
 
 from framework import log  # noqa: E402
@@ -74,12 +74,7 @@ ALL_OFF = {
     "debug_loss_window": 0,
     "debug_dev_divergence_epochs": 0,
     "stop_on_nonfinite_train_score": False,
-    "debug_loss_inputs": False,
-    "debug_padding_check": False,
-    "debug_batch_independence": False,
-    "debug_split_overlap": False,
-    "debug_stale_gradients": False,
-    "debug_device_check": False,
+    **BUG_CHECKS_OFF,
 }
 
 

@@ -21,3 +21,14 @@ def alternate(
             if r >= warmup:
                 times[name].append((time.perf_counter() - start) / steps)
     return {name: (min(values), statistics.median(values)) for name, values in times.items()}
+
+
+# The first-step bug checks that are on by default, switched off (benchmark-step --all-off, benchmark-debug).
+BUG_CHECKS_OFF = {
+    "debug_loss_inputs": False,
+    "debug_padding_check": False,
+    "debug_batch_independence": False,
+    "debug_split_overlap": False,
+    "debug_stale_gradients": False,
+    "debug_device_check": False,
+}

@@ -227,13 +227,21 @@ def class_counts(dataset: Any, key: DataKey, batches: list) -> tuple[np.ndarray,
         values = valid_values(key.name, batches).astype(np.int64).ravel()
         values = values[(values >= 0) & (values < key.sparse_dim)]
         counts, where = np.bincount(values, minlength=key.sparse_dim), f"the first {len(batches)} batches"
-    if key.variable or key.shape:  # several labels per sequence: what is counted are frames
+    if labels_per_frame(key):
         where = f"the {int(counts.sum())} frames of {where}"
     return counts, where
 
 
-def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]]) -> list[Finding]:
-    """Classes missing from a split, much rarer in one split than in train, or dominating train."""
+def labels_per_frame(key: DataKey) -> bool:
+    """Whether a sparse key holds several labels per sequence (frames), not one."""
+    return key.variable or bool(key.shape)
+
+
+def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_frame: bool = False) -> list[Finding]:
+    """Classes missing from a split, much rarer in one split than in train, or dominating train.
+
+    ``per_frame``: the key labels frames, whose imbalance is a note (mostly "no event" frames).
+    """
     if "train" not in counts:
         return []
     train, train_what = counts["train"]
@@ -245,7 +253,7 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]]) -> lis
             f"so always predicting it scores {share.max():.0%} accuracy"
         )
         # Per-frame labels are imbalanced by nature (silence, blanks, 'no event'): a fact, not a finding.
-        if "frames" in train_what:
+        if per_frame:
             findings.append(Finding("note", text + "; judge the model by a per-class score, not by frame accuracy."))
         else:
             findings.append(Finding("warning", text + ". Weight the loss or resample."))

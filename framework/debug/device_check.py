@@ -21,7 +21,7 @@ import torch.fx.experimental._config
 from framework import log
 from framework.config import Config
 from framework.debug.data_checks import Finding
-from framework.debug.layer_template import DeviceBugError, DeviceCheck, swap_to_meta
+from framework.debug.layer_template import DeviceBugError, DeviceCheck, on_meta
 from framework.debug.module_tracker import ModuleTracker
 from framework.debug.probe import probe_step, unseen
 from framework.debug.sanity import ModelCheckError, report_findings
@@ -46,19 +46,15 @@ def meta_dry_run(state: RunState) -> str | None:
     Raises what the dry run raised when it could not finish for another reason.
     """
     fake = {key: torch.empty_like(t, device="meta") for key, t in state.batch.items()}
-    saved = swap_to_meta(state.model)
     tracker = ModuleTracker(state.model)
     # Boolean masks (x[mask]) have data-dependent shapes; assuming every entry is selected keeps the shapes
     # consistent, which is all a device check needs.
     assume_all_selected = torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True)
     try:
-        with unseen(), tracker, DeviceCheck(tracker), assume_all_selected:
+        with unseen(), on_meta(state.model), tracker, DeviceCheck(tracker), assume_all_selected:
             probe_step(state, fake)
     except DeviceBugError as exc:
         return str(exc)
-    finally:
-        for store, name, value in saved:
-            store[name] = value
     return None
 
 

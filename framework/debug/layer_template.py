@@ -13,8 +13,10 @@ also reports shape errors (a layer built with the wrong input size) before any d
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -85,7 +87,18 @@ class DeviceCheck(TorchDispatchMode):
         return where if ref is not None and ref() is t else None
 
 
-def swap_to_meta(model: nn.Module) -> list[tuple[dict, str, Any]]:
+@contextlib.contextmanager
+def on_meta(model: nn.Module) -> Iterator[None]:
+    """Within the block, the model's parameters and buffers are meta tensors of the same shapes and dtypes."""
+    saved = _swap_to_meta(model)
+    try:
+        yield
+    finally:
+        for store, name, value in saved:
+            store[name] = value
+
+
+def _swap_to_meta(model: nn.Module) -> list[tuple[dict, str, Any]]:
     """Replace parameters and buffers by meta tensors in place; return what to put back."""
     saved = []
     meta: dict[int, Any] = {}
@@ -159,14 +172,12 @@ def _dry_run(state: RunState, batch: int, time: int) -> tuple[dict[str, list], s
 def layer_output_template(state: RunState) -> str:
     """Run the dry runs and format the template, with any device bug or error that stopped them."""
     rng = get_rng_state()
-    saved = swap_to_meta(state.model)
     was_training = state.model.training
     state.model.train()
     try:
-        runs = [_dry_run(state, b, t) for b, t in SIZES]
+        with on_meta(state.model):
+            runs = [_dry_run(state, b, t) for b, t in SIZES]
     finally:
-        for store, name, value in saved:
-            store[name] = value
         state.model.train(was_training)
         set_rng_state(rng)
     (first, stopped), (second, _) = runs

@@ -36,7 +36,7 @@ from framework.config import Config
 from framework.debug import data_checks
 from framework.debug.data_checks import Finding
 from framework.debug.module_tracker import ModuleTracker
-from framework.debug.probe import probe_step, side_effect_free, why_not
+from framework.debug.probe import probe_step, real_frames, side_effect_free, why_not
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.debug.tensors import format_frame, user_frame
 from framework.events import Event, Order
@@ -110,7 +110,7 @@ def squashing_origin(t: torch.Tensor) -> tuple[str, dict[str, str]] | None:
 class _ClassLossCall:
     output: torch.Tensor
     key: str | None
-    mean_per_label: bool  # reduction "mean" without weights or smoothing, or "sum" (normalized by the marked loss)
+    plain: bool  # no class weights, label smoothing or further positional arguments
     reduction: str
 
 
@@ -126,15 +126,14 @@ class _FirstStepWatch(TorchFunctionMode):
         self.backward_calls: list[str] = []
         self.class_losses: list[_ClassLossCall] = []
         self.floors: list[tuple[torch.Tensor, float]] = []  # (loss output, its least possible value)
+        self.broadcasting = False  # a loss's inputs broadcast to a bigger shape
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.Tensor.backward:
             self.backward_calls.append(format_frame(user_frame()))
-        if func in _REGRESSION_LOSSES and self._broadcasts(func, args, kwargs):
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)
-                return func(*args, **kwargs)
+        if func in _REGRESSION_LOSSES:
+            self._check_broadcast(func, args, kwargs)
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor) and type(out.grad_fn).__name__ in _SQUASHING:
             out.grad_fn.metadata.setdefault(
@@ -156,16 +155,17 @@ class _FirstStepWatch(TorchFunctionMode):
             floor = F.binary_cross_entropy(t, t, weight=kwargs.get("weight"), reduction=kwargs.get("reduction", "mean"))
         self.floors.append((out, float(floor)))
 
-    def _broadcasts(self, func: Any, args: tuple, kwargs: dict) -> bool:
+    def _check_broadcast(self, func: Any, args: tuple, kwargs: dict) -> None:
         prediction, target = _argument(args, kwargs, 0, "input"), _argument(args, kwargs, 1, "target")
         if not isinstance(prediction, torch.Tensor) or not isinstance(target, torch.Tensor):
-            return False
+            return
         try:
             shape = torch.broadcast_shapes(prediction.shape, target.shape)
         except RuntimeError:
-            return False  # torch raises its own error
+            return  # torch raises its own error
         if math.prod(shape) <= max(prediction.numel(), target.numel()):
-            return False
+            return
+        self.broadcasting = True
         p, t, b = (list(x) for x in (prediction.shape, target.shape, shape))
         self.findings.append(
             Finding(
@@ -176,7 +176,6 @@ class _FirstStepWatch(TorchFunctionMode):
                 f"target.view_as(prediction)).",
             )
         )
-        return True
 
     def _check_class_loss(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
         scores, target = _argument(args, kwargs, 0, "input"), _argument(args, kwargs, 1, "target")
@@ -187,10 +186,10 @@ class _FirstStepWatch(TorchFunctionMode):
         name = func.__name__
         if func is F.binary_cross_entropy_with_logits:
             if origin and origin[0] == "sigmoid":
-                self._squashed(name, where, origin, "logits", "sigmoid", "binary_cross_entropy (on probabilities)")
+                self._squashed(name, where, origin, "sigmoid", "binary_cross_entropy (on probabilities)")
             return
         if func is F.cross_entropy and origin:
-            self._squashed(name, where, origin, "logits", "log_softmax", "nll_loss (on log-probabilities)")
+            self._squashed(name, where, origin, "log_softmax", "nll_loss (on log-probabilities)")
         elif func is F.nll_loss:
             self._check_nll_input(where, scores, origin)
         if isinstance(target, torch.Tensor) and not target.is_floating_point() and isinstance(out, torch.Tensor):
@@ -198,7 +197,7 @@ class _FirstStepWatch(TorchFunctionMode):
             reduction = kwargs.get("reduction", "mean")
             self.class_losses.append(_ClassLossCall(out, self._key_of(target), plain, reduction))
 
-    def _squashed(self, loss: str, where: str, origin: tuple, expects: str, applies: str, instead: str) -> None:
+    def _squashed(self, loss: str, where: str, origin: tuple, applies: str, instead: str) -> None:
         kind, tag = origin
         made = f"{kind}" + (f" in module '{tag['module']}'" if tag.get("module") else "")
         made += f" at {tag['where']}" if tag.get("where") else ""
@@ -215,7 +214,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
-                f"{loss} at {where} expects {expects}, but its input is the output of {made}; {loss} applies "
+                f"{loss} at {where} expects logits, but its input is the output of {made}; {loss} applies "
                 f"{applies} itself, so {consequence}. Feed the scores from before the {kind} (apply {kind} only for "
                 f"predictions), or use {instead}.",
             )
@@ -261,11 +260,8 @@ def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
 
 
 def _valid_labels(batch: dict[str, torch.Tensor], key: str) -> torch.Tensor:
-    labels, lengths = batch[key], batch.get(key + ":seq_len")
-    if lengths is None:
-        return labels.flatten()
-    mask = torch.arange(labels.shape[1], device=labels.device)[None, :] < lengths.to(labels.device)[:, None]
-    return labels[mask].flatten()
+    real = real_frames(batch, key)
+    return batch[key].flatten() if real is None else batch[key][real].flatten()
 
 
 def _reaches(loss: torch.Tensor, output: torch.Tensor) -> bool:
@@ -311,7 +307,7 @@ class LossInputsCheck(Plugin):
         except Exception as exc:  # the real step raises it again, from the user's frames only
             log.v5(f"Loss input check skipped: the watched run of the first step failed ({why_not(exc)}).")
             return
-        if any("broadcast" in f.text for f in watch.findings):
+        if watch.broadcasting:
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
         self._set_chance_levels(state, run_ctx, watch.class_losses)
@@ -329,7 +325,7 @@ class LossInputsCheck(Plugin):
     def _set_chance_levels(state: RunState, run_ctx: RunCtx, calls: list[_ClassLossCall]) -> None:
         loader = state.loaders.get("train")
         for name, marked in run_ctx.losses.items():
-            call = next((c for c in calls if c.key and c.mean_per_label and _reaches(marked.loss, c.output)), None)
+            call = next((c for c in calls if c.key and c.plain and _reaches(marked.loss, c.output)), None)
             if marked.as_error or call is None:
                 continue
             per_label = call.reduction == "mean" and marked.custom_inv_norm_factor is None

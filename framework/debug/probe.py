@@ -106,12 +106,16 @@ def why_not(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text if len(text) <= 120 else text[:117] + '...'}"
 
 
-def padding_mask(batch: dict[str, Any], key: str) -> torch.Tensor | None:
-    """[B, T] True at the padded frames of a variable-length key (None: no padding in this batch)."""
+def real_frames(batch: dict[str, Any], key: str) -> torch.Tensor | None:
+    """[B, T] True at the real frames of a variable-length key, False at its padding (None: no ``:seq_len``)."""
     lengths = batch.get(key + ":seq_len")
     if lengths is None or batch[key].dim() < 2:
         return None
     values = batch[key]
-    frames = torch.arange(values.shape[1], device=values.device)
-    mask = frames[None, :] >= lengths.to(values.device)[:, None]
-    return mask if bool(mask.any()) else None
+    return torch.arange(values.shape[1], device=values.device)[None, :] < lengths.to(values.device)[:, None]
+
+
+def padding_mask(batch: dict[str, Any], key: str) -> torch.Tensor | None:
+    """[B, T] True at the padded frames of a variable-length key (None: no padding in this batch)."""
+    real = real_frames(batch, key)
+    return ~real if real is not None and not bool(real.all()) else None

@@ -86,7 +86,9 @@ class SanityCheck(Plugin):
                 if batches and (key_stats := data_checks.value_stats(key, batches)) is not None:
                     stats.setdefault(key.name, {})[option] = key_stats
         for key, per_option in counts.items():
-            findings += data_checks.balance_findings(key, per_option)
+            findings += data_checks.balance_findings(
+                key, per_option, per_frame=data_checks.labels_per_frame(state.extern_data[key])
+            )
         for key, per_option in stats.items():
             findings += data_checks.split_findings(key, per_option)
         self._report(state, "data", findings, DataError)
