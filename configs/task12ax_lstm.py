@@ -7,7 +7,7 @@
 # of the last digit, so a feed-forward model cannot; an LSTM gets the frame error rate near 0.
 # Shows the variable-length conventions: extern_data["data:seq_len"] holds the lengths, losses
 # are sums over valid frames normalized with custom_inv_norm_factor (RETURNN's convention), and
-# "laplace:N" seq ordering groups similar lengths to save padding.
+# "laplace:.N" seq ordering (buckets of N sequences) groups similar lengths to save padding.
 import torch
 from torch import nn
 
@@ -16,8 +16,8 @@ extern_data = {
     "data": {"shape": (None,), "dtype": "int64", "sparse_dim": 9},
     "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": 2},
 }
-train = {"class": "Task12AXDataset", "num_seqs": 1000, "seq_ordering": "laplace:100"}
-dev = {"class": "Task12AXDataset", "num_seqs": 200, "data_seed": 2}
+train = {"class": "Task12AXDataset", "num_seqs": 1000, "seq_ordering": "laplace:.100"}
+dev = {"class": "Task12AXDataset", "num_seqs": 200, "fixed_random_seed": 2}
 batch_size = 1000  # padded frames per batch
 max_seqs = 40
 num_epochs = 8
@@ -51,7 +51,7 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     logits = model(extern_data["data"])
     targets = extern_data["classes"]
     lengths = extern_data["classes:seq_len"]
-    mask = torch.arange(targets.shape[1], device=targets.device)[None, :] < lengths[:, None]
+    mask = torch.arange(targets.shape[1], device=targets.device)[None, :] < lengths.to(targets.device)[:, None]
     frames = mask.sum()
     ce = nn.functional.cross_entropy(logits[mask], targets[mask], reduction="sum")
     errors = (logits.argmax(-1) != targets)[mask].sum().float()

@@ -75,7 +75,10 @@ def init_data(
     specs.update(config.get("eval_datasets") or {})
     if required and required not in specs:
         raise ConfigError(f"task={config.get('task')!r} needs the {required!r} dataset option.")
-    datasets = {option: init_dataset(spec, option=option, random_seed=seed) for option, spec in specs.items()}
+    datasets = {
+        option: init_dataset(spec, option=option, random_seed=seed, train_ordering=config.get("batching"))
+        for option, spec in specs.items()
+    }
     extern_data = resolve_extern_data(config, next(iter(datasets.values()), None))
     loaders = {}
     for option, dataset in datasets.items():

@@ -19,7 +19,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from framework import options
+from framework import options, returnn_options
 from framework.errors import ConfigError
 
 _MISSING = object()
@@ -182,8 +182,11 @@ def _is_library(path: str) -> bool:
 
 
 def _unknown_name_problem(name: str, value: Any) -> str | None:
-    """Why the unregistered global ``name`` looks like a misspelled or imagined option, or None."""
+    """Why the unregistered global ``name`` looks like a misspelled, imagined or RETURNN-only option, or None."""
     keep = "(If it is a helper of your own, rename it or prefix it with '_'.)"
+    advice = returnn_options.refusal(name)
+    if advice is not None:
+        return f"{name!r} is a RETURNN option that this framework does not honour: {advice}. {keep}"
     guess = options.closest_name(name, cutoff=_TYPO_CUTOFF)
     if guess is not None:
         return f"{name!r} is not an option; did you mean {guess!r}? {keep}"

@@ -7,10 +7,12 @@ remove a small file, because permission bits alone do not tell (root, read-only 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Callable
 
-from framework.errors import ConfigError
+from framework.errors import ConfigError, WriteError
 
 
 def probe_directory(directory: str, what: str, option: str) -> None:
@@ -59,3 +61,22 @@ def format_size(num_bytes: float) -> str:
             return f"{num_bytes:.0f} {unit}" if unit == "bytes" else f"{num_bytes:.1f} {unit}"
         num_bytes /= 1024
     raise AssertionError("unreachable")
+
+
+def write_atomically(path: str, write: Callable[[str], None], what: str, advice: str) -> None:
+    """``write(tmp)`` into a temporary file beside ``path``, then rename it over ``path``.
+
+    A crash or a full disk leaves the previous file (or none), never a truncated one; the error
+    is a WriteError naming ``what`` and ending with ``advice``.
+    """
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise WriteError(
+            f"Writing {what} {path} failed: {describe_os_error(exc)}. The partial file was removed. {advice}"
+        ) from None

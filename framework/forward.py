@@ -1,14 +1,18 @@
-"""task=forward: run ``forward_step`` over a dataset and write the marked outputs to an .npz file.
+"""task=forward: run ``forward_step`` over a dataset and write the marked outputs.
 
-Why .npz and not RETURNN's HDF5: numpy reads it with no extra dependency, and the layout is
-RETURNN's: per output, the sequences concatenated along their first axis plus
-``<name>:seq_len`` when the length varies (fixed-shape outputs are stacked [N, ...]), and
-``seq_index`` with each sequence's index in the dataset.
+``output_file`` ending in ``.hdf`` gets RETURNN's HDF format (RETURNN's ``HDFDataset`` and ours
+read it: the output ``output``, or else the first one, is the main ``data``, the others are
+target keys, with sequence tags). Any other name gets an ``.npz`` file that numpy reads without
+extra dependencies, in RETURNN's layout: per output, the sequences concatenated along their first
+axis plus ``<name>:seq_len`` when the length varies (fixed-shape outputs are stacked [N, ...]),
+and ``seq_index`` with each sequence's index in the dataset.
+
+``model_outputs`` (RETURNN's notation, as ``extern_data``) declares the outputs: their names,
+feature dimension and whether axis 1 has a variable length; each step's outputs are checked.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import numpy as np
@@ -16,18 +20,20 @@ import numpy as np
 from framework import log
 from framework.build import make_loader, resolve_extern_data
 from framework.datasets import init_dataset
-from framework.datasets.extern_data import check_dataset
-from framework.disk import describe_os_error, probe_directory
+from framework.datasets.extern_data import DataKey, check_dataset, parse_extern_data
+from framework.datasets.hdf import write_hdf
+from framework.disk import probe_directory, write_atomically
 from framework.engine import Engine
-from framework.errors import ConfigError, WriteError
+from framework.errors import ConfigError
 from framework.run_ctx import MarkedOutput
 from framework.step import step_function
 
 
 class OutputCollector:
-    """Per-sequence outputs of a forward pass, written as one .npz file."""
+    """Per-sequence outputs of a forward pass, written as one .hdf or .npz file."""
 
-    def __init__(self) -> None:
+    def __init__(self, declared: dict[str, DataKey] | None = None) -> None:
+        self.declared = declared
         self.seq_indices: list[int] = []
         self.outputs: dict[str, list[np.ndarray]] = {}
         self.variable: dict[str, bool] = {}
@@ -35,9 +41,14 @@ class OutputCollector:
     def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput]) -> None:
         """Split a batch's outputs into sequences (cut to ``seq_len`` where given)."""
         if not outputs:
-            raise ConfigError("forward_step marked no output; call run_ctx.mark_as_output(tensor, name).")
+            raise ConfigError(
+                "forward_step marked no output; call run_ctx.mark_as_output(tensor, name) or "
+                "run_ctx.mark_as_default_output(tensor)."
+            )
         if self.outputs and set(outputs) != set(self.outputs):
             raise ConfigError(f"forward_step marked outputs {sorted(outputs)} but earlier {sorted(self.outputs)}.")
+        if self.declared is not None:
+            check_outputs(self.declared, outputs)
         self.seq_indices.extend(int(i) for i in indices)
         for name, marked in outputs.items():
             values = marked.tensor.detach().cpu().numpy()
@@ -51,8 +62,14 @@ class OutputCollector:
             rows = [values[b] if lengths is None else values[b, : lengths[b]] for b in range(len(indices))]
             self.outputs.setdefault(name, []).extend(rows)
 
-    def write(self, path: str) -> None:
-        """Write atomically (temporary file, then rename)."""
+    def write(self, path: str, tags: list[str]) -> None:
+        """Write atomically (temporary file, then rename): RETURNN's HDF for a ``.hdf`` path, else .npz."""
+        if path.endswith((".hdf", ".h5", ".hdf5")):
+            main = "output" if "output" in self.outputs else next(iter(self.outputs))
+            sparse = {k: v.sparse_dim for k, v in (self.declared or {}).items() if v.sparse_dim is not None}
+            rows = {k: [r if self.variable[k] else r[None] for r in v] for k, v in self.outputs.items()}
+            write_hdf(path, rows, tags, main, sparse)
+            return
         arrays = {"seq_index": np.array(self.seq_indices, dtype=np.int64)}
         for name, rows in self.outputs.items():
             if self.variable[name]:
@@ -60,19 +77,35 @@ class OutputCollector:
                 arrays[name + ":seq_len"] = np.array([len(r) for r in rows], dtype=np.int64)
             else:
                 arrays[name] = np.stack(rows)
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+        def write(tmp: str) -> None:
             with open(tmp, "wb") as f:
                 np.savez(f, **arrays)
-            os.replace(tmp, path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-            raise WriteError(
-                f"Writing the forward output {path} failed: {describe_os_error(exc)}. The partial file was removed. "
-                f"Free space or choose another path with the 'output_file' option."
-            ) from None
+
+        write_atomically(path, write, "the forward output", "Free space or choose another path with 'output_file'.")
+
+
+def check_outputs(declared: dict[str, DataKey], outputs: dict[str, MarkedOutput]) -> None:
+    """Raise ConfigError when the marked outputs do not match ``model_outputs``."""
+    if set(outputs) != set(declared):
+        raise ConfigError(
+            f"forward_step marked the outputs {sorted(outputs)}, but model_outputs declares {sorted(declared)}. "
+            f"Mark each declared output (mark_as_default_output marks 'output'), or fix model_outputs."
+        )
+    for name, marked in outputs.items():
+        want, shape = declared[name], tuple(marked.tensor.shape[1:])
+        if len(shape) != len(want.shape) or any(
+            w is not None and w != h for w, h in zip(want.shape, shape, strict=False)
+        ):
+            raise ConfigError(
+                f"Output {name!r} has the shape [batch, {', '.join(map(str, shape))}], but model_outputs declares "
+                f"{want.shape} (without the batch axis; None = variable length)."
+            )
+        if want.variable and marked.seq_len is None:
+            raise ConfigError(
+                f"model_outputs declares a variable-length axis for {name!r}, but no lengths were given: pass "
+                f"seq_len=extern_data['data:seq_len'] (or the output's own lengths) when marking it."
+            )
 
 
 def run_forward(engine: Engine) -> str:
@@ -95,8 +128,10 @@ def run_forward(engine: Engine) -> str:
         engine.load_for_inference()
         path = config.get("output_file") or f"{config.get('model')}.{engine.state.epoch:03d}.forward.npz"
         probe_directory(os.path.dirname(path), "directory of the forward output", "output_file")
-        collector = OutputCollector()
+        declared = config.get("model_outputs")
+        collector = OutputCollector(None if declared is None else parse_extern_data(declared, "model_outputs"))
         engine.run_forward(loader, lambda indices, run_ctx: collector.add(indices, run_ctx.outputs))
-        collector.write(path)
+        tag = getattr(dataset, "seq_tag", lambda index: f"seq-{index}")
+        collector.write(path, [tag(i) for i in collector.seq_indices])
     log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")
     return path

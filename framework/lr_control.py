@@ -25,7 +25,8 @@ class LearningRateControl:
         self.initial = config.float("learning_rate")
         self.fixed = list(config.get("learning_rates") or [])
         self.error_measure = config.get("learning_rate_control_error_measure")
-        self.decay = config.float("newbob_learning_rate_decay")
+        renamed = config.get("learning_rate_decay")  # RETURNN's name wins, as in RETURNN
+        self.decay = float(renamed) if renamed is not None else config.float("newbob_learning_rate_decay")
         self.threshold = config.float("newbob_relative_error_threshold")
         self.min_lr = config.float("min_learning_rate")
         self.epoch_lrs: dict[int, float] = {}
@@ -98,7 +99,7 @@ def score_key(scores: Scores, measure: str | None, option: str) -> tuple[str, st
     keys = [(dataset, loss) for dataset, values in scores.items() for loss in values]
     if measure is not None:
         for dataset, loss in keys:
-            if f"{dataset}_{loss}" == measure:
+            if measure in (f"{dataset}_{loss}", f"{dataset}_loss_{loss}"):  # ours, RETURNN's PyTorch engine's
                 return dataset, loss
         known = ", ".join(f"{d}_{n}" for d, n in keys)
         raise ConfigError(f"{option} {measure!r} is not among the scores of the epoch: {known}.")

@@ -39,7 +39,7 @@ class Option:
             return f"option {self.name!r} expects {self.type}, but got {_describe(value)}"
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(repr(c) for c in self.choices)
-            return f"option {self.name!r} must be one of {allowed}, but got {value!r}"
+            return f"option {self.name!r} ({self.doc.rstrip('.')}) must be one of {allowed}, but got {value!r}"
         numbers = value if isinstance(value, (list, tuple)) else [value]
         for number in numbers:
             if not _is_number(number):
@@ -196,6 +196,14 @@ register(
     choices=("train", "eval", "forward"),
 )
 register("config", "any", None, "Reserved: the injected Config object (read-only in configs).", _C)
+register(
+    "backend",
+    "str",
+    "torch",
+    "RETURNN's backend option: 'torch' is what runs here; RETURNN's TensorFlow and JAX backends are not supported.",
+    _C,
+    choices=("torch",),
+)
 
 _C = "framework.engine"
 register("device", "str", "auto", "Device to run on: auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps.", _C)
@@ -274,6 +282,13 @@ register(
 )
 register("max_seqs", "int | None", None, "Max sequences per batch (None: no cap).", _C, range="[1, inf)")
 register(
+    "batching",
+    "str | None",
+    None,
+    "RETURNN's name for the train dataset's seq_ordering (random, sorted, laplace:N, ...) when its dict sets none.",
+    _C,
+)
+register(
     "torch_dataloader_opts",
     "dict | None",
     None,
@@ -318,6 +333,14 @@ register(
     "float",
     0.5,
     "Newbob: multiply the learning rate by this when the score stops improving.",
+    _C,
+    range="(0, 1]",
+)
+register(
+    "learning_rate_decay",
+    "float | None",
+    None,
+    "RETURNN's name for newbob_learning_rate_decay; wins over it when both are set.",
     _C,
     range="(0, 1]",
 )
@@ -397,7 +420,20 @@ register(
     _C,
     choices=("train", "dev", "eval"),
 )
-register("output_file", "str | None", None, "task=forward output (.npz); None: <model>.<epoch>.forward.npz.", _C)
+register(
+    "output_file",
+    "str | None",
+    None,
+    "task=forward output: RETURNN's HDF format for a .hdf name, else .npz; None: <model>.<epoch>.forward.npz.",
+    _C,
+)
+register(
+    "model_outputs",
+    "dict | None",
+    None,
+    "Forward outputs, RETURNN's notation: {name: {'dim': D} or {'shape': ..., 'dtype': ...}}; marked outputs are checked against it.",
+    _C,
+)
 
 _C = "framework.log"
 register("log", "str | list[str] | None", None, "Log file(s) that receive everything printed to stdout (appended).", _C)

@@ -26,6 +26,8 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.user_callbacks",
     "framework.optim",
     "framework.lr_control",
+    "framework.lr_file",
+    "framework.checkpoint_cleanup",
     "framework.early_stopping",
     "framework.unusual_values",
     "framework.debug.exception_context",

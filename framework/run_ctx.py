@@ -20,12 +20,17 @@ class MarkedLoss:
     scale: float
     as_error: bool
     custom_inv_norm_factor: torch.Tensor | float | None
+    optimize_sum: bool = False  # RETURNN's use_normalized_loss=False: the optimizer sees the sum
 
     def normalized(self) -> torch.Tensor:
         """The loss divided by its normalization factor (RETURNN convention: loss is a sum then)."""
         if self.custom_inv_norm_factor is None:
             return self.loss
         return self.loss / self.custom_inv_norm_factor
+
+    def optimized(self) -> torch.Tensor:
+        """What the optimizer minimizes (before ``scale``): the sum or the normalized loss."""
+        return self.loss if self.optimize_sum else self.normalized()
 
 
 @dataclass
@@ -63,30 +68,48 @@ class RunCtx:
         *,
         scale: float = 1.0,
         as_error: bool = False,
+        use_normalized_loss: bool | None = None,
         custom_inv_norm_factor: torch.Tensor | float | None = None,
     ) -> None:
-        """Register a scalar loss. ``as_error`` losses (e.g. frame error rate) are reported, not optimized.
+        """Register a loss. ``as_error`` losses (e.g. frame error rate) are reported, not optimized.
 
-        With ``custom_inv_norm_factor`` (RETURNN's convention), ``loss`` is a sum and the reported and
-        optimized value is ``loss / custom_inv_norm_factor``; epoch scores then average over all
-        normalization units (e.g. frames) of the dataset, not over batches.
+        A scalar ``loss`` is used as it is; with ``custom_inv_norm_factor`` (RETURNN's convention) it
+        is a sum, and the reported and optimized value is ``loss / custom_inv_norm_factor``.
+
+        A loss of any other shape (per frame, per sequence) is RETURNN's: it is summed, and reported
+        divided by its number of entries (or by ``custom_inv_norm_factor``), so epoch scores average
+        over all frames of the dataset; the optimizer sees the sum, or the normalized value with
+        ``use_normalized_loss=True``. Booleans (frame errors) count as 0/1.
         """
         if not isinstance(loss, torch.Tensor):
             raise TypeError(f"mark_as_loss(name={name!r}): loss must be a torch.Tensor, got {type(loss).__name__}")
-        if loss.dim() != 0:
-            raise ValueError(
-                f"mark_as_loss(name={name!r}): loss must be a scalar, got shape {tuple(loss.shape)}; "
-                f"reduce it (e.g. .mean(), or .sum() with custom_inv_norm_factor=number of frames)"
-            )
         if name in self.losses:
             raise ValueError(f"mark_as_loss: a loss named {name!r} was already marked in this step")
-        self.losses[name] = MarkedLoss(name, loss, float(scale), bool(as_error), custom_inv_norm_factor)
+        if isinstance(custom_inv_norm_factor, torch.Tensor) and custom_inv_norm_factor.dim() > 0:
+            custom_inv_norm_factor = custom_inv_norm_factor.sum()
+        optimize_sum = False if use_normalized_loss is None else not use_normalized_loss
+        if loss.dim() != 0:
+            if not loss.is_floating_point():
+                loss = loss.float()
+            if custom_inv_norm_factor is None:
+                custom_inv_norm_factor = loss.numel()
+            loss = loss.sum()
+            optimize_sum = not use_normalized_loss
+        self.losses[name] = MarkedLoss(name, loss, float(scale), bool(as_error), custom_inv_norm_factor, optimize_sum)
 
     def mark_as_output(self, tensor: torch.Tensor, name: str, *, seq_len: torch.Tensor | None = None) -> None:
         """Register a forward output [batch, ...]; ``seq_len`` gives the lengths of its axis 1 if variable."""
         if name in self.outputs:
             raise ValueError(f"mark_as_output: an output named {name!r} was already marked in this step")
         self.outputs[name] = MarkedOutput(name, tensor, seq_len)
+
+    def mark_as_default_output(self, tensor: torch.Tensor, *, seq_len: torch.Tensor | None = None) -> None:
+        """RETURNN's ``mark_as_default_output``: ``mark_as_output(tensor, "output")``.
+
+        Outputs are [batch, ...] tensors, so RETURNN's ``shape`` (its dims) has no counterpart; give
+        ``seq_len`` (e.g. ``extern_data["data:seq_len"]``) when axis 1 has a variable length.
+        """
+        self.mark_as_output(tensor, "output", seq_len=seq_len)
 
     def log_image(self, name: str, image: torch.Tensor, *, dataformats: str = "CHW") -> None:
         """Log an image (values in [0, 1]) to TensorBoard, e.g. reconstructions; needs ``tensorboard_dir``."""
@@ -120,11 +143,9 @@ class RunCtx:
                 f"train_step marked no loss to optimize (marked: {names}); call "
                 f"run_ctx.mark_as_loss(loss, name) with as_error=False for at least one loss"
             )
-        total = (
-            optimized[0].normalized() * optimized[0].scale if optimized[0].scale != 1.0 else optimized[0].normalized()
-        )
+        total = optimized[0].optimized() * optimized[0].scale if optimized[0].scale != 1.0 else optimized[0].optimized()
         for marked in optimized[1:]:
-            total = total + marked.normalized() * marked.scale
+            total = total + marked.optimized() * marked.scale
         return total
 
 

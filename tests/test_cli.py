@@ -148,7 +148,7 @@ def test_forward_of_variable_length_outputs_keeps_sequence_lengths(tmp_path):
         "++train",
         "{'class': 'Task12AXDataset', 'num_seqs': 40}",
         "++dev",
-        "{'class': 'Task12AXDataset', 'num_seqs': 10, 'data_seed': 5}",
+        "{'class': 'Task12AXDataset', 'num_seqs': 10, 'fixed_random_seed': 5}",
     ]
     assert run_rnn(config, *common, "++num_epochs", "1").returncode == 0
     result = run_rnn(

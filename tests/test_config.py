@@ -61,7 +61,7 @@ def test_helpers_imports_functions_and_classes_are_allowed(tmp_path):
     path = write_config(
         tmp_path,
         "import os\nimport numpy as np\nfrom torch import nn\n"
-        "hidden_dim = 3\nnum_layers = 2\nnetwork = {}\n_private = 1\nEpochSplit = 4\n"
+        "hidden_dim = 3\nnum_layers = 2\nnet_sizes = {}\n_private = 1\nEpochSplit = 4\n"
         "class MyModel(nn.Module):\n    pass\n"
         "def my_helper():\n    return 1\n",
     )

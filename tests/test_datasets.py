@@ -4,6 +4,7 @@ import gzip
 
 import numpy as np
 import pytest
+import torch
 
 from framework.datasets import (
     GaussianClustersDataset,
@@ -65,10 +66,12 @@ def test_sorted_laplace_and_partition_epoch():
     lengths = np.array([len(s) for s in seqs])
     dataset = NumpyDataset({"x": seqs}, seq_ordering="sorted")
     assert np.all(np.diff(lengths[dataset.get_seq_order(1)]) >= 0)
-    dataset = NumpyDataset({"x": seqs}, seq_ordering="laplace:10", random_seed=3)
-    order = dataset.get_seq_order(1)
-    assert sorted(order) == list(range(40))
-    assert np.all(np.diff(lengths[order[:10]]) >= 0) and np.all(np.diff(lengths[order[10:20]]) <= 0)
+    for ordering in ("laplace:.10", "laplace:4"):  # RETURNN's: buckets of 10 sequences, or 4 buckets
+        dataset = NumpyDataset({"x": seqs}, seq_ordering=ordering, random_seed=3)
+        order = dataset.get_seq_order(1)
+        assert sorted(order) == list(range(40))
+        assert np.all(np.diff(lengths[order[:10]]) >= 0) and np.all(np.diff(lengths[order[10:20]]) <= 0)
+        assert not np.all(np.diff(lengths[order]) >= 0)
     dataset = NumpyDataset({"x": seqs}, seq_ordering="random", partition_epoch=3)
     parts = [dataset.get_seq_order(e) for e in (1, 2, 3)]
     assert sorted(np.concatenate(parts)) == list(range(40))
@@ -210,7 +213,13 @@ def test_extern_data_mismatches_are_explained():
     with pytest.raises(DataError, match="has no such key"):
         check_dataset(parse_extern_data({"images": {"shape": (784,)}}), dataset, "dev")
     with pytest.raises(ConfigError, match="unknown entries"):
+        parse_extern_data({"data": {"shape": (784,), "dimension": 3}})
+    with pytest.raises(ConfigError, match="Tensor-API axis"):
         parse_extern_data({"data": {"shape": (784,), "dims": 3}})
+    with pytest.raises(ConfigError, match="last axis"):
+        parse_extern_data({"data": {"shape": (None, 40), "dim": 30}})
+    with pytest.raises(ConfigError, match="needs 'dim'"):
+        parse_extern_data({"classes": {"sparse": True}})
     with pytest.raises(ConfigError, match="sparse_dim"):
         parse_extern_data({"classes": {"shape": (), "dtype": "float32", "sparse_dim": 10}})
 
@@ -229,3 +238,39 @@ def test_dataloader_workers_deliver_the_same_batches():
     for (i1, b1), (i2, b2) in zip(plain.iterate(plan), workers.iterate(plan), strict=True):
         assert np.array_equal(i1, i2)
         assert b1.keys() == b2.keys() and all(torch.equal(b1[k], b2[k]) for k in b1)
+
+
+def test_returnn_extern_data_notation_and_one_hot_task12ax():
+    """RETURNN's {"dim": 9} (dense) and {"dim": 2, "sparse": True} (int32 ids); Task12AX's ids become one-hot."""
+    extern = parse_extern_data(
+        {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}, "feat": {"shape": (None, 3), "dim": 3}}
+    )
+    assert extern["data"].shape == (None, 9) and extern["data"].dtype == "float32" and extern["data"].sparse_dim is None
+    assert (
+        extern["classes"].shape == (None,) and extern["classes"].dtype == "int32" and extern["classes"].sparse_dim == 2
+    )
+    assert extern["feat"].shape == (None, 3)
+    del extern["feat"]
+    dataset = Task12AXDataset(num_seqs=20, fixed_random_seed=1)
+    check_dataset(extern, dataset, "train")
+    loader = BatchLoader(dataset, extern, option="train", batch_size=200, max_seqs=4, device=torch.device("cpu"))
+    indices, batch = next(loader.iterate(loader.plan(1)))
+    data, lengths = batch["data"], batch["data:seq_len"]
+    assert data.dtype == torch.float32 and data.shape[-1] == 9 and batch["classes"].dtype == torch.int32
+    for row, index in enumerate(indices):
+        ids = dataset.get_seq(int(index))["data"]
+        assert lengths[row] == len(ids)
+        assert torch.equal(data[row, : len(ids)].argmax(-1), torch.from_numpy(ids))
+        assert data[row, : len(ids)].sum() == len(ids) and data[row, len(ids) :].sum() == 0  # padding: zero vectors
+    assert lengths.device.type == "cpu"
+
+
+def test_task12ax_fixed_random_seed_is_returnns_and_differs_from_the_run_seed():
+    def first(ds):
+        return ds.get_seq(0)["data"].tolist()
+
+    assert first(Task12AXDataset(num_seqs=5, fixed_random_seed=1, random_seed=7)) == first(
+        Task12AXDataset(num_seqs=5, fixed_random_seed=1, random_seed=8)
+    )
+    assert first(Task12AXDataset(num_seqs=5, random_seed=1)) != first(Task12AXDataset(num_seqs=5, fixed_random_seed=1))
+    assert first(Task12AXDataset(num_seqs=5, random_seed=1)) != first(Task12AXDataset(num_seqs=5, random_seed=2))

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from conftest import ROOT, run_rnn
-from framework import options
-from framework.options_doc import format_rst
+from framework import options, returnn_options
+from framework.options_doc import format_returnn_rst, format_rst
 
 
 def test_every_option_is_documented_and_its_default_fits_its_type():
@@ -40,6 +40,15 @@ def test_docs_options_reference_is_generated_from_the_registry():
     with open(os.path.join(ROOT, "docs", "options.rst"), encoding="utf-8") as f:
         on_disk = f.read()
     assert on_disk == format_rst(), "docs/options.rst is stale: run python tools/generate-options-doc.py"
+    with open(os.path.join(ROOT, "docs", "returnn_options.rst"), encoding="utf-8") as f:
+        assert f.read() == format_returnn_rst(), "docs/returnn_options.rst is stale: run tools/generate-options-doc.py"
+
+
+def test_every_returnn_option_is_honoured_or_refused_never_both():
+    honoured, refused = set(returnn_options.HONOURED), set(returnn_options.ADVICE)
+    assert not honoured & refused
+    assert all(options.get(name) is not None for name in honoured)
+    assert not [name for name in refused if options.get(name) is not None]
 
 
 def test_help_options_lists_every_option():

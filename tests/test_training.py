@@ -11,6 +11,8 @@ from framework.config import Config
 from framework.engine import Engine
 from framework.errors import ConfigError
 from framework.events import Event, Order
+from framework.run_ctx import RunCtx
+from framework.scores import ScoreAccumulator
 
 
 @pytest.fixture(autouse=True)
@@ -176,12 +178,30 @@ def test_events_fire_in_order_for_each_step():
     assert events[-4:] == [Event.EVAL_END, Event.EPOCH_END, Event.FINISH, Event.CLOSE]
 
 
-def test_non_scalar_loss_is_rejected_with_advice():
-    def step(*, model, extern_data, run_ctx, **_kwargs):
-        logits = model(extern_data["data"])
-        run_ctx.mark_as_loss(
-            name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"], reduction="none")
-        )
+def test_per_entry_losses_follow_returnn_sum_optimized_and_frame_averaged_scores():
+    """RETURNN's non-scalar losses: the optimizer sees the sum (or the mean with use_normalized_loss),
+    the scores are averaged over all entries of the epoch, and frame errors may be booleans."""
+    per_entry = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    run_ctx = RunCtx(stage="train", epoch=1, step=0)
+    run_ctx.mark_as_loss(per_entry, "ce")
+    run_ctx.mark_as_loss(torch.tensor([True, False, False, False]), "fer", as_error=True)
+    assert float(run_ctx.total_loss().detach()) == 21.0
+    assert float(run_ctx.losses["ce"].normalized()) == 3.5 and float(run_ctx.losses["fer"].normalized()) == 0.25
+    normalized = RunCtx(stage="train", epoch=1, step=0)
+    normalized.mark_as_loss(per_entry, "ce", use_normalized_loss=True)
+    assert float(normalized.total_loss().detach()) == 3.5
 
-    with pytest.raises(ValueError, match=r"'ce'\): loss must be a scalar, got shape \(8,\)"):
-        _train(train_step=step)
+    accumulator = ScoreAccumulator()
+    for values in ([1.0, 1.0, 1.0], [4.0]):  # three frames, then one: frame-weighted, not batch-weighted
+        step = RunCtx(stage="dev", epoch=1, step=0)
+        step.mark_as_loss(torch.tensor(values), "ce")
+        accumulator.add(step, num_seqs=1)
+    assert accumulator.result()["ce"] == pytest.approx(7 / 4)
+
+    def step_fn(*, model, extern_data, run_ctx, **_kwargs):
+        logits = model(extern_data["data"])
+        run_ctx.mark_as_loss(nn.functional.cross_entropy(logits, extern_data["classes"], reduction="none"), "ce")
+        run_ctx.mark_as_loss(logits.argmax(-1) != extern_data["classes"], "fer", as_error=True)
+
+    engine = _train(train_step=step_fn)
+    assert engine.state.lr_control.scores[2]["dev"]["fer"] < 0.5

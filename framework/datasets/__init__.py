@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from framework.datasets.base import Dataset
+from framework.datasets.base import SEQ_ORDERINGS, Dataset, valid_seq_ordering
+from framework.datasets.hdf import HDFDataset
 from framework.datasets.mnist import MnistDataset
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
@@ -22,6 +23,7 @@ DATASET_CLASSES: dict[str, type[Dataset]] = {
     cls.__name__: cls
     for cls in (
         NumpyDataset,
+        HDFDataset,
         MnistDataset,
         Task12AXDataset,
         SyntheticRegressionDataset,
@@ -63,12 +65,15 @@ def _construct(cls: type, kwargs: dict[str, Any], option: str) -> Dataset:
         ) from None
 
 
-def init_dataset(spec: Any, *, option: str, random_seed: int) -> Dataset:
-    """Build the dataset that option ``option`` (train, dev, ...) describes."""
+def init_dataset(spec: Any, *, option: str, random_seed: int, train_ordering: str | None = None) -> Dataset:
+    """Build the dataset that option ``option`` (train, dev, ...) describes.
+
+    ``train_ordering`` (RETURNN's ``batching``) is the train dataset's seq_ordering unless it sets its own.
+    """
     if isinstance(spec, Dataset):
         dataset = spec
     elif isinstance(spec, str):
-        return init_dataset({"class": spec}, option=option, random_seed=random_seed)
+        return init_dataset({"class": spec}, option=option, random_seed=random_seed, train_ordering=train_ordering)
     elif callable(spec) and not isinstance(spec, dict):
         dataset = spec()
     elif isinstance(spec, dict):
@@ -88,5 +93,7 @@ def init_dataset(spec: Any, *, option: str, random_seed: int) -> Dataset:
     if not isinstance(dataset, Dataset):
         raise ConfigError(f"{option} did not produce a framework.datasets.Dataset but {type(dataset).__name__}.")
     if dataset.seq_ordering is None:
-        dataset.seq_ordering = "random" if option == "train" else "default"
+        if option == "train" and train_ordering is not None and not valid_seq_ordering(train_ordering):
+            raise ConfigError(f"batching = {train_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)}.")
+        dataset.seq_ordering = (train_ordering or "random") if option == "train" else "default"
     return dataset

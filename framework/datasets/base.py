@@ -13,22 +13,31 @@ import numpy as np
 
 from framework.errors import ConfigError
 
-SEQ_ORDERINGS = ("default", "random", "sorted", "sorted_reverse", "laplace:N")
+SEQ_ORDERINGS = ("default", "random", "sorted", "sorted_reverse", "laplace:N", "laplace:.N")
 
 
 class Dataset:
     """Base class of all datasets.
 
     :param seq_ordering: "default" (dataset order), "random" (reshuffled every epoch), "sorted",
-        "sorted_reverse" (by length), or "laplace:N" (random buckets of N sequences, each sorted
-        by length, alternating direction: little padding, still shuffled). None: "random" for
+        "sorted_reverse" (by length), or, as in RETURNN, "laplace:N" (N random buckets, each sorted by
+        length, alternating direction: little padding, still shuffled) and "laplace:.N" (buckets of
+        about N sequences). None: "random" for
         the train dataset, "default" otherwise.
     :param partition_epoch: split each pass over the data into this many sub-epochs.
     :param random_seed: shuffling seed; the engine passes the config's ``random_seed``.
+    :param fixed_random_seed: RETURNN's parameter: shuffle with this seed, whatever ``random_seed`` is.
     """
 
-    def __init__(self, *, seq_ordering: str | None = None, partition_epoch: int = 1, random_seed: int = 0):
-        if seq_ordering is not None and not _valid_seq_ordering(seq_ordering):
+    def __init__(
+        self,
+        *,
+        seq_ordering: str | None = None,
+        partition_epoch: int = 1,
+        random_seed: int = 0,
+        fixed_random_seed: int | None = None,
+    ):
+        if seq_ordering is not None and not valid_seq_ordering(seq_ordering):
             raise ConfigError(
                 f"{type(self).__name__}: seq_ordering {seq_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)}."
             )
@@ -36,7 +45,7 @@ class Dataset:
             raise ConfigError(f"{type(self).__name__}: partition_epoch must be >= 1, got {partition_epoch}.")
         self.seq_ordering = seq_ordering
         self.partition_epoch = partition_epoch
-        self.random_seed = random_seed
+        self.random_seed = random_seed if fixed_random_seed is None else fixed_random_seed
         self.name = type(self).__name__
 
     # -- to implement -------------------------------------------------------------------------
@@ -92,9 +101,10 @@ class Dataset:
             return np.argsort(lengths, kind="stable")
         if ordering == "sorted_reverse":
             return np.argsort(-lengths, kind="stable")
-        bucket = int(ordering.split(":")[1])
+        count = ordering.split(":")[1]
+        buckets = max(n // int(count[1:]), 2) if count.startswith(".") else int(count)
         order = rng.permutation(n)
-        chunks = [order[i : i + bucket] for i in range(0, n, bucket)]
+        chunks = np.array_split(order, min(buckets, max(n, 1)))
         sorted_chunks = []
         for k, chunk in enumerate(chunks):
             chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
@@ -105,11 +115,15 @@ class Dataset:
         return f"<{self.name}: {self.num_seqs} seqs>"
 
 
-def _valid_seq_ordering(ordering: str) -> bool:
+def valid_seq_ordering(ordering: Any) -> bool:
+    """Whether ``ordering`` is one of ``SEQ_ORDERINGS``."""
+    if not isinstance(ordering, str):
+        return False
     if ordering in ("default", "random", "sorted", "sorted_reverse"):
         return True
     if ordering.startswith("laplace:"):
-        return ordering.split(":", 1)[1].isdigit() and int(ordering.split(":", 1)[1]) > 0
+        count = ordering.split(":", 1)[1].removeprefix(".")
+        return count.isdigit() and int(count) > 0
     return False
 
 

@@ -1,4 +1,9 @@
-"""``extern_data``: the declared keys of a batch, and checks that a dataset delivers them."""
+"""``extern_data``: the declared keys of a batch, and checks that a dataset delivers them.
+
+Two notations are understood. Ours: ``{"shape": (None, 40), "dtype": "float32", "sparse_dim": K}``.
+RETURNN's: ``{"dim": 40}`` (dense, shape ``(None, 40)``), ``{"dim": K, "sparse": True}`` (class
+ids, shape ``(None,)``, int32), with ``shape``/``dtype`` optional as in RETURNN.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,10 @@ import numpy as np
 from framework.datasets.base import Dataset
 from framework.errors import ConfigError, DataError
 
-_ENTRY_KEYS = ("shape", "dtype", "sparse_dim", "available_for_inference")
+_ENTRY_KEYS = ("shape", "dtype", "sparse_dim", "available_for_inference", "dim", "sparse")
+# RETURNN entries that describe its Tensor API's axes; here a batch entry is a plain tensor
+# [batch, *shape], so they have no counterpart.
+_RETURNN_AXIS_KEYS = ("dims", "dim_tags", "batch_dim_axis", "time_dim_axis", "feature_dim_axis", "same_dim_tags_as")
 
 
 @dataclass(frozen=True)
@@ -29,23 +37,26 @@ class DataKey:
         return None in self.shape
 
 
-def parse_extern_data(spec: dict[str, Any]) -> dict[str, DataKey]:
-    """Validate the ``extern_data`` option."""
+def parse_extern_data(spec: dict[str, Any], option: str = "extern_data") -> dict[str, DataKey]:
+    """Validate the ``extern_data`` option, or ``model_outputs`` (our notation or RETURNN's)."""
     keys = {}
     for name, entry in spec.items():
-        where = f"extern_data[{name!r}]"
+        where = f"{option}[{name!r}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where} must be a dict like {{'shape': (784,), 'dtype': 'float32'}}, got {entry!r}.")
+        axis_keys = [k for k in entry if k in _RETURNN_AXIS_KEYS]
+        if axis_keys:
+            raise ConfigError(
+                f"{where} uses {axis_keys}, RETURNN's Tensor-API axis descriptions, which have no meaning here: a batch "
+                f"entry is a plain tensor [batch, *shape] (variable axes padded, lengths in {name + ':seq_len'!r}). "
+                f"Write 'shape' (without the batch axis, None for a variable-length axis) and 'dim' or 'sparse_dim'."
+            )
         unknown = [k for k in entry if k not in _ENTRY_KEYS]
         if unknown:
             raise ConfigError(f"{where} has unknown entries {unknown}; allowed are {', '.join(_ENTRY_KEYS)}.")
-        if "shape" not in entry:
-            raise ConfigError(f"{where} needs a 'shape' (without the batch axis; None for a variable-length axis).")
-        shape = entry["shape"]
+        shape, sparse_dim, dtype = _normalized_entry(entry, where)
         if not isinstance(shape, (tuple, list)) or not all(d is None or (isinstance(d, int) and d > 0) for d in shape):
             raise ConfigError(f"{where}['shape'] must be a tuple of positive ints or None, got {shape!r}.")
-        sparse_dim = entry.get("sparse_dim")
-        dtype = entry.get("dtype", "int64" if sparse_dim is not None else "float32")
         try:
             np_dtype = np.dtype(dtype)
         except TypeError:
@@ -59,6 +70,36 @@ def parse_extern_data(spec: dict[str, Any]) -> dict[str, DataKey]:
             name, tuple(shape), str(np_dtype), sparse_dim, bool(entry.get("available_for_inference", True))
         )
     return keys
+
+
+def _normalized_entry(entry: dict[str, Any], where: str) -> tuple[Any, int | None, Any]:
+    """(shape, sparse_dim, dtype) of an entry in either notation, with RETURNN's defaults for its notation:
+    no shape means a variable-length axis (plus the feature axis ``dim`` when dense); sparse ids are int32."""
+    dim, sparse = entry.get("dim"), entry.get("sparse", False)
+    if not isinstance(sparse, bool):
+        raise ConfigError(f"{where}['sparse'] must be True or False, got {sparse!r}.")
+    if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim < 1):
+        raise ConfigError(f"{where}['dim'] must be a positive int, got {dim!r}.")
+    sparse_dim = entry.get("sparse_dim")
+    if sparse:
+        if dim is None and sparse_dim is None:
+            raise ConfigError(f"{where}: 'sparse': True needs 'dim', the number of classes.")
+        if dim is not None and sparse_dim is not None and dim != sparse_dim:
+            raise ConfigError(f"{where}: 'dim' {dim} and 'sparse_dim' {sparse_dim} disagree; give one of them.")
+        sparse_dim = sparse_dim if sparse_dim is not None else dim
+    if "shape" in entry:
+        shape = entry["shape"]
+        if dim is not None and not sparse and isinstance(shape, (tuple, list)) and (not shape or shape[-1] != dim):
+            raise ConfigError(f"{where}: 'dim' {dim} must be the last axis of 'shape' {tuple(shape)} (RETURNN's rule).")
+    elif dim is not None or sparse:
+        shape = (None,) if sparse else (None, dim)
+    else:
+        raise ConfigError(
+            f"{where} needs a 'shape' (without the batch axis; None for a variable-length axis), or RETURNN's "
+            f"'dim' (and 'sparse': True for class ids)."
+        )
+    default_dtype = "int32" if sparse else "int64" if sparse_dim is not None else "float32"
+    return shape, sparse_dim, entry.get("dtype", default_dtype)
 
 
 def extern_data_from_dataset(dataset: Dataset) -> dict[str, DataKey]:
@@ -83,6 +124,8 @@ def check_dataset(extern_data: dict[str, DataKey], dataset: Dataset, option: str
                 f"{', '.join(info)}. Rename the key in extern_data or in the dataset."
             )
         have = tuple(info[key]["shape"])
+        if key in one_hot_keys(extern_data, info):
+            continue
         if len(have) != len(declared.shape) or any(
             (a is None) != (b is None) or (a is not None and a != b) for a, b in zip(have, declared.shape, strict=True)
         ):
@@ -108,3 +151,20 @@ def label_error(key: str, value: int, seq_index: int, sparse_dim: int, where: st
         f"{where}: key {key!r} has the value {value} at sequence index {seq_index}, outside [0, {sparse_dim}) "
         f"declared by extern_data[{key!r}]['sparse_dim']. Fix the labels or the sparse_dim."
     )
+
+
+def one_hot_keys(extern_data: dict[str, DataKey], key_info: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Keys the dataset delivers as class ids [..] but ``extern_data`` declares dense [.., K]: ``{key: K}``.
+
+    RETURNN's generated datasets (Task12AX, ...) deliver one-hot vectors where ours deliver ids, so a
+    RETURNN config declares them dense (``{"dim": 9}``); the loader turns the ids into one-hot vectors.
+    """
+    found = {}
+    for key, declared in extern_data.items():
+        info = key_info.get(key)
+        classes = None if info is None else info.get("sparse_dim")
+        if classes is None or declared.sparse_dim is not None or np.dtype(declared.dtype).kind != "f":
+            continue
+        if declared.shape == tuple(info["shape"]) + (classes,):
+            found[key] = classes
+    return found

@@ -10,7 +10,7 @@ import torch
 
 from framework.datasets.base import Dataset
 from framework.datasets.batching import make_batches
-from framework.datasets.extern_data import DataKey, label_error
+from framework.datasets.extern_data import DataKey, label_error, one_hot_keys
 from framework.errors import DataError
 
 
@@ -40,6 +40,7 @@ class BatchLoader:
         self.max_seqs = max_seqs
         self.device = device
         self.dataloader_opts = dict(dataloader_opts or {})
+        self.one_hot = one_hot_keys(extern_data, dataset.key_info())
 
     def plan(self, epoch: int) -> list[np.ndarray]:
         """The batches of ``epoch`` as arrays of sequence indices."""
@@ -51,13 +52,14 @@ class BatchLoader:
         raw = self.dataset.get_batch(indices)
         batch = {}
         for key, declared in self.extern_data.items():
-            array = raw[key].astype(declared.dtype, copy=False)
-            if (
-                declared.sparse_dim is not None
-                and array.size
-                and (array.min() < 0 or array.max() >= declared.sparse_dim)
-            ):
-                self._raise_label_error(key, array, raw.get(key + ":seq_len"), indices, declared.sparse_dim)
+            array = raw[key] if key in self.one_hot else raw[key].astype(declared.dtype, copy=False)
+            classes = self.one_hot.get(key, declared.sparse_dim)
+            if classes is not None and array.size and (array.min() < 0 or array.max() >= classes):
+                self._raise_label_error(key, array, raw.get(key + ":seq_len"), indices, classes)
+            if key in self.one_hot:
+                array = np.eye(classes, dtype=declared.dtype)[array]
+                if declared.variable:  # padding frames are all-zero vectors, not class 0
+                    array[np.arange(array.shape[1]) >= raw[key + ":seq_len"][:, None]] = 0
             batch[key] = array
             if declared.variable:
                 batch[key + ":seq_len"] = raw[key + ":seq_len"]
@@ -86,7 +88,15 @@ class BatchLoader:
         else:
             source = ((indices, self.tensor_batch(indices)) for indices in plan)
         for indices, batch in source:
-            yield indices, {key: t.to(self.device, non_blocking=non_blocking) for key, t in batch.items()}
+            # Lengths stay on the CPU, as in RETURNN: pack_padded_sequence wants them there, and
+            # reading them (max length, masks built by the user) costs no device sync.
+            yield (
+                indices,
+                {
+                    key: t if key.endswith(":seq_len") else t.to(self.device, non_blocking=non_blocking)
+                    for key, t in batch.items()
+                },
+            )
 
 
 class _PlannedBatches(torch.utils.data.Dataset):

@@ -27,22 +27,43 @@ class Task12AXDataset(NumpyDataset):
     """Variable-length sequences over ``123ABCXYZ``; the target at each frame is 1 iff the frame
     closes the pattern selected by the last digit (1: A then X; 2: B then Y), else 0.
 
-    Keys: ``data`` [T] int64 (sparse_dim 9), ``classes`` [T] int64 (sparse_dim 2).
+    Keys: ``data`` [T] int64 (sparse_dim 9), ``classes`` [T] int64 (sparse_dim 2). A config that
+    declares ``data`` dense (RETURNN's ``{"dim": 9}``) gets RETURNN's one-hot vectors instead.
 
-    :param num_seqs: number of sequences (generated deterministically from ``data_seed``).
+    :param num_seqs: number of sequences.
+    :param fixed_random_seed: RETURNN's parameter: the sequences (and their shuffling) come from this
+        seed, whatever the config's ``random_seed``; the usual way to fix a dev set. None: drawn from
+        the config's ``random_seed``. Unlike RETURNN, which draws new sequences every epoch, the
+        sequences are drawn once, so a step can be replayed and the checks see what is trained on.
     :param min_len: shortest sequence length; ``max_len`` the longest.
     """
 
     def __init__(
-        self, *, num_seqs: int = 1000, min_len: int = 10, max_len: int = 50, data_seed: int = 1, **kwargs: Any
+        self,
+        *,
+        num_seqs: int = 1000,
+        min_len: int = 10,
+        max_len: int = 50,
+        fixed_random_seed: int | None = None,
+        random_seed: int = 0,
+        **kwargs: Any,
     ):
-        rng = np.random.default_rng(data_seed)
+        # Not default_rng(random_seed): a seed written in a config (fixed_random_seed=1) must never draw
+        # the same sequences as a run's random_seed=1.
+        seed = fixed_random_seed if fixed_random_seed is not None else np.random.SeedSequence([random_seed, 0x12A])
+        rng = np.random.default_rng(seed)
         inputs, targets = [], []
         for _ in range(num_seqs):
             symbols = _generate(rng, int(rng.integers(min_len, max_len + 1)))
             inputs.append(np.array([SYMBOLS.index(s) for s in symbols], dtype=np.int64))
             targets.append(label_12ax(symbols))
-        super().__init__({"data": inputs, "classes": targets}, sparse_dims={"data": 9, "classes": 2}, **kwargs)
+        super().__init__(
+            {"data": inputs, "classes": targets},
+            sparse_dims={"data": 9, "classes": 2},
+            fixed_random_seed=fixed_random_seed,
+            random_seed=random_seed,
+            **kwargs,
+        )
 
 
 def _generate(rng: np.random.Generator, length: int) -> str:

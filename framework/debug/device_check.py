@@ -45,13 +45,22 @@ def meta_dry_run(state: RunState) -> str | None:
 
     Raises what the dry run raised when it could not finish for another reason.
     """
-    fake = {key: torch.empty_like(t, device="meta") for key, t in state.batch.items()}
+    # Lengths stay real CPU tensors, as the loader delivers them on every device.
+    fake = {
+        key: t if key.endswith(":seq_len") else torch.empty_like(t, device="meta") for key, t in state.batch.items()
+    }
     tracker = ModuleTracker(state.model)
+    check = DeviceCheck(tracker)
+    for key, t in fake.items():
+        if key.endswith(":seq_len"):
+            check.remember(
+                t, f"as extern_data[{key!r}], which stays on the CPU (write {key.split(':')[0]}_len.to(x.device))"
+            )
     # Boolean masks (x[mask]) have data-dependent shapes; assuming every entry is selected keeps the shapes
     # consistent, which is all a device check needs.
     assume_all_selected = torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True)
     try:
-        with unseen(), on_meta(state.model), tracker, DeviceCheck(tracker), assume_all_selected:
+        with unseen(), on_meta(state.model), tracker, check, assume_all_selected:
             probe_step(state, fake)
     except DeviceBugError as exc:
         return str(exc)

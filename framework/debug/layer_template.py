@@ -51,6 +51,10 @@ class DeviceBugError(Exception):
     """A tensor on a fixed device mixes with the model's tensors."""
 
 
+# Ops that want some arguments on the CPU whatever the device of the rest (the lengths of a packed sequence).
+_TAKES_CPU_TENSORS = {"aten._pack_padded_sequence"}
+
+
 class DeviceCheck(TorchDispatchMode):
     """Raises on the first op that mixes meta (model) tensors with real ones; remembers where real ones came from."""
 
@@ -60,10 +64,14 @@ class DeviceCheck(TorchDispatchMode):
         # id -> (weak reference, where); tensors compare elementwise, so they cannot be dict keys
         self.created: dict[int, tuple[weakref.ref, str]] = {}
 
+    def remember(self, tensor: torch.Tensor, where: str) -> None:
+        """Name where the real tensor ``tensor`` came from, for the message that blames it."""
+        self.created[id(tensor)] = (weakref.ref(tensor), where)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         tensors = list(iter_tensors((args, kwargs)))
         real = [t for t in tensors if t.device.type != "meta" and t.dim() > 0]
-        if real and len(real) < len(tensors):
+        if real and len(real) < len(tensors) and op_name(func) not in _TAKES_CPU_TENSORS:
             stray = real[0]
             origin = self._origin(stray) or "outside the model (e.g. a global tensor of the config)"
             raise DeviceBugError(
@@ -79,7 +87,7 @@ class DeviceCheck(TorchDispatchMode):
             where = inherited or f"by {op_name(func)} at {format_frame(user_frame())} without a device"
             for t in iter_tensors(out):
                 if t.device.type != "meta":
-                    self.created[id(t)] = (weakref.ref(t), where)
+                    self.remember(t, where)
         return out
 
     def _origin(self, t: torch.Tensor) -> str | None:
@@ -123,7 +131,7 @@ def _fake_batch(extern_data: dict, batch: int, time: int) -> dict[str, torch.Ten
         shape = (batch,) + tuple(time if d is None else d for d in declared.shape)
         fake[key] = torch.empty(shape, dtype=getattr(torch, declared.dtype), device="meta")
         if declared.variable:
-            fake[key + ":seq_len"] = torch.empty((batch,), dtype=torch.int64, device="meta")
+            fake[key + ":seq_len"] = torch.full((batch,), time, dtype=torch.int64)  # on the CPU, as the loader gives it
     return fake
 
 

@@ -121,7 +121,8 @@ class PaddingProbe(Plugin):
                     f"the loss covers padding: changing only the padded frames of {keys} (beyond the :seq_len "
                     f"lengths) changes the loss ({changes}) while the model's outputs on the real frames stay the "
                     f"same. The padded frames count as data (and dilute the mean). Mask them: e.g. mask = "
-                    f"torch.arange(T)[None, :] < extern_data['{first}:seq_len'][:, None], then compute the loss on "
+                    f"torch.arange(T)[None, :] < extern_data['{first}:seq_len'][:, None] (lengths are on the CPU: "
+                    f".to(logits.device) the mask), then compute the loss on "
                     f"the selected frames (logits[mask], targets[mask]) or give the padded targets ignore_index.",
                 )
             )

@@ -85,7 +85,7 @@ def overlap_findings(train: tuple[list[int], bool], others: dict[str, tuple[list
                 "warning",
                 text + f". The {option} score then measures memorization, not generalization, and early stopping or "
                 f"learning-rate control trusts it. Check that {option} comes from other files than train, or from "
-                f"another seed (data_seed) of a generated dataset.",
+                f"another seed (data_seed, or fixed_random_seed for Task12AXDataset) of a generated dataset.",
             )
         )
     return findings

@@ -245,7 +245,9 @@ class SyntheticDataVerdict(Plugin):
         if not config.bool("debug_synthetic_data"):
             return
         seed = config.int("random_seed")
-        real = init_dataset(config.get("train"), option="train", random_seed=seed)
+        real = init_dataset(
+            config.get("train"), option="train", random_seed=seed, train_ordering=config.get("batching")
+        )
         declared = config.get("extern_data")
         extern_data = parse_extern_data(declared) if declared is not None else extern_data_from_dataset(real)
         generator = SyntheticLike(extern_data, reference_stats(real, extern_data), seed)

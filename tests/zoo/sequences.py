@@ -34,5 +34,5 @@ def get_model(*, epoch, step, **_kwargs):
 def train_step(*, model, extern_data, run_ctx, **_kwargs):
     logits = model(extern_data["data"])
     targets, lengths = extern_data["classes"], extern_data["classes:seq_len"]
-    mask = torch.arange(targets.shape[1], device=targets.device)[None, :] < lengths[:, None]
+    mask = torch.arange(targets.shape[1], device=targets.device)[None, :] < lengths.to(targets.device)[:, None]
     run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits[mask], targets[mask]))

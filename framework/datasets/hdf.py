@@ -1,0 +1,176 @@
+"""RETURNN's HDF format, read and written with h5py.
+
+The layout (RETURNN's ``HDFDataset`` and ``SimpleHDFWriter``): the main key ``data`` is the
+dataset ``inputs``, all sequences concatenated along time ([total frames, dim], or [total frames]
+for class ids); other keys live in ``targets/data/<key>`` with ``targets/size`` attributes
+``[dim, ndim]``; ``seqLengths`` [sequences, 1 + keys] holds each sequence's length per key
+(``inputs`` first, then the other keys sorted by name); ``seqTags`` names the sequences; the
+attributes ``numSeqs``, ``numTimesteps``, ``inputPattSize`` and ``numLabels`` describe ``inputs``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from framework.datasets.base import Dataset
+from framework.disk import write_atomically
+from framework.errors import ConfigError
+
+
+class HDFDataset(Dataset):
+    """Sequences from RETURNN HDF files, read on demand (only the lengths are loaded up front).
+
+    :param files: one path or a list of paths; their sequences are concatenated.
+    """
+
+    def __init__(self, files: str | list[str], **kwargs: Any):
+        super().__init__(**kwargs)
+        import h5py
+
+        self.files = [files] if isinstance(files, str) else list(files)
+        if not self.files:
+            raise ConfigError("HDFDataset: 'files' is empty; give the path of at least one HDF file.")
+        self._handles: dict[str, Any] = {}
+        self._pid = os.getpid()
+        self._locations: list[tuple[int, int]] = []  # sequence -> (file number, index in the file)
+        self._starts: list[np.ndarray] = []  # per file: [sequences + 1, keys] offsets
+        self._lengths: list[np.ndarray] = []  # per file: [sequences, keys]
+        self._tags: list[str] = []
+        self._info: dict[str, dict[str, Any]] | None = None
+        self._columns: dict[str, tuple[str, int]] = {}
+        for number, path in enumerate(self.files):
+            try:
+                f = h5py.File(path, "r")
+            except OSError as exc:
+                raise ConfigError(f"HDFDataset: cannot open {path!r} ({exc}). Is it an HDF file?") from None
+            with f:
+                info, columns = _describe(f, path)
+                if self._info is not None and info != self._info:
+                    raise ConfigError(f"HDFDataset: {path} holds {info}, but {self.files[0]} holds {self._info}.")
+                self._info, self._columns = info, columns
+                lengths = np.asarray(f["seqLengths"][...], dtype=np.int64).reshape(int(f.attrs["numSeqs"]), -1)
+                starts = np.zeros((len(lengths) + 1, lengths.shape[1]), dtype=np.int64)
+                np.cumsum(lengths, axis=0, out=starts[1:])
+                self._lengths.append(lengths)
+                self._starts.append(starts)
+                if "seqTags" in f:
+                    self._tags.extend(_decode(t) for t in f["seqTags"][...])
+                else:
+                    self._tags.extend(f"{os.path.basename(path)}/seq-{i}" for i in range(len(lengths)))
+                self._locations.extend((number, i) for i in range(len(lengths)))
+        self.name = f"HDFDataset({', '.join(os.path.basename(p) for p in self.files)})"
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self._locations)
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        return {key: dict(value) for key, value in self._info.items()}
+
+    def seq_tag(self, index: int) -> str:
+        """The sequence's name in the file (RETURNN's sequence tag)."""
+        return self._tags[index]
+
+    def seq_lengths(self) -> np.ndarray:
+        return np.concatenate([lengths.max(axis=1) for lengths in self._lengths]).astype(np.int64)
+
+    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+        number, i = self._locations[index]
+        f = self._file(number)
+        seq = {}
+        for key, (path, column) in self._columns.items():
+            start, length = self._starts[number][i, column], self._lengths[number][i, column]
+            seq[key] = np.asarray(f[path][start : start + length])
+        return seq
+
+    def _file(self, number: int) -> Any:
+        """The open file; reopened in a new process (DataLoader workers), as h5py handles do not survive a fork."""
+        import h5py
+
+        if self._pid != os.getpid():
+            self._handles, self._pid = {}, os.getpid()
+        path = self.files[number]
+        if path not in self._handles:
+            self._handles[path] = h5py.File(path, "r")
+        return self._handles[path]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_handles": {}}
+
+
+def _describe(f: Any, path: str) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, int]]]:
+    """Key info and, per key, (HDF path, column in seqLengths) of one RETURNN HDF file."""
+    if "seqLengths" not in f or "numSeqs" not in f.attrs:
+        raise ConfigError(f"HDFDataset: {path} is not in RETURNN's HDF format (no seqLengths / numSeqs).")
+    info, columns = {}, {}
+    if "inputs" in f:
+        inputs = f["inputs"]
+        sparse = inputs.ndim == 1
+        dim = int(f.attrs.get("inputPattSize", 1)) if sparse else int(inputs.shape[-1])
+        info["data"] = _key_info(inputs, dim if sparse else None)
+        columns["data"] = ("inputs", 0)
+    first = len(columns)
+    if "targets" in f:
+        keys = sorted(set(f["targets/data"].keys()) | set(f["targets/size"].attrs.keys()))
+        for column, key in enumerate(keys, start=first):
+            data = f["targets/data"][key]
+            dim, ndim = (list(f["targets/size"].attrs[key]) + [None, None])[:2]
+            sparse = data.ndim == 1 and ndim == 1 and data.dtype.kind in "iu"
+            info[key] = _key_info(data, int(dim) if sparse and dim else None)
+            columns[key] = (f"targets/data/{key}", column)
+    return info, columns
+
+
+def _key_info(data: Any, sparse_dim: int | None) -> dict[str, Any]:
+    return {"shape": (None,) + tuple(data.shape[1:]), "dtype": str(data.dtype), "sparse_dim": sparse_dim}
+
+
+def _decode(tag: Any) -> str:
+    return tag.decode("utf8") if isinstance(tag, bytes) else str(tag)
+
+
+def write_hdf(
+    path: str,
+    outputs: dict[str, list[np.ndarray]],
+    tags: list[str],
+    main: str,
+    sparse_dims: dict[str, int] | None = None,
+) -> None:
+    """Write per-sequence arrays [T_i, ...] in RETURNN's format: ``main`` as the inputs, the rest as targets.
+
+    Atomic: written to a temporary file, then renamed. ``sparse_dims`` gives the class count of id keys.
+    """
+    import h5py
+
+    sparse_dims = sparse_dims or {}
+    others = sorted(k for k in outputs if k != main)
+
+    def write(tmp: str) -> None:
+        with h5py.File(tmp, "w") as f:
+            rows = outputs[main]
+            inputs = np.concatenate(rows, axis=0) if rows else np.zeros((0,))
+            f.create_dataset("inputs", data=inputs)
+            dim = sparse_dims.get(main) if inputs.ndim == 1 else int(np.prod(inputs.shape[1:]))
+            f.attrs["inputPattSize"] = f.attrs["numLabels"] = dim or 1
+            f.attrs["numDims"] = 1
+            f.attrs["numSeqs"] = len(rows)
+            f.attrs["numTimesteps"] = len(inputs)
+            f.create_dataset("labels", (0,), dtype="S5")
+            lengths = [[len(r) for r in rows]] + [[len(r) for r in outputs[k]] for k in others]
+            if not others:  # RETURNN's reader expects a column for its default target even when there is none
+                lengths.append(lengths[0])
+            f.create_dataset("seqLengths", data=np.array(lengths, dtype=np.int32).T.reshape(len(rows), -1))
+            f.create_dataset("seqTags", data=np.array(tags, dtype=object), dtype=h5py.string_dtype())
+            if others:
+                for group in ("targets/data", "targets/size", "targets/labels"):
+                    f.create_group(group)
+            for key in others:
+                data = np.concatenate(outputs[key], axis=0)
+                f["targets/data"].create_dataset(key, data=data)
+                key_dim = sparse_dims.get(key, 1) if data.ndim == 1 else data.shape[-1]
+                f["targets/size"].attrs[key] = [key_dim, data.ndim]
+
+    write_atomically(path, write, "the HDF file", "Free space or choose another path with 'output_file'.")
