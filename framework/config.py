@@ -276,6 +276,9 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
     import_user_plugins(config)  # their options are known before the overrides are checked
     for key, value in config.overrides.items():
         if options.get(key) is None and key not in config.namespace:
+            advice = returnn_options.refusal(key)
+            if advice is not None:
+                raise ConfigError(f"Override ++{key}: a RETURNN option that this framework does not honour: {advice}.")
             guess = options.closest_name(key, cutoff=0.6)
             hint = f" Did you mean {guess!r}?" if guess else ""
             raise ConfigError(

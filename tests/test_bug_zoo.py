@@ -100,6 +100,13 @@ BUGS = {
             r".*cpu_noise\.py:15"
         ],
     ),
+    "padding mask from the CPU lengths": (
+        ["sequences.py", "cpu_lengths_mask.py"],
+        [
+            r"WARNING .*device bug in module \(train_step\): aten\.lt at .*cpu_lengths_mask\.py:10 .* created as "
+            r"extern_data\['classes:seq_len'\], whose lengths stay on the CPU"
+        ],
+    ),
 }
 
 HEALTHY = {

@@ -156,6 +156,12 @@ def test_returnn_options_that_are_not_honoured_are_refused(tmp_path, line, expec
     assert "num_inputs" not in (result.stdout + result.stderr).split("ERROR", 1)[-1]
 
 
+def test_a_returnn_option_given_as_override_is_refused_with_advice(tmp_path):
+    result = _rnn(DEMO, "++max_seq_length", "100", out=str(tmp_path))
+    assert result.returncode == 2
+    assert "++max_seq_length: a RETURNN option that this framework does not honour" in result.stdout + result.stderr
+
+
 def test_model_outputs_are_checked_against_the_marked_outputs():
     import torch
 

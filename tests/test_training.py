@@ -186,7 +186,9 @@ def test_per_entry_losses_follow_returnn_sum_optimized_and_frame_averaged_scores
     run_ctx.mark_as_loss(per_entry, "ce")
     run_ctx.mark_as_loss(torch.tensor([True, False, False, False]), "fer", as_error=True)
     assert float(run_ctx.total_loss().detach()) == 21.0
-    assert float(run_ctx.losses["ce"].normalized()) == 3.5 and float(run_ctx.losses["fer"].normalized()) == 0.25
+    assert (
+        float(run_ctx.losses["ce"].normalized().detach()) == 3.5 and float(run_ctx.losses["fer"].normalized()) == 0.25
+    )
     normalized = RunCtx(stage="train", epoch=1, step=0)
     normalized.mark_as_loss(per_entry, "ce", use_normalized_loss=True)
     assert float(normalized.total_loss().detach()) == 3.5

@@ -53,9 +53,7 @@ def meta_dry_run(state: RunState) -> str | None:
     check = DeviceCheck(tracker)
     for key, t in fake.items():
         if key.endswith(":seq_len"):
-            check.remember(
-                t, f"as extern_data[{key!r}], which stays on the CPU (write {key.split(':')[0]}_len.to(x.device))"
-            )
+            check.remember(t, f"as extern_data[{key!r}], whose lengths stay on the CPU (as in RETURNN)")
     # Boolean masks (x[mask]) have data-dependent shapes; assuming every entry is selected keeps the shapes
     # consistent, which is all a device check needs.
     assume_all_selected = torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True)

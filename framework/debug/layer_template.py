@@ -78,7 +78,8 @@ class DeviceCheck(TorchDispatchMode):
                 f"in module {self.tracker.current or '(train_step)'}: {op_name(func)} at "
                 f"{format_frame(user_frame())} mixes the model's tensors with a tensor on {stray.device} "
                 f"[{', '.join(map(str, stray.shape))}] that was created {origin}. On a GPU this is a device "
-                f"mismatch. Create it on the input's device (device=x.device, or torch.randn_like(x) / x.new_zeros(...))."
+                f"mismatch. Create or move it on the input's device (device=x.device, .to(x.device), or torch.randn_like(x) / "
+                f"x.new_zeros(...))."
             )
         out = func(*args, **(kwargs or {}))
         if not tensors or real:

@@ -8,7 +8,7 @@ extern_data = {
     "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": 2},
 }
 train = {"class": "Task12AXDataset", "num_seqs": 300}
-dev = {"class": "Task12AXDataset", "num_seqs": 50, "data_seed": 2}
+dev = {"class": "Task12AXDataset", "num_seqs": 50, "fixed_random_seed": 2}
 batch_size = 600
 max_seqs = 20
 num_epochs = 1
