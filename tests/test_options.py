@@ -40,8 +40,8 @@ def test_docs_options_reference_is_generated_from_the_registry():
     with open(os.path.join(ROOT, "docs", "options.rst"), encoding="utf-8") as f:
         on_disk = f.read()
     assert on_disk == format_rst(), "docs/options.rst is stale: run python tools/generate-options-doc.py"
-    with open(os.path.join(ROOT, "docs", "returnn_options.rst"), encoding="utf-8") as f:
-        assert f.read() == format_returnn_rst(), "docs/returnn_options.rst is stale: run tools/generate-options-doc.py"
+    with open(os.path.join(ROOT, "docs", "returnn_options.inc"), encoding="utf-8") as f:
+        assert f.read() == format_returnn_rst(), "docs/returnn_options.inc is stale: run tools/generate-options-doc.py"
 
 
 def test_every_returnn_option_is_honoured_or_refused_never_both():

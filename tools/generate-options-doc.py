@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write docs/options.rst from the option registry (framework/options.py) and docs/returnn_options.rst
+"""Write docs/options.rst from the option registry (framework/options.py) and docs/returnn_options.inc
 from the table of RETURNN's options (framework/returnn_options.py).
 
 python tools/generate-options-doc.py          # rewrite the files
@@ -16,7 +16,7 @@ from framework.options_doc import format_returnn_rst, format_rst  # noqa: E402
 
 PAGES = {
     os.path.join(ROOT, "docs", "options.rst"): format_rst,
-    os.path.join(ROOT, "docs", "returnn_options.rst"): format_returnn_rst,
+    os.path.join(ROOT, "docs", "returnn_options.inc"): format_returnn_rst,
 }
 
 
