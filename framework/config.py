@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import shlex
 import sys
 import sysconfig
 import traceback
@@ -118,6 +119,11 @@ class Config:
         value = self.typed_value(name, default)
         return None if value is None else str(value)
 
+    def command_args(self) -> str:
+        """The config files and ``++`` overrides of this run, shell-quoted: what a printed command must repeat."""
+        overrides = [part for key, value in self.overrides.items() for part in (f"++{key}", _override_text(value))]
+        return " ".join(shlex.quote(part) for part in [*self.files, *overrides])
+
     def validate(self) -> None:
         """Check every option value's type and flag globals that look like misspelled options."""
         from framework.plugins import import_user_plugins
@@ -196,6 +202,11 @@ def _unknown_name_problem(name: str, value: Any) -> str | None:
     close = options.closest_names(name, n=3, cutoff=0.5)
     hint = f"; the closest are {', '.join(map(repr, close))}" if close else ""
     return f"{name!r} is not an option, though its name looks like one ({family}...){hint}. See rnn.py --help-options. {keep}"
+
+
+def _override_text(value: Any) -> str:
+    """How to write ``value`` after ``++key`` so that it parses back to itself: a plain word where possible."""
+    return value if isinstance(value, str) and parse_override_value(value) == value else repr(value)
 
 
 def parse_override_value(text: str) -> Any:

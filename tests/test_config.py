@@ -105,3 +105,16 @@ def test_typed_access_defaults():
     assert config.bool("my_flag", False) is False
     with pytest.raises(KeyError):
         config.typed_value("not_registered_and_not_set")
+
+
+def test_command_args_repeat_the_files_and_overrides_of_a_run():
+    import shlex
+
+    from framework.config import Config, parse_args
+
+    argv = ["my dir/a.py", "b.py", "++plant", "forward_log", "++lr", "1e-3", "++name", "'1'", "++d", "{'x': [1]}"]
+    files, overrides = parse_args(argv)
+    config = Config(overrides=overrides)
+    config.files = files
+    assert parse_args(shlex.split(config.command_args())) == (files, overrides)
+    assert "++plant forward_log" in config.command_args()

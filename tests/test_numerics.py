@@ -2,6 +2,9 @@
 
 import os
 import re
+import shlex
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -51,18 +54,20 @@ def test_nan_in_a_submodule_is_named_and_stopped_before_damage(tmp_path):
     for state in (checkpoint["model"], saved["model"]):
         assert all(torch.isfinite(v).all() for v in state.values())
     assert saved["batch"]["data"].shape == (16, 4) and len(saved["seq_indices"]) == 16
-    # The saved step replays to the same diagnosis; with the bug removed it is clean.
+    # The printed replay command, copied as it is (overrides included), reproduces the diagnosis;
+    # with the bug removed the step is clean.
+    printed = message.split("replay it with:\n", 1)[1].splitlines()[0].split()
+    assert printed[:2] == ["python", "tools/replay-step.py"] and "++plant" in printed
     tool = [os.path.join(ROOT, "tools", "replay-step.py")]
-    replay = _run_tool(*tool, CONFIG, "++plant", "'forward_log'", f"{prefix}.nonfinite.ep002.step10.pt")
+    replay = subprocess.run(
+        [sys.executable, *shlex.split(" ".join(printed[1:]))], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert replay.returncode == 1 and "encoder.layers.0.act (Act)" in replay.stdout
     clean = _run_tool(*tool, CONFIG, f"{prefix}.nonfinite.ep002.step10.pt")
     assert clean.returncode == 0 and "no non-finite values occurred in the replay" in clean.stdout
 
 
 def _run_tool(*args):
-    import subprocess
-    import sys
-
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120)
 
 

@@ -37,6 +37,7 @@ def main(argv: list[str]) -> int:
         log.setup(config.get("log_verbosity"))
 
         from framework import build
+        from framework.datasets.loader import to_device
         from framework.debug.replay import replay_step
         from framework.state import RunState
 
@@ -46,7 +47,7 @@ def main(argv: list[str]) -> int:
         )
         run.model = build.build_model(config, device, epoch=state["epoch"], step=state["global_step"])
         load_model_state(run.model, state["model"], argv[-1])
-        run.batch = {k: v.to(device) for k, v in state["batch"].items()}
+        run.batch = to_device(state["batch"], device)
         run.batch_indices = state["seq_indices"].numpy()
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -88,15 +88,13 @@ class BatchLoader:
         else:
             source = ((indices, self.tensor_batch(indices)) for indices in plan)
         for indices, batch in source:
-            # Lengths stay on the CPU, as in RETURNN: pack_padded_sequence wants them there, and
-            # reading them (max length, masks built by the user) costs no device sync.
-            yield (
-                indices,
-                {
-                    key: t if key.endswith(":seq_len") else t.to(self.device, non_blocking=non_blocking)
-                    for key, t in batch.items()
-                },
-            )
+            yield indices, to_device(batch, self.device, non_blocking=non_blocking)
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device, non_blocking: bool = False) -> dict:
+    """The batch's data on ``device``; the ``:seq_len`` lengths stay on the CPU, as in RETURNN:
+    pack_padded_sequence wants them there, and reading them (max length, masks) costs no device sync."""
+    return {key: t if key.endswith(":seq_len") else t.to(device, non_blocking=non_blocking) for key, t in batch.items()}
 
 
 class _PlannedBatches(torch.utils.data.Dataset):

@@ -273,7 +273,7 @@ class NumericsGuard(Plugin):
                 "deterministic, e.g. uninitialized memory or randomness outside torch's seeded RNGs, or a "
                 "float32 overflow in the fast check's sums)"
             )
-        files = " ".join(state.config.files) or "CONFIG"
+        files = state.config.command_args() or "CONFIG"
         if saved:
             where = (
                 f"\nSaved batch, parameters and RNG state of the step to {saved}; replay it with:\n"
