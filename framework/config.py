@@ -190,9 +190,9 @@ def _is_library(path: str) -> bool:
 def _unknown_name_problem(name: str, value: Any) -> str | None:
     """Why the unregistered global ``name`` looks like a misspelled, imagined or RETURNN-only option, or None."""
     keep = "(If it is a helper of your own, rename it or prefix it with '_'.)"
-    advice = returnn_options.refusal(name)
-    if advice is not None:
-        return f"{name!r} is a RETURNN option that this framework does not honour: {advice}. {keep}"
+    refused = returnn_options.refusal(name)
+    if refused is not None:
+        return f"{name!r} is {refused}. {keep}"
     guess = options.closest_name(name, cutoff=_TYPO_CUTOFF)
     if guess is not None:
         return f"{name!r} is not an option; did you mean {guess!r}? {keep}"
@@ -287,9 +287,9 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
     import_user_plugins(config)  # their options are known before the overrides are checked
     for key, value in config.overrides.items():
         if options.get(key) is None and key not in config.namespace:
-            advice = returnn_options.refusal(key)
-            if advice is not None:
-                raise ConfigError(f"Override ++{key}: a RETURNN option that this framework does not honour: {advice}.")
+            refused = returnn_options.refusal(key)
+            if refused is not None:
+                raise ConfigError(f"Override ++{key}: {refused}.")
             guess = options.closest_name(key, cutoff=0.6)
             hint = f" Did you mean {guess!r}?" if guess else ""
             raise ConfigError(

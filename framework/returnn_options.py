@@ -164,10 +164,9 @@ ADVICE: dict[str, str] = {
 
 def refusal(name: str) -> str | None:
     """Why the RETURNN option ``name`` is refused here and what to do instead; None if it is not one."""
-    if name in ADVICE:
-        return ADVICE[name]
-    if name.startswith("rf_"):
-        return "RETURNN frontend (rf) behaviour; there is no rf here: delete it"
-    if name.startswith(("tf_", "horovod_")):
-        return _TF
-    return None
+    advice = ADVICE.get(name)
+    if advice is None and name.startswith("rf_"):
+        advice = "RETURNN frontend (rf) behaviour; there is no rf here: delete it"
+    if advice is None and name.startswith(("tf_", "horovod_")):
+        advice = _TF
+    return None if advice is None else f"a RETURNN option that this framework does not honour: {advice}"

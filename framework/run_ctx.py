@@ -87,14 +87,15 @@ class RunCtx:
             raise ValueError(f"mark_as_loss: a loss named {name!r} was already marked in this step")
         if isinstance(custom_inv_norm_factor, torch.Tensor) and custom_inv_norm_factor.dim() > 0:
             custom_inv_norm_factor = custom_inv_norm_factor.sum()
-        optimize_sum = False if use_normalized_loss is None else not use_normalized_loss
-        if loss.dim() != 0:
+        per_entry = loss.dim() != 0
+        if per_entry:
             if not loss.is_floating_point():
                 loss = loss.float()
             if custom_inv_norm_factor is None:
                 custom_inv_norm_factor = loss.numel()
             loss = loss.sum()
-            optimize_sum = not use_normalized_loss
+        # RETURNN optimizes the sum unless use_normalized_loss; a scalar keeps our documented normalized default.
+        optimize_sum = use_normalized_loss is False or (per_entry and use_normalized_loss is None)
         self.losses[name] = MarkedLoss(name, loss, float(scale), bool(as_error), custom_inv_norm_factor, optimize_sum)
 
     def mark_as_output(self, tensor: torch.Tensor, name: str, *, seq_len: torch.Tensor | None = None) -> None:

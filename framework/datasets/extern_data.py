@@ -116,6 +116,7 @@ def check_dataset(extern_data: dict[str, DataKey], dataset: Dataset, option: str
     labels are reported before the first training step.
     """
     info = dataset.key_info()
+    one_hot = one_hot_keys(extern_data, info)
     where = f"dataset {option!r} ({dataset.name})"
     for key, declared in extern_data.items():
         if key not in info:
@@ -124,7 +125,7 @@ def check_dataset(extern_data: dict[str, DataKey], dataset: Dataset, option: str
                 f"{', '.join(info)}. Rename the key in extern_data or in the dataset."
             )
         have = tuple(info[key]["shape"])
-        if key in one_hot_keys(extern_data, info):
+        if key in one_hot:
             continue
         if len(have) != len(declared.shape) or any(
             (a is None) != (b is None) or (a is not None and a != b) for a, b in zip(have, declared.shape, strict=True)

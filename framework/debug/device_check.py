@@ -45,15 +45,15 @@ def meta_dry_run(state: RunState) -> str | None:
 
     Raises what the dry run raised when it could not finish for another reason.
     """
-    # Lengths stay real CPU tensors, as the loader delivers them on every device.
-    fake = {
-        key: t if key.endswith(":seq_len") else torch.empty_like(t, device="meta") for key, t in state.batch.items()
-    }
     tracker = ModuleTracker(state.model)
     check = DeviceCheck(tracker)
-    for key, t in fake.items():
-        if key.endswith(":seq_len"):
+    fake = {}
+    for key, t in state.batch.items():
+        if key.endswith(":seq_len"):  # real CPU tensors, as the loader delivers them on every device
+            fake[key] = t
             check.remember(t, f"as extern_data[{key!r}], whose lengths stay on the CPU (as in RETURNN)")
+        else:
+            fake[key] = torch.empty_like(t, device="meta")
     # Boolean masks (x[mask]) have data-dependent shapes; assuming every entry is selected keeps the shapes
     # consistent, which is all a device check needs.
     assume_all_selected = torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True)
