@@ -66,6 +66,10 @@ def _run(argv: list[str], crash_status: str) -> int:
 
     import torch  # after config validation: a typo is reported without waiting for torch
 
+    from framework.threads import set_num_threads
+
+    threads = set_num_threads(config.get("torch_num_threads"))  # before the first op
+
     from framework.debug import tracebacks
     from framework.debug.crash import log_crash_handler_status
     from framework.engine import Engine
@@ -78,7 +82,7 @@ def _run(argv: list[str], crash_status: str) -> int:
     task = config.get("task")
     engine = Engine(config)
     log.v4(f"rnn.py {' '.join(argv)}")
-    log.v4(f"task {task}, torch {torch.__version__}, device {engine.state.device}, {torch.get_num_threads()} threads")
+    log.v4(f"task {task}, torch {torch.__version__}, device {engine.state.device}, {threads}")
     log_crash_handler_status(crash_status)
     try:
         _run_task(engine, task)

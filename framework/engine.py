@@ -19,11 +19,12 @@ import numpy as np
 import torch
 
 from framework import build, checkpoint, disk, log, resume
+from framework.amp import autocast_factory, precision_from_config
 from framework.config import Config
 from framework.errors import CheckpointError, ConfigError, TrainingInterrupted
 from framework.events import Callbacks, Event, StopTraining
 from framework.lr_control import LearningRateControl
-from framework.optim import create_optimizer
+from framework.optim import create_optimizer, step_unless
 from framework.plugins import build_plugins, prepare_config
 from framework.rng import get_rng_state, seed_everything, set_rng_state
 from framework.run_ctx import RunCtx
@@ -48,7 +49,9 @@ class Engine:
             distributed=distributed,
             lr_control=LearningRateControl(config),
             learning_rate=config.float("learning_rate"),
+            precision=precision_from_config(config, device),
         )
+        self.autocast = autocast_factory(self.state.precision)
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
         self._lock: RunLock | None = None  # held while this process writes checkpoints of the model prefix
 
@@ -148,7 +151,12 @@ class Engine:
         emit(Event.EPOCH_START, state)
         for i, (indices, batch) in enumerate(loader.iterate(plan[start:]), start=start):
             run_ctx = RunCtx(
-                stage="train", epoch=state.epoch, step=state.global_step, batch=batch, summaries=state.summaries
+                stage="train",
+                epoch=state.epoch,
+                step=state.global_step,
+                batch=batch,
+                summaries=state.summaries,
+                autocast=self.autocast,
             )
             state.step_metrics = {}
             state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
@@ -156,14 +164,16 @@ class Engine:
             call_step(train_step, state.step_model, run_ctx)
             emit(Event.AFTER_FORWARD, state)
             loss = run_ctx.total_loss()
-            (loss if loss_weights is None else loss * loss_weights[i]).backward()
+            if loss_weights is not None:
+                loss = loss * loss_weights[i]
+            (loss if state.loss_scale is None else loss * state.loss_scale).backward()
             emit(Event.AFTER_BACKWARD, state)
             scores.add(run_ctx, len(indices))
             if state.at_update_boundary():
                 emit(Event.BEFORE_OPTIMIZER_STEP, state)
                 if not control.update_skipped:
-                    state.optimizer.step()
-                control.update_skipped = False
+                    step_unless(state.optimizer, control.skip_flag)
+                control.update_done()
                 state.optimizer.zero_grad(set_to_none=True)
                 emit(Event.AFTER_OPTIMIZER_STEP, state)
             state.global_step += 1
@@ -208,7 +218,12 @@ class Engine:
         with torch.no_grad():
             for i, (indices, batch) in enumerate(loader.iterate(plan)):
                 run_ctx = RunCtx(
-                    stage="eval", epoch=state.epoch, step=state.global_step, batch=batch, summaries=state.summaries
+                    stage="eval",
+                    epoch=state.epoch,
+                    step=state.global_step,
+                    batch=batch,
+                    summaries=state.summaries,
+                    autocast=self.autocast,
                 )
                 state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
                 emit(Event.EVAL_STEP_START, state)
@@ -251,7 +266,9 @@ class Engine:
         state.dataset, state.steps_in_epoch = loader.option, len(plan)
         with torch.no_grad():
             for i, (indices, batch) in enumerate(loader.iterate(plan)):
-                run_ctx = RunCtx(stage="forward", epoch=state.epoch, step=state.global_step, batch=batch)
+                run_ctx = RunCtx(
+                    stage="forward", epoch=state.epoch, step=state.global_step, batch=batch, autocast=self.autocast
+                )
                 state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
                 emit(Event.FORWARD_STEP_START, state)
                 call_step(forward_step, state.model, run_ctx)

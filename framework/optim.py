@@ -1,4 +1,4 @@
-"""Optimizers by name and gradient clipping."""
+"""Optimizers by name, an update that a device-side flag can skip, and gradient clipping."""
 
 from __future__ import annotations
 
@@ -49,7 +49,31 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ConfigError("The model from get_model has no parameters that require gradients; nothing to train.")
-    return factory(params, lr=config.float("learning_rate"), **kwargs)
+    lr = config.float("learning_rate")
+    if factory in OPTIMIZERS.values() and not {"fused", "foreach", "differentiable"} & set(kwargs):
+        try:  # torch's fused kernels: faster, and they skip an update on a device flag without a host sync
+            return factory(params, lr=lr, fused=True, **kwargs)
+        except (RuntimeError, ValueError, TypeError):  # no fused kernel for this class, device or dtype
+            pass
+    return factory(params, lr=lr, **kwargs)
+
+
+def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor | None) -> None:
+    """``optimizer.step()``, skipped where the device flag ``skip`` is true.
+
+    Fused optimizers take the flag the way ``torch.amp.GradScaler`` hands it to them (``found_inf``):
+    the kernel skips the update on the device, no host sync. Any other optimizer reads the flag first.
+    """
+    if skip is None:
+        optimizer.step()
+    elif getattr(optimizer, "_step_supports_amp_scaling", False):
+        optimizer.found_inf = skip.to(torch.float32).reshape(())
+        try:
+            optimizer.step()
+        finally:
+            del optimizer.found_inf
+    elif not bool(skip):  # one host sync: the flag decides on the host
+        optimizer.step()
 
 
 class GradientClipping(Plugin):

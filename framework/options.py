@@ -207,6 +207,14 @@ register(
 
 _C = "framework.engine"
 register("device", "str", "auto", "Device to run on: auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps.", _C)
+register(
+    "torch_num_threads",
+    "int | str",
+    "auto",
+    "torch's CPU threads: a number, or 'auto' (OMP_NUM_THREADS if set, else the cores that CPU affinity and the "
+    "cgroup quota allow, less those other processes keep busy at startup).",
+    "framework.threads",
+)
 register("get_model", "callable | None", None, "get_model(*, epoch, step, **kwargs) -> nn.Module builds the model.", _C)
 register(
     "train_step",

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 # Ties within one Order are broken by this list: earlier modules' callbacks run first.
 BUILTIN_PLUGIN_MODULES = (
     "framework.user_callbacks",
+    "framework.amp",
+    "framework.compile",
     "framework.optim",
     "framework.lr_control",
     "framework.lr_file",
@@ -35,6 +37,7 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.debug.shell",
     "framework.debug.crash",
     "framework.debug.numerics",
+    "framework.debug.amp_check",
     "framework.debug.layer_template",
     "framework.debug.layer_shapes",
     "framework.debug.loss_inputs",

@@ -24,7 +24,7 @@ HONOURED = (
     "model model_outputs newbob_learning_rate_decay newbob_relative_error_threshold num_epochs optimizer "
     "output_file random_seed startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts "
     "torch_distributed torch_log_memory_usage torch_profile train train_step use_lovely_tensors watch_memory "
-    "debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir"
+    "debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp grad_scaler"
 ).split()
 
 _TF = "RETURNN's TensorFlow backend only; this framework runs PyTorch: delete it"
@@ -72,8 +72,6 @@ ADVICE: dict[str, str] = {
     "target": "RETURNN's default target of TensorFlow losses; here train_step reads extern_data['classes'] itself",
     "behavior_version": "it only changes RETURNN's own layers and frontend, which do not exist here: delete it",
     "default_float_dtype": "not supported here: create the model in the dtype you want in get_model",
-    "torch_amp": "mixed precision is not supported here yet: delete it (training runs in float32)",
-    "grad_scaler": "mixed precision is not supported here yet: delete it (training runs in float32)",
     "chunking": _DATA,
     "chunking_variance": _DATA,
     "min_chunk_size": _DATA,

@@ -16,16 +16,11 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def get_rng_state(host: bool = True) -> dict[str, Any]:
-    """Generator states, in a form that ``torch.load(weights_only=True)`` accepts.
-
-    ``host=False`` leaves out Python's and numpy's generators (torch's alone takes ~2 us).
-    """
+def get_rng_state() -> dict[str, Any]:
+    """Every generator's state, in a form that ``torch.load(weights_only=True)`` accepts."""
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
     if torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
-    if not host:
-        return state
     kind, keys, pos, has_gauss, cached_gauss = np.random.get_state()
     state.update(
         {
@@ -42,11 +37,39 @@ def get_rng_state(host: bool = True) -> dict[str, Any]:
     return state
 
 
+def capture_step_rng(device: torch.device) -> dict[str, Any]:
+    """torch's generators of the CPU and ``device``, to replay one step: every step, so without a host sync.
+
+    A CUDA generator is snapshot with ``clone_state`` (its seed and offset live on the host);
+    ``get_rng_state_all`` would touch every GPU. ``saveable_rng`` turns it into tensors for a file.
+    """
+    state: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        state["cuda_generator"] = (index, torch.cuda.default_generators[index].clone_state())
+    return state
+
+
+def saveable_rng(state: dict[str, Any]) -> dict[str, Any]:
+    """``capture_step_rng``'s snapshot as tensors (for ``torch.save`` and ``weights_only`` loading)."""
+    if "cuda_generator" not in state:
+        return state
+    state = dict(state)
+    index, generator = state.pop("cuda_generator")
+    state["cuda_device"] = {"index": index, "state": generator.get_state()}
+    return state
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what ``get_rng_state`` captured."""
+    """Restore what ``get_rng_state`` or ``capture_step_rng`` captured."""
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+    if "cuda_generator" in state:
+        index, generator = state["cuda_generator"]
+        torch.cuda.set_rng_state(generator.get_state(), index)
+    if "cuda_device" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda_device"]["state"], state["cuda_device"]["index"])
     if "python" not in state:
         return
     random.setstate(_as_tuples(state["python"]))

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +48,21 @@ class RunCtx:
     """Collects the losses (training, evaluation) or outputs (forward) of one step."""
 
     def __init__(
-        self, *, stage: str, epoch: int, step: int, batch: dict[str, Any] | None = None, summaries: Any = None
+        self,
+        *,
+        stage: str,
+        epoch: int,
+        step: int,
+        batch: dict[str, Any] | None = None,
+        summaries: Any = None,
+        autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     ):
         self.stage = stage
         self.epoch = epoch
         self.step = step
         self.batch = batch
         self.summaries = summaries
+        self.autocast = autocast  # entered around the step function (torch_amp)
         self.losses: dict[str, MarkedLoss] = {}
         self.outputs: dict[str, MarkedOutput] = {}
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from framework.amp import Precision
     from framework.config import Config
     from framework.datasets.extern_data import DataKey
     from framework.datasets.loader import BatchLoader
@@ -36,6 +37,7 @@ class Control:
 
     def __init__(self) -> None:
         self.update_skipped = False
+        self.skip_flag: torch.Tensor | None = None  # on the device: skip the update where true
         self.stop_reason: str | None = None
         self.end_reason: str | None = None
         self.findings: list[Any] = []
@@ -44,6 +46,14 @@ class Control:
     def skip_update(self) -> None:
         """Do not apply this step's optimizer update (its gradients are dropped)."""
         self.update_skipped = True
+
+    def skip_update_if(self, flag: torch.Tensor) -> None:
+        """Skip this step's update where the device tensor ``flag`` is true, decided on the device (no host sync)."""
+        self.skip_flag = flag if self.skip_flag is None else self.skip_flag | flag
+
+    def update_done(self) -> None:
+        """The engine's mark after each update boundary: the next update is not skipped unless asked again."""
+        self.update_skipped, self.skip_flag = False, None
 
     def stop(self, reason: str) -> None:
         """Stop training at the next update boundary with a checkpoint to resume from (like Ctrl-C)."""
@@ -99,6 +109,9 @@ class RunState:
     epoch_scores: ScoreAccumulator | None = None  # the train losses summed so far in this epoch
     eval_scores: Scores = field(default_factory=dict)  # {dataset: {loss: value}} of the latest evaluation
     summaries: SummarySink | None = None
+    # Mixed precision (framework.amp): the autocast of step functions, the factor the loss is scaled by.
+    precision: Precision | None = None
+    loss_scale: torch.Tensor | None = None  # on the device; None: the loss is not scaled
     # What diagnostics learned about the training, for the learning watch to judge the losses by.
     chance_levels: dict[str, ChanceLevel] = field(default_factory=dict)  # loss name -> its level without input
     loss_floors: dict[str, float] = field(default_factory=dict)  # loss name -> the least it can reach (soft targets)

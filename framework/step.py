@@ -46,7 +46,7 @@ def _passed(function: Callable[..., Any]) -> tuple[str, ...]:
 def call_step(function: Callable[..., Any], model: torch.nn.Module, run_ctx: RunCtx) -> Any:
     """Call a step function on ``run_ctx.batch`` within ``run_ctx``; returns what it returns."""
     values = {"model": model, "extern_data": run_ctx.batch, "run_ctx": run_ctx}
-    with run_ctx:
+    with run_ctx, run_ctx.autocast():
         return function(**{name: values[name] for name in _passed(function)})
 
 
@@ -60,7 +60,12 @@ def run_step(
     step: int = 0,
     summaries: Any = None,
 ) -> RunCtx:
-    """Run the config's step function of ``stage`` on ``batch`` in a fresh run context; return the context."""
-    run_ctx = RunCtx(stage=stage, epoch=epoch, step=step, batch=batch, summaries=summaries)
+    """Run the config's step function of ``stage`` on ``batch`` in a fresh run context (under the
+    config's ``torch_amp``); return the context."""
+    from framework.amp import autocast_factory, precision_from_config
+
+    device = next(iter(model.parameters()), torch.empty(0)).device
+    autocast = autocast_factory(precision_from_config(config, device))
+    run_ctx = RunCtx(stage=stage, epoch=epoch, step=step, batch=batch, summaries=summaries, autocast=autocast)
     call_step(step_function(config, stage), model, run_ctx)
     return run_ctx

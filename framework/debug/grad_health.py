@@ -86,6 +86,9 @@ class GradHealth(Plugin):
         self.updates += 1
         if state.control.update_skipped or not (self.updates == 1 or self.updates % self.interval == 0):
             return
+        if state.control.skip_flag is not None and bool(state.control.skip_flag):  # a check step syncs anyway
+            self.updates -= 1  # look again at the next update: this one is skipped (overflow under loss scaling)
+            return
         named = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None]
         if not named:
             return

@@ -1,27 +1,37 @@
 """Catching NaN/Inf before the optimizer step, then naming the culprit.
 
-Detection is cheap and happens once per step with a single host sync, after backward and
-before any update: the optimized losses (``stop_on_nonfinite_train_score``, on by default), and
-with the debug flags every module output (``debug_add_check_numerics_on_output``) or every op
-output (``debug_add_check_numerics_ops``) plus the gradients. Device-side flags are collected
-during the step, so there is no sync per module or op. When a check fails, the step is replayed
-with every check on (``replay.py``) to name module, op, source line, parameter and batch
-entries; the batch, parameters and RNG state are saved next to the checkpoints, and training
-stops with the parameters untouched. ``num_allowed_consec_invalid_gradient_steps`` skips a few
-such updates instead. Evaluation steps are checked too: a non-finite dev loss is replayed in eval
-mode and named the same way, as a warning (the training goes on; its checkpoints stay).
+With default options (``stop_on_nonfinite_train_score``) the check costs no host sync per step:
+after backward, a device flag says whether an optimized loss (and, with
+``num_allowed_consec_invalid_gradient_steps``, a gradient) is non-finite; the optimizer step
+honours it on the device (``optim.step_unless``: fused optimizers skip the update in their
+kernel, like under ``GradScaler``), so parameters never take a non-finite update. The host
+reads the flag one step later (``LaggedFlag``), when it is long computed, and at the last step
+of an epoch. The debug flags check every module output (``debug_add_check_numerics_on_output``)
+or every op output (``debug_add_check_numerics_ops``) plus the gradients, and decide at once
+with one sync per step. When a check fails, the step is replayed with every check on
+(``replay.py``) to name module, op, source line, parameter and batch entries; the batch,
+parameters and RNG state are saved next to the checkpoints, and training stops with the
+parameters untouched. ``num_allowed_consec_invalid_gradient_steps`` skips a few such updates
+instead. Evaluation steps are checked too: a non-finite dev loss is replayed in eval mode and
+named the same way, as a warning (the training goes on; its checkpoints stay).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from framework import checkpoint, log
+from framework.amp import uses_grad_scaler
 from framework.config import Config
+from framework.debug.amp_check import diagnose_step
+from framework.debug.host_syncs import LaggedFlag
 from framework.debug.module_tracker import ModuleTracker, matches_any
 from framework.debug.op_checks import OpSums
 from framework.debug.replay import replay_step
@@ -31,7 +41,7 @@ from framework.errors import FrameworkError
 from framework.events import Event, Order
 from framework.options import register
 from framework.plugin import Plugin, on
-from framework.rng import get_rng_state
+from framework.rng import capture_step_rng, saveable_rng
 from framework.state import RunState
 
 register(
@@ -86,9 +96,32 @@ register(
 
 OK, SKIP, STOP = 0, 1, 2  # what a step's check decides; across ranks the largest wins
 
+_STEP_FIELDS = ("batch", "batch_indices", "run_ctx", "epoch", "step_in_epoch", "global_step", "dataset")
+
 
 class NonFiniteError(FrameworkError):
     """Training stopped on NaN/Inf; the message holds the diagnosis."""
+
+
+@dataclass
+class CheckedStep:
+    """A step whose verdict is on its way to the host, with what it takes to replay the step."""
+
+    bad_ranks: LaggedFlag  # per rank (one entry without distributed training): non-finite loss or gradient
+    grad_norms: torch.Tensor | None  # per parameter, on the device (when gradients are checked)
+    rng_state: dict[str, Any]
+    fields: dict[str, Any]  # the RunState fields of the step (_STEP_FIELDS)
+
+    @contextlib.contextmanager
+    def current(self, state: RunState) -> Iterator[None]:
+        """Within the block, ``state`` describes this step (for the replay and the report); after an
+        exception it still does, as the run stopped at this step."""
+        now = {name: getattr(state, name) for name in _STEP_FIELDS}
+        for name, value in self.fields.items():
+            setattr(state, name, value)
+        yield
+        for name, value in now.items():
+            setattr(state, name, value)
 
 
 class NumericsGuard(Plugin):
@@ -104,7 +137,10 @@ class NumericsGuard(Plugin):
         self.nan_only = config.bool("debug_check_numerics_nan_only")
         self.skip_patterns = list(config.get("debug_check_numerics_skip_modules") or [])
         self.allowed_invalid = config.int("num_allowed_consec_invalid_gradient_steps")
-        self.check_grads = self.on_output or self.on_ops or self.allowed_invalid > 0
+        # Under loss scaling, overflowing (scaled) gradients are normal: the scaler checks and skips them.
+        self.check_grads = (self.on_output or self.on_ops or self.allowed_invalid > 0) and not uses_grad_scaler(config)
+        # The debug checks record sums of every module/op output and decide at once (one sync per step).
+        self.at_once = self.on_output or self.on_ops
         self.consecutive_invalid = 0
         self.rng_state: dict[str, Any] | None = None
         self.active = False
@@ -112,6 +148,9 @@ class NumericsGuard(Plugin):
         self.tracker: ModuleTracker | None = None
         self.op_sums: OpSums | None = None
         self.eval_reported: set[tuple[int, str]] = set()  # (epoch, dataset) whose first bad eval step was named
+        self.pending: CheckedStep | None = None  # the latest training step, verdict not read yet
+        self.pending_eval: CheckedStep | None = None
+        self.window_bad: torch.Tensor | None = None  # any bad step in the accumulation window, on the device
         self.hooks = []
         if self.on_output:
             for path, module in model.named_modules():
@@ -147,7 +186,7 @@ class NumericsGuard(Plugin):
     def on_step_start(self, state: RunState) -> None:
         # torch's generators (dropout, randn) replay the step; Python's and numpy's would cost ~100 us
         # per step to capture, and randomness of the data is already in the saved batch.
-        self.rng_state = get_rng_state(host=False)
+        self.rng_state = capture_step_rng(state.device)
         self.active = True
         if self.op_sums is not None:
             if self.tracker is not None:
@@ -169,22 +208,75 @@ class NumericsGuard(Plugin):
         for hook in self.hooks:
             hook.remove()
         self.hooks = []
+        self.pending = self.pending_eval = None
 
+    # ------------------------------------------------------------------------------ training
     @on(Event.AFTER_BACKWARD)
     def on_after_backward(self, state: RunState) -> None:
         self.leave_step(state)
+        if self.at_once:
+            self._decide_at_once(state)
+            return
+        values = [m.normalized().detach() for m in state.run_ctx.losses.values() if not m.as_error]
+        grad_norms = None
+        if self.check_grads:
+            grads = [p.grad for p in state.model.parameters() if p.grad is not None]
+            if grads:
+                grad_norms = torch.stack(torch._foreach_norm(grads))
+                values.append(grad_norms.sum())
+        bad_ranks = self._bad_ranks(state, _nonfinite(values))
+        bad = bad_ranks.any()
+        self.window_bad = bad if self.window_bad is None else self.window_bad | bad
+        if state.at_update_boundary():
+            state.control.skip_update_if(self.window_bad)
+            self.window_bad = None
+        previous = self.pending
+        self.pending = CheckedStep(
+            LaggedFlag(bad_ranks), grad_norms, self.rng_state, {n: getattr(state, n) for n in _STEP_FIELDS}
+        )
+        if previous is not None:
+            self._settle(state, previous)
+        if state.step_in_epoch + 1 == state.steps_in_epoch:  # no later step reads it: before evaluation and checkpoint
+            last, self.pending = self.pending, None
+            self._settle(state, last)
+
+    def _bad_ranks(self, state: RunState, bad: torch.Tensor) -> torch.Tensor:
+        """Per rank whether its step was bad, on the device (one entry without distributed training)."""
+        if state.distributed is None:
+            return bad.reshape(1)
+        ranks = torch.zeros(state.distributed.size, dtype=torch.int32, device=bad.device)
+        ranks[state.distributed.rank] = bad.to(torch.int32)
+        return state.distributed.sum(ranks) > 0
+
+    def _settle(self, state: RunState, step: CheckedStep) -> None:
+        """Act on a step's verdict: its update was skipped on the device; count, log, or stop with a report."""
+        bad_ranks = [rank for rank, bad in enumerate(step.bad_ranks.read().tolist()) if bad]
+        if not bad_ranks:
+            self.consecutive_invalid = 0
+            return
+        self.consecutive_invalid += 1
+        with step.current(state):
+            if self.consecutive_invalid <= self.allowed_invalid:
+                log.v2(
+                    f"ep {state.epoch} step {state.step_in_epoch} (global {state.global_step}): non-finite "
+                    f"{_what_is_bad(state, step.grad_norms)}; update skipped ({self.consecutive_invalid} of "
+                    f"{self.allowed_invalid} allowed consecutive invalid steps)"
+                )
+                return
+            rank = state.distributed.rank if state.distributed is not None else 0
+            if rank not in bad_ranks:
+                _raise_for_other_ranks(state, bad_ranks)
+            self._stop(state, step.rng_state)
+
+    def _decide_at_once(self, state: RunState) -> None:
+        """The debug checks: decide now, with the recorded module/op sums (one host sync)."""
         decision, culprits = self._decide(state)
         if state.distributed is not None:  # every rank acts on the worst decision of any rank, at the same step
             decisions = torch.zeros(state.distributed.size, dtype=torch.int64)
             decisions[state.distributed.rank] = decision
             decisions = state.distributed.sum(decisions.to(state.device)).cpu()
             if int(decisions.max()) == STOP and decision != STOP:
-                ranks = ", ".join(str(r) for r in torch.nonzero(decisions == STOP).flatten().tolist())
-                raise NonFiniteError(
-                    f"Non-finite values on rank {ranks} in training step {state.step_in_epoch} of epoch "
-                    f"{state.epoch} (global step {state.global_step}): all ranks stopped before the optimizer step, "
-                    f"the parameters are untouched. The report is in the output of rank {ranks}."
-                )
+                _raise_for_other_ranks(state, torch.nonzero(decisions == STOP).flatten().tolist())
             decision = max(decision, int(decisions.max()))
         if decision == OK:
             self.consecutive_invalid = 0
@@ -194,27 +286,50 @@ class NumericsGuard(Plugin):
             state.control.skip_update()
             log.v2(
                 f"ep {state.epoch} step {state.step_in_epoch} (global {state.global_step}): non-finite "
-                f"{_what_is_bad(state, culprits)}; update skipped ({self.consecutive_invalid} of "
+                f"{_what_is_bad(state, None, culprits)}; update skipped ({self.consecutive_invalid} of "
                 f"{self.allowed_invalid} allowed consecutive invalid steps)"
             )
             return
-        self._stop(state)
+        self._stop(state, self.rng_state)
 
+    # ---------------------------------------------------------------------------- evaluation
     @on(Event.EVAL_STEP_END)
     def on_eval_step_end(self, state: RunState) -> None:
         """A non-finite evaluation loss: name the culprit by replaying the step in eval mode, once per dataset and epoch."""
         self.leave_step(state)
         values = [m.normalized().detach() for m in state.run_ctx.losses.values()]
-        if self._all_finite(values):
+        if self.at_once:
+            if self._all_finite(values):
+                self.sums.clear()
+                return
+            culprits = self.sums.culprits()
             self.sums.clear()
+            # a float32 overflow in the fast check's sums, not a non-finite value, unless the replay reproduces it
+            self._report_eval(state, self.rng_state, maybe_false_alarm=not culprits and self._all_finite(values))
             return
-        culprits = self.sums.culprits()
-        self.sums.clear()
+        previous = self.pending_eval
+        fields = {n: getattr(state, n) for n in _STEP_FIELDS}
+        self.pending_eval = CheckedStep(LaggedFlag(_nonfinite(values).reshape(1)), None, self.rng_state, fields)
+        if previous is not None:
+            self._settle_eval(state, previous)
+
+    @on(Event.EVAL_END)
+    def on_eval_end(self, state: RunState) -> None:
+        last, self.pending_eval = self.pending_eval, None
+        if last is not None:
+            self._settle_eval(state, last)
+
+    def _settle_eval(self, state: RunState, step: CheckedStep) -> None:
+        if step.bad_ranks.read().tolist()[0]:
+            with step.current(state):
+                self._report_eval(state, step.rng_state, maybe_false_alarm=False)
+
+    def _report_eval(self, state: RunState, rng_state: dict[str, Any], maybe_false_alarm: bool) -> None:
         if (state.epoch, state.dataset) in self.eval_reported:
             return
-        report = replay_step(state, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
-        if not report.reproduced and not culprits and all(math.isfinite(float(v)) for v in values):
-            return  # a float32 overflow in the fast check's sums, not a non-finite value
+        report = replay_step(state, rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
+        if maybe_false_alarm and not report.reproduced:
+            return
         self.eval_reported.add((state.epoch, state.dataset))
         log.v2(
             f"WARNING non-finite values in evaluation step {state.step_in_epoch} of dataset {state.dataset!r} "
@@ -222,6 +337,7 @@ class NumericsGuard(Plugin):
             f"{report.format()}"
         )
 
+    # ---------------------------------------------------------------------- the debug checks
     def _decide(self, state: RunState) -> tuple[int, list[Any]]:
         """OK, SKIP (an allowed invalid update) or STOP for this step, and the flagged producers."""
         values = [m.normalized().detach() for m in state.run_ctx.losses.values() if not m.as_error]
@@ -260,9 +376,12 @@ class NumericsGuard(Plugin):
             total = total + torch.where(self.sums.produced_bad_flag(), float("nan"), 0.0)
         return math.isfinite(total.item())
 
-    def _stop(self, state: RunState) -> None:
-        report = replay_step(state, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
-        saved = save_offending_step(state, self.rng_state, report.format())
+    def _stop(self, state: RunState, rng_state: dict[str, Any]) -> None:
+        report = replay_step(state, rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
+        text = report.format()
+        if state.precision is not None:  # under autocast: where the values leave the low-precision range
+            text += "\n" + diagnose_step(state, rng_state).format()
+        saved = save_offending_step(state, rng_state, text)
         prefix = state.config.get("model")
         newest = checkpoint.list_checkpoints(prefix) if prefix else {}
         last = f"the last checkpoint ({newest[max(newest)]}) is intact" if newest else "no checkpoint was written yet"
@@ -285,15 +404,35 @@ class NumericsGuard(Plugin):
         raise NonFiniteError(
             f"Non-finite values{on_rank} in training step {state.step_in_epoch} of epoch {state.epoch} (global step "
             f"{state.global_step}){context}. Stopped before the optimizer step: the parameters are untouched and "
-            f"{last}.\n{report.format()}{where}"
+            f"{last}.\n{text}{where}"
         )
 
 
-def _what_is_bad(state: RunState, culprits: list[Any]) -> str:
+def _nonfinite(values: list[torch.Tensor]) -> torch.Tensor:
+    """On the device: whether any of ``values`` is NaN/Inf (a sum of terms is finite iff each term is)."""
+    total = values[0].float() if len(values) == 1 else torch.stack([v.float() for v in values]).sum()
+    return ~torch.isfinite(total)
+
+
+def _raise_for_other_ranks(state: RunState, ranks: list[int]) -> None:
+    names = ", ".join(str(r) for r in ranks)
+    raise NonFiniteError(
+        f"Non-finite values on rank {names} in training step {state.step_in_epoch} of epoch "
+        f"{state.epoch} (global step {state.global_step}): all ranks stopped before the optimizer step, "
+        f"the parameters are untouched. The report is in the output of rank {names}."
+    )
+
+
+def _what_is_bad(state: RunState, grad_norms: torch.Tensor | None, culprits: list[Any] = ()) -> str:
+    """Which losses, gradients and outputs of the step in ``state`` are non-finite (reads them: only on failure)."""
     losses = [n for n, m in state.run_ctx.losses.items() if not bool(torch.isfinite(m.normalized().detach()))]
-    params = [
-        n for n, p in state.model.named_parameters() if p.grad is not None and not bool(torch.isfinite(p.grad).all())
-    ]
+    with_grads = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None]
+    if grad_norms is not None:  # norms kept from the step: the gradients themselves belong to a later step by now
+        params = [
+            n for (n, _), finite in zip(with_grads, torch.isfinite(grad_norms).tolist(), strict=False) if not finite
+        ]
+    else:
+        params = [n for n, p in with_grads if not bool(torch.isfinite(p.grad).all())]
     parts = []
     if losses:
         parts.append(f"loss {', '.join(losses)}")
@@ -315,7 +454,7 @@ def save_offending_step(state: RunState, rng_state: dict[str, Any], report: str)
         {
             "batch": {k: v.detach().cpu() for k, v in state.batch.items()},
             "seq_indices": torch.as_tensor(state.batch_indices),
-            "rng": rng_state,
+            "rng": saveable_rng(rng_state),
             "epoch": state.epoch,
             "global_step": state.global_step,
             "model": {k: v.detach().cpu() for k, v in state.model.state_dict().items()},

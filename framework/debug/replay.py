@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from framework.amp import autocast_factory
 from framework.debug.module_tracker import ModuleTracker, matches_any
 from framework.debug.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
 from framework.debug.tensors import bad_rows, floating_tensors, has_nonfinite, stats
@@ -147,7 +148,11 @@ def replay_step(
     was_training = model.training
     model.train(training)
     run_ctx = RunCtx(
-        stage="train" if training else "eval", epoch=state.epoch, step=state.global_step, batch=state.batch
+        stage="train" if training else "eval",
+        epoch=state.epoch,
+        step=state.global_step,
+        batch=state.batch,
+        autocast=autocast_factory(getattr(state, "precision", None)),
     )
     try:
         with torch.set_grad_enabled(training), tracker, TagAutogradNodes(tracker), ops:

@@ -1,7 +1,9 @@
 """TensorBoard: ``tensorboard_dir`` (RETURNN: ``tf_log_dir``).
 
 Per step (every ``tensorboard_log_interval`` steps): every marked loss, the learning rate, the
-step time, the process RSS, and the global gradient norm when gradient clipping computes it.
+step time, the process RSS, and the global gradient norm when gradient clipping computes it. The
+values computed on the device stay there until a flush (every 100 records, 10 seconds, and at
+the end of each epoch) copies them all at once, so logging adds no host sync per step.
 Per epoch: the train and dev scores. ``debug_grad_summaries``: histograms of parameters and
 gradients and per-parameter gradient norms every N steps. The model graph once, traced with the
 first batch (a warning, not a crash, when tracing fails). At the end: hparams (the config's
@@ -28,7 +30,6 @@ from framework.events import Event, Order
 from framework.options import register
 from framework.plugin import Plugin, on
 from framework.rng import get_rng_state, set_rng_state
-from framework.scores import step_values
 from framework.state import RunState
 
 register(
@@ -61,6 +62,9 @@ register(
 )
 
 
+_FLUSH_RECORDS, _FLUSH_SEC = 100, 10.0
+
+
 class TensorBoardLogger(Plugin):
     """Writes the run's summaries with ``torch.utils.tensorboard.SummaryWriter`` (rank 0 only)."""
 
@@ -71,6 +75,9 @@ class TensorBoardLogger(Plugin):
         self.grad_summaries = grad_summaries
         self.step_start = 0.0
         self.graph_done = False
+        # Per-step records whose device values are not read yet: (step, host values, names, device values).
+        self.records: list[tuple[int, list[tuple[str, float]], list[str], torch.Tensor]] = []
+        self.last_flush = time.monotonic()
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> TensorBoardLogger | None:
@@ -89,6 +96,7 @@ class TensorBoardLogger(Plugin):
     def close(self, state: RunState) -> None:
         """Flush and close the writer process, however the run ended (what was logged is kept)."""
         state.summaries = None
+        self._write_records()
         self.writer.close()
 
     # -- the sink run_ctx.log_image / log_scalar write to
@@ -143,15 +151,31 @@ class TensorBoardLogger(Plugin):
         step = state.run_ctx.step  # the index of the step that just ended
         if step % self.interval:
             return
-        values = [(f"train/{name}", value) for name, value in step_values(state.run_ctx).items()]
-        values.append(("train/learning_rate", state.optimizer.param_groups[0]["lr"]))
-        values.append(("train/step_time_sec", time.perf_counter() - self.step_start))
+        host = [
+            ("train/learning_rate", state.optimizer.param_groups[0]["lr"]),
+            ("train/step_time_sec", time.perf_counter() - self.step_start),
+        ]
         if step % (10 * self.interval) == 0:  # memory changes slowly; reading RSS costs ~20 us
-            values.append(("memory/rss_mb", rss() / 1024**2))
+            host.append(("memory/rss_mb", rss() / 1024**2))
             if state.device.type == "cuda":
-                values.append(("memory/cuda_allocated_mb", torch.cuda.memory_allocated(state.device) / 1024**2))
-        values += [(f"train/{name}", float(value)) for name, value in state.step_metrics.items()]
-        self.writer.scalars(step, values)
+                host.append(("memory/cuda_allocated_mb", torch.cuda.memory_allocated(state.device) / 1024**2))
+        device = [(f"train/{name}", marked.normalized().detach()) for name, marked in state.run_ctx.losses.items()]
+        device += [(f"train/{name}", value.detach()) for name, value in state.step_metrics.items()]
+        values = torch.stack([v.float() for _, v in device]) if device else torch.zeros(0)
+        self.records.append((step, host, [name for name, _ in device], values))
+        if len(self.records) >= _FLUSH_RECORDS or time.monotonic() - self.last_flush > _FLUSH_SEC:
+            self._write_records()
+
+    def _write_records(self) -> None:
+        """Read the buffered device values with one copy and hand every record to the writer."""
+        records, self.records, self.last_flush = self.records, [], time.monotonic()
+        if not records:
+            return
+        read = torch.cat([values for *_, values in records]).tolist()
+        offset = 0
+        for step, host, names, _ in records:
+            self.writer.scalars(step, list(zip(names, read[offset : offset + len(names)], strict=True)) + host)
+            offset += len(names)
 
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def on_gradients(self, state: RunState) -> None:
@@ -173,6 +197,7 @@ class TensorBoardLogger(Plugin):
 
     @on(Event.EPOCH_END)
     def on_epoch_end(self, state: RunState) -> None:
+        self._write_records()
         scores = state.lr_control.scores.get(state.epoch, {})
         values = [(f"epoch/{dataset}/{name}", v) for dataset, losses in scores.items() for name, v in losses.items()]
         values.append(("epoch/learning_rate", state.learning_rate))

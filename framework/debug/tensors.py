@@ -49,7 +49,10 @@ def stats(t: torch.Tensor) -> str:
         return describe(t)
     from lovely_tensors import lovely
 
-    return str(lovely(t.detach(), color=False))  # lovely returns a str proxy; __repr__ must return a str
+    try:
+        return str(lovely(t.detach(), color=False))  # lovely returns a str proxy; __repr__ must return a str
+    except (IndexError, ValueError):  # its histogram fails on float16 values near the dtype's max
+        return f"{lovely(t.detach().float(), color=False)} (as float32; the tensor is {str(t.dtype)[6:]})"
 
 
 def nonfinite_mask(t: torch.Tensor, nan_only: bool) -> torch.Tensor:

@@ -1,0 +1,168 @@
+"""Real workloads: no host sync per step, mixed precision, torch.compile, a thread count that fits the machine."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from framework import log
+from framework.config import Config
+from framework.debug.host_syncs import HostSyncCounter
+from framework.debug.numerics import NonFiniteError
+from framework.engine import Engine
+from framework.errors import ConfigError
+from framework.events import Event
+from framework.threads import choose_num_threads, cores_busy_with_others
+
+
+@pytest.fixture(autouse=True)
+def quiet_log():
+    log.setup(verbosity=2)
+
+
+class Boost(nn.Module):
+    """Multiplies by a constant: 1e5 overflows float16 (max 65504)."""
+
+    def __init__(self, factor: float):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x):
+        return x * self.factor
+
+
+def _train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["data"])
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+    run_ctx.mark_as_loss(name="fer", loss=(logits.argmax(-1) != extern_data["classes"]).float().mean(), as_error=True)
+    run_ctx.seen_dtype = logits.dtype
+
+
+def _config(factor: float = 1.0, **overrides) -> Config:
+    values = {
+        "train": {"class": "GaussianClustersDataset", "split": "train", "num_seqs": 200, "dim": 4},
+        "dev": {"class": "GaussianClustersDataset", "split": "test", "num_seqs": 40, "dim": 4},
+        "batch_size": 8,
+        "num_epochs": 1,
+        "device": "cpu",
+        "optimizer": {"class": "adam"},
+        "learning_rate": 1e-2,
+        "get_model": lambda **_: nn.Sequential(nn.Linear(4, 16), nn.Tanh(), Boost(factor), nn.Linear(16, 3)),
+        "train_step": _train_step,
+    }
+    values.update(overrides)
+    return Config.from_dict(values)
+
+
+@pytest.mark.parametrize("tensorboard", [False, True])
+def test_training_steps_with_default_options_never_wait_for_the_device(tmp_path, tensorboard):
+    extra = {"tensorboard_dir": str(tmp_path / "tb")} if tensorboard else {}
+    engine = Engine(_config(**extra))
+    engine.init_train()
+    engine.state.epoch = 1
+    engine.train_epoch()  # the first steps' one-off checks
+    engine.state.epoch = 2
+    with HostSyncCounter() as syncs:
+        engine.train_epoch()
+    engine.callbacks.emit(Event.CLOSE, engine.state)
+    assert engine.state.steps_in_epoch >= 20
+    # The epoch's scores are read once at its end; nothing per step, TensorBoard included.
+    assert syncs.count <= 2, syncs.calls
+
+
+def test_the_counter_sees_what_waits_for_the_device():
+    x = torch.ones(3)
+    with HostSyncCounter() as syncs:
+        float(x.sum()), x.tolist(), bool(x.all()), x.max().item()
+    assert syncs.count == 4
+
+
+def test_bfloat16_autocast_runs_train_and_eval_steps_in_low_precision():
+    seen = []
+
+    def train_step(*, model, extern_data, run_ctx, **_kwargs):
+        _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx)
+        if extern_data["data"].device.type != "meta":  # the device check's dry run has no autocast
+            seen.append((run_ctx.stage, run_ctx.seen_dtype))
+
+    engine = Engine(_config(torch_amp="bfloat16", train_step=train_step))
+    engine.train()
+    assert {dtype for _, dtype in seen} == {torch.bfloat16} and {stage for stage, _ in seen} == {"train", "eval"}
+    assert all(p.dtype == torch.float32 for p in engine.state.model.parameters())
+
+
+def test_a_float16_overflow_stops_with_the_module_the_dtype_max_and_the_value_seen():
+    engine = Engine(_config(factor=1e5, torch_amp="float16"))
+    with pytest.raises(NonFiniteError) as error:
+        engine.train()
+    message = str(error.value)
+    assert "first module whose output overflows float16 (max 65504): 2 (Boost), value seen" in message
+    assert all(torch.isfinite(p).all() for p in engine.state.model.parameters())
+
+
+def test_a_collapsing_loss_scale_is_logged_per_skipped_step_then_named(capsys):
+    log.setup(verbosity=5)
+    engine = Engine(_config(torch_amp={"dtype": "float16", "grad_scaler": {"init_scale": 1e30}}))
+    engine.train()
+    out = capsys.readouterr().out
+    assert "gradients overflowed at loss scale 1e+30; update skipped" in out
+    assert "WARNING the loss scale keeps collapsing: 10 updates in a row were skipped" in out
+    assert "modules that differ most from the same module run in float32" in out
+    assert engine.state.loss_scale.item() < 1e30
+
+
+def test_bad_mixed_precision_options_are_config_errors():
+    with pytest.raises(ConfigError, match="use 'bfloat16' or 'float16'"):
+        Engine(_config(torch_amp="float8"))
+    with pytest.raises(ConfigError, match="grad_scaler"):
+        Engine(_config(torch_amp={"dtype": "float16", "grad_scaler": {"init": 3}})).init_train()
+
+
+def test_compiled_and_eager_runs_resume_from_each_other(tmp_path):
+    prefix = str(tmp_path / "model")
+    compiled = {"torch_compile": {"backend": "aot_eager"}, "model": prefix}
+    first = Engine(_config(**compiled))
+    first.train()
+    assert type(first.state.step_model).__name__ == "OptimizedModule"
+    Engine(_config(model=prefix, num_epochs=2)).train()
+    third = Engine(_config(**compiled, num_epochs=3))
+    third.train()
+    assert third.state.epoch == 3 and sorted(os.listdir(tmp_path))[:3] == [
+        "model.001.pt",
+        "model.002.pt",
+        "model.003.pt",
+    ]
+
+
+def test_compile_stays_eager_and_says_why_for_diagnostics_that_hook_every_step(capsys):
+    log.setup(verbosity=3)
+    engine = Engine(_config(torch_compile=True, debug_add_check_numerics_on_output=True))
+    engine.train()
+    assert "the run stays eager because debug_add_check_numerics_on_output" in capsys.readouterr().out
+    assert isinstance(engine.state.step_model, nn.Sequential)
+
+
+def test_thread_count_is_explicit_or_fits_the_machine(monkeypatch):
+    assert choose_num_threads(3) == (3, "torch_num_threads")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert choose_num_threads("auto") == (2, "OMP_NUM_THREADS")
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    threads, why = choose_num_threads("auto")
+    assert 1 <= threads <= len(os.sched_getaffinity(0)) and "CPU" in why
+    with pytest.raises(ConfigError, match="torch_num_threads"):
+        choose_num_threads(0)
+
+
+def test_a_core_kept_busy_by_another_process_is_seen():
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE
+    )
+    try:
+        assert busy.stdout.readline() == b"spinning\n"
+        assert cores_busy_with_others() >= 0.5
+    finally:
+        busy.kill()
+        busy.wait()
