@@ -5,9 +5,13 @@ Same model (MLP 784-512-512-10), same data (MNIST digits, batches of 64 in the s
 initial parameters, one thread. Epochs of the two alternate, so that machine noise hits both
 alike; the ratio of the median step times is printed. Target: at most 1.05.
 
-    python tools/benchmark-step.py [--rounds 15] [--all-off] [--startup]
+    python tools/benchmark-step.py [--rounds 15] [--all-off] [--startup] [--amp bfloat16|float16] [--compile]
 
 ``--all-off`` switches off every diagnostic that is on by default (the default run keeps them).
+``--amp`` trains under autocast (float16 with a loss scaler, as ``torch_amp`` does by default),
+the hand-written loop with ``torch.autocast`` and ``torch.amp.GradScaler``; ``--compile`` compiles
+both models (``torch_compile = True`` against ``torch.compile(model)``). Both loops use fused Adam,
+the framework's default. The host syncs per step of the framework's loop are counted too.
 
 ``--startup`` also measures the import time of ``framework`` and the time from starting
 ``python rnn.py`` to its first training step.
@@ -30,6 +34,7 @@ from torch import nn  # noqa: E402
 from framework import log  # noqa: E402
 from framework.config import Config  # noqa: E402
 from framework.datasets import MnistDataset  # noqa: E402
+from framework.debug.host_syncs import HostSyncCounter  # noqa: E402
 from framework.engine import Engine  # noqa: E402
 
 
@@ -45,13 +50,16 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
 class HandWrittenLoop:
     """The loop a PyTorch user writes by hand: index tensors, forward, backward, step."""
 
-    def __init__(self, dataset: MnistDataset, initial_state: dict):
+    def __init__(self, dataset: MnistDataset, initial_state: dict, amp: str | None, compile: bool):
         self.inputs = torch.from_numpy(dataset.arrays["data"])
         self.targets = torch.from_numpy(dataset.arrays["classes"])
         self.dataset = dataset
         self.model = make_model()
         self.model.load_state_dict(initial_state)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3, fused=True)
+        self.forward = torch.compile(self.model) if compile else self.model
+        self.dtype = getattr(torch, amp) if amp else None
+        self.scaler = torch.amp.GradScaler("cpu") if amp else None
 
     def epoch(self, epoch: int, batch_size: int) -> int:
         order = torch.from_numpy(self.dataset.get_seq_order(epoch))
@@ -59,9 +67,15 @@ class HandWrittenLoop:
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             self.optimizer.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(self.model(self.inputs[idx]), self.targets[idx])
-            loss.backward()
-            self.optimizer.step()
+            with torch.autocast("cpu", dtype=self.dtype, enabled=self.dtype is not None):
+                loss = nn.functional.cross_entropy(self.forward(self.inputs[idx]), self.targets[idx])
+            if self.scaler is None:
+                loss.backward()
+                self.optimizer.step()
+            else:
+                self.scaler.scale(loss).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
             steps += 1
         return steps
 
@@ -78,7 +92,7 @@ ALL_OFF = {
 }
 
 
-def benchmark_steps(rounds: int, all_off: bool) -> None:
+def benchmark_steps(rounds: int, all_off: bool, amp: str | None, compile: bool) -> None:
     torch.set_num_threads(1)
     log.setup(verbosity=2)
     torch.manual_seed(0)
@@ -94,14 +108,17 @@ def benchmark_steps(rounds: int, all_off: bool) -> None:
             "device": "cpu",
             "get_model": lambda **_: make_model(),
             "train_step": train_step,
+            "torch_amp": amp,
+            "torch_compile": compile,
             **(ALL_OFF if all_off else {}),
         }
     )
     engine = Engine(config)
     engine.init_train()
     engine.state.model.load_state_dict(initial_state)
-    hand = HandWrittenLoop(engine.state.loaders["train"].dataset, initial_state)
-    control = HandWrittenLoop(engine.state.loaders["train"].dataset, initial_state)  # same loop again: the noise floor
+    dataset = engine.state.loaders["train"].dataset
+    hand = HandWrittenLoop(dataset, initial_state, amp, compile)
+    control = HandWrittenLoop(dataset, initial_state, amp, compile)  # the same loop again: the noise floor
 
     def framework_epoch(epoch: int) -> int:
         engine.state.epoch = epoch
@@ -126,6 +143,12 @@ def benchmark_steps(rounds: int, all_off: bool) -> None:
         f"ratio framework / hand-written: {fw / hw:.3f} fastest, {fw_median / hw_median:.3f} median  (target <= 1.05)"
     )
     print(f"control, the same hand-written loop again: {cw / hw:.3f} fastest, {cw_median / hw_median:.3f} median")
+    with HostSyncCounter() as syncs:
+        framework_epoch(rounds + 1)
+    print(
+        f"host syncs per framework step: {syncs.count / engine.state.steps_in_epoch:.3f} "
+        f"({syncs.count} in an epoch of {engine.state.steps_in_epoch} steps)"
+    )
 
 
 def benchmark_startup() -> None:
@@ -166,8 +189,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--all-off", action="store_true", help="switch off the diagnostics that are on by default")
     parser.add_argument("--startup", action="store_true")
+    parser.add_argument("--amp", choices=("bfloat16", "float16"), help="train under autocast with this dtype")
+    parser.add_argument("--compile", action="store_true", help="torch.compile both models")
     args = parser.parse_args()
-    benchmark_steps(args.rounds, args.all_off)
+    benchmark_steps(args.rounds, args.all_off, args.amp, args.compile)
     if args.startup:
         benchmark_startup()
 
