@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -166,3 +167,36 @@ def test_a_core_kept_busy_by_another_process_is_seen():
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_memory_mapped_and_flat_ragged_data_train_like_in_memory_lists(tmp_path):
+    from framework.datasets.numpy_dataset import NumpyDataset
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 6, size=40)
+    seqs = [rng.normal(size=(n, 3)).astype(np.float32) for n in lengths]
+    labels = rng.integers(0, 4, size=40)
+    np.save(tmp_path / "values.npy", np.concatenate(seqs))
+    np.save(tmp_path / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
+    np.save(tmp_path / "labels.npy", labels)
+    mapped = NumpyDataset(
+        {
+            "data": {"values": str(tmp_path / "values.npy"), "offsets": str(tmp_path / "offsets.npy")},
+            "classes": str(tmp_path / "labels.npy"),
+        },
+        sparse_dims={"classes": 4},
+    )
+    in_memory = NumpyDataset({"data": seqs, "classes": labels}, sparse_dims={"classes": 4})
+    assert isinstance(mapped.arrays["classes"], np.memmap)
+    assert np.array_equal(mapped.seq_lengths(), in_memory.seq_lengths())
+    batch, expected = mapped.get_batch(np.array([3, 0, 7])), in_memory.get_batch(np.array([3, 0, 7]))
+    assert all(np.array_equal(batch[k], expected[k]) for k in expected)
+    assert mapped.find_value_outside("classes", 0, 3) == in_memory.find_value_outside("classes", 0, 3)
+    assert np.array_equal(mapped.value_counts("classes", 4), in_memory.value_counts("classes", 4))
+
+
+def test_ragged_offsets_that_do_not_fit_the_values_are_a_config_error():
+    from framework.datasets.numpy_dataset import NumpyDataset
+
+    with pytest.raises(ConfigError, match="offsets must be 1-d, start at 0 and end at the number of rows"):
+        NumpyDataset({"data": {"values": np.zeros((5, 2)), "offsets": np.array([0, 2, 4])}})

@@ -67,15 +67,19 @@ class Dataset:
 
     # -- generic implementations ----------------------------------------------------------------
     def seq_lengths(self) -> np.ndarray:
-        """Frames per sequence (the longest variable axis; 1 for fixed-shape data), for batching."""
-        variable = [k for k, info in self.key_info().items() if None in info["shape"]]
-        if not variable:
-            return np.ones(self.num_seqs, dtype=np.int64)
-        lengths = np.zeros(self.num_seqs, dtype=np.int64)
-        for i in range(self.num_seqs):
-            seq = self.get_seq(i)
-            lengths[i] = max(seq[k].shape[0] for k in variable)
-        return lengths
+        """Frames per sequence (the longest variable axis; 1 for fixed-shape data), for batching.
+
+        Computed once by reading every sequence, then cached: override it where the lengths are known.
+        """
+        if getattr(self, "_read_lengths", None) is None:
+            variable = [k for k, info in self.key_info().items() if None in info["shape"]]
+            lengths = np.ones(self.num_seqs, dtype=np.int64)
+            if variable:
+                for i in range(self.num_seqs):
+                    seq = self.get_seq(i)
+                    lengths[i] = max(seq[k].shape[0] for k in variable)
+            self._read_lengths = lengths
+        return self._read_lengths
 
     def get_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Collate the sequences ``indices`` into padded arrays plus ``key:seq_len`` lengths."""

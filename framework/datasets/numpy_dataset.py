@@ -1,4 +1,4 @@
-"""An in-memory dataset from numpy arrays; the base of the shipped datasets."""
+"""A dataset from numpy arrays, in memory or memory-mapped; the base of the shipped datasets."""
 
 from __future__ import annotations
 
@@ -11,12 +11,57 @@ from framework.datasets.base import Dataset, pad_sequences
 from framework.errors import ConfigError
 
 
-class NumpyDataset(Dataset):
-    """Sequences held in memory.
+class Ragged(Sequence):
+    """N variable-length sequences stored as one flat array [sum T_i, ...] and offsets [N + 1].
 
-    :param arrays: ``{key: array}`` where an array of shape [N, ...] is fixed-shape data and a
-        list of N arrays [T_i, ...] is variable-length data (padded in batches, with
-        ``key:seq_len``).
+    Both may be memory-mapped ``.npy`` files: nothing is read until a sequence is, and the
+    lengths are one ``np.diff``.
+    """
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray):
+        if offsets.ndim != 1 or len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(values):
+            raise ConfigError(
+                f"Ragged data: offsets must be 1-d, start at 0 and end at the number of rows of the values "
+                f"({len(values)}), got {len(offsets)} offsets from {offsets[:1]} to {offsets[-1:]}."
+            )
+        self.values, self.offsets = values, np.asarray(offsets, dtype=np.int64)
+        self.lengths = np.diff(self.offsets)
+        if (self.lengths < 0).any():
+            raise ConfigError("Ragged data: offsets must not decrease.")
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return np.asarray(self.values[self.offsets[index] : self.offsets[index + 1]])
+
+
+def _load(value: Any) -> np.ndarray | Ragged | list[np.ndarray]:
+    """An ``arrays`` entry: an array, a ``.npy`` path (memory-mapped), ``{"values", "offsets"}``, or a list."""
+    if isinstance(value, str):
+        try:
+            return np.load(value, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"NumpyDataset: cannot memory-map {value!r} as a .npy file: {exc}") from None
+    if isinstance(value, dict):
+        if set(value) != {"values", "offsets"}:
+            raise ConfigError(
+                f"NumpyDataset: a dict entry holds variable-length data as {{'values': flat [sum T, ...], "
+                f"'offsets': [N + 1]}} (arrays or .npy paths), got keys {sorted(value)}."
+            )
+        return Ragged(_load(value["values"]), _load(value["offsets"]))
+    if isinstance(value, (np.ndarray, Ragged)):
+        return value
+    return [np.asarray(v) for v in value]
+
+
+class NumpyDataset(Dataset):
+    """Sequences in memory or memory-mapped.
+
+    :param arrays: ``{key: array}`` where an array of shape [N, ...] (or the path of a ``.npy``
+        file, memory-mapped) is fixed-shape data, and a list of N arrays [T_i, ...], or
+        ``{"values": flat [sum T_i, ...], "offsets": [N + 1]}`` (arrays or ``.npy`` paths, see
+        ``Ragged``), is variable-length data (padded in batches, with ``key:seq_len``).
     :param sparse_dims: ``{key: number of classes}`` for integer label keys.
     """
 
@@ -30,9 +75,7 @@ class NumpyDataset(Dataset):
         super().__init__(**kwargs)
         if not arrays:
             raise ConfigError(f"{self.name}: 'arrays' is empty; give at least one {{key: array}}.")
-        self.arrays: dict[str, np.ndarray | list[np.ndarray]] = {}
-        for key, value in arrays.items():
-            self.arrays[key] = value if isinstance(value, np.ndarray) else [np.asarray(v) for v in value]
+        self.arrays: dict[str, np.ndarray | Ragged | list[np.ndarray]] = {key: _load(v) for key, v in arrays.items()}
         counts = {key: len(value) for key, value in self.arrays.items()}
         if len(set(counts.values())) != 1:
             raise ConfigError(f"{self.name}: all keys need the same number of sequences, got {counts}.")
@@ -62,7 +105,9 @@ class NumpyDataset(Dataset):
         if self._lengths is None:
             lengths = np.ones(self.num_seqs, dtype=np.int64)
             for value in self.arrays.values():
-                if not isinstance(value, np.ndarray):
+                if isinstance(value, Ragged):
+                    lengths = np.maximum(lengths, value.lengths)
+                elif not isinstance(value, np.ndarray):
                     lengths = np.maximum(lengths, [v.shape[0] for v in value])
             self._lengths = lengths
         return self._lengths
@@ -87,6 +132,13 @@ class NumpyDataset(Dataset):
                 return None
             seq = int(rows[0])
             return seq, int(flat[seq][bad[seq]][0])
+        if isinstance(value, Ragged):
+            bad = (value.values < low) | (value.values >= high)
+            rows = np.flatnonzero(bad.reshape(len(bad), -1).any(axis=1)) if bad.size else []
+            if len(rows) == 0:
+                return None
+            seq = int(np.searchsorted(value.offsets, rows[0], side="right") - 1)
+            return seq, int(np.asarray(value.values[rows[0]]).flat[0])
         for seq, arr in enumerate(value):
             bad = (arr < low) | (arr >= high)
             if bad.any():
@@ -96,6 +148,11 @@ class NumpyDataset(Dataset):
     def value_counts(self, key: str, num_classes: int) -> np.ndarray:
         """Occurrences of each class id of ``key`` in the whole dataset (ids outside the range not counted)."""
         value = self.arrays[key]
-        flat = value.ravel() if isinstance(value, np.ndarray) else np.concatenate([v.ravel() for v in value] or [[]])
+        if isinstance(value, Ragged):
+            flat = np.asarray(value.values).ravel()
+        elif isinstance(value, np.ndarray):
+            flat = value.ravel()
+        else:
+            flat = np.concatenate([v.ravel() for v in value] or [[]])
         flat = flat.astype(np.int64)
         return np.bincount(flat[(flat >= 0) & (flat < num_classes)], minlength=num_classes)
