@@ -51,7 +51,6 @@ class Engine:
             learning_rate=config.float("learning_rate"),
             precision=precision_from_config(config, device),
         )
-        self.autocast = autocast_factory(self.state.precision)
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
         self._lock: RunLock | None = None  # held while this process writes checkpoints of the model prefix
 
@@ -150,14 +149,7 @@ class Engine:
         state.model.train()
         emit(Event.EPOCH_START, state)
         for i, (indices, batch) in enumerate(loader.iterate(plan[start:]), start=start):
-            run_ctx = RunCtx(
-                stage="train",
-                epoch=state.epoch,
-                step=state.global_step,
-                batch=batch,
-                summaries=state.summaries,
-                autocast=self.autocast,
-            )
+            run_ctx = self._run_ctx("train", batch)
             state.step_metrics = {}
             state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
             emit(Event.STEP_START, state)
@@ -217,14 +209,7 @@ class Engine:
         emit(Event.EVAL_START, state)
         with torch.no_grad():
             for i, (indices, batch) in enumerate(loader.iterate(plan)):
-                run_ctx = RunCtx(
-                    stage="eval",
-                    epoch=state.epoch,
-                    step=state.global_step,
-                    batch=batch,
-                    summaries=state.summaries,
-                    autocast=self.autocast,
-                )
+                run_ctx = self._run_ctx("eval", batch)
                 state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
                 emit(Event.EVAL_STEP_START, state)
                 call_step(train_step, state.model, run_ctx)
@@ -234,6 +219,18 @@ class Engine:
         state.eval_scores[dataset] = result = scores.result(self._total if shard else None)
         emit(Event.EVAL_END, state)
         return result
+
+    def _run_ctx(self, stage: str, batch: dict[str, torch.Tensor]) -> RunCtx:
+        """The run context of one step of ``stage``: its place in the run, the summary sink, the autocast."""
+        state = self.state
+        return RunCtx(
+            stage=stage,
+            epoch=state.epoch,
+            step=state.global_step,
+            batch=batch,
+            summaries=state.summaries,
+            autocast=autocast_factory(state.precision),
+        )
 
     @property
     def _total(self):
@@ -266,9 +263,7 @@ class Engine:
         state.dataset, state.steps_in_epoch = loader.option, len(plan)
         with torch.no_grad():
             for i, (indices, batch) in enumerate(loader.iterate(plan)):
-                run_ctx = RunCtx(
-                    stage="forward", epoch=state.epoch, step=state.global_step, batch=batch, autocast=self.autocast
-                )
+                run_ctx = self._run_ctx("forward", batch)
                 state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
                 emit(Event.FORWARD_STEP_START, state)
                 call_step(forward_step, state.model, run_ctx)
