@@ -57,9 +57,18 @@ class ScoreAccumulator:
         return {name: summed[i] / summed[len(names) + i] for i, name in enumerate(names)}
 
 
+def step_losses(run_ctx: RunCtx, optimized_only: bool = False) -> dict[str, torch.Tensor]:
+    """The normalized value of each loss of one step, on the device (``optimized_only``: not the ``as_error`` ones)."""
+    return {
+        name: marked.normalized().detach()
+        for name, marked in run_ctx.losses.items()
+        if not (optimized_only and marked.as_error)
+    }
+
+
 def step_values(run_ctx: RunCtx) -> dict[str, float]:
     """The normalized value of each loss of one step (syncs with the device)."""
-    return {name: float(marked.normalized().detach()) for name, marked in run_ctx.losses.items()}
+    return {name: float(value) for name, value in step_losses(run_ctx).items()}
 
 
 def format_scores(scores: dict[str, float], sep: str = " ") -> str:

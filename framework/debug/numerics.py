@@ -42,6 +42,7 @@ from framework.events import Event, Order
 from framework.options import register
 from framework.plugin import Plugin, on
 from framework.rng import capture_step_rng, saveable_rng
+from framework.scores import step_losses
 from framework.state import RunState
 
 register(
@@ -108,9 +109,20 @@ class CheckedStep:
     """A step whose verdict is on its way to the host, with what it takes to replay the step."""
 
     bad_ranks: LaggedFlag  # per rank (one entry without distributed training): non-finite loss or gradient
-    grad_norms: torch.Tensor | None  # per parameter, on the device (when gradients are checked)
+    grad_norms: dict[str, torch.Tensor] | None  # parameter name -> gradient norm on the device (gradients checked)
     rng_state: dict[str, Any]
     fields: dict[str, Any]  # the RunState fields of the step (_STEP_FIELDS)
+
+    @classmethod
+    def record(
+        cls,
+        state: RunState,
+        bad_ranks: torch.Tensor,
+        rng_state: dict[str, Any],
+        grad_norms: dict[str, torch.Tensor] | None = None,
+    ) -> CheckedStep:
+        """The step ``state`` is at, with its verdict ``bad_ranks`` (a device tensor) on its way to the host."""
+        return cls(LaggedFlag(bad_ranks), grad_norms, rng_state, {n: getattr(state, n) for n in _STEP_FIELDS})
 
     @contextlib.contextmanager
     def current(self, state: RunState) -> Iterator[None]:
@@ -217,23 +229,22 @@ class NumericsGuard(Plugin):
         if self.at_once:
             self._decide_at_once(state)
             return
-        values = [m.normalized().detach() for m in state.run_ctx.losses.values() if not m.as_error]
+        values = list(step_losses(state.run_ctx, optimized_only=True).values())
         grad_norms = None
         if self.check_grads:
-            grads = [p.grad for p in state.model.parameters() if p.grad is not None]
-            if grads:
-                grad_norms = torch.stack(torch._foreach_norm(grads))
-                values.append(grad_norms.sum())
-        bad_ranks = self._bad_ranks(state, _nonfinite(values))
+            named = [(n, p.grad) for n, p in state.model.named_parameters() if p.grad is not None]
+            if named:
+                norms = torch._foreach_norm([g for _, g in named])
+                grad_norms = dict(zip([n for n, _ in named], norms, strict=True))
+                values += norms
+        bad_ranks = self._bad_ranks(state, ~torch.isfinite(_total(values)))
         bad = bad_ranks.any()
         self.window_bad = bad if self.window_bad is None else self.window_bad | bad
         if state.at_update_boundary():
             state.control.skip_update_if(self.window_bad)
             self.window_bad = None
         previous = self.pending
-        self.pending = CheckedStep(
-            LaggedFlag(bad_ranks), grad_norms, self.rng_state, {n: getattr(state, n) for n in _STEP_FIELDS}
-        )
+        self.pending = CheckedStep.record(state, bad_ranks, self.rng_state, grad_norms)
         if previous is not None:
             self._settle(state, previous)
         if state.step_in_epoch + 1 == state.steps_in_epoch:  # no later step reads it: before evaluation and checkpoint
@@ -297,7 +308,7 @@ class NumericsGuard(Plugin):
     def on_eval_step_end(self, state: RunState) -> None:
         """A non-finite evaluation loss: name the culprit by replaying the step in eval mode, once per dataset and epoch."""
         self.leave_step(state)
-        values = [m.normalized().detach() for m in state.run_ctx.losses.values()]
+        values = list(step_losses(state.run_ctx).values())
         if self.at_once:
             if self._all_finite(values):
                 self.sums.clear()
@@ -308,8 +319,7 @@ class NumericsGuard(Plugin):
             self._report_eval(state, self.rng_state, maybe_false_alarm=not culprits and self._all_finite(values))
             return
         previous = self.pending_eval
-        fields = {n: getattr(state, n) for n in _STEP_FIELDS}
-        self.pending_eval = CheckedStep(LaggedFlag(_nonfinite(values).reshape(1)), None, self.rng_state, fields)
+        self.pending_eval = CheckedStep.record(state, ~torch.isfinite(_total(values)).reshape(1), self.rng_state)
         if previous is not None:
             self._settle_eval(state, previous)
 
@@ -340,7 +350,7 @@ class NumericsGuard(Plugin):
     # ---------------------------------------------------------------------- the debug checks
     def _decide(self, state: RunState) -> tuple[int, list[Any]]:
         """OK, SKIP (an allowed invalid update) or STOP for this step, and the flagged producers."""
-        values = [m.normalized().detach() for m in state.run_ctx.losses.values() if not m.as_error]
+        values = list(step_losses(state.run_ctx, optimized_only=True).values())
         if self.check_grads:
             grads = [p.grad for p in state.model.parameters() if p.grad is not None]
             values += torch._foreach_norm(grads) if grads else []
@@ -371,7 +381,7 @@ class NumericsGuard(Plugin):
         terms = values if self.nan_only else values + self.sums.sums
         if not terms:
             return True
-        total = terms[0] if len(terms) == 1 else torch.stack([t.float() for t in terms]).sum()
+        total = _total(terms)
         if self.nan_only and self.sums.sums:
             total = total + torch.where(self.sums.produced_bad_flag(), float("nan"), 0.0)
         return math.isfinite(total.item())
@@ -408,10 +418,11 @@ class NumericsGuard(Plugin):
         )
 
 
-def _nonfinite(values: list[torch.Tensor]) -> torch.Tensor:
-    """On the device: whether any of ``values`` is NaN/Inf (a sum of terms is finite iff each term is)."""
-    total = values[0].float() if len(values) == 1 else torch.stack([v.float() for v in values]).sum()
-    return ~torch.isfinite(total)
+def _total(values: list[torch.Tensor]) -> torch.Tensor:
+    """The sum of ``values`` on the device (0 for none): finite iff each of them is."""
+    if not values:
+        return torch.zeros(())
+    return values[0].float() if len(values) == 1 else torch.stack([v.float() for v in values]).sum()
 
 
 def _raise_for_other_ranks(state: RunState, ranks: list[int]) -> None:
@@ -423,16 +434,17 @@ def _raise_for_other_ranks(state: RunState, ranks: list[int]) -> None:
     )
 
 
-def _what_is_bad(state: RunState, grad_norms: torch.Tensor | None, culprits: list[Any] = ()) -> str:
+def _what_is_bad(state: RunState, grad_norms: dict[str, torch.Tensor] | None, culprits: list[Any] = ()) -> str:
     """Which losses, gradients and outputs of the step in ``state`` are non-finite (reads them: only on failure)."""
-    losses = [n for n, m in state.run_ctx.losses.items() if not bool(torch.isfinite(m.normalized().detach()))]
-    with_grads = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None]
+    losses = [n for n, value in step_losses(state.run_ctx).items() if not bool(torch.isfinite(value))]
     if grad_norms is not None:  # norms kept from the step: the gradients themselves belong to a later step by now
-        params = [
-            n for (n, _), finite in zip(with_grads, torch.isfinite(grad_norms).tolist(), strict=False) if not finite
-        ]
+        params = [n for n, norm in grad_norms.items() if not bool(torch.isfinite(norm))]
     else:
-        params = [n for n, p in with_grads if not bool(torch.isfinite(p.grad).all())]
+        params = [
+            n
+            for n, p in state.model.named_parameters()
+            if p.grad is not None and not bool(torch.isfinite(p.grad).all())
+        ]
     parts = []
     if losses:
         parts.append(f"loss {', '.join(losses)}")

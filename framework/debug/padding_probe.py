@@ -17,12 +17,13 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.debug.data_checks import Finding
-from framework.debug.probe import optimized_losses, padding_mask, probe_step, side_effect_free, why_not
+from framework.debug.probe import padding_mask, probe_step, side_effect_free, why_not
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.debug.tensors import floating_tensors
 from framework.events import Event, Order
 from framework.options import register
 from framework.plugin import Plugin, on
+from framework.scores import step_losses
 from framework.state import RunState
 
 register(
@@ -146,7 +147,7 @@ class PaddingProbe(Plugin):
 
         handle = state.model.register_forward_hook(keep)
         try:
-            losses = optimized_losses(probe_step(state, batch))
+            losses = step_losses(probe_step(state, batch), optimized_only=True)
         finally:
             handle.remove()
         return losses, outputs

@@ -95,11 +95,6 @@ def probe_step(state: RunState, batch: dict[str, torch.Tensor]) -> RunCtx:
     return run_step(state.config, state.model, batch, "train", epoch=max(state.epoch, 1), step=state.global_step)
 
 
-def optimized_losses(run_ctx: RunCtx) -> dict[str, torch.Tensor]:
-    """The normalized value of every optimized loss of a probe step."""
-    return {name: m.normalized().detach() for name, m in run_ctx.losses.items() if not m.as_error}
-
-
 def why_not(exc: BaseException) -> str:
     """A one-line reason for a probe that could not run."""
     text = str(exc).splitlines()[0] if str(exc) else ""

@@ -30,6 +30,7 @@ from framework.events import Event, Order
 from framework.options import register
 from framework.plugin import Plugin, on
 from framework.rng import get_rng_state, set_rng_state
+from framework.scores import step_losses
 from framework.state import RunState
 
 register(
@@ -159,7 +160,7 @@ class TensorBoardLogger(Plugin):
             host.append(("memory/rss_mb", rss() / 1024**2))
             if state.device.type == "cuda":
                 host.append(("memory/cuda_allocated_mb", torch.cuda.memory_allocated(state.device) / 1024**2))
-        device = [(f"train/{name}", marked.normalized().detach()) for name, marked in state.run_ctx.losses.items()]
+        device = [(f"train/{name}", value) for name, value in step_losses(state.run_ctx).items()]
         device += [(f"train/{name}", value.detach()) for name, value in state.step_metrics.items()]
         values = torch.stack([v.float() for _, v in device]) if device else torch.zeros(0)
         self.records.append((step, host, [name for name, _ in device], values))
