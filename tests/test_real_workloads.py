@@ -1,6 +1,7 @@
 """Real workloads: no host sync per step, mixed precision, torch.compile, a thread count that fits the machine."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -200,3 +201,12 @@ def test_ragged_offsets_that_do_not_fit_the_values_are_a_config_error():
 
     with pytest.raises(ConfigError, match="offsets must be 1-d, start at 0 and end at the number of rows"):
         NumpyDataset({"data": {"values": np.zeros((5, 2)), "offsets": np.array([0, 2, 4])}})
+
+
+def test_the_float32_comparison_is_not_fooled_by_an_in_place_op_after_a_module(capsys):
+    log.setup(verbosity=2)
+    model = lambda **_: nn.Sequential(nn.Linear(4, 16), nn.ReLU(inplace=True), nn.Linear(16, 3))  # noqa: E731
+    Engine(_config(torch_amp="bfloat16", debug_amp_check=True, get_model=model)).train()
+    out = capsys.readouterr().out
+    differences = [float(d) for d in re.findall(r"relative difference (\S+) \(output dtype bfloat16\)", out)]
+    assert len(differences) == 3 and max(differences) < 0.05, out  # bfloat16 rounding, not ReLU's overwrite

@@ -20,7 +20,7 @@ import torch
 
 from framework import log
 from framework.config import Config
-from framework.debug.tensors import floating_tensors
+from framework.debug.tensors import floating_tensors, map_tensors
 from framework.events import Event, Order
 from framework.options import register
 from framework.plugin import Plugin, on
@@ -107,13 +107,15 @@ def diagnose_step(state: RunState, rng_state: dict[str, Any] | None = None) -> A
     calls: list[tuple[str, torch.nn.Module, tuple, dict, Any]] = []
 
     def record(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        calls.append((leaves[module], module, _detached(args), _detached(kwargs), _detached(output)))
+        # Copies: a later in-place op (ReLU(inplace=True)) would change what this module returned.
+        calls.append((leaves[module], module, *map_tensors((args, kwargs, output), torch.clone)))
 
     handles = [m.register_forward_hook(record, with_kwargs=True) for m in leaves]
     was_training, rng = model.training, get_rng_state()
     model.eval()
-    run_ctx = RunCtx(stage="eval", epoch=state.epoch, step=state.global_step, batch=state.batch)
-    run_ctx.autocast = precision.autocast
+    run_ctx = RunCtx(
+        stage="eval", epoch=state.epoch, step=state.global_step, batch=state.batch, autocast=precision.autocast
+    )
     try:
         if rng_state is not None:
             set_rng_state(rng_state)
@@ -136,50 +138,35 @@ def diagnose_step(state: RunState, rng_state: dict[str, Any] | None = None) -> A
     return report
 
 
-def _detached(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_detached(v) for v in value) if not hasattr(value, "_fields") else value
-    if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
-    return value
-
-
 def _upcast(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.float() if value.is_floating_point() else value
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_upcast(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _upcast(v) for k, v in value.items()}
-    return value
+    return map_tensors(value, lambda t: t.float() if t.is_floating_point() else t)
 
 
 def _compare(path: str, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> ModuleError | None:
     low = floating_tensors(output)
     if not low:
         return None
-    original = {n: p for n, p in module.named_parameters(recurse=False)}
+    if any(p.dtype != torch.float32 for p in module.parameters(recurse=False)):
+        return None  # a module kept in low precision on purpose has no float32 twin here
+    inputs_finite = all(bool(torch.isfinite(t).all()) for t in floating_tensors(args))  # before an in-place rerun
     try:
-        if any(p.dtype != torch.float32 for p in original.values()):
-            return None  # a module kept in low precision on purpose has no float32 twin here
         high = floating_tensors(module(*_upcast(args), **_upcast(kwargs)))
     except Exception:  # a module that cannot run on float32 inputs: nothing to compare
         return None
     if not high or high[0].shape != low[0].shape:
         return None
     a, b = low[0].float(), high[0]
-    inputs_finite = all(bool(torch.isfinite(t).all()) for t in floating_tensors(args))
     max_abs = float(b.abs().max()) if b.numel() else 0.0
     finite = torch.isfinite(a) & torch.isfinite(b)
-    diff = float((a[finite] - b[finite]).abs().max()) if bool(finite.any()) else 0.0
+    diff, scale = 0.0, 0.0
+    if bool(finite.any()):
+        diff, scale = float((a[finite] - b[finite]).abs().max()), float(b[finite].abs().max())
     return ModuleError(
         path,
         type(module).__name__,
         low[0].dtype,
         max_abs,
-        diff / max(float(b[finite].abs().max()) if bool(finite.any()) else 0.0, 1e-30),
+        diff / max(scale, 1e-30),
         inputs_finite and not bool(torch.isfinite(a).all()),
     )
 

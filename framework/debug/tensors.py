@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sysconfig
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -31,6 +31,19 @@ def iter_tensors(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, dict):
         for item in value.values():
             yield from iter_tensors(item)
+
+
+def map_tensors(value: Any, function: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``value`` with ``function`` applied to each tensor inside it (tuples, lists, dicts, namedtuples)."""
+    if isinstance(value, torch.Tensor):
+        return function(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(map_tensors(v, function) for v in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(map_tensors(v, function) for v in value)
+    if isinstance(value, dict):
+        return {k: map_tensors(v, function) for k, v in value.items()}
+    return value
 
 
 def floating_tensors(value: Any) -> list[torch.Tensor]:
