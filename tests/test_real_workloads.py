@@ -194,6 +194,13 @@ def test_memory_mapped_and_flat_ragged_data_train_like_in_memory_lists(tmp_path)
     assert all(np.array_equal(batch[k], expected[k]) for k in expected)
     assert mapped.find_value_outside("classes", 0, 3) == in_memory.find_value_outside("classes", 0, 3)
     assert np.array_equal(mapped.value_counts("classes", 4), in_memory.value_counts("classes", 4))
+    frame_labels = [rng.integers(0, 5, size=n) for n in lengths]
+    ragged = NumpyDataset(
+        {"labels": {"values": np.concatenate(frame_labels), "offsets": np.load(tmp_path / "offsets.npy")}}
+    )
+    listed = NumpyDataset({"labels": frame_labels})
+    assert ragged.find_value_outside("labels", 0, 4) == listed.find_value_outside("labels", 0, 4) is not None
+    assert np.array_equal(ragged.value_counts("labels", 5), listed.value_counts("labels", 5))
 
 
 def test_ragged_offsets_that_do_not_fit_the_values_are_a_config_error():

@@ -124,21 +124,16 @@ class NumpyDataset(Dataset):
     def find_value_outside(self, key: str, low: int, high: int) -> tuple[int, int] | None:
         """First (sequence index, value) of ``key`` outside [low, high), checking all data at once."""
         value = self.arrays[key]
-        if isinstance(value, np.ndarray):
-            flat = value.reshape(len(value), -1) if value.size else value.reshape(len(value), 0)
+        if isinstance(value, (np.ndarray, Ragged)):  # rows: one per sequence, or one per frame of a Ragged
+            rows = value if isinstance(value, np.ndarray) else value.values
+            flat = rows.reshape(len(rows), -1) if rows.size else rows.reshape(len(rows), 0)
             bad = (flat < low) | (flat >= high)
-            rows = np.flatnonzero(bad.any(axis=1))
-            if len(rows) == 0:
+            found = np.flatnonzero(bad.any(axis=1))
+            if len(found) == 0:
                 return None
-            seq = int(rows[0])
-            return seq, int(flat[seq][bad[seq]][0])
-        if isinstance(value, Ragged):
-            bad = (value.values < low) | (value.values >= high)
-            rows = np.flatnonzero(bad.reshape(len(bad), -1).any(axis=1)) if bad.size else []
-            if len(rows) == 0:
-                return None
-            seq = int(np.searchsorted(value.offsets, rows[0], side="right") - 1)
-            return seq, int(np.asarray(value.values[rows[0]]).flat[0])
+            row = int(found[0])
+            seq = row if isinstance(value, np.ndarray) else int(np.searchsorted(value.offsets, row, side="right") - 1)
+            return seq, int(flat[row][bad[row]][0])
         for seq, arr in enumerate(value):
             bad = (arr < low) | (arr >= high)
             if bad.any():
@@ -148,10 +143,8 @@ class NumpyDataset(Dataset):
     def value_counts(self, key: str, num_classes: int) -> np.ndarray:
         """Occurrences of each class id of ``key`` in the whole dataset (ids outside the range not counted)."""
         value = self.arrays[key]
-        if isinstance(value, Ragged):
-            flat = np.asarray(value.values).ravel()
-        elif isinstance(value, np.ndarray):
-            flat = value.ravel()
+        if isinstance(value, (np.ndarray, Ragged)):
+            flat = np.asarray(value if isinstance(value, np.ndarray) else value.values).ravel()
         else:
             flat = np.concatenate([v.ravel() for v in value] or [[]])
         flat = flat.astype(np.int64)
