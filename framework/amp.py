@@ -107,7 +107,31 @@ def precision_from_config(config: Config, device: torch.device) -> Precision | N
         raise ConfigError(
             "torch_amp = 'float16' is not supported by autocast on the CPU in this torch; use 'bfloat16'."
         )
+    if device.type == "cpu" and dtype == torch.bfloat16 and not native_bfloat16("cpu"):
+        log.v2(
+            "WARNING torch_amp = 'bfloat16' on a CPU without AVX512-BF16 or AMX: bfloat16 matrix multiplications are "
+            "emulated there, about 10x slower than float32. Leave torch_amp out on this machine "
+            "(framework.amp.native_bfloat16() tells in a config), or keep it to test mixed precision."
+        )
     return Precision(dtype, device.type)
+
+
+def native_bfloat16(device: str | torch.device | None = None) -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices natively, so that ``torch_amp = "bfloat16"`` saves time.
+
+    True on CUDA GPUs with bfloat16 support (Ampere and later) and on CPUs with AVX512-BF16 or
+    AMX. Other CPUs emulate bfloat16 matrix multiplications, about 10x slower than float32.
+    None: the device that ``device = "auto"`` picks (CUDA if available, else the CPU).
+    """
+    device_type = torch.device(device).type if device is not None else None
+    if device_type == "cuda" or (device_type is None and torch.cuda.is_available()):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+    if device_type not in (None, "cpu"):
+        return False
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch without oneDNN: no fast bfloat16 kernels either
+        return False
 
 
 def _cpu_autocast_supports(dtype: torch.dtype) -> bool:

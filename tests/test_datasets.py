@@ -274,3 +274,48 @@ def test_task12ax_fixed_random_seed_is_returnns_and_differs_from_the_run_seed():
     )
     assert first(Task12AXDataset(num_seqs=5, random_seed=1)) != first(Task12AXDataset(num_seqs=5, fixed_random_seed=1))
     assert first(Task12AXDataset(num_seqs=5, random_seed=1)) != first(Task12AXDataset(num_seqs=5, random_seed=2))
+
+
+def test_char_text_windows_overlap_by_one_byte_and_splits_share_no_file(tmp_path):
+    from framework.datasets.text import CharTextDataset, in_dev_split
+
+    for i in range(40):
+        (tmp_path / f"f{i:02d}.txt").write_bytes(bytes([65 + i % 26]) * 50)
+    pattern = str(tmp_path / "*.txt")
+    train, dev = (CharTextDataset(split, files=pattern, dev_fraction=0.3, seq_len=8) for split in ("train", "dev"))
+    assert train.files and dev.files and not set(train.files) & set(dev.files)
+    assert sorted(train.files + dev.files) == sorted(CharTextDataset("all", files=pattern, seq_len=8).files)
+    assert all(in_dev_split(f, 0.3) for f in dev.files)
+    windows = train.arrays["data"]
+    assert windows.shape[1] == 9 and train.key_info()["data"]["sparse_dim"] == 256
+    assert (windows[1:, 0] == windows[:-1, -1]).all()  # each window's first byte is the previous one's target
+    stream = b"".join(open(f, "rb").read() for f in train.files)
+    assert (
+        bytes(windows[0]) == stream[:9]
+        and bytes(windows[-1, 1:]) == stream[8 * len(windows) - 7 : 8 * len(windows) + 1]
+    )
+
+
+def test_char_text_reads_the_standard_library_and_explains_missing_files(tmp_path):
+    from framework.datasets.text import CharTextDataset
+
+    dev = CharTextDataset("dev", max_chars=10_000)
+    assert dev.num_seqs == (10_000 - 1) // 128 and all(f.endswith(".py") and "/test/" not in f for f in dev.files)
+    with pytest.raises(ConfigError, match="matches no file"):
+        CharTextDataset(files=str(tmp_path / "*.txt"))
+    (tmp_path / "a.txt").write_text("short")
+    with pytest.raises(ConfigError, match="fewer than one window"):
+        CharTextDataset("all", files=str(tmp_path / "*.txt"))
+
+
+def test_class_counts_of_frames_differ_between_splits_by_chance_not_by_bug():
+    from framework.debug.data_checks import balance_findings
+
+    train = np.array([5000, 3000, 1990, 10])  # class 3 is rare: a dev of 100 should hold 0.1 of it
+    dev = np.array([50, 30, 20, 0])
+    assert balance_findings("classes", {"train": (train, "train"), "dev": (dev, "dev")}) == []
+    dev = np.array([90, 10, 0, 0])  # class 2 should be about 20 of 100: missing it is a finding
+    [missing] = balance_findings("classes", {"train": (train, "train"), "dev": (dev, "dev")})
+    assert missing.level == "warning" and "class(es) 2 occur in train" in missing.text
+    frames = balance_findings("data", {"train": (train, "train"), "dev": (dev, "dev")}, per_frame=True)
+    assert frames and all(f.level == "note" for f in frames)  # frames of a few sequences are alike

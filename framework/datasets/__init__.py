@@ -16,6 +16,7 @@ from framework.datasets.mnist import MnistDataset
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
 from framework.datasets.task12ax import Task12AXDataset
+from framework.datasets.text import CharTextDataset
 from framework.errors import ConfigError
 from framework.util import accepted_kwargs, check_kwargs, import_by_name
 
@@ -29,6 +30,7 @@ DATASET_CLASSES: dict[str, type[Dataset]] = {
         SyntheticRegressionDataset,
         GaussianClustersDataset,
         ObjectPatchesDataset,
+        CharTextDataset,
     )
 }
 

@@ -41,11 +41,17 @@ class BatchLoader:
         self.device = device
         self.dataloader_opts = dict(dataloader_opts or {})
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
+        self._last_plan: tuple[int, list[np.ndarray]] | None = None
 
     def plan(self, epoch: int) -> list[np.ndarray]:
-        """The batches of ``epoch`` as arrays of sequence indices."""
-        order = self.dataset.get_seq_order(epoch)
-        return make_batches(order, self.dataset.seq_lengths(), self.batch_size, self.max_seqs)
+        """The batches of ``epoch`` as arrays of sequence indices (do not modify them).
+
+        The latest epoch's plan is kept: the startup checks and the epoch itself ask for the same one.
+        """
+        if self._last_plan is None or self._last_plan[0] != epoch:
+            order = self.dataset.get_seq_order(epoch)
+            self._last_plan = epoch, make_batches(order, self.dataset.seq_lengths(), self.batch_size, self.max_seqs)
+        return self._last_plan[1]
 
     def numpy_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """The declared keys of sequences ``indices``, converted to the declared dtypes and checked."""

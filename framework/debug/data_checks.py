@@ -19,6 +19,8 @@ from framework.datasets.extern_data import DataKey, label_error
 UNNORMALIZED = 10.0
 # A class this much more (or less) frequent in one split than in the other is reported.
 FREQUENCY_RATIO = 3.0
+# A class missing from a split is reported when the split should hold this many of it by train's frequency.
+MIN_EXPECTED_COUNT = 5.0
 # Per-feature value ranges that differ by more than this factor are on different scales.
 SCALE_SPREAD = 1e3
 
@@ -240,7 +242,9 @@ def labels_per_frame(key: DataKey) -> bool:
 def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_frame: bool = False) -> list[Finding]:
     """Classes missing from a split, much rarer in one split than in train, or dominating train.
 
-    ``per_frame``: the key labels frames, whose imbalance is a note (mostly "no event" frames).
+    ``per_frame``: the key labels frames. Their imbalance is a note (mostly "no event" frames), and
+    so is a difference between the splits: frames of one sequence are alike (a file full of digits,
+    a long silence), so a few sequences shift the frame counts of a split by chance.
     """
     if "train" not in counts:
         return []
@@ -260,12 +264,15 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
     for option, (other, other_what) in counts.items():
         if option == "train":
             continue
-        only_train = np.flatnonzero((train > 0) & (other == 0))
+        # A class rare enough that the split would likely miss it by chance proves nothing.
+        expected = share * other.sum()
+        only_train = np.flatnonzero((train > 0) & (other == 0) & (expected >= MIN_EXPECTED_COUNT))
+        shift = "note" if per_frame else "warning"
         only_other = np.flatnonzero((other > 0) & (train == 0))
         if len(only_train):
             findings.append(
                 Finding(
-                    "warning",
+                    shift,
                     f"key {key!r}: class(es) {_list(only_train)} occur in train ({train_what}) but never in {option} "
                     f"({other_what}), so the {option} score says nothing about them. Was the split made by label?",
                 )
@@ -273,7 +280,7 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
         if len(only_other):
             findings.append(
                 Finding(
-                    "warning",
+                    shift,
                     f"key {key!r}: class(es) {_list(only_other)} occur in {option} ({other_what}) but never in train "
                     f"({train_what}); the model cannot learn them.",
                 )
@@ -286,7 +293,7 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
                 c = int(off[np.argmax(np.abs(np.log(ratio[off])))])
                 findings.append(
                     Finding(
-                        "warning",
+                        shift,
                         f"key {key!r}: class {c} is {other[c] / other.sum():.1%} of {option} but "
                         f"{train[c] / train.sum():.1%} of train; the splits come from different distributions.",
                     )

@@ -158,11 +158,19 @@ class LossWindowWatch(Plugin):
 
 
 class DevDivergenceWatch(Plugin):
-    """Warns when a dev loss rose ``epochs`` epochs in a row while the train loss fell."""
+    """Warns when a dev loss rose ``epochs`` epochs in a row while the train loss fell.
+
+    An error measure (``as_error``) that rose counts only when no optimized loss of that dataset fell.
+    """
 
     def __init__(self, epochs: int):
         self.epochs = epochs
         self.warned: set[tuple[str, str]] = set()
+        self.errors: set[str] = set()  # the names of the as_error losses that evaluation marked
+
+    @on(Event.EVAL_STEP_END)
+    def on_eval_step_end(self, state: RunState) -> None:
+        self.errors.update(name for name, marked in state.run_ctx.losses.items() if marked.as_error)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> DevDivergenceWatch | None:
@@ -175,13 +183,21 @@ class DevDivergenceWatch(Plugin):
         recent = [scores[e] for e in range(state.epoch - self.epochs, state.epoch + 1) if e in scores]
         if len(recent) != self.epochs + 1:
             return
+        errors = self.errors
         for dataset, losses in recent[-1].items():
+            # An error rate can creep up while the loss still falls (the model grows less sure of its
+            # best guesses first): that is learning, not overfitting, as long as the dev loss improves.
+            dev_loss_improves = any(
+                recent[0].get(dataset, {}).get(name, value) > value
+                for name, value in losses.items()
+                if name not in errors
+            )
             for name in losses:
                 if dataset == "train" or name not in recent[-1].get("train", {}) or (dataset, name) in self.warned:
                     continue
                 dev = [s.get(dataset, {}).get(name) for s in recent]
                 train = [s.get("train", {}).get(name) for s in recent]
-                if None in dev or None in train:
+                if None in dev or None in train or (name in errors and dev_loss_improves):
                     continue
                 rose = all(b > a for a, b in pairwise(dev)) and dev[-1] - dev[0] > MIN_DEV_RISE * abs(dev[0])
                 if rose and all(b < a for a, b in pairwise(train)):
