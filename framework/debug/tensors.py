@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sysconfig
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -63,8 +64,10 @@ def stats(t: torch.Tensor) -> str:
     from lovely_tensors import lovely
 
     try:
-        return str(lovely(t.detach(), color=False))  # lovely returns a str proxy; __repr__ must return a str
-    except (IndexError, ValueError):  # its histogram fails on float16 values near the dtype's max
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # numpy's overflow inside the histogram: use the fallback
+            return str(lovely(t.detach(), color=False))  # lovely returns a str proxy; __repr__ must return a str
+    except (IndexError, ValueError, RuntimeWarning):  # its histogram fails on float16 values near the dtype's max
         return f"{lovely(t.detach().float(), color=False)} (as float32; the tensor is {str(t.dtype)[6:]})"
 
 
