@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from framework.amp import native_bfloat16
+from framework.config import run_output_dir
 
 task = "train"
 device = "auto"
@@ -34,8 +35,9 @@ learning_rate = 5e-3
 warmup_steps = 100
 gradient_clip_global_norm = 1.0
 torch_amp = "bfloat16" if native_bfloat16() else None
-model = "output/char_transformer/model"
-log = ["output/char_transformer/train.log"]
+output_dir = run_output_dir()  # output/char_transformer (output/<config names>)
+model = output_dir + "/model"
+log = [output_dir + "/train.log"]
 log_verbosity = 4
 
 dim, heads, layers = 96, 4, 2

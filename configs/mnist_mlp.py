@@ -6,10 +6,13 @@
 # split 80/20 into train and dev, stratified by class; or the full MNIST IDX files with
 # ++mnist_path /path/to/idx-dir. Reaches a dev frame error rate (fer) of about 6% in 10 epochs,
 # a few seconds on a laptop CPU. Checkpoints go to output/mnist_mlp/model.NNN.pt; rerunning the
-# same command resumes from the newest one (delete output/mnist_mlp to start over).
+# same command resumes from the newest one (delete output/mnist_mlp, or give ++output_dir, to start
+# over).
 # Try: ++log_verbosity 5 (a line per step), ++num_epochs 8, ++learning_rate_control "'newbob'".
 import torch
 from torch import nn
+
+from framework.config import run_output_dir
 
 mnist_path = None  # directory with the MNIST IDX files; None: the 5,000 packaged digits
 
@@ -25,8 +28,9 @@ batch_size = 64
 num_epochs = 10
 optimizer = {"class": "adam"}
 learning_rate = 1e-3
-model = "output/mnist_mlp/model"
-log = ["output/mnist_mlp/train.log"]
+output_dir = run_output_dir()  # output/mnist_mlp; with more config files output/mnist_mlp+<name>
+model = output_dir + "/model"
+log = [output_dir + "/train.log"]
 log_verbosity = 4
 
 

@@ -8,6 +8,8 @@
 # x range, so the dev error shows how the model extrapolates (badly, for an MLP).
 from torch import nn
 
+from framework.config import run_output_dir
+
 split_mode = "random"
 
 task = "train"
@@ -18,7 +20,8 @@ batch_size = 32
 num_epochs = 30
 optimizer = {"class": "adam"}
 learning_rate = 3e-3
-model = "output/synthetic_regression/model"
+output_dir = run_output_dir()  # output/synthetic_regression
+model = output_dir + "/model"
 log_verbosity = 4
 
 

@@ -11,6 +11,8 @@
 import torch
 from torch import nn
 
+from framework.config import run_output_dir
+
 task = "train"
 extern_data = {
     "data": {"shape": (None,), "dtype": "int64", "sparse_dim": 9},
@@ -25,7 +27,8 @@ optimizer = {"class": "adam", "epsilon": 1e-8}
 learning_rate = 1e-2
 gradient_clip_global_norm = 5.0
 learning_rate_control = "newbob"
-model = "output/task12ax_lstm/model"
+output_dir = run_output_dir()  # output/task12ax_lstm
+model = output_dir + "/model"
 log_verbosity = 4
 
 hidden_dim = 32

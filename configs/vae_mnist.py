@@ -7,7 +7,8 @@
 # KL divergence to N(0, I), marked separately so that both show in the logs. At the end it writes
 # output/vae_mnist/orig_data.png (dev digits), reconstructions.png (the same digits through the
 # VAE) and generated_samples.png (decoded draws from the prior), and logs them to TensorBoard
-# (tensorboard --logdir output/vae_mnist/tensorboard). About 20 seconds on a laptop CPU.
+# (tensorboard --logdir output/vae_mnist/tensorboard); a planted bug's run writes to
+# output/vae_mnist+<bug>. About 20 seconds on a laptop CPU.
 #
 # configs/vae_bugs/ plants the exercise's bug classes (device, shape, math, training), one file
 # each, loaded after this one:  python rnn.py configs/vae_mnist.py configs/vae_bugs/shape.py
@@ -17,9 +18,10 @@ import os
 import torch
 from torch import nn
 
+from framework.config import run_output_dir
 from framework.images import save_image_grid
 
-output_dir = "output/vae_mnist"
+output_dir = run_output_dir()  # output/vae_mnist; with a bug file, output/vae_mnist+<bug>
 latent_dim = 20
 hidden_dim = 400
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import re
 import shlex
 import sys
 import sysconfig
@@ -274,14 +275,47 @@ def _exec_file(path: str, namespace: dict[str, Any]) -> None:
         ) from None
 
 
+_loading: Config | None = None  # the config whose files are executing, for run_output_dir()
+
+
+def run_output_dir() -> str:
+    """The directory for the outputs of the run whose config files are being loaded.
+
+    ``++output_dir`` if given, else ``output/`` plus the names of all config files of the command
+    joined by ``+``: ``rnn.py configs/vae_mnist.py`` writes to ``output/vae_mnist``, and
+    ``rnn.py configs/vae_mnist.py configs/vae_bugs/device.py`` to ``output/vae_mnist+device``, so
+    runs of different configs never share checkpoints or logs. ``++debug_*`` overrides are part of
+    the name too (``output/vae_mnist+device+debug_overfit_batches=1``): a run that investigates
+    with a flag neither finds the plain run complete nor mixes its files into it. Other overrides
+    (``++num_epochs 20``) keep the name, so that a rerun trains further. In a config::
+
+        output_dir = run_output_dir()
+        model = output_dir + "/model"
+    """
+    if _loading is None:
+        raise ConfigError("run_output_dir() is for config files, while rnn.py (or load_config) executes them.")
+    if _loading.overrides.get("output_dir") is not None:
+        return str(_loading.overrides["output_dir"])
+    names = [os.path.splitext(os.path.basename(path))[0] for path in _loading.files]
+    for key, value in _loading.overrides.items():
+        if key.startswith("debug_"):
+            names.append(re.sub(r"[^\w.,=-]+", "_", f"{key}={value}"))
+    return os.path.join("output", "+".join(names))
+
+
 def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Config:
     """Execute the config files in one namespace, apply overrides, validate."""
+    global _loading
     if not files:
         raise ConfigError("No config file given. Usage: rnn.py config.py [more.py ...] [++key value ...].")
     config = Config(overrides=overrides)
-    for path in files:
-        config.files.append(path)
-        _exec_file(path, config.namespace)
+    config.files.extend(files)  # all of them: run_output_dir() names the run by every file
+    _loading = config
+    try:
+        for path in files:
+            _exec_file(path, config.namespace)
+    finally:
+        _loading = None
     from framework.plugins import import_user_plugins
 
     import_user_plugins(config)  # their options are known before the overrides are checked

@@ -289,8 +289,10 @@ class Engine:
         path, saved = self._newest_training_state(prefix) if prefix else (None, None)
         if saved is not None and saved["epoch"] >= num_epochs and "next_step" not in saved:
             log.v3(
-                f"Training is complete: {path} is epoch {saved['epoch']} of {num_epochs}. "
-                f"Raise num_epochs to train further."
+                f"Training is complete: {path} is epoch {saved['epoch']} of {num_epochs}. To train further, "
+                f"raise num_epochs (++num_epochs {num_epochs + 5}); to start fresh, delete "
+                f"{os.path.dirname(prefix) or '.'}/ or write elsewhere with ++output_dir (the shipped configs) or "
+                f"++model."
             )
             return False
         seed_everything(self.config.int("random_seed"))

@@ -393,6 +393,14 @@ register(
 
 _C = "framework.checkpoint"
 register(
+    "output_dir",
+    "str | None",
+    None,
+    "Where the shipped configs put this run's files (checkpoints, logs, TensorBoard, images): "
+    "framework.config.run_output_dir(), output/<config file names joined by '+'>. ++output_dir moves them.",
+    _C,
+)
+register(
     "model",
     "str | None",
     None,

@@ -53,6 +53,29 @@ def test_rerun_resumes_from_the_newest_checkpoint_and_appends_to_the_log(tmp_pat
     assert (tmp_path / "train.log").read_text().startswith(first_log)
 
 
+def test_runs_of_different_configs_and_debug_flags_write_to_their_own_directories(tmp_path):
+    # A config that names its outputs the way the shipped ones do, and a second file that changes it.
+    base = tiny_config_with(
+        tmp_path, "\nfrom framework.config import run_output_dir\nmodel = run_output_dir() + '/model'\n"
+    )
+    variant = tmp_path / "wider.py"
+    variant.write_text("learning_rate = 0.05\n")
+    assert run_rnn(base, cwd=tmp_path).returncode == 0
+    rerun = run_rnn(base, cwd=tmp_path)
+    assert rerun.returncode == 0 and "Training is complete: output/config/model.002.pt is epoch 2 of 2" in rerun.stdout
+    assert "++num_epochs 7" in rerun.stdout and "++output_dir" in rerun.stdout
+    assert run_rnn(base, str(variant), cwd=tmp_path).returncode == 0
+    flagged = run_rnn(base, "++debug_print_layer_output_template", "True", cwd=tmp_path)
+    assert flagged.returncode == 0 and "Training is complete" not in flagged.stdout
+    assert run_rnn(base, "++output_dir", "'elsewhere'", cwd=tmp_path).returncode == 0
+    assert sorted(os.listdir(tmp_path / "output")) == [
+        "config",
+        "config+debug_print_layer_output_template=True",
+        "config+wider",
+    ]
+    assert (tmp_path / "elsewhere" / "model.002.pt").exists()
+
+
 def test_sigkill_at_any_moment_then_resume_ends_with_the_uninterrupted_parameters(tmp_path):
     reference = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "ref" / "model"), "++num_epochs", "4")
     assert reference.returncode == 0, reference.stderr
