@@ -13,6 +13,7 @@ TensorBoard; the others log to ``<log>.rank<k>``.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 from typing import Any
@@ -59,6 +60,8 @@ class Distributed:
         backend = options.get("backend") or ("nccl" if device.type == "cuda" else "gloo")
         if not dist.is_initialized():
             dist.init_process_group(backend)
+            # Every exit path, also an error before the engine's task starts: gloo left alone aborts at exit.
+            atexit.register(self.close)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.find_unused_parameters = bool(options.get("find_unused_parameters", False))
 

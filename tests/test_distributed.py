@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import torch
@@ -113,18 +112,23 @@ def test_sigusr1_dumps_the_stacks_of_every_rank_labelled_by_rank(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
     args = [TINY_CONFIG, "++torch_distributed", "{}", "++batch_size", "8", "++step_sleep", "0.3", "++num_epochs", "1"]
     job = subprocess.Popen(
-        [*command, os.path.join(ROOT, "rnn.py"), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [*command, os.path.join(ROOT, "rnn.py"), *args, "++log_verbosity", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
+    lines: list[str] = []
     try:
-        deadline = time.monotonic() + 60
-        workers = []
-        while len(workers) < 2 and time.monotonic() < deadline:
-            time.sleep(0.5)
-            workers = [p for p in psutil.Process(job.pid).children(recursive=True) if "rnn.py" in " ".join(p.cmdline())]
-        time.sleep(5)  # past startup, inside training
+        for line in job.stdout:  # rank 0's step lines: both ranks are past startup, inside training
+            lines.append(line)
+            if "ep 1 train, step 0," in line:
+                break
+        workers = [p for p in psutil.Process(job.pid).children(recursive=True) if "rnn.py" in " ".join(p.cmdline())]
+        assert len(workers) == 2, "".join(lines)
         for worker in workers:
             worker.send_signal(signal.SIGUSR1)
-        out, _ = job.communicate(timeout=90)
+        rest, _ = job.communicate(timeout=90)
+        out = "".join(lines) + rest
     finally:
         job.kill()
     assert job.returncode == 0, out  # training goes on after the dump
