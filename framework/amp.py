@@ -107,13 +107,18 @@ def precision_from_config(config: Config, device: torch.device) -> Precision | N
         raise ConfigError(
             "torch_amp = 'float16' is not supported by autocast on the CPU in this torch; use 'bfloat16'."
         )
-    if device.type == "cpu" and dtype == torch.bfloat16 and not native_bfloat16("cpu"):
-        log.v2(
-            "WARNING torch_amp = 'bfloat16' on a CPU without AVX512-BF16 or AMX: bfloat16 matrix multiplications are "
-            "emulated there, about 10x slower than float32. Leave torch_amp out on this machine "
-            "(framework.amp.native_bfloat16() tells in a config), or keep it to test mixed precision."
-        )
     return Precision(dtype, device.type)
+
+
+def warn_if_emulated(precision: Precision | None) -> None:
+    """At startup: a warning when bfloat16 autocast runs on a CPU that emulates it (about 10x slower)."""
+    if precision is not None and precision.device_type == "cpu" and precision.dtype == torch.bfloat16:
+        if not native_bfloat16("cpu"):
+            log.v2(
+                "WARNING torch_amp = 'bfloat16' on a CPU without AVX512-BF16 or AMX: bfloat16 matrix multiplications "
+                "are emulated there, about 10x slower than float32. Leave torch_amp out on this machine "
+                "(framework.amp.native_bfloat16() tells in a config), or keep it to test mixed precision."
+            )
 
 
 def native_bfloat16(device: str | torch.device | None = None) -> bool:

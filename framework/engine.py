@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from framework import build, checkpoint, disk, log, resume
-from framework.amp import autocast_factory, precision_from_config
+from framework.amp import autocast_factory, precision_from_config, warn_if_emulated
 from framework.config import Config
 from framework.errors import CheckpointError, ConfigError, TrainingInterrupted
 from framework.events import Callbacks, Event, StopTraining
@@ -51,6 +51,7 @@ class Engine:
             learning_rate=config.float("learning_rate"),
             precision=precision_from_config(config, device),
         )
+        warn_if_emulated(self.state.precision)
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
         self._lock: RunLock | None = None  # held while this process writes checkpoints of the model prefix
 
@@ -290,9 +291,8 @@ class Engine:
         if saved is not None and saved["epoch"] >= num_epochs and "next_step" not in saved:
             log.v3(
                 f"Training is complete: {path} is epoch {saved['epoch']} of {num_epochs}. To train further, "
-                f"raise num_epochs (++num_epochs {num_epochs + 5}); to start fresh, delete "
-                f"{os.path.dirname(prefix) or '.'}/ or write elsewhere with ++output_dir (the shipped configs) or "
-                f"++model."
+                f"raise num_epochs (++num_epochs {num_epochs + 5}); to start fresh, delete the checkpoints "
+                f"{prefix}.*.pt or write elsewhere with ++output_dir (the shipped configs) or ++model."
             )
             return False
         seed_everything(self.config.int("random_seed"))

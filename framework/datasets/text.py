@@ -41,10 +41,10 @@ def in_dev_split(path: str, dev_fraction: float) -> bool:
 class CharTextDataset(NumpyDataset):
     """Text files cut into windows of ``seq_len + 1`` bytes.
 
-    Key ``data``: [seq_len + 1] byte values, uint8 (sparse_dim 256; declare int64 in ``extern_data``). A language model reads
-    ``data[:, :-1]`` and predicts ``data[:, 1:]``. Files are split into train and dev by a hash
-    of their name, so no file contributes to both; each split's files are concatenated in
-    sorted order and cut into windows that overlap by one byte.
+    Key ``data``: [seq_len + 1] byte values, uint8 (sparse_dim 256; declare int64 in
+    ``extern_data``). A language model reads ``data[:, :-1]`` and predicts ``data[:, 1:]``. Files
+    are split into train and dev by a hash of their name, so no file contributes to both; each
+    split's files are concatenated in sorted order and cut into windows that overlap by one byte.
 
     :param split: "train", "dev" or "all".
     :param files: paths or glob patterns (``**`` recurses). None: the ``.py`` files of Python's

@@ -261,13 +261,13 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
             findings.append(Finding("note", text + "; judge the model by a per-class score, not by frame accuracy."))
         else:
             findings.append(Finding("warning", text + ". Weight the loss or resample."))
+    shift = "note" if per_frame else "warning"
     for option, (other, other_what) in counts.items():
         if option == "train":
             continue
         # A class rare enough that the split would likely miss it by chance proves nothing.
         expected = share * other.sum()
         only_train = np.flatnonzero((train > 0) & (other == 0) & (expected >= MIN_EXPECTED_COUNT))
-        shift = "note" if per_frame else "warning"
         only_other = np.flatnonzero((other > 0) & (train == 0))
         if len(only_train):
             findings.append(

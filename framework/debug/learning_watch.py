@@ -183,21 +183,20 @@ class DevDivergenceWatch(Plugin):
         recent = [scores[e] for e in range(state.epoch - self.epochs, state.epoch + 1) if e in scores]
         if len(recent) != self.epochs + 1:
             return
-        errors = self.errors
         for dataset, losses in recent[-1].items():
             # An error rate can creep up while the loss still falls (the model grows less sure of its
             # best guesses first): that is learning, not overfitting, as long as the dev loss improves.
             dev_loss_improves = any(
                 recent[0].get(dataset, {}).get(name, value) > value
                 for name, value in losses.items()
-                if name not in errors
+                if name not in self.errors
             )
             for name in losses:
                 if dataset == "train" or name not in recent[-1].get("train", {}) or (dataset, name) in self.warned:
                     continue
                 dev = [s.get(dataset, {}).get(name) for s in recent]
                 train = [s.get("train", {}).get(name) for s in recent]
-                if None in dev or None in train or (name in errors and dev_loss_improves):
+                if None in dev or None in train or (name in self.errors and dev_loss_improves):
                     continue
                 rose = all(b > a for a, b in pairwise(dev)) and dev[-1] - dev[0] > MIN_DEV_RISE * abs(dev[0])
                 if rose and all(b < a for a, b in pairwise(train)):
