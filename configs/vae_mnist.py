@@ -20,6 +20,7 @@ from torch import nn
 
 from framework.config import run_output_dir
 from framework.images import save_image_grid
+from framework.log import v3 as log_v3  # not 'log': that is the option naming the log files
 
 output_dir = run_output_dir()  # output/vae_mnist; with a bug file, output/vae_mnist+<bug>
 latent_dim = 20
@@ -101,10 +102,12 @@ def write_images(state):
     with torch.no_grad():
         reconstructions, _, _ = state.model(x)
         samples = state.model.decoder(torch.randn(64, latent_dim, device=x.device))
-    for name, images in (("orig_data", x), ("reconstructions", reconstructions), ("generated_samples", samples)):
+    names = ("orig_data", "reconstructions", "generated_samples")
+    for name, images in zip(names, (x, reconstructions, samples), strict=True):
         grid = save_image_grid(images.view(-1, 28, 28), os.path.join(output_dir, name + ".png"))
         if state.summaries is not None:
             state.summaries.image(f"vae/{name}", grid, state.global_step, "CHW")
+    log_v3(f"Wrote {', '.join(name + '.png' for name in names)} to {output_dir}/ (8x8 digits each)")
 
 
 callbacks = {"finish": write_images}

@@ -330,6 +330,25 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
                 f"Override ++{key}: {key!r} is neither a registered option nor a variable of the config.{hint} "
                 f"See rnn.py --help-options."
             )
+        if options.get(key) is None:
+            _check_override_kind(key, config.namespace[key], value)
         config.namespace[key] = value
     config.validate()
     return config
+
+
+def _check_override_kind(key: str, old: Any, new: Any) -> None:
+    """A number where the config has a string, or the reverse, is a quoting slip: name the override.
+
+    Otherwise the error surfaces later, deep in the config's code that uses the variable, and
+    blames the config file for what the command line did.
+    """
+    kinds = [("number" if isinstance(v, (int, float)) else "str" if isinstance(v, str) else None) for v in (old, new)]
+    if None in kinds or kinds[0] == kinds[1]:
+        return
+    fix = f"++{key} {old!r}" if kinds[0] == "number" else f'++{key} "{old!r}"'
+    raise ConfigError(
+        f"Override ++{key} {_override_text(new)} gives a {kinds[1]}, but the config sets {key} = {old!r}, a "
+        f"{kinds[0]}. Override values are Python literals: numbers bare, strings quoted inside the shell's "
+        f"quotes, e.g. {fix}."
+    )

@@ -115,7 +115,12 @@ def run_forward(engine: Engine) -> str:
         step_function(config, "forward")  # a missing forward_step is a config error before anything is loaded
         option = config.get("forward_data")
         if config.get(option) is None:
-            raise ConfigError(f"task='forward' runs on dataset {option!r} (option forward_data), which is not set.")
+            others = [name for name in ("dev", "eval", "train") if name != option and config.get(name) is not None]
+            fix = f"add ++forward_data {others[0]} (or set forward_data in the config)" if others else "set it"
+            raise ConfigError(
+                f"task='forward' runs on dataset {option!r} (option forward_data), which is not set: {fix}, "
+                f"or define {option} = {{...}}."
+            )
         dataset = init_dataset(config.get(option), option=option, random_seed=config.int("random_seed"))
         have = dataset.key_info()
         # Targets may be absent from the data to forward; inputs needed for inference may not.

@@ -1,28 +1,16 @@
-"""Shared helpers: running rnn.py as a real subprocess, and the tiny test config."""
+"""Shared helpers: running rnn.py as a child process (rnn_process.py), and the tiny test config."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
+from rnn_process import run_rnn  # noqa: F401  (the tests import it from here)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_CONFIG = os.path.join(ROOT, "tests", "data", "tiny_config.py")
 sys.path.insert(0, ROOT)
-
-
-def run_rnn(*args: str, cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``python rnn.py ARGS`` and capture its output."""
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "rnn.py"), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture

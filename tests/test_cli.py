@@ -5,7 +5,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import torch
@@ -81,16 +80,18 @@ def test_sigkill_at_any_moment_then_resume_ends_with_the_uninterrupted_parameter
     assert reference.returncode == 0, reference.stderr
     prefix = tmp_path / "run" / "model"
     args = [TINY_CONFIG, "++model", str(prefix), "++num_epochs", "4", "++step_sleep", "0.02"]
-    for wait_for_epoch, extra_delay in [(1, 0.1), (2, 0.0)]:
+    # Killed mid-epoch 2, then (resumed from model.001.pt) right after model.003.pt is written.
+    for kill_after in ["ep 2 train, step 3,", f"Saved checkpoint {prefix}.003.pt"]:
         process = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "rnn.py"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [sys.executable, os.path.join(ROOT, "rnn.py"), *args, "++log_verbosity", "5"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
-        deadline = time.time() + 60
-        while not os.path.exists(f"{prefix}.{wait_for_epoch:03d}.pt") and time.time() < deadline:
-            time.sleep(0.005)
-        time.sleep(extra_delay)
+        assert any(line.startswith(kill_after) for line in process.stdout), f"{kill_after!r} never appeared"
         process.send_signal(signal.SIGKILL)
         process.wait()
+        process.stdout.close()
     with open(f"{prefix}.004.pt.tmp99999", "wb") as f:  # what a kill during a checkpoint write leaves
         f.write(b"half a checkpoint")
     resumed = run_rnn(*args)

@@ -171,7 +171,7 @@ def test_memory_and_time_per_step_and_per_epoch(tmp_path):
         re.MULTILINE,
     )
     assert re.search(
-        r"^Epoch 1 step time [\d.]+ sec: data \d+%, forward \d+%, backward \d+%, optimizer \d+%$",
+        r"^Epoch 1 training steps took [\d.]+ sec in all: data \d+%, forward \d+%, backward \d+%, optimizer \d+%$",
         result.stdout,
         re.MULTILINE,
     )

@@ -34,6 +34,7 @@ def test_the_vae_writes_the_three_pictures_and_logs_them_to_tensorboard(tmp_path
     events.Reload()
     assert {"vae/orig_data", "vae/reconstructions", "vae/generated_samples"} <= set(events.Tags()["images"])
     assert "Epoch 3 evaluation: dev: recon " in result.stdout and " kl " in result.stdout
+    assert "Wrote orig_data.png, reconstructions.png, generated_samples.png to output/vae_mnist/" in result.stdout
 
 
 def test_the_device_bug_is_found_on_a_cpu_by_the_layer_template(tmp_path):

@@ -7,8 +7,6 @@ over them, in a fresh process per case, in two ways: memory-mapped (``NumpyDatas
 ``{"values": path, "offsets": path}``) and as a Python list of arrays in RAM (what a config
 holds without memory mapping; building the list is part of its startup). Printed: when the first
 training step started (the run's own "First step starts" line), and the process's peak RSS.
-
-    python tools/benchmark-data.py [--seqs 10000 100000 1000000] [--dir /tmp/benchmark-data]
 """
 
 import argparse
@@ -19,6 +17,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from framework.tool_args import ToolParser  # noqa: E402
 
 CONFIG = """
 import numpy as np
@@ -95,11 +96,14 @@ def run_case(directory: str, num_seqs: int, storage: str) -> tuple[float, float]
     return float(first.group(1)), int(rss.group(1)) / 1024
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, takes_config=False, usage_tail="[--seqs 10000 100000 1000000] [--dir DIR]")
     parser.add_argument("--seqs", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--dir", help="where the data files go (kept for later runs); default: a temporary directory")
-    args = parser.parse_args()
+    return parser.parse_tool_args(argv)
+
+
+def main(args: argparse.Namespace) -> None:
     directory = args.dir or tempfile.mkdtemp(prefix="benchmark-data-")
     os.makedirs(directory, exist_ok=True)
     print(f"{'sequences':>10} {'storage':>8} {'first step (s)':>15} {'peak RSS (MB)':>14}")
@@ -110,4 +114,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(parse_args(sys.argv[1:]))

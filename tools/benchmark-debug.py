@@ -24,9 +24,6 @@ the default.
 at STARTUP and during the first training step (data checks, split overlap, the meta dry run,
 the padding and batch-independence probes, the loss-input watch), defaults against the bug
 checks off (target <= 1 s on the MNIST demo).
-
-    python tools/benchmark-debug.py [--rounds 7] [--models mlp,lstm] [--group numerics|resources|health]
-    python tools/benchmark-debug.py --startup [--rounds 5] [--models mlp,lstm]
 """
 
 import argparse
@@ -38,12 +35,32 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+sys.path.insert(0, ROOT)
+
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(
+        __file__,
+        __doc__,
+        takes_config=False,
+        usage_tail="[--rounds 7] [--models mlp,lstm] [--group numerics|resources|health] [--startup]",
+    )
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--models", default="mlp,lstm")
+    parser.add_argument("--group", choices=("numerics", "resources", "health"), default="numerics")
+    parser.add_argument("--startup", action="store_true", help="one-off cost of the default checks")
+    return parser.parse_tool_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
 import torch  # noqa: E402
-from timing import BUG_CHECKS_OFF, alternate  # noqa: E402
 
 from framework import log  # noqa: E402
+from framework.benchmarking import BUG_CHECKS_OFF, alternate  # noqa: E402
 from framework.config import load_config  # noqa: E402
 from framework.engine import Engine  # noqa: E402
 from framework.events import Event  # noqa: E402
@@ -165,13 +182,7 @@ def startup(models: list[str], rounds: int) -> None:
             print(f"  {name:<22} fastest {min(values):.3f} s   median {statistics.median(values):.3f} s")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--models", default="mlp,lstm")
-    parser.add_argument("--group", choices=sorted(GROUPS), default="numerics")
-    parser.add_argument("--startup", action="store_true", help="one-off cost of the default checks")
-    args = parser.parse_args()
+def main(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     log.setup(verbosity=1)
     if args.startup:
@@ -198,4 +209,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -5,8 +5,6 @@ Same model (MLP 784-512-512-10), same data (MNIST digits, batches of 64 in the s
 initial parameters, one thread. Epochs of the two alternate, so that machine noise hits both
 alike; the ratio of the median step times is printed. Target: at most 1.05.
 
-    python tools/benchmark-step.py [--rounds 15] [--all-off] [--startup] [--amp bfloat16|float16] [--compile]
-
 ``--all-off`` switches off every diagnostic that is on by default (the default run keeps them).
 ``--amp`` trains under autocast (float16 with a loss scaler, as ``torch_amp`` does by default),
 the hand-written loop with ``torch.autocast`` and ``torch.amp.GradScaler``; ``--compile`` compiles
@@ -25,13 +23,34 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+sys.path.insert(0, ROOT)
+
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(
+        __file__,
+        __doc__,
+        takes_config=False,
+        usage_tail="[--rounds 15] [--all-off] [--startup] [--amp bfloat16|float16] [--compile]",
+    )
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--all-off", action="store_true", help="switch off the diagnostics that are on by default")
+    parser.add_argument("--startup", action="store_true")
+    parser.add_argument("--amp", choices=("bfloat16", "float16"), help="train under autocast with this dtype")
+    parser.add_argument("--compile", action="store_true", help="torch.compile both models")
+    return parser.parse_tool_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
 import torch  # noqa: E402
-from timing import BUG_CHECKS_OFF, alternate  # noqa: E402
 from torch import nn  # noqa: E402
 
 from framework import log  # noqa: E402
+from framework.benchmarking import BUG_CHECKS_OFF, alternate  # noqa: E402
 from framework.config import Config  # noqa: E402
 from framework.datasets import MnistDataset  # noqa: E402
 from framework.debug.host_syncs import HostSyncCounter  # noqa: E402
@@ -184,18 +203,11 @@ def benchmark_startup() -> None:
     print(f"python rnn.py configs/mnist_mlp.py -> first training step: {min(firsts):.2f} s (best of 3)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--all-off", action="store_true", help="switch off the diagnostics that are on by default")
-    parser.add_argument("--startup", action="store_true")
-    parser.add_argument("--amp", choices=("bfloat16", "float16"), help="train under autocast with this dtype")
-    parser.add_argument("--compile", action="store_true", help="torch.compile both models")
-    args = parser.parse_args()
+def main(args: argparse.Namespace) -> None:
     benchmark_steps(args.rounds, args.all_off, args.amp, args.compile)
     if args.startup:
         benchmark_startup()
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

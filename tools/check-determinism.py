@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Run K training steps twice from the same seed and name the first thing that differs.
 
-    python tools/check-determinism.py config.py [more.py ...] [++key value ...] [--steps K]
-
 Each run is a separate ``rnn.py`` process (so hash randomization, thread scheduling and data
 loader workers can differ, as they do between real runs) with ``debug_fingerprint_file``: per
 step, hashes of every batch key, module output (in execution order), gradient and parameter.
@@ -19,6 +17,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from framework.tool_args import ToolParser  # noqa: E402
 
 # What the two runs must not touch: the config's checkpoints, logs and TensorBoard directory.
 NO_SIDE_EFFECTS = ["++model", "None", "++log", "None", "++tensorboard_dir", "None", "++tf_log_dir", "None"]
@@ -77,17 +78,17 @@ def _hint(kind: str) -> str:
     }[kind]
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=5, help="training steps to compare (default 5)")
-    args, config_args = parser.parse_known_args(argv)
-    if not config_args:
-        parser.print_usage()
-        return 2
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, usage_tail="[--steps K]")
+    parser.add_argument("--steps", type=int, default=5, metavar="K", help="training steps to compare (default 5)")
+    return parser.parse_tool_args(argv)
+
+
+def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         paths = [os.path.join(tmp, f"run{i}.jsonl") for i in (1, 2)]
         for i, path in enumerate(paths, start=1):
-            result = run_once(config_args, args.steps, path)
+            result = run_once(args.config_args, args.steps, path)
             if result.returncode != 0:
                 print(f"Run {i} failed (exit status {result.returncode}):\n{result.stdout}{result.stderr}")
                 return result.returncode if result.returncode == 2 else 1
@@ -102,4 +103,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(parse_args(sys.argv[1:])))

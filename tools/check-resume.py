@@ -2,8 +2,6 @@
 """Stop a training run with real signals at several points, resume it, and check it ends bit for bit
 where an uninterrupted run ends.
 
-    python tools/check-resume.py config.py [more.py ...] [++key value ...] [--signals KILL,TERM,INT] [--points N]
-
 One uninterrupted reference run, then for each signal and each of N points spread over the
 training steps: a run that receives the signal after that step's progress line, then reruns of
 the same command until training is complete. The final checkpoints' parameters and optimizer
@@ -20,9 +18,30 @@ import subprocess
 import sys
 import tempfile
 
-import torch
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, usage_tail="[--signals KILL,TERM,INT] [--points N]")
+    parser.add_argument("--signals", default="KILL,TERM,INT", help="signals to stop runs with (default: %(default)s)")
+    parser.add_argument("--points", type=int, default=3, help="stopping points per signal (default: %(default)s)")
+    args = parser.parse_tool_args(argv)
+    names = ["SIG" + name.strip().upper().removeprefix("SIG") for name in args.signals.split(",")]
+    unknown = [name for name in names if name not in signal.Signals.__members__]
+    if unknown:
+        parser.error(f"--signals: {', '.join(unknown)} is not a signal here (e.g. KILL,TERM,INT)")
+    args.signals = [signal.Signals[name] for name in names]
+    return args
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
+
+import torch  # noqa: E402
+
 PROGRESS = re.compile(r"^ep (\d+) train, step (\d+),")
 EPOCH = re.compile(r"^Epoch (\d+) train: .*, (\d+) steps,")
 
@@ -41,11 +60,12 @@ def steps_per_epoch(output: str) -> list[int]:
 def interrupted_run(command: list[str], epoch: int, step: int, signum: int) -> int:
     """Start a run and send ``signum`` once it reports ``step`` of ``epoch``; its exit code."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    for line in process.stdout:
+    signalled = False
+    for line in process.stdout:  # read to the end: a closed pipe would break the run's own prints
         match = PROGRESS.match(line)
-        if match and (int(match.group(1)), int(match.group(2))) >= (epoch, step):
+        if not signalled and match and (int(match.group(1)), int(match.group(2))) >= (epoch, step):
             process.send_signal(signum)
-            break
+            signalled = True
     process.stdout.close()
     return process.wait()
 
@@ -74,21 +94,10 @@ def _equal(a, b) -> bool:
     return a == b
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="tools/check-resume.py",
-        usage="%(prog)s config.py [more.py ...] [++key value ...] [--signals KILL,TERM,INT] [--points N]",
-        description=__doc__.split("\n\n")[0],
-    )
-    parser.add_argument("--signals", default="KILL,TERM,INT", help="signals to stop runs with (default: %(default)s)")
-    parser.add_argument("--points", type=int, default=3, help="stopping points per signal (default: %(default)s)")
-    args, config_args = parser.parse_known_args(argv)
-    if not config_args:
-        parser.error("a config file is required")
-    signums = [signal.Signals["SIG" + name.strip().upper()] for name in args.signals.split(",")]
+def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="check-resume-") as tmp:
         reference = subprocess.run(
-            rnn(config_args, f"{tmp}/ref/model"), capture_output=True, text=True, stdin=subprocess.DEVNULL
+            rnn(args.config_args, f"{tmp}/ref/model"), capture_output=True, text=True, stdin=subprocess.DEVNULL
         )
         if reference.returncode != 0:
             print(f"The reference run failed:\n{reference.stderr}", file=sys.stderr)
@@ -98,10 +107,10 @@ def main(argv: list[str]) -> int:
         points = _points(epochs, args.points)
         print(f"{'signal':8} {'stopped after':>22} {'exit':>5} {'reruns':>6}  result")
         failures = 0
-        for signum in signums:
+        for signum in args.signals:
             for epoch, step in points:
                 prefix = f"{tmp}/{signum.name}_{epoch}_{step}/model"
-                command = rnn(config_args, prefix)
+                command = rnn(args.config_args, prefix)
                 code = interrupted_run(command, epoch, step, signum)
                 reruns = finish(command)
                 equal = same_state(final, f"{prefix}.{len(epochs):03d}.pt")
@@ -126,4 +135,4 @@ def _points(epochs: list[int], count: int) -> list[tuple[int, int]]:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(ARGS))

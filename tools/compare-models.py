@@ -1,12 +1,6 @@
 #!/usr/bin/env python3
 """Run two implementations of a model on the same batch and name the first module where they disagree.
 
-    python tools/compare-models.py config.py [more.py] [++key value ...] [--checkpoint ckpt.pt]
-        --reference file.py:factory [--state-dict weights.pt] [--rule 'regex=>repl' ...] [--mapping map.txt]
-      | --other other_config.py [--other-checkpoint other.pt]
-        [--dataset train] [--forward file.py:fn] [--seed 0] [--rtol 1e-4] [--atol 1e-6]
-        [--backward] [--bisect] [--train-mode]
-
 Side A is the config's model (with ``--checkpoint``'s parameters; without one, the reference's
 parameters are copied in through the mapping). Side B is a plain PyTorch reference or another
 config. Both run on the first batch of ``--dataset`` with the same RNG seed, in eval mode unless
@@ -26,22 +20,19 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import torch  # noqa: E402
-
-from framework.compare import Row, bisect, compare_calls, compare_tensors, format_rows, pair_modules, record_calls  # noqa: E402
-from framework.debug.tensors import iter_tensors  # noqa: E402
-from framework.errors import ConfigError, FrameworkError  # noqa: E402
-from framework.model_import import (  # noqa: E402
-    load_object,
-    load_reference,
-    map_with_options,
-    mapped_state_dict,
-)
-from framework.tooling import case_from_argv, load_case  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
-def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(
+        __file__,
+        __doc__,
+        usage_tail="[--checkpoint ckpt.pt]\n"
+        "    (--reference file.py:factory [--state-dict weights.pt] [--rule 'regex=>repl' ...] [--mapping map.txt]\n"
+        "     | --other other_config.py [--other-checkpoint other.pt])\n"
+        "    [--dataset train] [--forward file.py:fn] [--seed 0] [--rtol 1e-4] [--atol 1e-6]\n"
+        "    [--backward] [--bisect] [--train-mode]",
+    )
     parser.add_argument("--checkpoint", help="parameters for the config's model")
     parser.add_argument("--reference", help="file.py:factory or package.module:factory returning an nn.Module")
     parser.add_argument("--state-dict", help="parameters for the reference")
@@ -57,16 +48,32 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--backward", action="store_true", help="also compare the gradients")
     parser.add_argument("--bisect", action="store_true", help="narrow the first diverging module down to an op")
     parser.add_argument("--train-mode", action="store_true", help="run in train mode (dropout etc. with the same seed)")
-    args, config_args = parser.parse_known_args(argv)
-    if not config_args or bool(args.other) == bool(args.reference or args.state_dict):
-        parser.error("give a config and either --reference (and/or --state-dict) or --other")
-    return args, config_args
+    args = parser.parse_tool_args(argv)
+    if bool(args.other) == bool(args.reference or args.state_dict):
+        parser.error("give either --reference (and/or --state-dict) or --other")
+    return args
 
 
-def main(argv: list[str]) -> int:
-    args, config_args = parse(argv)
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
+
+import torch  # noqa: E402
+
+from framework.compare import Row, bisect, compare_calls, compare_tensors, format_rows, pair_modules, record_calls  # noqa: E402
+from framework.debug.tensors import iter_tensors  # noqa: E402
+from framework.errors import ConfigError, FrameworkError  # noqa: E402
+from framework.model_import import (  # noqa: E402
+    load_object,
+    load_reference,
+    map_with_options,
+    mapped_state_dict,
+)
+from framework.tooling import case_from_argv, load_case  # noqa: E402
+
+
+def main(args: argparse.Namespace) -> int:
     try:
-        case = case_from_argv(config_args, dataset=args.dataset, checkpoint_path=args.checkpoint)
+        case = case_from_argv(args.config_args, dataset=args.dataset, checkpoint_path=args.checkpoint)
         model, batch = case.model, case.batch
         if args.other:
             reference = load_case(args.other, dataset=None, checkpoint_path=args.other_checkpoint).model
@@ -154,4 +161,4 @@ def _compare_gradients(model, reference, output, ref_output, mapping, args) -> b
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(ARGS))

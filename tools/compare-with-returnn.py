@@ -5,8 +5,6 @@ per epoch the learning rate, the dev scores and the time per training step.
 
 Needs RETURNN (``pip install returnn dm-tree``). Both runs use one thread and run one after the
 other; the order alternates with ``--rounds`` so that a busy machine hurts both alike.
-
-    python tools/compare-with-returnn.py --epochs 5 --rounds 2
 """
 
 from __future__ import annotations
@@ -19,10 +17,23 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, takes_config=False, usage_tail="[--epochs 5] [--rounds 1]")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each; the order alternates")
+    return parser.parse_tool_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
+
+import numpy as np  # noqa: E402
 
 from framework.datasets.hdf import write_hdf  # noqa: E402
 from framework.datasets.task12ax import Task12AXDataset  # noqa: E402
@@ -90,11 +101,7 @@ def theirs(out: str, epochs: int) -> dict[int, dict[str, float]]:
     return epochs_seen
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=1)
-    args = parser.parse_args()
+def main(args: argparse.Namespace) -> None:
     results: dict[str, list[dict[int, dict[str, float]]]] = {"ours": [], "RETURNN": []}
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
@@ -116,4 +123,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Show what a config's dataset delivers: keys, shapes, dtypes, value ranges, labels, sequence lengths.
 
-    python tools/dump-dataset.py config.py [more.py] [++key value ...] [--dataset train] [--batches 4]
-
 Looks at the first N batches of epoch 1 as the training would see them (after extern_data's dtype
 conversion): per key its batch shapes, dtype, min/max/mean/std over the real (unpadded) values,
 NaN/Inf counts, for sparse keys a histogram of the classes, and for variable-length keys the
@@ -16,11 +14,29 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, usage_tail="[--dataset NAME] [--batches N]")
+    parser.add_argument(
+        "--dataset", default="train", metavar="NAME", help="dataset option: train, dev, eval, or an eval_datasets name"
+    )
+    parser.add_argument(
+        "--batches", type=int, default=4, metavar="N", help="how many batches to look at (default: %(default)s)"
+    )
+    return parser.parse_tool_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from framework.build import init_data  # noqa: E402
-from framework.config import load_config, parse_args  # noqa: E402
+from framework.config import load_config  # noqa: E402
+from framework.config import parse_args as parse_config_args  # noqa: E402
 from framework.debug.data_checks import valid_values  # noqa: E402
 from framework.errors import FrameworkError  # noqa: E402
 
@@ -54,16 +70,9 @@ def describe_key(key, batches) -> list[str]:
     return lines
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default="train", help="dataset option: train, dev, eval, or an eval_datasets name")
-    parser.add_argument("--batches", type=int, default=4)
-    args, config_args = parser.parse_known_args(argv)
-    if not config_args:
-        parser.print_usage()
-        return 2
+def main(args: argparse.Namespace) -> int:
     try:
-        files, overrides = parse_args(config_args)
+        files, overrides = parse_config_args(args.config_args)
         config = load_config(files, {"device": "cpu", **overrides})
         extern_data, loaders = init_data(config, [args.dataset], required=args.dataset, device=torch.device("cpu"))
     except FrameworkError as exc:
@@ -82,4 +91,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(ARGS))

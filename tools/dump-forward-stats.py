@@ -1,9 +1,6 @@
 #!/usr/bin/env python3
 """Per-module activation statistics over a dataset: mean, std, min, max of every module's output.
 
-    python tools/dump-forward-stats.py config.py [more.py] [++key value ...] [--checkpoint ckpt.pt]
-        [--dataset dev] [--batches 10] [--train-mode]
-
 Runs the model (``model(batch[first input key])``, in eval mode) on the first N batches of the
 dataset and aggregates each module's floating outputs over all of them, in execution order: a dead
 layer (all zero), a saturated one (constant), exploding scales or NaN/Inf stand out, and two such
@@ -17,6 +14,23 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(
+        __file__, __doc__, usage_tail="[--checkpoint ckpt.pt] [--dataset NAME] [--batches N] [--train-mode]"
+    )
+    parser.add_argument("--checkpoint", metavar="ckpt.pt", help="parameters for the model (default: its initial ones)")
+    parser.add_argument("--dataset", default="dev", metavar="NAME", help="dataset option (default: %(default)s)")
+    parser.add_argument("--batches", type=int, default=10, metavar="N", help="batches to run (default: %(default)s)")
+    parser.add_argument("--train-mode", action="store_true", help="run in train mode (dropout etc.)")
+    return parser.parse_tool_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
 import torch  # noqa: E402
 
@@ -53,19 +67,10 @@ class Stats:
         return text + (f"  {self.nonfinite} NaN/Inf!" if self.nonfinite else "")
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint")
-    parser.add_argument("--dataset", default="dev")
-    parser.add_argument("--batches", type=int, default=10)
-    parser.add_argument("--train-mode", action="store_true")
-    args, config_args = parser.parse_known_args(argv)
-    if not config_args:
-        parser.print_usage()
-        return 2
+def main(args: argparse.Namespace) -> int:
     try:
         case = case_from_argv(
-            config_args, dataset=args.dataset, num_batches=args.batches, checkpoint_path=args.checkpoint
+            args.config_args, dataset=args.dataset, num_batches=args.batches, checkpoint_path=args.checkpoint
         )
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
@@ -93,4 +98,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(ARGS))

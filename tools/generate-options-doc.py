@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Write docs/options.rst from the option registry (framework/options.py) and docs/returnn_options.inc
-from the table of RETURNN's options (framework/returnn_options.py).
-
-python tools/generate-options-doc.py          # rewrite the files
-python tools/generate-options-doc.py --check  # exit 1 if a file is stale
+from the table of RETURNN's options (framework/returnn_options.py). With --check, write nothing and
+exit 1 if a file is stale.
 """
 
+import argparse
 import os
 import sys
 
@@ -13,6 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from framework.options_doc import format_returnn_rst, format_rst  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 PAGES = {
     os.path.join(ROOT, "docs", "options.rst"): format_rst,
@@ -20,14 +20,20 @@ PAGES = {
 }
 
 
-def main() -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, takes_config=False, usage_tail="[--check]")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is stale")
+    return parser.parse_tool_args(argv)
+
+
+def main(args: argparse.Namespace) -> int:
     stale = False
     for path, render in PAGES.items():
         text = render()
-        if "--check" in sys.argv[1:]:
+        if args.check:
             with open(path, encoding="utf-8") as f:
                 if f.read() != text:
-                    print(f"{path} is stale; run {sys.argv[0]}", file=sys.stderr)
+                    print(f"{path} is stale; run python tools/generate-options-doc.py", file=sys.stderr)
                     stale = True
             continue
         with open(path, "w", encoding="utf-8") as f:
@@ -37,4 +43,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(parse_args(sys.argv[1:])))

@@ -1,11 +1,6 @@
 #!/usr/bin/env python3
 """Import the parameters of another PyTorch implementation into a framework checkpoint.
 
-    python tools/import-torch-model.py config.py [more.py] [++key value ...]
-        --reference file.py:factory | package.module:factory   (and/or)  --state-dict weights.pt
-        [--rule 'regex=>replacement' ...] [--mapping mapping.txt] [--save-mapping mapping.txt]
-        --out imported.pt [--partial]
-
 The reference's tensors are mapped onto the model of the config's ``get_model``: by the lines of
 ``--mapping`` (``reference_name -> framework_name``), then by name after the ``--rule``s, then by
 shape in order of appearance. The mapping table is printed (save it with ``--save-mapping``, edit
@@ -22,6 +17,30 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(
+        __file__,
+        __doc__,
+        usage_tail="--out imported.pt\n"
+        "    (--reference file.py:factory | package.module:factory) and/or --state-dict weights.pt\n"
+        "    [--rule 'regex=>replacement' ...] [--mapping mapping.txt] [--save-mapping mapping.txt] [--partial]",
+    )
+    parser.add_argument("--reference", help="file.py:factory or package.module:factory returning an nn.Module")
+    parser.add_argument("--state-dict", help="the reference's state_dict (or framework checkpoint) file")
+    parser.add_argument("--rule", action="append", default=[], help="'regex=>replacement' on reference names")
+    parser.add_argument("--mapping", help="a mapping file: 'reference_name -> framework_name' lines")
+    parser.add_argument("--save-mapping", help="write the mapping that was used to this file")
+    parser.add_argument("--out", required=True, help="the framework checkpoint to write")
+    parser.add_argument("--partial", action="store_true", help="write even if some tensors stay unmapped")
+    return parser.parse_tool_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
+
 from framework import checkpoint  # noqa: E402
 from framework.errors import FrameworkError  # noqa: E402
 from framework.model_import import (  # noqa: E402
@@ -33,28 +52,16 @@ from framework.model_import import (  # noqa: E402
 from framework.tooling import case_from_argv  # noqa: E402
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reference", help="file.py:factory or package.module:factory returning an nn.Module")
-    parser.add_argument("--state-dict", help="the reference's state_dict (or framework checkpoint) file")
-    parser.add_argument("--rule", action="append", default=[], help="'regex=>replacement' on reference names")
-    parser.add_argument("--mapping", help="a mapping file: 'reference_name -> framework_name' lines")
-    parser.add_argument("--save-mapping", help="write the mapping that was used to this file")
-    parser.add_argument("--out", required=True, help="the framework checkpoint to write")
-    parser.add_argument("--partial", action="store_true", help="write even if some tensors stay unmapped")
-    args, config_args = parser.parse_known_args(argv)
-    if not config_args:
-        parser.print_usage()
-        return 2
+def main(args: argparse.Namespace) -> int:
     try:
         _, reference = load_reference(args.reference, args.state_dict)
-        model = case_from_argv(config_args, dataset=None).model
+        model = case_from_argv(args.config_args, dataset=None).model
         own = model.state_dict()
         mapping, _ = map_with_options(reference, own, args.rule, args.mapping)
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return exc.exit_code
-    print(f"Mapping of {len(mapping.pairs)} reference tensors onto the model of {config_args[0]}:")
+    print(f"Mapping of {len(mapping.pairs)} reference tensors onto the model of {args.config_args[0]}:")
     print(format_mapping(mapping, reference))
     if args.save_mapping:
         with open(args.save_mapping, "w", encoding="utf-8") as f:
@@ -77,4 +84,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(ARGS))

@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Show what a checkpoint holds: metadata, every tensor's shape and statistics, NaN/Inf.
 
-    python tools/inspect-checkpoint.py model.003.pt [--all]
-
 For a framework checkpoint: epoch, global step, learning rates and scores per epoch, optimizer
 and RNG state entries, and the model's tensors; a plain state_dict works too. ``--all`` also lists
 the optimizer's per-parameter state. Exit status: 1 if any tensor holds NaN/Inf, else 0.
@@ -13,6 +11,19 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, takes_config=False, usage_tail="checkpoint.pt [--all]")
+    parser.add_argument("path", metavar="checkpoint.pt", help="a framework checkpoint or a plain state_dict")
+    parser.add_argument("--all", action="store_true", help="also the optimizer's per-parameter state")
+    return parser.parse_tool_args(argv)
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
 import torch  # noqa: E402
 
@@ -37,11 +48,7 @@ def tensor_line(name: str, t: torch.Tensor, width: int) -> tuple[str, bool]:
     return line + stats + (f"  {bad} NaN/Inf!" if bad else ""), bool(bad)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path")
-    parser.add_argument("--all", action="store_true", help="also the optimizer's per-parameter state")
-    args = parser.parse_args(argv)
+def main(args: argparse.Namespace) -> int:
     try:
         state = torch.load(args.path, map_location="cpu", weights_only=True)
     except Exception as exc:
@@ -86,4 +93,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(ARGS))

@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Replay a training step that stopped on NaN/Inf, with every numerics check on.
 
-    python tools/replay-step.py config.py [more.py ...] [++key value ...] model.nonfinite.ep002.step17.pt
-
 Loads the parameters, batch and RNG state saved when training stopped, runs the config's
 train_step on them forward and backward, and prints which module, op, source line, parameter
 and batch entries produced the first NaN/Inf. Edit the config (e.g. add a clamp) and run this
@@ -10,43 +8,55 @@ again to check a fix on exactly the failing step. Exit status: 1 if non-finite v
 the step is clean now.
 """
 
+import argparse
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework import log  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, usage_tail="model.nonfinite.ep002.step17.pt")
+    args = parser.parse_tool_args(argv)
+    if len(args.config_args) < 2 or not args.config_args[-1].endswith(".pt"):
+        parser.error("the saved step comes last: the *.nonfinite.*.pt file that training wrote when it stopped")
+    args.config_args, args.saved_step = args.config_args[:-1], args.config_args[-1]
+    return args
+
+
+if __name__ == "__main__":
+    ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
+
+from framework import build, log  # noqa: E402
 from framework.checkpoint import load_checkpoint, load_model_state  # noqa: E402
-from framework.config import load_config, parse_args  # noqa: E402
+from framework.config import load_config  # noqa: E402
+from framework.config import parse_args as parse_config_args  # noqa: E402
+from framework.datasets.loader import to_device  # noqa: E402
+from framework.debug.replay import replay_step  # noqa: E402
 from framework.errors import FrameworkError  # noqa: E402
+from framework.state import RunState  # noqa: E402
 
 
-def main(argv: list[str]) -> int:
-    if not argv or not argv[-1].endswith(".pt") or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 2
+def main(args: argparse.Namespace) -> int:
     try:
-        files, overrides = parse_args(argv[:-1])
+        files, overrides = parse_config_args(args.config_args)
         config = load_config(files, overrides)
-        state = load_checkpoint(argv[-1])
+        state = load_checkpoint(args.saved_step)
         if "batch" not in state:
             raise FrameworkError(
-                f"{argv[-1]} is a checkpoint, not a saved step (no 'batch'); give a *.nonfinite.*.pt file."
+                f"{args.saved_step} is a checkpoint, not a saved step (no 'batch'); give a *.nonfinite.*.pt file."
             )
         log.setup(config.get("log_verbosity"))
-
-        from framework import build
-        from framework.datasets.loader import to_device
-        from framework.debug.replay import replay_step
-        from framework.state import RunState
 
         device = build.select_device(config.get("device"))
         run = RunState(
             config=config, task="train", device=device, epoch=state["epoch"], global_step=state["global_step"]
         )
         run.model = build.build_model(config, device, epoch=state["epoch"], step=state["global_step"])
-        load_model_state(run.model, state["model"], argv[-1])
+        load_model_state(run.model, state["model"], args.saved_step)
         run.batch = to_device(state["batch"], device)
         run.batch_indices = state["seq_indices"].numpy()
     except FrameworkError as exc:
@@ -63,4 +73,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(ARGS))

@@ -87,7 +87,7 @@ class StepTimer(Plugin):
             return
         shares = {p: s / total for p, s in self.totals.items()}
         log.v3(
-            f"Epoch {state.epoch} step time {total:.1f} sec: "
+            f"Epoch {state.epoch} training steps took {total:.1f} sec in all: "
             + ", ".join(f"{p} {100 * share:.0f}%" for p, share in shares.items())
         )
         mean_wait = self.totals["data"] / max(state.steps_in_epoch, 1)

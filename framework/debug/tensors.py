@@ -107,4 +107,12 @@ def format_frame(frame: traceback.FrameSummary | None) -> str:
     """``config.py:23 in forward: return torch.log(x)``."""
     if frame is None:
         return "(no user source line found)"
-    return f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+    return f"{display_path(frame.filename)}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+
+
+def display_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies inside it (as the user typed it), else as is."""
+    if not os.path.isabs(path):
+        return path
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from framework.debug.tensors import is_user_file, stats
+from framework.debug.tensors import display_path, is_user_file, stats
 
 _VALUE_WIDTH = 160
 _RNN_PY = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "rnn.py"))
@@ -107,7 +107,7 @@ def _short(filename: str) -> str:
         if anchor in parts:
             index = len(parts) - 1 - parts[::-1].index(anchor)
             return "/".join(parts[index + (anchor != "framework") :])
-    return filename
+    return display_path(filename)
 
 
 def _user_frame(summary: traceback.FrameSummary, frame: types.FrameType) -> list[str]:

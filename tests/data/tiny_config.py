@@ -24,6 +24,7 @@ def get_model(*, epoch, step, **_kwargs):
 
 def train_step(*, model, extern_data, run_ctx, **_kwargs):
     if step_sleep:
+        print("train_step sleeps", flush=True)  # tests wait for this line to signal a run mid-step
         time.sleep(step_sleep)
     logits = model(extern_data["data"])
     targets = extern_data["classes"]

@@ -1,4 +1,4 @@
-"""Alternating timing for the benchmark scripts: machine noise hits every variant alike."""
+"""Alternating timing for the benchmarks in tools/: machine noise hits every variant alike."""
 
 import statistics
 import time

@@ -1,0 +1,166 @@
+"""The shell commands that README.rst and docs/*.rst tell users to run, and the output they quote.
+
+A page's literal blocks (``::`` paragraphs and ``.. code-block:: bash``) hold commands in two
+forms: a shell session (``$ command`` followed by the lines it prints) or plain command lines
+(``python rnn.py ...``, a trailing ``# comment`` allowed). A block whose first line is a comment
+naming a file (``# my_config.py``) is that file: later commands of the page use it. An RST comment
+before a block changes how it is run (comments do not show in the rendered page)::
+
+    .. doc-test: illustrative (why)   the block's commands are not run (placeholders, GPUs, ...)
+    .. doc-test: last step            only the part after the last ``&&`` is run (install, then demo)
+
+Quoted output is compared loosely: each quoted line must match some printed line, ``...`` stands
+for any text, and numbers agree within a tolerance (see ``numbers_agree``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+COMMAND_WORDS = ("python", "python3", "torchrun", "ipython", "tensorboard", "pip", ".venv/bin/", "mkdir")
+MARKER = re.compile(r"^\.\. doc-test: (illustrative|last step)\b(.*)$")
+NUMBER = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+
+
+@dataclass
+class FileBlock:
+    """A block that is a file the following commands use (its first line is ``# name.py``)."""
+
+    page: str
+    line: int
+    path: str
+    content: str
+
+
+@dataclass
+class Command:
+    """One command of a page, where it is written, and what the page says it prints."""
+
+    page: str
+    line: int
+    text: str
+    expected: list[str] = field(default_factory=list)
+    illustrative: str | None = None  # why it is not run
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def extract(page: str, text: str) -> list[Command | FileBlock]:
+    """The commands and file blocks of one page, in the order written."""
+    lines = text.split("\n")
+    commands: list[Command | FileBlock] = []
+    marker: tuple[str, str] | None = None
+    i = 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        found = MARKER.match(stripped)
+        if found:
+            marker = (found.group(1), found.group(2).strip(" ()"))
+        opens_block = stripped.endswith("::") and not stripped.startswith("..") or stripped == ".. code-block:: bash"
+        if not opens_block:
+            i += 1
+            continue
+        start, block = _literal_block(lines, i + 1)
+        commands += _commands_of_block(page, start, block, marker)
+        marker = None
+        i = start + len(block)
+    return commands
+
+
+def _literal_block(lines: list[str], i: int) -> tuple[int, list[str]]:
+    """The indented block starting at or after line ``i`` (0-based start, lines with the indent removed)."""
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    if i >= len(lines) or not lines[i].startswith(" "):
+        return i, []
+    indent = len(lines[i]) - len(lines[i].lstrip())
+    end = i
+    while end < len(lines) and (not lines[end].strip() or lines[end][:indent].isspace()):
+        end += 1
+    while end > i and not lines[end - 1].strip():
+        end -= 1
+    return i, [line[indent:] for line in lines[i:end]]
+
+
+def _commands_of_block(
+    page: str, start: int, block: list[str], marker: tuple[str, str] | None
+) -> list[Command | FileBlock]:
+    named = re.fullmatch(r"# ([\w./-]+\.py)", block[0].strip()) if block else None
+    if named:
+        return [FileBlock(page, start + 1, named.group(1), "\n".join(block) + "\n")]
+    commands: list[Command] = []
+    if any(line.startswith("$ ") for line in block):
+        for offset, line in enumerate(block):
+            if line.startswith("$ "):
+                commands.append(Command(page, start + offset + 1, line[2:].strip()))
+            elif commands and line.strip():
+                commands[-1].expected.append(line.strip())
+    elif block and block[0].startswith(COMMAND_WORDS):
+        for offset, line in enumerate(block):
+            if shlex.split(line, comments=True):  # not a comment continuing the line above
+                commands.append(Command(page, start + offset + 1, _without_comment(line)))
+    kind, why = marker or (None, "")
+    for command in commands:
+        if kind == "illustrative":
+            command.illustrative = why or "marked illustrative"
+        elif kind == "last step":
+            command.text = command.text.rsplit(" && ", 1)[-1]
+    return commands
+
+
+def _without_comment(line: str) -> str:
+    """``line`` without a trailing ``# comment`` (a ``#`` inside quotes stays)."""
+    words = shlex.split(line, comments=True)
+    for hash_sign in re.finditer(r"\s#", line):
+        if shlex.split(line[: hash_sign.start()], comments=True) == words:
+            return line[: hash_sign.start()].rstrip()
+    return line.strip()
+
+
+def numbers_agree(expected: str, actual: str) -> bool:
+    """Integers equal; decimals within 5% or two units of the last quoted digit (run-to-run noise)."""
+    if "." not in expected and "e" not in expected.lower():
+        return int(expected) == float(actual)
+    decimals = len(expected.split(".")[1].split("e")[0]) if "." in expected else 0
+    a, b = float(expected), float(actual)
+    return abs(a - b) <= max(0.05 * max(abs(a), abs(b)), 2 * 10.0**-decimals)
+
+
+def line_pattern(expected: str) -> tuple[re.Pattern, list[str]]:
+    """A regex for one quoted line (numbers captured, ``...`` any text) and the quoted numbers."""
+    parts, numbers = [], []
+    for piece in re.split(f"(\\s*\\.\\.\\.\\s*|{NUMBER}|\\s+)", expected):
+        if not piece:
+            continue
+        if piece.strip() == "...":
+            parts.append(".*?")
+        elif piece.isspace():
+            parts.append(r"\s+")
+        elif re.fullmatch(NUMBER, piece):
+            parts.append(f"({NUMBER})")
+            numbers.append(piece)
+        else:
+            parts.append(re.escape(piece))
+    head = "" if expected.startswith("...") else "^"
+    tail = "" if expected.endswith("...") else r"\s*$"
+    return re.compile(head + "".join(parts) + tail), numbers
+
+
+def missing_lines(expected: list[str], output: str) -> list[str]:
+    """The quoted lines that no printed line matches."""
+    printed = [line.strip() for line in output.splitlines()]
+    missing = []
+    for quoted in expected:
+        pattern, numbers = line_pattern(quoted)
+        if not any(_matches(pattern, numbers, line) for line in printed):
+            missing.append(quoted)
+    return missing
+
+
+def _matches(pattern: re.Pattern, numbers: list[str], line: str) -> bool:
+    found = pattern.search(line)
+    return found is not None and all(map(numbers_agree, numbers, found.groups()))

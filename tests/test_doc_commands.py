@@ -1,0 +1,83 @@
+"""Every command of README.rst and docs/*.rst runs as written, in order, in a fresh copy, and prints what the page quotes."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from framework.doc_commands import Command, FileBlock, extract, missing_lines
+
+PAGE = """Intro::
+
+    $ python rnn.py a.py ++x 1
+    Epoch 1 train: ce 1.046 fer 0.265, 63 steps, 0.3 sec, lr 0.001
+    Saved ... model.001.pt
+
+.. doc-test: illustrative (a placeholder)
+
+Plain::
+
+    python rnn.py config.py        # a comment
+    ipython --pdb rnn.py config.py
+
+.. doc-test: last step
+
+Install::
+
+    python3 -m venv .venv && .venv/bin/python rnn.py b.py --rule 'a#b'
+
+A file::
+
+    # my_config.py
+    batch_size = 4
+
+Code, not a command::
+
+    import torch
+"""
+
+
+def test_commands_files_markers_and_quoted_lines_are_extracted_in_order():
+    steps = extract("page.rst", PAGE)
+    assert [type(s) for s in steps] == [Command, Command, Command, Command, FileBlock]
+    first, plain, interactive, install, file = steps
+    assert (first.text, first.line, first.illustrative) == ("python rnn.py a.py ++x 1", 3, None)
+    assert first.expected == [
+        "Epoch 1 train: ce 1.046 fer 0.265, 63 steps, 0.3 sec, lr 0.001",
+        "Saved ... model.001.pt",
+    ]
+    assert plain.text == "python rnn.py config.py" and plain.illustrative == "a placeholder"
+    assert interactive.illustrative == "a placeholder"
+    assert install.text == ".venv/bin/python rnn.py b.py --rule 'a#b'" and install.illustrative is None
+    assert (file.path, file.content) == ("my_config.py", "# my_config.py\nbatch_size = 4\n")
+
+
+def test_quoted_lines_match_loosely_but_not_anything():
+    quoted = ["Epoch 1 train: ce 1.046 fer 0.265, 63 steps, 0.3 sec, lr 0.001", "Saved ... model.001.pt"]
+    printed = (
+        "noise\nEpoch 1 train: ce 1.05 fer 0.266, 63 steps, 0.31 sec, lr 0.001\nSaved checkpoint out/model.001.pt\n"
+    )
+    assert missing_lines(quoted, printed) == []
+    # a different count, a number far off, another word: each is reported
+    assert missing_lines(quoted[:1], printed.replace("63 steps", "64 steps")) == quoted[:1]
+    assert missing_lines(quoted[:1], printed.replace("ce 1.05", "ce 2.05")) == quoted[:1]
+    assert missing_lines(quoted[1:], printed.replace("Saved", "Loaded")) == quoted[1:]
+    assert missing_lines(["ERROR: x"], "WARNING: x") == ["ERROR: x"]
+
+
+@pytest.mark.slow
+def test_every_documented_command_runs_and_prints_what_the_docs_quote():
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "check-docs.py")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    summary = result.stdout.strip().splitlines()[-1]
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    total, run, passed, failed, illustrative = map(int, re.findall(r"\d+", summary))
+    assert failed == 0 and passed == run >= 25 and run + illustrative == total, summary

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Run every command of README.rst and docs/*.rst in the order written, in a fresh copy of the
+repository, and check the output the pages quote.
+
+Pages are taken in reading order (README.rst, then docs/index.rst's table of contents). The copy
+holds the files git tracks (plus new ones it does not ignore), so outputs of earlier runs in this
+checkout do not leak in; commands run with ``bash`` in it, ``python`` being this interpreter.
+A command passes when every line its page quotes matches a printed line (``...`` = any text,
+numbers within a tolerance), or, when the page quotes nothing, when it exits 0. Commands marked
+``.. doc-test: illustrative`` are listed, not run (see framework/doc_commands.py). Exit status: 0
+all passed, 1 one failed, 2 bad usage.
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from framework.doc_commands import Command, FileBlock, extract, missing_lines  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = ToolParser(__file__, __doc__, takes_config=False, usage_tail="[page.rst ...] [--list] [--keep DIR]")
+    parser.add_argument("pages", nargs="*", help="pages to check (default: all, in reading order)")
+    parser.add_argument("--list", action="store_true", help="list the commands without running them")
+    parser.add_argument("--keep", metavar="DIR", help="make the fresh copy here and keep it (default: a temp dir)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per command (default: %(default)s)")
+    return parser.parse_tool_args(argv)
+
+
+def reading_order() -> list[str]:
+    """README.rst, then the pages of docs/index.rst's toctree."""
+    pages, in_toctree = ["README.rst"], False
+    with open(os.path.join(ROOT, "docs", "index.rst"), encoding="utf-8") as f:
+        for line in f:
+            if line.startswith(".. toctree::"):
+                in_toctree = True
+            elif in_toctree and line.strip() and not line.strip().startswith(":"):
+                pages.append(f"docs/{line.strip()}.rst")
+    return pages
+
+
+def fresh_copy(directory: str) -> None:
+    """The repository's tracked and new, not ignored files, copied into ``directory``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for path in filter(None, listed.split("\0")):
+        source = os.path.join(ROOT, path)
+        if os.path.isfile(source):  # a file deleted but not yet committed is listed too
+            os.makedirs(os.path.join(directory, os.path.dirname(path)), exist_ok=True)
+            shutil.copy2(source, os.path.join(directory, path))
+    # README's demo runs .venv/bin/python after installing into it; here that is this interpreter.
+    _interpreter_at(os.path.join(directory, ".venv", "bin", "python"))
+
+
+def _interpreter_at(path: str) -> None:
+    """A script at ``path`` that runs this interpreter (a symlink would lose its virtualenv)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    os.chmod(path, 0o755)
+
+
+def run(command: Command, directory: str, env: dict[str, str], timeout: float) -> tuple[bool, str]:
+    """Run one command; whether it passed and, if not, why."""
+    try:
+        result = subprocess.run(
+            ["bash", "-c", command.text],
+            cwd=directory,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"did not finish in {timeout:g} s"
+    tail = "\n".join(result.stdout.splitlines()[-30:])
+    if command.expected:
+        missing = missing_lines(command.expected, result.stdout)
+        if missing:
+            quoted = "\n".join(f"    {line}" for line in missing)
+            return False, f"exit {result.returncode}; quoted lines not printed:\n{quoted}\n  output (tail):\n{tail}"
+        return True, ""
+    if result.returncode != 0:
+        return (
+            False,
+            f"exit {result.returncode} (the page quotes no output, so it must succeed); output (tail):\n{tail}",
+        )
+    return True, ""
+
+
+def main(args: argparse.Namespace) -> int:
+    pages = args.pages or reading_order()
+    commands = []
+    for page in pages:
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            commands += extract(page, f.read())
+    if args.list:
+        for command in commands:
+            if isinstance(command, FileBlock):
+                print(f"{command.page}:{command.line}: (writes {command.path})")
+                continue
+            note = f"  [illustrative: {command.illustrative}]" if command.illustrative else ""
+            print(f"{command.where}: {command.text}{note}")
+        return 0
+    directory = args.keep or tempfile.mkdtemp(prefix="check-docs-")
+    os.makedirs(directory, exist_ok=True)
+    fresh_copy(directory)
+    bin_dir = os.path.join(directory, ".doc-test-bin")
+    for name in ("python", "python3"):
+        _interpreter_at(os.path.join(bin_dir, name))
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    passed = failed = 0
+    try:
+        for command in commands:
+            if isinstance(command, FileBlock):
+                with open(os.path.join(directory, command.path), "w", encoding="utf-8") as f:
+                    f.write(command.content)
+                continue
+            if command.illustrative:
+                print(f"SKIP {command.where}: {command.text}  [illustrative: {command.illustrative}]", flush=True)
+                continue
+            start = time.perf_counter()
+            ok, why = run(command, directory, env, args.timeout)
+            seconds = time.perf_counter() - start
+            passed, failed = passed + ok, failed + (not ok)
+            print(f"{'PASS' if ok else 'FAIL'} {command.where} ({seconds:.1f} s): {command.text}", flush=True)
+            if not ok:
+                print(f"  {why}", flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    total = sum(isinstance(c, Command) for c in commands)
+    skipped = total - passed - failed
+    print(f"{total} commands: {passed + failed} run, {passed} passed, {failed} failed, {skipped} illustrative")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args(sys.argv[1:])))
