@@ -161,6 +161,9 @@ def test_forward_writes_outputs_and_eval_scores_a_checkpoint(tmp_path):
     assert out["logits"].shape == (40, 3) and sorted(out["seq_index"]) == list(range(40))
     result = run_rnn(TINY_CONFIG, "++model", prefix, "++task", "'eval'", "++load_epoch", "1")
     assert result.returncode == 0 and re.search(r"Evaluation of epoch 1: dev: ce \d", result.stdout)
+    result = run_rnn(TINY_CONFIG, "++model", prefix, "++task", "forward")  # forward_data is 'eval', not set
+    assert result.returncode == 2
+    assert "runs on dataset 'eval' (option forward_data), which is not set: add ++forward_data dev" in result.stderr
 
 
 def test_forward_of_variable_length_outputs_keeps_sequence_lengths(tmp_path):

@@ -63,7 +63,8 @@ def test_import_then_compare_matches_and_names_the_planted_math_difference(tmp_p
     assert "First diverging module (in execution order): encoder (reference: Encoder)" in planted.stdout
     assert f"framework aten.randn_like at {display_path(MATH_BUG)}:" in planted.stdout  # the line that lost the exp
     assert (
-        f"reference aten.mul at {display_path(REFERENCE)}:" in planted.stdout and "std = torch.exp(0.5 * log_var)" in planted.stdout
+        f"reference aten.mul at {display_path(REFERENCE)}:" in planted.stdout
+        and "std = torch.exp(0.5 * log_var)" in planted.stdout
     )
 
 

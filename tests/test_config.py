@@ -37,6 +37,17 @@ def test_overrides_reach_registered_options_helpers_and_code_in_the_file(tmp_pat
     assert config.get("get_hidden")() == 32  # functions see the override at call time
 
 
+def test_an_override_of_the_wrong_kind_for_a_config_variable_names_the_override(tmp_path):
+    path = write_config(tmp_path, "hidden_dim = 400\nrun_name = 'base'\nsizes = [1, 2]\nscale = None\n")
+    with pytest.raises(ConfigError, match=r"Override \+\+hidden_dim '400' gives a str, .* e\.g\. \+\+hidden_dim 400\."):
+        load_config([path], {"hidden_dim": "400"})  # quoted twice on the shell: ++hidden_dim "'400'"
+    with pytest.raises(ConfigError, match=r"\+\+run_name 7 gives a number, but the config sets run_name = 'base'"):
+        load_config([path], {"run_name": 7})
+    # the same kind, int for float, or a variable that is None, lists, ...: all fine
+    config = load_config([path], {"hidden_dim": 512.0, "run_name": "b", "sizes": (3,), "scale": "x"})
+    assert config.get("hidden_dim") == 512.0 and config.get("scale") == "x"
+
+
 def test_unknown_override_is_an_error_that_suggests_the_option(tmp_path):
     path = write_config(tmp_path, "batch_size = 3\n")
     with pytest.raises(ConfigError, match="'learning_rate'"):
