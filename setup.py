@@ -27,6 +27,6 @@ setup(
     extras_require={
         "shell": ["ipython"],  # debug shells use IPython when it is installed, else code.interact
         # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files.
-        "test": ["pytest", "ipython", "pexpect", "returnn", "sphinx"],
+        "test": ["pytest", "pytest-xdist", "ipython", "pexpect", "returnn", "sphinx"],
     },
 )

@@ -1,4 +1,4 @@
-"""Shared helpers: running rnn.py as a child process (rnn_process.py), and the tiny test config."""
+"""Shared helpers: running rnn.py and the tools as child processes (python_process.py), and the tiny test config."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from rnn_process import run_rnn  # noqa: F401  (the tests import it from here)
+from python_process import run_rnn, run_script  # noqa: F401  (the tests import them from here)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_CONFIG = os.path.join(ROOT, "tests", "data", "tiny_config.py")
@@ -39,3 +39,8 @@ def write_config(directory, text: str, name: str = "config.py") -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     return path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first: run in parallel (pytest-xdist), the longest ones must not start last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

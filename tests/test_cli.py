@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with
@@ -75,6 +76,7 @@ def test_runs_of_different_configs_and_debug_flags_write_to_their_own_directorie
     assert (tmp_path / "elsewhere" / "model.002.pt").exists()
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_moment_then_resume_ends_with_the_uninterrupted_parameters(tmp_path):
     reference = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "ref" / "model"), "++num_epochs", "4")
     assert reference.returncode == 0, reference.stderr

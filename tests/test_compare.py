@@ -2,12 +2,11 @@
 
 import os
 import re
-import subprocess
 import sys
 
 import torch
 
-from conftest import ROOT, TINY_CONFIG, run_rnn
+from conftest import ROOT, TINY_CONFIG, run_rnn, run_script
 from framework.debug.tensors import display_path
 from framework.model_import import map_parameters, parse_rule
 
@@ -18,14 +17,7 @@ REFERENCE = os.path.join(ROOT, "configs", "reference", "vae_reference.py")
 
 
 def _tool(name, *args, cwd=None):
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", name), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_script(os.path.join(ROOT, "tools", name), *args, cwd=cwd)
 
 
 def _reference_weights(tmp_path):

@@ -3,7 +3,11 @@
 import os
 import re
 
+import pytest
+
 from conftest import ROOT, run_rnn
+
+pytestmark = pytest.mark.slow  # real training runs and processes, seconds each
 
 
 def _last_dev_score(stdout: str, name: str) -> float:

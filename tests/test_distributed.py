@@ -6,9 +6,12 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+
+pytestmark = pytest.mark.slow  # real training runs and processes, seconds each
 
 # No dropout: two ranks and one process then compute the same thing.
 PLAIN_SGD = (

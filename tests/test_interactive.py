@@ -12,6 +12,8 @@ import torch
 
 from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with, write_config
 
+pytestmark = pytest.mark.slow  # real training runs and processes, seconds each
+
 RNN = os.path.join(ROOT, "rnn.py")
 ENV = dict(os.environ, IPY_TEST_SIMPLE_PROMPT="1", PYTHONUNBUFFERED="1")
 PROMPT = r"In \[\d+\]: "

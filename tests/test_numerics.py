@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, run_rnn
+from conftest import ROOT, run_rnn, run_script
 from framework import log
 from framework.config import load_config
 from framework.debug.numerics import NonFiniteError
@@ -35,6 +35,7 @@ def _fails(**overrides) -> str:
     return str(info.value)
 
 
+@pytest.mark.slow
 def test_nan_in_a_submodule_is_named_and_stopped_before_damage(tmp_path):
     prefix = str(tmp_path / "model")
     result = run_rnn(CONFIG, "++plant", "'forward_log'", "++model", prefix)
@@ -58,17 +59,12 @@ def test_nan_in_a_submodule_is_named_and_stopped_before_damage(tmp_path):
     # with the bug removed the step is clean.
     printed = message.split("replay it with:\n", 1)[1].splitlines()[0].split()
     assert printed[:2] == ["python", "tools/replay-step.py"] and "++plant" in printed
-    tool = [os.path.join(ROOT, "tools", "replay-step.py")]
     replay = subprocess.run(
         [sys.executable, *shlex.split(" ".join(printed[1:]))], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert replay.returncode == 1 and "encoder.layers.0.act (Act)" in replay.stdout
-    clean = _run_tool(*tool, CONFIG, f"{prefix}.nonfinite.ep002.step10.pt")
+    clean = run_script(os.path.join(ROOT, "tools", "replay-step.py"), CONFIG, f"{prefix}.nonfinite.ep002.step10.pt")
     assert clean.returncode == 0 and "no non-finite values occurred in the replay" in clean.stdout
-
-
-def _run_tool(*args):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_parameters_stay_finite_in_process():

@@ -139,6 +139,7 @@ def test_torch_profile_writes_a_trace_with_named_regions_and_checkpoints_still_w
     assert "engine.py:train_epoch" in functions and "config.py:load_config" not in functions  # loop, not setup
 
 
+@pytest.mark.slow
 def test_python_m_cprofile_works(tmp_path):
     out = tmp_path / "whole.prof"
     result = subprocess.run(
@@ -201,6 +202,7 @@ def test_slow_data_loading_is_flagged_with_the_fix(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_watch_memory_reports_main_process_and_dataloader_workers(tmp_path):
     log_file = tmp_path / "train.log"
     result = run_rnn(

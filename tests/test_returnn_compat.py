@@ -39,6 +39,7 @@ def _returnn_hdf(path: str):
     return dataset
 
 
+@pytest.mark.slow
 def test_returnn_demo_style_config_trains_decays_cleans_up_and_forwards_hdf_that_returnn_reads(tmp_path):
     out = str(tmp_path)
     train = _rnn(DEMO, "++num_epochs", "4", "++train", "{'class': 'Task12AXDataset', 'num_seqs': 300}", out=out)

@@ -55,6 +55,7 @@ def _dead_pid() -> int:
 
 
 # ---------------------------------------------------------------------------------------- the lock
+@pytest.mark.slow
 def test_a_second_run_on_the_same_model_exits_2_naming_the_first_and_a_dead_run_never_blocks(tmp_path):
     config, holding, _ = _config_holding_at(tmp_path, "step_start")
     prefix = str(tmp_path / "out" / "model")
@@ -86,6 +87,7 @@ def test_a_second_run_on_the_same_model_exits_2_naming_the_first_and_a_dead_run_
     assert not os.path.exists(f"{prefix}.lock")  # a run that ends removes its lock
 
 
+@pytest.mark.slow
 def test_eval_and_forward_do_not_take_the_lock(tmp_path):
     prefix = str(tmp_path / "model")
     assert run_rnn(TINY_CONFIG, "++model", prefix, "++num_epochs", "1").returncode == 0
@@ -336,6 +338,7 @@ def test_a_second_ctrl_c_during_a_checkpoint_write_takes_effect_after_the_write(
     assert os.listdir(tmp_path) == ["model.interrupted.pt"]
 
 
+@pytest.mark.slow
 def test_check_resume_tool_stops_a_run_with_sighup_a_closed_terminal_and_finds_the_resumed_run_bitwise_equal():
     result = subprocess.run(
         [sys.executable, os.path.join(ROOT, "tools", "check-resume.py"), TINY_CONFIG, "++accum_grad_multiple_step", "3"]

@@ -4,6 +4,7 @@ import math
 import os
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -67,6 +68,7 @@ def test_the_math_bug_fails_a_statistical_test_of_the_reparameterization():
     assert abs(_noise_std(VAE, os.path.join(BUGS, "math.py")) - math.log(4.0)) < 0.02  # log-variance used as std
 
 
+@pytest.mark.slow
 def test_the_training_bug_fails_the_overfit_verdict_and_the_working_vae_passes(tmp_path):
     result = run_rnn(VAE, "++debug_overfit_batches", "1", cwd=tmp_path)
     assert result.returncode == 0 and "debug_overfit_batches verdict: the model LEARNS" in result.stdout

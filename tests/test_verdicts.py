@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 
 DETACHED_LOSS = (
@@ -62,6 +64,7 @@ def _check_determinism(*args):
     )
 
 
+@pytest.mark.slow
 def test_check_determinism_passes_a_seeded_config_and_names_an_unseeded_module(tmp_path):
     result = _check_determinism(TINY_CONFIG, "--steps", "3")
     assert result.returncode == 0, result.stdout + result.stderr

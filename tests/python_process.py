@@ -1,12 +1,13 @@
-"""``python rnn.py ARGS`` as a child process that starts with torch already imported.
+"""``python rnn.py ARGS`` and ``python tools/NAME.py ARGS`` as child processes that start with torch imported.
 
-Importing torch takes seconds, most of a tiny test run, and the suite starts about a hundred runs.
-So the runs are forked from a server process that has imported torch and the framework once
-(multiprocessing's forkserver). Each run is still its own process: its own working directory,
-environment, stdout and stderr files, signal handlers, exit status, and ``rnn.py`` executed as
-``__main__`` with ``sys.argv`` set, ending like the interpreter ends (atexit handlers, the
-excepthook for an uncaught exception). Set ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` to start every run
-as a fresh interpreter instead.
+Importing torch (and torch._dynamo, which the first optimizer imports) takes about 6 seconds here,
+far more than a tiny test run, and the suite starts over a hundred runs. So the runs are forked
+from a server process that has imported torch and the framework once (multiprocessing's
+forkserver). Each run is still its own process: its own working directory, environment, stdout
+and stderr files, signal handlers and exit status, the script executed as ``__main__`` with
+``sys.argv`` set, ending as the interpreter ends (atexit handlers, the excepthook for an uncaught
+exception). Tests that signal or talk to a run start it with ``subprocess`` as a fresh
+interpreter, and ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` does that for every run.
 """
 
 from __future__ import annotations
@@ -23,13 +24,18 @@ import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RNN = os.path.join(ROOT, "rnn.py")
-PRELOAD = ["torch", "framework.cli", "framework.engine"]
+PRELOAD = ["torch", "torch._dynamo", "framework.cli", "framework.engine"]  # torch.optim imports _dynamo on first use
 _context = None
 
 
 def run_rnn(*args: str, cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``python rnn.py ARGS`` in ``cwd`` and capture its output, like ``subprocess.run``."""
-    command = [sys.executable, RNN, *args]
+    return run_script(RNN, *args, cwd=cwd, timeout=timeout)
+
+
+def run_script(script: str, *args: str, cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``python SCRIPT ARGS`` in ``cwd`` and capture its output, like ``subprocess.run``."""
+    command = [sys.executable, script, *args]
     if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
         return subprocess.run(
             command, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
@@ -37,7 +43,7 @@ def run_rnn(*args: str, cwd: str | None = None, timeout: float = 120) -> subproc
     with tempfile.TemporaryDirectory(prefix="rnn-run-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         child = _forkserver().Process(
-            target=_run_in_child, args=(list(args), cwd or os.getcwd(), dict(os.environ), out, err)
+            target=_run_in_child, args=(command[1:], cwd or os.getcwd(), dict(os.environ), out, err)
         )
         child.start()
         child.join(timeout)
@@ -57,12 +63,15 @@ def _forkserver():
 
 
 def _read(path: str) -> str:
+    """What the run wrote to ``path``; nothing if it died before opening it (the server printed why)."""
+    if not os.path.exists(path):
+        return ""
     with open(path, encoding="utf-8", errors="replace") as f:
         return f.read()
 
 
-def _run_in_child(args: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
-    """Become ``python rnn.py ARGS``: directory, environment, output files, then run it as the interpreter would."""
+def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
+    """Become ``python SCRIPT ARGS``: directory, environment, output files, then run it as the interpreter would."""
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -71,11 +80,11 @@ def _run_in_child(args: list[str], cwd: str, env: dict[str, str], out: str, err:
         os.dup2(target, fd)
         os.close(target)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.argv = [RNN, *args]
+    sys.argv = argv
     code: int | str | None = 0
     interrupted = False
     try:
-        runpy.run_path(RNN, run_name="__main__")
+        runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as exc:
         code = exc.code
     except KeyboardInterrupt:
