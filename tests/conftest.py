@@ -1,4 +1,4 @@
-"""Shared helpers: running rnn.py and the tools as child processes (python_process.py), and the tiny test config."""
+"""Shared helpers: running rnn.py and the tools as child processes (framework/preloaded.py), and the tiny test config."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import os
 import sys
 
 import pytest
-from python_process import run_rnn, run_script  # noqa: F401  (the tests import them from here)
+
+from framework.preloaded import run_rnn, run_script  # noqa: F401  (the tests import them from here)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_CONFIG = os.path.join(ROOT, "tests", "data", "tiny_config.py")

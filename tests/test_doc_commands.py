@@ -71,7 +71,7 @@ def test_quoted_lines_match_loosely_but_not_anything():
 @pytest.mark.slow
 def test_every_documented_command_runs_and_prints_what_the_docs_quote():
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "check-docs.py")],
+        [sys.executable, os.path.join(ROOT, "tools", "check-docs.py"), "--fork"],
         capture_output=True,
         text=True,
         timeout=900,

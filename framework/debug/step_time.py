@@ -8,6 +8,7 @@ times: kernels run asynchronously, so the phase that waits for them absorbs thei
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from framework import log
@@ -18,7 +19,7 @@ from framework.state import RunState
 
 PHASES = ("data", "forward", "backward", "optimizer")
 _BOTTLENECK_SHARE = 0.2
-_BOTTLENECK_WAIT = 0.002  # mean seconds per step: below that, waiting for data costs nothing worth fixing
+_BOTTLENECK_WAIT = 0.002  # median seconds per step: below that, waiting for data costs nothing worth fixing
 
 
 class StepTimer(Plugin):
@@ -34,6 +35,8 @@ class StepTimer(Plugin):
     def __init__(self, per_step: bool):
         self.per_step = per_step
         self.totals = dict.fromkeys(PHASES, 0.0)
+        self.data_waits: list[float] = []  # per step, and each step's total: the bottleneck is judged on medians
+        self.step_times: list[float] = []
         self.marks: dict[str, float] = {}
 
     @classmethod
@@ -63,6 +66,7 @@ class StepTimer(Plugin):
     @on(Event.EPOCH_START)
     def on_epoch_start(self, state: RunState) -> None:
         self.totals = dict.fromkeys(PHASES, 0.0)
+        self.data_waits, self.step_times = [], []
         self.marks = {"end": time.perf_counter()}
 
     @on(Event.STEP_END)
@@ -77,6 +81,8 @@ class StepTimer(Plugin):
         }
         for phase, seconds in step.items():
             self.totals[phase] += seconds
+        self.data_waits.append(step["data"])
+        self.step_times.append(sum(step.values()))
         if self.per_step:
             state.control.note_step("time", " ".join(f"{p} {s * 1e3:.1f}ms" for p, s in step.items()))
 
@@ -90,8 +96,10 @@ class StepTimer(Plugin):
             f"Epoch {state.epoch} training steps took {total:.1f} sec in all: "
             + ", ".join(f"{p} {100 * share:.0f}%" for p, share in shares.items())
         )
-        mean_wait = self.totals["data"] / max(state.steps_in_epoch, 1)
-        if shares["data"] > _BOTTLENECK_SHARE and mean_wait > _BOTTLENECK_WAIT:
+        # Medians, not sums: on a shared machine a few steps descheduled while fetching a batch would
+        # otherwise make data look like a bottleneck; a real one slows every step.
+        wait, step_time = statistics.median(self.data_waits), statistics.median(self.step_times)
+        if wait > _BOTTLENECK_SHARE * step_time and wait > _BOTTLENECK_WAIT:
             opts = state.config.get("torch_dataloader_opts") or {}
             hint = (
                 "load batches in background processes with torch_dataloader_opts = {'num_workers': 2, "
@@ -100,8 +108,8 @@ class StepTimer(Plugin):
                 else f"use more workers than num_workers={opts['num_workers']}, or make the dataset's get_batch faster"
             )
             log.v2(
-                f"Data loading is a bottleneck: {100 * shares['data']:.0f}% of epoch {state.epoch}'s step time "
-                f"({1e3 * mean_wait:.1f} ms per step) is spent waiting for batches. To fix it, {hint}."
+                f"Data loading is a bottleneck: {100 * wait / step_time:.0f}% of epoch {state.epoch}'s typical step "
+                f"time ({1e3 * wait:.1f} ms per step, the median) is spent waiting for batches. To fix it, {hint}."
             )
 
 

@@ -1,13 +1,14 @@
 """``python rnn.py ARGS`` and ``python tools/NAME.py ARGS`` as child processes that start with torch imported.
 
-Importing torch (and torch._dynamo, which the first optimizer imports) takes about 6 seconds here,
-far more than a tiny test run, and the suite starts over a hundred runs. So the runs are forked
-from a server process that has imported torch and the framework once (multiprocessing's
+Importing torch (and torch._dynamo, which the first optimizer imports) takes about 5 seconds on a
+small machine, far more than a tiny run, and a test suite starts a hundred runs. So the runs are
+forked from a server process that has imported torch and the framework once (multiprocessing's
 forkserver). Each run is still its own process: its own working directory, environment, stdout
 and stderr files, signal handlers and exit status, the script executed as ``__main__`` with
 ``sys.argv`` set, ending as the interpreter ends (atexit handlers, the excepthook for an uncaught
-exception). Tests that signal or talk to a run start it with ``subprocess`` as a fresh
-interpreter, and ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` does that for every run.
+exception). The scripts must be this checkout's (the framework is imported once, from here).
+``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh interpreter instead. Used by the
+tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
 """
 
 from __future__ import annotations
@@ -33,17 +34,19 @@ def run_rnn(*args: str, cwd: str | None = None, timeout: float = 120) -> subproc
     return run_script(RNN, *args, cwd=cwd, timeout=timeout)
 
 
-def run_script(script: str, *args: str, cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``python SCRIPT ARGS`` in ``cwd`` and capture its output, like ``subprocess.run``."""
+def run_script(
+    script: str, *args: str, cwd: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python SCRIPT ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output."""
     command = [sys.executable, script, *args]
     if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
         return subprocess.run(
-            command, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     with tempfile.TemporaryDirectory(prefix="rnn-run-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         child = _forkserver().Process(
-            target=_run_in_child, args=(command[1:], cwd or os.getcwd(), dict(os.environ), out, err)
+            target=_run_in_child, args=(command[1:], cwd or os.getcwd(), dict(env or os.environ), out, err)
         )
         child.start()
         child.join(timeout)
