@@ -342,7 +342,8 @@ def test_a_second_ctrl_c_during_a_checkpoint_write_takes_effect_after_the_write(
 def test_check_resume_tool_stops_a_run_with_sighup_a_closed_terminal_and_finds_the_resumed_run_bitwise_equal():
     result = subprocess.run(
         [sys.executable, os.path.join(ROOT, "tools", "check-resume.py"), TINY_CONFIG, "++accum_grad_multiple_step", "3"]
-        + ["++step_sleep", "0.01", "--signals", "HUP", "--points", "1"],
+        # 0.1 s per step: the signal must land while the run still trains, also on a loaded machine
+        + ["++step_sleep", "0.1", "--signals", "HUP", "--points", "1"],
         capture_output=True,
         text=True,
         timeout=300,
