@@ -59,7 +59,9 @@ def steps_per_epoch(output: str) -> list[int]:
 
 def interrupted_run(command: list[str], epoch: int, step: int, signum: int) -> int:
     """Start a run and send ``signum`` once it reports ``step`` of ``epoch``; its exit code."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_as_from_a_terminal
+    )
     signalled = False
     for line in process.stdout:  # read to the end: a closed pipe would break the run's own prints
         match = PROGRESS.match(line)
@@ -68,6 +70,12 @@ def interrupted_run(command: list[str], epoch: int, step: int, signum: int) -> i
             signalled = True
     process.stdout.close()
     return process.wait()
+
+
+def _as_from_a_terminal() -> None:
+    """SIGHUP's default action in the run: started under nohup (or a CI runner that ignores SIGHUP),
+    the run would inherit SIG_IGN and, as it should, ignore the hangup this tool sends."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def finish(command: list[str], attempts: int = 5) -> int:
