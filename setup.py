@@ -22,7 +22,7 @@ setup(
         "tensorboard",
         "google-crc32c",  # fast checksums for TensorBoard event records (tensorboard's own are pure Python)
         "h5py",  # RETURNN's HDF format: HDFDataset and task=forward with output_file="out.hdf"
-        "pillow",  # PNG images: framework.images and TensorBoard image summaries (torch's add_image needs it)
+        "pillow",  # PNG images: framework.tools.images and TensorBoard image summaries (torch's add_image needs it)
     ],
     extras_require={
         "shell": ["ipython"],  # debug shells use IPython when it is installed, else code.interact

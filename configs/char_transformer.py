@@ -19,8 +19,8 @@ import math
 import torch
 from torch import nn
 
-from framework.amp import native_bfloat16
 from framework.config import run_output_dir
+from framework.core.autocast import native_bfloat16
 
 task = "train"
 device = "auto"

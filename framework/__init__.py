@@ -15,7 +15,7 @@ from framework.config import Config  # noqa: E402
 
 def __getattr__(name: str) -> Any:
     if name == "get_run_ctx":
-        from framework.run_ctx import get_run_ctx
+        from framework.core.run_ctx import get_run_ctx
 
         return get_run_ctx
     raise AttributeError(f"module 'framework' has no attribute {name!r}")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sys
 
-from framework import exit_log, log
+from framework import log
 from framework.config import load_config, parse_args
 from framework.errors import FrameworkError, TrainingInterrupted
+from framework.training import exit_log
 
 USAGE = """usage: rnn.py config.py [more_config.py ...] [++option value ...]
        rnn.py --help-options
@@ -56,7 +57,7 @@ def _run(argv: list[str], crash_status: str) -> int:
     config = load_config(files, overrides)
     if config.get("torch_distributed") is not None:  # rank 0 prints and writes the main log, the others <log>.rank<k>
         from framework.debug.crash import label_stack_dumps
-        from framework.distributed import rank_from_env, rank_log_files
+        from framework.training.distributed import rank_from_env, rank_log_files
 
         rank = rank_from_env()
         log.setup(config.get("log_verbosity"), rank_log_files(config.get("log"), rank), stdout=rank == 0)
@@ -66,13 +67,13 @@ def _run(argv: list[str], crash_status: str) -> int:
 
     import torch  # after config validation: a typo is reported without waiting for torch
 
-    from framework.threads import set_num_threads
+    from framework.training.threads import set_num_threads
 
     threads = set_num_threads(config.get("torch_num_threads"))  # before the first op
 
-    from framework.debug import tracebacks
+    from framework.core.engine import Engine
     from framework.debug.crash import log_crash_handler_status
-    from framework.engine import Engine
+    from framework.inspection import tracebacks
 
     tracebacks.install_excepthook(full=config.bool("use_better_exchook"))
     if config.bool("use_lovely_tensors"):
@@ -103,6 +104,6 @@ def _run_task(engine, task: str) -> None:
     elif task == "eval":
         engine.run_eval()
     else:
-        from framework.forward import run_forward
+        from framework.training.forward import run_forward
 
         run_forward(engine)

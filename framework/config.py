@@ -127,7 +127,7 @@ class Config:
 
     def validate(self) -> None:
         """Check every option value's type and flag globals that look like misspelled options."""
-        from framework.plugins import import_user_plugins
+        from framework.core.plugins import import_user_plugins
 
         import_user_plugins(self)  # their modules register their options
         problems, culprits = [], set()
@@ -316,7 +316,7 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
             _exec_file(path, config.namespace)
     finally:
         _loading = None
-    from framework.plugins import import_user_plugins
+    from framework.core.plugins import import_user_plugins
 
     import_user_plugins(config)  # their options are known before the overrides are checked
     for key, value in config.overrides.items():

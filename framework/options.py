@@ -2,7 +2,7 @@
 
 Each option is declared once, with its name, type, default, a one-line doc, the component that
 reads it and optionally choices, a range and what ``True`` means: the core options here, each
-diagnostic's in its own plugin module (``framework.plugin``), whose declarations are read from
+diagnostic's in its own plugin module (``framework.core.plugin``), whose declarations are read from
 the source without importing it. The registry validates configs, prints ``rnn.py --help-options``
 and generates ``docs/options.rst``; validation and help work before torch is loaded.
 
@@ -13,11 +13,16 @@ bools; ``list`` accepts tuples; ``any`` accepts everything (the component valida
 
 from __future__ import annotations
 
+import ast
 import difflib
+import importlib
+import importlib.util
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from framework.core.builtin_plugins import BUILTIN_PLUGIN_MODULES
 
 
 @dataclass(frozen=True)
@@ -152,10 +157,35 @@ def _read_plugin_options() -> None:
     if _plugins_read:
         return
     _plugins_read = True
-    from framework.plugins import BUILTIN_PLUGIN_MODULES, read_declared_options
-
     for module in BUILTIN_PLUGIN_MODULES:
         read_declared_options(module)
+
+
+def read_declared_options(module_name: str) -> None:
+    """Register the options that ``module_name`` declares at its top level, from its source.
+
+    Declarations with anything but literals as arguments make the module be imported instead.
+    """
+    spec = importlib.util.find_spec(module_name)
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), spec.origin)
+    for node in tree.body:
+        call = node.value if isinstance(node, (ast.Expr, ast.Assign)) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "register"):
+            continue
+        try:
+            args = [_literal(a, module_name) for a in call.args]
+            kwargs = {k.arg: _literal(k.value, module_name) for k in call.keywords}
+        except ValueError:
+            importlib.import_module(module_name)  # registers as it runs
+            return
+        register(*args, **kwargs)
+
+
+def _literal(node: ast.expr, module_name: str) -> Any:
+    if isinstance(node, ast.Name) and node.id == "__name__":
+        return module_name
+    return ast.literal_eval(node)
 
 
 def get(name: str) -> Option | None:
@@ -205,7 +235,7 @@ register(
     choices=("torch",),
 )
 
-_C = "framework.engine"
+_C = "framework.core.engine"
 register("device", "str", "auto", "Device to run on: auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps.", _C)
 register(
     "torch_num_threads",
@@ -213,7 +243,7 @@ register(
     "auto",
     "torch's CPU threads: a number, or 'auto' (OMP_NUM_THREADS if set, else the cores that CPU affinity and the "
     "cgroup quota allow, less those other processes keep busy at startup).",
-    "framework.threads",
+    "framework.training.threads",
 )
 register("get_model", "callable | None", None, "get_model(*, epoch, step, **kwargs) -> nn.Module builds the model.", _C)
 register(
@@ -245,7 +275,7 @@ register(
     "dict | None",
     None,
     "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, 'param_sync_step': K}.",
-    "framework.distributed",
+    "framework.training.distributed",
 )
 register(
     "eval_datasets",
@@ -258,7 +288,7 @@ register(
     "callbacks",
     "dict",
     {},
-    "Your own callbacks: {event: fn(state) or [fns]}, events as in framework.events.Event (e.g. 'epoch_end', 'close').",
+    "Your own callbacks: {event: fn(state) or [fns]}, events as in framework.core.events.Event (e.g. 'epoch_end', 'close').",
     _C,
 )
 register(
@@ -304,7 +334,7 @@ register(
     _C,
 )
 
-_C = "framework.optim"
+_C = "framework.training.optim"
 register(
     "optimizer",
     "dict | str",
@@ -391,7 +421,7 @@ register(
     range="(0, inf)",
 )
 
-_C = "framework.checkpoint"
+_C = "framework.training.checkpoint"
 register(
     "output_dir",
     "str | None",
@@ -423,11 +453,11 @@ register(
     "str",
     "checkpoint",
     "On resume, whose learning rate counts: the checkpoint's schedule (RETURNN's rule) or the config's learning_rate from the resumed epoch on.",
-    "framework.resume",
+    "framework.training.resume",
     choices=("checkpoint", "config"),
 )
 
-_C = "framework.forward"
+_C = "framework.training.forward"
 register(
     "forward_data",
     "str",
@@ -462,7 +492,7 @@ register(
     choices=(0, 1, 2, 3, 4, 5),
 )
 
-_C = "framework.debug.tracebacks"
+_C = "framework.inspection.tracebacks"
 register(
     "use_better_exchook",
     "bool",

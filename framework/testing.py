@@ -22,18 +22,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from framework.debug.model_checks import (
+from framework.core.run_ctx import RunCtx
+from framework.core.step import call_step
+from framework.inspection.model_checks import (
     ROOT,
     by_module,
     capture_outputs,
     gradient_findings,
     range_findings,
 )
-from framework.debug.module_tracker import ModuleTracker, matches_any
-from framework.debug.tensors import iter_tensors
-from framework.run_ctx import RunCtx
-from framework.step import call_step
-from framework.tooling import ConfigCase, load_case
+from framework.inspection.module_tracker import ModuleTracker, matches_any
+from framework.inspection.tensors import iter_tensors
+from framework.tools.tooling import ConfigCase, load_case
 from framework.util import accepted_kwargs
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Shared helpers: running rnn.py and the tools as child processes (framework/preloaded.py), and the tiny test config."""
+"""Shared helpers: running rnn.py and the tools as child processes (tools/devkit/preloaded.py), and the tiny test config."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from framework.preloaded import run_rnn, run_script  # noqa: F401  (the tests import them from here)
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_CONFIG = os.path.join(ROOT, "tests", "data", "tiny_config.py")
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the development harness lives in tools/devkit
+
+from devkit.preloaded import run_rnn, run_script  # noqa: E402, F401  (the tests import them from here)
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from torch import nn
 
 from framework.debug.batch_independence import probe_size
 from framework.debug.loss_inputs import _FirstStepWatch, label_entropy, squashing_origin
-from framework.debug.module_tracker import ModuleTracker
 from framework.debug.split_overlap import overlap_findings
-from framework.debug.tracebacks import format_compact
+from framework.inspection.module_tracker import ModuleTracker
+from framework.inspection.tracebacks import format_compact
 
 
 def _watch(batch):

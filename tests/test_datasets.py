@@ -309,7 +309,7 @@ def test_char_text_reads_the_standard_library_and_explains_missing_files(tmp_pat
 
 
 def test_class_counts_of_frames_differ_between_splits_by_chance_not_by_bug():
-    from framework.debug.data_checks import balance_findings
+    from framework.inspection.data_checks import balance_findings
 
     train = np.array([5000, 3000, 1990, 10])  # class 3 is rare: a dev of 100 should hold 0.1 of it
     dev = np.array([50, 30, 20, 0])

@@ -60,7 +60,7 @@ def test_char_transformer_learns_python_source_quietly(tmp_path):
 
 
 def test_char_transformer_trains_under_bfloat16_autocast(tmp_path):
-    from framework.amp import native_bfloat16
+    from framework.core.autocast import native_bfloat16
 
     result = run_rnn(
         os.path.join(ROOT, "configs", "char_transformer.py"),

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from devkit.doc_commands import Command, FileBlock, extract, missing_lines
 
 from conftest import ROOT
-from framework.doc_commands import Command, FileBlock, extract, missing_lines
 
 PAGE = """Intro::
 

@@ -9,10 +9,10 @@ from torch import nn
 
 from framework import log
 from framework.config import Config
+from framework.core.engine import Engine
 from framework.datasets import NumpyDataset
 from framework.datasets.base import Dataset
 from framework.debug.sanity import ModelCheckError
-from framework.engine import Engine
 from framework.errors import ConfigError, DataError
 
 

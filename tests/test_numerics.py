@@ -12,8 +12,8 @@ import torch
 from conftest import ROOT, run_rnn, run_script
 from framework import log
 from framework.config import load_config
+from framework.core.engine import Engine
 from framework.debug.numerics import NonFiniteError
-from framework.engine import Engine
 
 CONFIG = os.path.join(ROOT, "tests", "data", "numerics_config.py")
 

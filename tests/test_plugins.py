@@ -16,9 +16,9 @@ from torch import nn
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework import options
 from framework.config import load_config
-from framework.engine import Engine
+from framework.core.engine import Engine
+from framework.core.events import Callbacks, Event, Order, StopTraining
 from framework.errors import ConfigError, TrainingInterrupted
-from framework.events import Callbacks, Event, Order, StopTraining
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 USE_EXAMPLE = f"\nimport sys\nsys.path.insert(0, {EXAMPLES!r})\nplugins = ['dead_relu']\n"

@@ -12,12 +12,12 @@ from torch import nn
 
 from framework import log
 from framework.config import Config
-from framework.debug.host_syncs import HostSyncCounter
+from framework.core.engine import Engine
+from framework.core.events import Event
 from framework.debug.numerics import NonFiniteError
-from framework.engine import Engine
 from framework.errors import ConfigError
-from framework.events import Event
-from framework.threads import choose_num_threads, cores_busy_with_others
+from framework.inspection.host_syncs import HostSyncCounter
+from framework.training.threads import choose_num_threads, cores_busy_with_others
 
 
 @pytest.fixture(autouse=True)

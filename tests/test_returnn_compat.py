@@ -13,10 +13,10 @@ import sys
 import numpy as np
 import pytest
 
-from framework.checkpoint_cleanup import epochs_to_keep, milestones
 from framework.datasets import Task12AXDataset
 from framework.datasets.hdf import HDFDataset
-from framework.lr_file import read_lr_file, write_lr_file
+from framework.training.checkpoint_cleanup import epochs_to_keep, milestones
+from framework.training.lr_file import read_lr_file, write_lr_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "tests", "returnn", "demo_torch.config")
@@ -166,9 +166,9 @@ def test_a_returnn_option_given_as_override_is_refused_with_advice(tmp_path):
 def test_model_outputs_are_checked_against_the_marked_outputs():
     import torch
 
+    from framework.core.run_ctx import RunCtx
     from framework.datasets.extern_data import parse_extern_data
-    from framework.forward import check_outputs
-    from framework.run_ctx import RunCtx
+    from framework.training.forward import check_outputs
 
     declared = parse_extern_data({"output": {"dim": 2}}, "model_outputs")
     run_ctx = RunCtx(stage="forward", epoch=1, step=0)

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with, write_config
-from framework import checkpoint
 from framework.config import load_config
 from framework.errors import ConfigError
+from framework.training import checkpoint
 
 RNN = os.path.join(ROOT, "rnn.py")
 

@@ -35,9 +35,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the framework, and the harness in tools/devkit
 
-from framework.tool_args import ToolParser  # noqa: E402
+from framework.tools.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -58,12 +58,12 @@ if __name__ == "__main__":
     ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
 import torch  # noqa: E402
+from devkit.benchmarking import BUG_CHECKS_OFF, alternate  # noqa: E402
 
 from framework import log  # noqa: E402
-from framework.benchmarking import BUG_CHECKS_OFF, alternate  # noqa: E402
 from framework.config import load_config  # noqa: E402
-from framework.engine import Engine  # noqa: E402
-from framework.events import Event  # noqa: E402
+from framework.core.engine import Engine  # noqa: E402
+from framework.core.events import Event  # noqa: E402
 
 MODELS = {"mlp": "configs/mnist_mlp.py", "lstm": "configs/task12ax_lstm.py"}
 NUMERICS = {

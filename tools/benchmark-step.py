@@ -23,9 +23,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the framework, and the harness in tools/devkit
 
-from framework.tool_args import ToolParser  # noqa: E402
+from framework.tools.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -47,14 +47,14 @@ if __name__ == "__main__":
     ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
 import torch  # noqa: E402
+from devkit.benchmarking import BUG_CHECKS_OFF, alternate  # noqa: E402
 from torch import nn  # noqa: E402
 
 from framework import log  # noqa: E402
-from framework.benchmarking import BUG_CHECKS_OFF, alternate  # noqa: E402
 from framework.config import Config  # noqa: E402
+from framework.core.engine import Engine  # noqa: E402
 from framework.datasets import MnistDataset  # noqa: E402
-from framework.debug.host_syncs import HostSyncCounter  # noqa: E402
-from framework.engine import Engine  # noqa: E402
+from framework.inspection.host_syncs import HostSyncCounter  # noqa: E402
 
 
 def make_model() -> nn.Module:

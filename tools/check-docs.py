@@ -7,7 +7,7 @@ holds the files git tracks (plus new ones it does not ignore), so outputs of ear
 checkout do not leak in; commands run with ``bash`` in it, ``python`` being this interpreter.
 A command passes when every line its page quotes matches a printed line (``...`` = any text,
 numbers within a tolerance), or, when the page quotes nothing, when it exits 0. Commands marked
-``.. doc-test: illustrative`` are listed, not run (see framework/doc_commands.py). With ``--fork``
+``.. doc-test: illustrative`` are listed, not run (see tools/devkit/doc_commands.py). With ``--fork``
 (the test suite's choice), plain ``python SCRIPT ARGS`` commands run forked from an interpreter
 that has imported torch, which saves some 5 s of imports per command. Exit status: 0 all passed,
 1 one failed, 2 bad usage.
@@ -24,11 +24,12 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the framework, and the harness in tools/devkit
 
-from framework.doc_commands import Command, FileBlock, extract, missing_lines  # noqa: E402
-from framework.preloaded import run_script  # noqa: E402
-from framework.tool_args import ToolParser  # noqa: E402
+from devkit.doc_commands import Command, FileBlock, extract, missing_lines  # noqa: E402
+from devkit.preloaded import run_script  # noqa: E402
+
+from framework.tools.tool_args import ToolParser  # noqa: E402
 
 PYTHONS = ("python", "python3", ".venv/bin/python")
 SHELL_SYNTAX = re.compile(r"[|&;<>$`]")
@@ -46,7 +47,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--fork",
         action="store_true",
         help="run plain 'python SCRIPT ARGS' commands forked from an interpreter that has imported torch "
-        "(framework/preloaded.py): the same runs without 5 s of imports each; the others still go to bash",
+        "(tools/devkit/preloaded.py): the same runs without 5 s of imports each; the others still go to bash",
     )
     return parser.parse_tool_args(argv)
 

@@ -20,7 +20,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tool_args import ToolParser  # noqa: E402
+from framework.tools.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from framework.datasets.hdf import write_hdf  # noqa: E402
 from framework.datasets.task12ax import Task12AXDataset  # noqa: E402
-from framework.lr_file import read_lr_file  # noqa: E402
+from framework.training.lr_file import read_lr_file  # noqa: E402
 
 OURS = os.path.join(ROOT, "tests", "returnn", "demo_torch.config")
 THEIRS = os.path.join(ROOT, "tests", "returnn", "demo_torch_returnn.config")

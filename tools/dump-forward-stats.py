@@ -15,7 +15,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tool_args import ToolParser  # noqa: E402
+from framework.tools.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -34,10 +34,10 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
-from framework.debug.module_tracker import ModuleTracker  # noqa: E402
-from framework.debug.tensors import iter_tensors  # noqa: E402
 from framework.errors import FrameworkError  # noqa: E402
-from framework.tooling import case_from_argv  # noqa: E402
+from framework.inspection.module_tracker import ModuleTracker  # noqa: E402
+from framework.inspection.tensors import iter_tensors  # noqa: E402
+from framework.tools.tooling import case_from_argv  # noqa: E402
 
 
 class Stats:

@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from framework.options_doc import format_returnn_rst, format_rst  # noqa: E402
-from framework.tool_args import ToolParser  # noqa: E402
+from framework.tools.tool_args import ToolParser  # noqa: E402
 
 PAGES = {
     os.path.join(ROOT, "docs", "options.rst"): format_rst,

@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from framework.tool_args import ToolParser  # noqa: E402
+from framework.tools.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -27,7 +27,7 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
-from framework.lr_control import nested_scores  # noqa: E402
+from framework.training.lr_control import nested_scores  # noqa: E402
 
 
 def tensor_line(name: str, t: torch.Tensor, width: int) -> tuple[str, bool]:

@@ -3,9 +3,9 @@
 import torch
 
 from framework import log
-from framework.events import Event
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
 from framework.options import register
-from framework.plugin import Plugin, on
 
 register("debug_dead_relu_interval", "int", 0, "Check ReLU outputs every N steps (0: off).", __name__, range="[0, inf)")
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from framework.datasets.base import Dataset
-from framework.disk import write_atomically
 from framework.errors import ConfigError
+from framework.training.disk import write_atomically
 
 
 class HDFDataset(Dataset):

@@ -19,14 +19,14 @@ from torch import nn
 
 from framework import log
 from framework.config import Config
-from framework.debug.data_checks import Finding
-from framework.debug.probe import probe_step, side_effect_free, why_not
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
-from framework.debug.tensors import floating_tensors
-from framework.events import Event, Order
+from framework.inspection.data_checks import Finding
+from framework.inspection.probe import probe_step, side_effect_free, why_not
+from framework.inspection.tensors import floating_tensors
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_batch_independence",

@@ -29,10 +29,10 @@ from typing import Any
 
 from framework import log
 from framework.config import Config
-from framework.events import Event
+from framework.core.events import Event
+from framework.core.plugin import TASKS, Plugin, on
+from framework.core.state import RunState
 from framework.options import register
-from framework.plugin import TASKS, Plugin, on
-from framework.state import RunState
 
 register(
     "watch_stall",

@@ -20,16 +20,16 @@ import torch.fx.experimental._config
 
 from framework import log
 from framework.config import Config
-from framework.debug.data_checks import Finding
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 from framework.debug.layer_template import DeviceBugError, DeviceCheck, on_meta
-from framework.debug.module_tracker import ModuleTracker
-from framework.debug.probe import probe_step, unseen
 from framework.debug.sanity import ModelCheckError, report_findings
-from framework.debug.tensors import format_frame, user_frame
-from framework.events import Event, Order
+from framework.inspection.data_checks import Finding
+from framework.inspection.module_tracker import ModuleTracker
+from framework.inspection.probe import probe_step, unseen
+from framework.inspection.tensors import format_frame, user_frame
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_device_check",

@@ -14,11 +14,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from framework.debug.tensors import describe
+from framework.core.events import Event
+from framework.core.plugin import TASKS, Plugin, on
+from framework.core.state import RunState
 from framework.errors import FrameworkError
-from framework.events import Event
-from framework.plugin import TASKS, Plugin, on
-from framework.state import RunState
+from framework.inspection.tensors import describe
 
 _MODULE_MACHINERY = nn.modules.module.__file__  # _call_impl and friends, whose locals hold the module too
 

@@ -17,12 +17,12 @@ import torch
 
 from framework import log
 from framework.config import Config
-from framework.debug.module_tracker import ModuleTracker
-from framework.debug.tensors import iter_tensors
-from framework.events import Event, Order, StopTraining
+from framework.core.events import Event, Order, StopTraining
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
+from framework.inspection.module_tracker import ModuleTracker
+from framework.inspection.tensors import iter_tensors
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_fingerprint_file",

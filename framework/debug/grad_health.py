@@ -22,12 +22,12 @@ import torch
 
 from framework import log
 from framework.config import Config
-from framework.debug.model_checks import by_module, fingerprints
-from framework.debug.module_tracker import matches_any
-from framework.events import Event
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
+from framework.inspection.model_checks import by_module, fingerprints
+from framework.inspection.module_tracker import matches_any
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_grad_health",

@@ -15,9 +15,9 @@ from typing import Any
 
 from framework import log
 from framework.config import Config
-from framework.events import Event
-from framework.plugin import Plugin, on
-from framework.state import RunState
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 
 
 class GracefulStop(Plugin):

@@ -6,11 +6,11 @@ from typing import Any
 
 from framework import log
 from framework.config import Config
-from framework.debug.tensors import iter_tensors
-from framework.events import Event, Order
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
+from framework.inspection.tensors import iter_tensors
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_print_layer_output_shape",

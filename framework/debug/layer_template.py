@@ -25,15 +25,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from framework import log
 from framework.config import Config
-from framework.debug.module_tracker import ModuleTracker
-from framework.debug.op_checks import op_name
-from framework.debug.tensors import format_frame, iter_tensors, user_frame
-from framework.events import Event
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
+from framework.core.rng import get_rng_state, set_rng_state
+from framework.core.state import RunState
+from framework.core.step import run_step
+from framework.inspection.module_tracker import ModuleTracker
+from framework.inspection.op_checks import op_name
+from framework.inspection.tensors import format_frame, iter_tensors, user_frame
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.rng import get_rng_state, set_rng_state
-from framework.state import RunState
-from framework.step import run_step
 
 register(
     "debug_print_layer_output_template",

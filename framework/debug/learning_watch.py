@@ -13,10 +13,10 @@ from itertools import pairwise
 
 from framework import log
 from framework.config import Config
-from framework.events import Event
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_loss_window",

@@ -1,7 +1,7 @@
 """What the first training step hands to torch's loss functions (``debug_loss_inputs``, on by default).
 
 Before the first step, its batch runs through ``train_step`` once more, without side effects
-(``framework.debug.probe``), while a torch function mode watches the calls; the real step then
+(``framework.inspection.probe``), while a torch function mode watches the calls; the real step then
 runs unwatched, so an error in it has the user's frames only. The watch finds:
 
 - probabilities where logits are expected: ``cross_entropy`` of a softmax (or log_softmax)
@@ -33,17 +33,17 @@ from torch.overrides import TorchFunctionMode
 
 from framework import log
 from framework.config import Config
-from framework.debug import data_checks
-from framework.debug.data_checks import Finding
-from framework.debug.module_tracker import ModuleTracker
-from framework.debug.probe import probe_step, real_frames, side_effect_free, why_not
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.run_ctx import RunCtx
+from framework.core.state import ChanceLevel, RunState
 from framework.debug.sanity import ModelCheckError, report_findings
-from framework.debug.tensors import format_frame, user_frame
-from framework.events import Event, Order
+from framework.inspection import data_checks
+from framework.inspection.data_checks import Finding
+from framework.inspection.module_tracker import ModuleTracker
+from framework.inspection.probe import probe_step, real_frames, side_effect_free, why_not
+from framework.inspection.tensors import format_frame, user_frame
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.run_ctx import RunCtx
-from framework.state import ChanceLevel, RunState
 
 register(
     "debug_loss_inputs",

@@ -24,10 +24,10 @@ import torch
 
 from framework import log
 from framework.config import Config
-from framework.events import Event, Order
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 from framework.util import start_framework_process
 
 register(

@@ -27,23 +27,24 @@ from typing import Any
 
 import torch
 
-from framework import checkpoint, log
-from framework.amp import uses_grad_scaler
+from framework import log
 from framework.config import Config
-from framework.debug.amp_check import diagnose_step
-from framework.debug.host_syncs import LaggedFlag
-from framework.debug.module_tracker import ModuleTracker, matches_any
-from framework.debug.op_checks import OpSums
+from framework.core.autocast import uses_grad_scaler
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.rng import capture_step_rng, saveable_rng
+from framework.core.scores import step_losses
+from framework.core.state import RunState
 from framework.debug.replay import replay_step
-from framework.debug.step_sums import Producer, StepSums
-from framework.debug.tensors import floating_tensors
 from framework.errors import FrameworkError
-from framework.events import Event, Order
+from framework.inspection.host_syncs import LaggedFlag
+from framework.inspection.module_tracker import ModuleTracker, matches_any
+from framework.inspection.op_checks import OpSums
+from framework.inspection.precision import diagnose_step
+from framework.inspection.step_sums import Producer, StepSums
+from framework.inspection.tensors import floating_tensors
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.rng import capture_step_rng, saveable_rng
-from framework.scores import step_losses
-from framework.state import RunState
+from framework.training import checkpoint
 
 register(
     "stop_on_nonfinite_train_score",

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework.amp import autocast_factory
-from framework.debug.module_tracker import ModuleTracker, matches_any
-from framework.debug.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
-from framework.debug.tensors import bad_rows, floating_tensors, has_nonfinite, stats
-from framework.rng import set_rng_state
-from framework.run_ctx import RunCtx
-from framework.step import call_step, step_function
+from framework.core.autocast import autocast_factory
+from framework.core.rng import set_rng_state
+from framework.core.run_ctx import RunCtx
+from framework.core.step import call_step, step_function
+from framework.inspection.module_tracker import ModuleTracker, matches_any
+from framework.inspection.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
+from framework.inspection.tensors import bad_rows, floating_tensors, has_nonfinite, stats
 
 
 @dataclass

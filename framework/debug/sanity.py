@@ -17,13 +17,13 @@ from typing import Any
 
 from framework import log
 from framework.config import Config
-from framework.debug import data_checks, model_checks
-from framework.debug.data_checks import Finding
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 from framework.errors import DataError, FrameworkError
-from framework.events import Event, Order
+from framework.inspection import data_checks, model_checks
+from framework.inspection.data_checks import Finding
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_sanity_check",

@@ -16,15 +16,15 @@ from typing import Any
 
 from framework import log
 from framework.config import Config
-from framework.debug import probe
-from framework.debug.tensors import is_user_file
-from framework.events import Event
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
+from framework.core.rng import get_rng_state, set_rng_state
+from framework.core.run_ctx import RunCtx
+from framework.core.state import RunState
+from framework.core.step import run_step
+from framework.inspection import probe
+from framework.inspection.tensors import is_user_file
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.rng import get_rng_state, set_rng_state
-from framework.run_ctx import RunCtx
-from framework.state import RunState
-from framework.step import run_step
 
 register(
     "debug_shell_in_runner",

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from framework.config import Config
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 from framework.datasets.numpy_dataset import NumpyDataset
-from framework.debug.data_checks import Finding
 from framework.debug.sanity import report_findings
 from framework.errors import DataError
-from framework.events import Event, Order
+from framework.inspection.data_checks import Finding
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_split_overlap",

@@ -15,13 +15,13 @@ import inspect
 import torch
 
 from framework.config import Config
-from framework.debug.data_checks import Finding
-from framework.debug.model_checks import by_module
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
-from framework.events import Event, Order
+from framework.inspection.data_checks import Finding
+from framework.inspection.model_checks import by_module
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.state import RunState
 
 register(
     "debug_stale_gradients",

@@ -13,9 +13,9 @@ import time
 
 from framework import log
 from framework.config import Config
-from framework.events import Event, Order
-from framework.plugin import Plugin, on
-from framework.state import RunState
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
 
 PHASES = ("data", "forward", "backward", "optimizer")
 _BOTTLENECK_SHARE = 0.2

@@ -23,15 +23,15 @@ import torch
 
 from framework import log
 from framework.config import Config
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.rng import get_rng_state, set_rng_state
+from framework.core.scores import step_losses
+from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess
-from framework.disk import probe_directory
-from framework.events import Event, Order
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.rng import get_rng_state, set_rng_state
-from framework.scores import step_losses
-from framework.state import RunState
+from framework.training.disk import probe_directory
 
 register(
     "tensorboard_dir",

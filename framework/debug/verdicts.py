@@ -21,17 +21,17 @@ import torch
 
 from framework import log
 from framework.config import Config
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
+from framework.core.scores import ScoreAccumulator, format_scores
+from framework.core.state import RunState
+from framework.core.step import run_step
 from framework.datasets import init_dataset
 from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import extern_data_from_dataset, parse_extern_data
 from framework.datasets.synthetic_like import SyntheticLike, reference_stats
 from framework.errors import ConfigError, FrameworkError
-from framework.events import Event
 from framework.options import register
-from framework.plugin import Plugin, on
-from framework.scores import ScoreAccumulator, format_scores
-from framework.state import RunState
-from framework.step import run_step
 
 register(
     "debug_overfit_batches",

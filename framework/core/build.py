@@ -1,0 +1,102 @@
+"""Building a run's parts from the config: device, datasets with their batch loaders, the model.
+
+The engine and the tools (import/compare, dump-dataset, replay-step, framework.testing) build
+through these functions, so a tool needs no engine to get a config's model and batches.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from framework import log
+from framework.config import Config
+from framework.datasets import init_dataset
+from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
+from framework.datasets.loader import BatchLoader
+from framework.errors import ConfigError
+from framework.training.distributed import Distributed
+
+
+def select_device(name: str) -> torch.device:
+    """``auto`` is cuda when available, else cpu; an unavailable device is a config error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device {name!r} is not a torch device name (auto, cpu, cuda, cuda:1, mps).") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} is requested but CUDA is not available here; use device='auto' or 'cpu'.")
+    return device
+
+
+def run_device(config: Config) -> tuple[torch.device, Distributed | None]:
+    """The device of this process, and its process group under torchrun (``torch_distributed``)."""
+    device = select_device(config.get("device"))
+    if config.get("torch_distributed") is None:
+        return device, None
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return device, Distributed(config.get("torch_distributed"), device)
+
+
+def resolve_extern_data(config: Config, dataset: Any) -> dict[str, DataKey]:
+    """The config's ``extern_data``, or else the keys that ``dataset`` describes."""
+    declared = config.get("extern_data")
+    if declared is not None:
+        return parse_extern_data(declared)
+    return extern_data_from_dataset(dataset) if dataset is not None else {}
+
+
+def make_loader(
+    config: Config, option: str, dataset: Any, extern_data: dict[str, DataKey], device: torch.device
+) -> BatchLoader:
+    """A batch loader for ``dataset`` with the configured batching and device."""
+    return BatchLoader(
+        dataset,
+        extern_data,
+        option=option,
+        batch_size=config.int("batch_size"),
+        max_seqs=config.get("max_seqs"),
+        device=device,
+        dataloader_opts=config.get("torch_dataloader_opts"),
+    )
+
+
+def init_data(
+    config: Config, options: list[str], required: str | None, device: torch.device
+) -> tuple[dict[str, DataKey], dict[str, BatchLoader]]:
+    """The datasets of ``options`` plus ``eval_datasets``: their ``extern_data`` and batch loaders."""
+    seed = config.int("random_seed")
+    specs = {o: config.get(o) for o in options if config.get(o) is not None}
+    specs.update(config.get("eval_datasets") or {})
+    if required and required not in specs:
+        raise ConfigError(f"task={config.get('task')!r} needs the {required!r} dataset option.")
+    datasets = {
+        option: init_dataset(spec, option=option, random_seed=seed, train_ordering=config.get("batching"))
+        for option, spec in specs.items()
+    }
+    extern_data = resolve_extern_data(config, next(iter(datasets.values()), None))
+    loaders = {}
+    for option, dataset in datasets.items():
+        check_dataset(extern_data, dataset, option)
+        loaders[option] = make_loader(config, option, dataset, extern_data, device)
+        log.v4(f"Dataset {option}: {dataset.name}, {dataset.num_seqs} seqs")
+    return extern_data, loaders
+
+
+def build_model(config: Config, device: torch.device, epoch: int, step: int) -> torch.nn.Module:
+    """Call the config's ``get_model`` and move the model to ``device``."""
+    get_model = config.get("get_model")
+    if get_model is None:
+        raise ConfigError("The config defines no get_model(*, epoch, step, **kwargs) returning an nn.Module.")
+    model = get_model(epoch=epoch, step=step)
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigError(f"get_model returned {type(model).__name__}, not a torch.nn.Module.")
+    model = model.to(device)
+    num_params = sum(p.numel() for p in model.parameters())
+    log.v4(f"Model: {type(model).__name__}, {num_params:,} parameters, on {device}")
+    return model

@@ -1,0 +1,440 @@
+"""The engine: epochs -> batches -> train_step -> loss -> backward -> optimizer step.
+
+The loop below is all there is to training. Everything optional (clipping, schedules,
+progress lines, diagnostics) is a plugin whose callbacks are bound to an ``Event``; the loop
+only emits events, keeps ``self.state`` (the typed ``RunState`` callbacks read) up to date and
+acts on ``state.control`` (skip an update, stop with a checkpoint, end after the epoch).
+Evaluation and forward emit step events too, and every run ends with ``Event.CLOSE``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from framework import log
+from framework.config import Config
+from framework.core import build
+from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
+from framework.core.events import Callbacks, Event, StopTraining
+from framework.core.plugins import build_plugins, prepare_config
+from framework.core.rng import get_rng_state, seed_everything, set_rng_state
+from framework.core.run_ctx import RunCtx
+from framework.core.scores import ScoreAccumulator, Scores, format_scores
+from framework.core.state import RunState
+from framework.core.step import call_step, step_function
+from framework.errors import CheckpointError, ConfigError, TrainingInterrupted
+from framework.training import checkpoint, disk, resume
+from framework.training.lr_control import LearningRateControl
+from framework.training.optim import create_optimizer, step_unless
+from framework.training.run_lock import RunLock
+from framework.util import command_line
+
+
+class Engine:
+    """Runs a config's task: train, eval or forward."""
+
+    def __init__(self, config: Config, callbacks: Callbacks | None = None):
+        self.config = config
+        self.callbacks = callbacks or Callbacks()
+        device, distributed = build.run_device(config)
+        self.state = RunState(
+            config=config,
+            task=config.get("task"),
+            device=device,
+            distributed=distributed,
+            lr_control=LearningRateControl(config),
+            learning_rate=config.float("learning_rate"),
+            precision=precision_from_config(config, device),
+        )
+        warn_if_emulated(self.state.precision)
+        self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
+        self._lock: RunLock | None = None  # held while this process writes checkpoints of the model prefix
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[RunState]:
+        """Around a task: EXCEPTION callbacks see an exception (it propagates unchanged), CLOSE always runs."""
+        state = self.state
+        try:
+            yield state
+            state.outcome = state.outcome or "completed"
+        except (TrainingInterrupted, KeyboardInterrupt):
+            state.outcome = "interrupted"
+            raise
+        except Exception as exc:
+            state.outcome, state.exception = "exception", exc
+            self.callbacks.emit(Event.EXCEPTION, state)
+            raise
+        except BaseException:  # a terminating signal (exit_log.Terminated), SystemExit
+            state.outcome = "interrupted"
+            raise
+        finally:
+            try:
+                self.callbacks.emit(Event.CLOSE, state)
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
+                if state.distributed is not None:
+                    state.distributed.close()
+
+    # ------------------------------------------------------------------------------- training
+    def train(self) -> None:
+        """Train for ``num_epochs``, resuming from the newest checkpoint of ``model`` if there is one."""
+        with self.running() as state:
+            if not self.init_train():
+                return
+            try:
+                self._train_epochs(self.config.int("num_epochs"))  # after init_train: a verdict run sets its own
+            except StopTraining as stop:
+                state.outcome = "stopped"
+                log.v3(f"Training ended: {stop}")
+            self.callbacks.emit(Event.FINISH, state)
+
+    def _train_epochs(self, num_epochs: int) -> None:
+        state = self.state
+        for epoch in range(state.epoch + 1, num_epochs + 1):
+            if state.control.end_reason is not None:
+                log.v3(f"Training ended after epoch {state.epoch}: {state.control.end_reason}")
+                return
+            state.epoch = epoch
+            self._set_learning_rate(state.lr_control.learning_rate(epoch))
+            start = time.perf_counter()
+            train_scores = self.train_epoch()
+            log.v3(
+                f"Epoch {epoch} train: {format_scores(train_scores)}, {state.steps_in_epoch} steps, "
+                f"{time.perf_counter() - start:.1f} sec, lr {state.learning_rate:g}"
+            )
+            eval_scores = self.evaluate_all([d for d in state.loaders if d != "train"])
+            if eval_scores:
+                log.v3(f"Epoch {epoch} evaluation: {format_dataset_scores(eval_scores)}")
+            state.lr_control.record(epoch, {"train": train_scores, **eval_scores})
+            self.callbacks.emit(Event.EPOCH_END, state)
+            self._save_checkpoint()
+
+    def init_train(self) -> bool:
+        """Datasets, model, optimizer and plugins, fresh or resumed, then STARTUP; False if training is done."""
+        prepare_config(self.config, "train")
+        self._lock_model_prefix()
+        self.init_data(["train", "dev", "eval"], required="train")
+        if not self._init_model_for_training(self.config.int("num_epochs")):
+            return False
+        self.state.optimizer.zero_grad(set_to_none=True)
+        build_plugins(self.config, self.state, self.callbacks)
+        self.callbacks.emit(Event.STARTUP, self.state)
+        return True
+
+    def _lock_model_prefix(self) -> None:
+        """Before anything is loaded: the model directory is writable and no other run writes this prefix."""
+        prefix = self._writes_checkpoints()
+        if prefix:
+            disk.probe_directory(os.path.dirname(prefix), "model directory", "model")
+            self._lock = RunLock(prefix)
+            self._lock.acquire()
+
+    def train_epoch(self) -> dict[str, float]:
+        """One pass over the train dataset's batches of ``state.epoch``; returns the train scores."""
+        state, control, emit = self.state, self.state.control, self.callbacks.emit
+        loader = state.loaders["train"]
+        plan = loader.plan(state.epoch)
+        if state.distributed is not None:
+            plan = state.distributed.train_plan(plan)
+        loss_weights = _accumulation_weights(plan, self.config.int("accum_grad_multiple_step"))
+        scores = state.epoch_scores = ScoreAccumulator()
+        start = self._resume_position(len(plan), scores)
+        state.dataset, state.steps_in_epoch = "train", len(plan)
+        train_step = step_function(self.config, "train")
+        state.model.train()
+        emit(Event.EPOCH_START, state)
+        for i, (indices, batch) in enumerate(loader.iterate(plan[start:]), start=start):
+            run_ctx = self._run_ctx("train", batch)
+            state.step_metrics = {}
+            state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
+            emit(Event.STEP_START, state)
+            call_step(train_step, state.step_model, run_ctx)
+            emit(Event.AFTER_FORWARD, state)
+            loss = run_ctx.total_loss()
+            if loss_weights is not None:
+                loss = loss * loss_weights[i]
+            (loss if state.loss_scale is None else loss * state.loss_scale).backward()
+            emit(Event.AFTER_BACKWARD, state)
+            scores.add(run_ctx, len(indices))
+            if state.at_update_boundary():
+                emit(Event.BEFORE_OPTIMIZER_STEP, state)
+                if not control.update_skipped:
+                    step_unless(state.optimizer, control.skip_flag)
+                control.update_done()
+                state.optimizer.zero_grad(set_to_none=True)
+                emit(Event.AFTER_OPTIMIZER_STEP, state)
+            state.global_step += 1
+            emit(Event.STEP_END, state)
+            if control.stop_reason is not None and state.at_update_boundary():
+                self._stop_with_checkpoint()
+        if not plan:
+            raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {state.epoch}.")
+        state.batch = state.batch_indices = state.run_ctx = None
+        return scores.result(self._total)
+
+    def _stop_with_checkpoint(self) -> None:
+        """``control.stop``: write the interrupted checkpoint and end with the command that resumes."""
+        state = self.state
+        path = self.save_interrupted_checkpoint()
+        where = f"Wrote {path}." if path else "No checkpoint written: set the 'model' option to be able to resume."
+        resume = f" Resume exactly from there by running the same command again:\n    {command_line()}"
+        raise TrainingInterrupted(
+            f"Training stopped on request ({state.control.stop_reason}) after epoch {state.epoch} step "
+            f"{state.step_in_epoch} (global step {state.global_step}). {where}" + (resume if path else "")
+        )
+
+    # ----------------------------------------------------------------------------- evaluation
+    def evaluate_all(self, datasets: list[str]) -> Scores:
+        """Scores of every dataset in ``datasets``."""
+        return {dataset: self.evaluate(dataset) for dataset in datasets}
+
+    def evaluate(self, dataset: str) -> dict[str, float]:
+        """Scores of ``train_step``'s losses over ``dataset`` (dev, eval, ...), without updates."""
+        state, emit = self.state, self.callbacks.emit
+        loader = state.loaders[dataset]
+        scores = ScoreAccumulator()
+        state.model.eval()
+        plan = loader.plan(max(state.epoch, 1))
+        # Fewer batches than ranks: every rank scores all of them (no rank without scores to sum).
+        shard = state.distributed is not None and len(plan) >= state.distributed.size
+        if shard:
+            plan = state.distributed.eval_plan(plan)
+        train_step = step_function(self.config, "eval")
+        state.dataset, state.steps_in_epoch = dataset, len(plan)
+        emit(Event.EVAL_START, state)
+        with torch.no_grad():
+            for i, (indices, batch) in enumerate(loader.iterate(plan)):
+                run_ctx = self._run_ctx("eval", batch)
+                state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
+                emit(Event.EVAL_STEP_START, state)
+                call_step(train_step, state.model, run_ctx)
+                emit(Event.EVAL_STEP_END, state)
+                scores.add(run_ctx, len(indices))
+        state.batch = state.batch_indices = state.run_ctx = None
+        state.eval_scores[dataset] = result = scores.result(self._total if shard else None)
+        emit(Event.EVAL_END, state)
+        return result
+
+    def _run_ctx(self, stage: str, batch: dict[str, torch.Tensor]) -> RunCtx:
+        """The run context of one step of ``stage``: its place in the run, the summary sink, the autocast."""
+        state = self.state
+        return RunCtx(
+            stage=stage,
+            epoch=state.epoch,
+            step=state.global_step,
+            batch=batch,
+            summaries=state.summaries,
+            autocast=autocast_factory(state.precision),
+        )
+
+    @property
+    def _total(self):
+        """Sums over all processes (None: a single process)."""
+        return self.state.distributed.sum if self.state.distributed is not None else None
+
+    def run_eval(self) -> Scores:
+        """task=eval: score the dev/eval datasets with a checkpoint."""
+        with self.running():
+            self.init_data(["dev", "eval"], required=None)
+            if not self.state.loaders:
+                raise ConfigError("task='eval' needs a 'dev' or 'eval' dataset (or 'eval_datasets').")
+            self.load_for_inference()
+            step_function(self.config, "eval")  # a missing train_step is a config error before anything runs
+            build_plugins(self.config, self.state, self.callbacks)
+            self.callbacks.emit(Event.STARTUP, self.state)
+            results = self.evaluate_all(list(self.state.loaders))
+            log.v3(f"Evaluation of epoch {self.state.epoch}: {format_dataset_scores(results)}")
+            self.callbacks.emit(Event.FINISH, self.state)
+        return results
+
+    def run_forward(self, loader: Any, collect: Any) -> None:
+        """task=forward: ``forward_step`` over every batch of ``loader``; ``collect(indices, run_ctx)`` keeps the outputs."""
+        state, emit = self.state, self.callbacks.emit
+        forward_step = step_function(self.config, "forward")
+        build_plugins(self.config, state, self.callbacks)
+        emit(Event.STARTUP, state)
+        state.model.eval()
+        plan = loader.plan(1)
+        state.dataset, state.steps_in_epoch = loader.option, len(plan)
+        with torch.no_grad():
+            for i, (indices, batch) in enumerate(loader.iterate(plan)):
+                run_ctx = self._run_ctx("forward", batch)
+                state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
+                emit(Event.FORWARD_STEP_START, state)
+                call_step(forward_step, state.model, run_ctx)
+                emit(Event.FORWARD_STEP_END, state)
+                collect(indices, run_ctx)
+        state.batch = state.batch_indices = state.run_ctx = None
+        emit(Event.FINISH, state)
+
+    # ---------------------------------------------------------------------------------- setup
+    def init_data(self, options: list[str], required: str | None) -> None:
+        """Build the datasets of ``options`` plus ``eval_datasets`` and their batch loaders."""
+        self.state.extern_data, self.state.loaders = build.init_data(self.config, options, required, self.state.device)
+
+    def build_model(self, epoch: int, step: int) -> None:
+        """Call the config's ``get_model`` and move the model to the device."""
+        self.state.model = build.build_model(self.config, self.state.device, epoch, step)
+
+    def _init_model_for_training(self, num_epochs: int) -> bool:
+        """Build model and optimizer, fresh or from the newest checkpoint; False if already done."""
+        state = self.state
+        step_function(self.config, "train")  # a missing train_step is a config error before anything is built
+        prefix = self.config.get("model")
+        path, saved = self._newest_training_state(prefix) if prefix else (None, None)
+        if saved is not None and saved["epoch"] >= num_epochs and "next_step" not in saved:
+            log.v3(
+                f"Training is complete: {path} is epoch {saved['epoch']} of {num_epochs}. To train further, "
+                f"raise num_epochs (++num_epochs {num_epochs + 5}); to start fresh, delete the checkpoints "
+                f"{prefix}.*.pt or write elsewhere with ++output_dir (the shipped configs) or ++model."
+            )
+            return False
+        seed_everything(self.config.int("random_seed"))
+        # An interrupted checkpoint is mid-epoch: that epoch is continued, not skipped.
+        next_epoch = 1 if saved is None else saved["epoch"] + ("next_step" not in saved)
+        self.build_model(epoch=next_epoch, step=0 if saved is None else saved["global_step"])
+        state.optimizer = create_optimizer(self.config, state.model)
+        if self._writes_checkpoints():
+            checkpoint.check_room(prefix, state.model, state.optimizer)
+        state.step_model = (
+            state.model if state.distributed is None else state.distributed.prepare(state.model, self.callbacks)
+        )
+        if saved is None and self.config.get("import_model_train_epoch1"):
+            imported = self.config.get("import_model_train_epoch1")
+            checkpoint.load_model_state(state.model, checkpoint.load_checkpoint(imported)["model"], imported)
+            log.v3(f"Training starts from the parameters of {imported} (import_model_train_epoch1).")
+        if saved is not None:
+            self._restore(saved, path)
+            log.v3(f"Resuming from {path}: epoch {state.epoch}, global step {state.global_step}.")
+            resume.report_changes(self.config, saved, state.lr_control, next_epoch)
+            state.epoch = next_epoch - 1
+            if "next_step" in saved:
+                self._resume = {"epoch": saved["epoch"], "next_step": saved["next_step"], "scores": saved["scores"]}
+        return True
+
+    def _resume_position(self, num_steps: int, scores: ScoreAccumulator) -> int:
+        """The step to start the epoch at: 0, or where an interrupted checkpoint of this epoch stopped."""
+        resume, self._resume = self._resume, None
+        if resume is None or resume["epoch"] != self.state.epoch:
+            return 0
+        scores.load_state_dict(resume["scores"])
+        log.v3(f"Continuing epoch {self.state.epoch} at step {resume['next_step']} of {num_steps}.")
+        return resume["next_step"]
+
+    def _newest_training_state(self, prefix: str) -> tuple[str | None, dict[str, Any] | None]:
+        """The newest epoch checkpoint, or an interrupted (mid-epoch) one if that is newer."""
+        checkpoint.remove_stale_temp_files(prefix)
+        found = checkpoint.list_checkpoints(prefix)
+        path = found[max(found)] if found else None
+        interrupted = checkpoint.interrupted_path(prefix)
+        if os.path.exists(interrupted):
+            saved = checkpoint.load_checkpoint(interrupted)
+            if saved["epoch"] > (max(found) if found else 0):
+                return interrupted, saved
+            checkpoint.remove_interrupted(prefix)  # an epoch checkpoint already covers it
+        return path, checkpoint.load_checkpoint(path) if path else None
+
+    def _restore(self, saved: dict[str, Any], path: str) -> None:
+        state = self.state
+        checkpoint.load_model_state(state.model, saved["model"], path)
+        try:
+            state.optimizer.load_state_dict(saved["optimizer"])
+        except (ValueError, KeyError) as exc:
+            raise CheckpointError(
+                f"Checkpoint {path}: the optimizer state does not fit the configured optimizer "
+                f"({exc}). Did 'optimizer' change since it was written?"
+            ) from None
+        state.lr_control.load_state_dict(saved["learning_rate_control"])
+        state.epoch, state.global_step = saved["epoch"], saved["global_step"]
+        set_rng_state(saved["rng"])
+
+    def load_for_inference(self) -> None:
+        """Build the model and load the checkpoint that ``load_epoch`` (default: newest) names."""
+        prefix = self.config.get("model")
+        found = checkpoint.list_checkpoints(prefix) if prefix else {}
+        if not found:
+            raise ConfigError(
+                f"task={self.config.get('task')!r} needs a trained checkpoint, but 'model' = {prefix!r} "
+                f"has none. Train first, or set 'model' to the checkpoint prefix."
+            )
+        epoch = self.config.get("load_epoch") or max(found)
+        if epoch not in found:
+            raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
+        saved = checkpoint.load_checkpoint(found[epoch])
+        seed_everything(self.config.int("random_seed"))
+        self.build_model(epoch=epoch, step=saved["global_step"])
+        checkpoint.load_model_state(self.state.model, saved["model"], found[epoch])
+        self.state.epoch, self.state.global_step = saved["epoch"], saved["global_step"]
+        log.v4(f"Loaded {found[epoch]}")
+
+    def _set_learning_rate(self, lr: float) -> None:
+        self.state.learning_rate = lr
+        for group in self.state.optimizer.param_groups:
+            group["lr"] = lr
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        state = self.state
+        return {
+            "model": state.model.state_dict(),
+            "optimizer": state.optimizer.state_dict(),
+            "epoch": state.epoch,
+            "global_step": state.global_step,
+            "rng": get_rng_state(),
+            "learning_rate_control": state.lr_control.state_dict(),
+            "options": resume.recorded_options(self.config),
+        }
+
+    def _writes_checkpoints(self) -> str | None:
+        """The checkpoint prefix if this process writes checkpoints (rank 0 of a distributed run)."""
+        distributed = self.state.distributed
+        return self.config.get("model") if distributed is None or distributed.rank == 0 else None
+
+    def _save_checkpoint(self) -> None:
+        prefix = self._writes_checkpoints()
+        if not prefix:
+            return
+        path = checkpoint.checkpoint_path(prefix, self.state.epoch)
+        checkpoint.save_checkpoint(path, self._checkpoint_state())
+        log.v4(f"Saved checkpoint {path}")
+        checkpoint.remove_interrupted(prefix)
+        self.callbacks.emit(Event.CHECKPOINT_SAVED, self.state)
+
+    def save_interrupted_checkpoint(self) -> str | None:
+        """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch."""
+        prefix = self._writes_checkpoints()
+        if not prefix:
+            return None
+        saved = self._checkpoint_state()
+        saved.update(next_step=self.state.step_in_epoch + 1, scores=self.state.epoch_scores.state_dict())
+        path = checkpoint.interrupted_path(prefix)
+        checkpoint.save_checkpoint(path, saved)
+        return path
+
+
+def format_dataset_scores(scores: Scores) -> str:
+    """``dev: ce 0.699 fer 0.508 dev_other: ce 0.8 ...``."""
+    return " ".join(f"{dataset}: {format_scores(values)}" for dataset, values in scores.items())
+
+
+def _accumulation_weights(plan: list[np.ndarray], accum: int) -> list[float] | None:
+    """Per batch, its share of the sequences in its accumulation window (None without accumulation).
+
+    Scaling each batch's loss by this share makes the accumulated gradient that of one batch
+    holding the whole window, also when batches differ in size (e.g. the last one).
+    """
+    if accum <= 1:
+        return None
+    weights = []
+    for start in range(0, len(plan), accum):
+        window = plan[start : start + accum]
+        total = sum(len(b) for b in window)
+        weights.extend(len(b) / total for b in window)
+    return weights

@@ -1,0 +1,70 @@
+"""The plugins of a run: the built-in ones in their order, plus the config's ``plugins``.
+
+Importing this module loads nothing heavy: the option registry reads the plugin modules'
+``register(...)`` declarations from their source (``framework.options.read_declared_options``), and the modules
+themselves are imported when a run builds its plugins.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from framework.core.builtin_plugins import BUILTIN_PLUGIN_MODULES
+from framework.errors import ConfigError
+
+if TYPE_CHECKING:
+    from framework.config import Config
+    from framework.core.events import Callbacks
+    from framework.core.plugin import Plugin
+    from framework.core.state import RunState
+
+
+def import_user_plugins(config: Config) -> list[type[Plugin]]:
+    """The plugin classes the config's ``plugins`` names (importing a module registers its options)."""
+    from framework.core.plugin import Plugin
+
+    found: list[type[Plugin]] = []
+    for entry in config.get("plugins") or []:  # an override wins over the files, as for any option
+        if isinstance(entry, type) and issubclass(entry, Plugin):
+            found.append(entry)
+            continue
+        if not isinstance(entry, str):
+            raise ConfigError(f"plugins: {entry!r} is neither a module name nor a Plugin subclass.")
+        try:
+            module = importlib.import_module(entry)
+        except ImportError as exc:
+            raise ConfigError(f"plugins: cannot import {entry!r}: {exc}. Is it on the Python path?") from None
+        classes = getattr(module, "PLUGINS", None)
+        if not classes:
+            raise ConfigError(f"plugins: module {entry!r} has no PLUGINS = (MyPlugin, ...) listing its plugin classes.")
+        found += list(classes)
+    return found
+
+
+def plugin_classes(config: Config) -> list[type[Plugin]]:
+    """Every plugin class of a run: the built-in ones in order, then the config's own."""
+    classes = []
+    for name in BUILTIN_PLUGIN_MODULES:
+        classes += list(importlib.import_module(name).PLUGINS)
+    return classes + import_user_plugins(config)
+
+
+def prepare_config(config: Config, task: str) -> None:
+    """Let every plugin of ``task`` adjust the config before the run is set up."""
+    for cls in plugin_classes(config):
+        if task in cls.tasks:
+            cls.prepare(config)
+
+
+def build_plugins(config: Config, state: RunState, callbacks: Callbacks) -> list[Plugin]:
+    """Build the plugins of ``state.task`` that the config turns on and subscribe them."""
+    built = []
+    for cls in plugin_classes(config):
+        if state.task not in cls.tasks:
+            continue
+        plugin = cls.from_config(config, state)
+        if plugin is not None:
+            plugin.subscribe(callbacks)
+            built.append(plugin)
+    return built

@@ -1,0 +1,79 @@
+"""Accumulating loss values over an epoch without a host sync per step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from framework.core.run_ctx import RunCtx
+
+Scores = dict[str, dict[str, float]]  # {dataset: {loss: value}}, e.g. {"dev_other": {"ce": 1.2}}
+
+
+class ScoreAccumulator:
+    """Dataset-level scores: each loss averaged over sequences, or over its normalization units.
+
+    Losses without ``custom_inv_norm_factor`` count as means over the batch's sequences, so the
+    epoch score is weighted by sequences; values stay on the device until ``result()``.
+    """
+
+    def __init__(self) -> None:
+        self._sums: dict[str, torch.Tensor] = {}
+        self._weights: dict[str, torch.Tensor | float] = {}
+
+    def add(self, run_ctx: RunCtx, num_seqs: int) -> None:
+        """Add the losses of one step."""
+        for name, marked in run_ctx.losses.items():
+            if marked.custom_inv_norm_factor is None:
+                value, weight = marked.loss.detach() * num_seqs, num_seqs
+            else:
+                value, weight = marked.loss.detach(), marked.custom_inv_norm_factor
+                if isinstance(weight, torch.Tensor):
+                    weight = weight.detach()
+            if name in self._sums:
+                self._sums[name] = self._sums[name] + value
+                self._weights[name] = self._weights[name] + weight
+            else:
+                self._sums[name], self._weights[name] = value, weight
+
+    def state_dict(self) -> dict[str, dict]:
+        """The running sums (for a mid-epoch checkpoint)."""
+        return {"sums": dict(self._sums), "weights": dict(self._weights)}
+
+    def load_state_dict(self, state: dict[str, dict]) -> None:
+        """Continue from ``state_dict``."""
+        self._sums, self._weights = dict(state["sums"]), dict(state["weights"])
+
+    def result(self, total: Callable[[torch.Tensor], torch.Tensor] | None = None) -> dict[str, float]:
+        """The averaged scores (one host sync); ``total`` sums the running sums over processes first."""
+        names = list(self._sums)
+        if total is None:
+            return {name: float(self._sums[name] / self._weights[name]) for name in names}
+        device = self._sums[names[0]].device if names else torch.device("cpu")
+        sums = [self._sums[n].detach().double() for n in names]
+        weights = [torch.as_tensor(self._weights[n], dtype=torch.float64, device=device) for n in names]
+        summed = total(torch.stack(sums + weights)).tolist() if names else []
+        return {name: summed[i] / summed[len(names) + i] for i, name in enumerate(names)}
+
+
+def step_losses(run_ctx: RunCtx, optimized_only: bool = False) -> dict[str, torch.Tensor]:
+    """The normalized value of each loss of one step, on the device (``optimized_only``: not the ``as_error`` ones)."""
+    return {
+        name: marked.normalized().detach()
+        for name, marked in run_ctx.losses.items()
+        if not (optimized_only and marked.as_error)
+    }
+
+
+def step_values(run_ctx: RunCtx) -> dict[str, float]:
+    """The normalized value of each loss of one step (syncs with the device)."""
+    return {name: float(value) for name, value in step_losses(run_ctx).items()}
+
+
+def format_scores(scores: dict[str, float], sep: str = " ") -> str:
+    """``ce 0.699 fer 0.508`` (tiny values in scientific notation, so they do not show as 0.000)."""
+    return sep.join(
+        f"{name} {value:.3f}" if abs(value) >= 1e-3 or value == 0 else f"{name} {value:.3e}"
+        for name, value in scores.items()
+    )

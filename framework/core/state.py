@@ -1,0 +1,132 @@
+"""The typed state of a run that callbacks read, and the one channel through which they act.
+
+The engine owns a ``RunState`` and updates it as the run goes; every callback gets it. A
+callback never sets engine internals: it asks through ``state.control`` (skip this update,
+stop after this step, end after this epoch, report a finding, add to the step line).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from framework.config import Config
+    from framework.core.autocast import Precision
+    from framework.core.run_ctx import RunCtx
+    from framework.core.scores import ScoreAccumulator, Scores
+    from framework.datasets.extern_data import DataKey
+    from framework.datasets.loader import BatchLoader
+    from framework.training.distributed import Distributed
+    from framework.training.lr_control import LearningRateControl
+
+
+class SummarySink(Protocol):
+    """Where ``run_ctx.log_scalar`` / ``log_image`` and diagnostics' scalars go (TensorBoard)."""
+
+    def scalars(self, step: int, values: list[tuple[str, float]]) -> None: ...
+
+    def image(self, tag: str, image: Any, step: int, dataformats: str) -> None: ...
+
+
+class Control:
+    """What callbacks may ask of the engine; the engine reads it at fixed points of the loop."""
+
+    def __init__(self) -> None:
+        self.update_skipped = False
+        self.skip_flag: torch.Tensor | None = None  # on the device: skip the update where true
+        self.stop_reason: str | None = None
+        self.end_reason: str | None = None
+        self.findings: list[Any] = []
+        self.step_notes: dict[str, str] = {}
+
+    def skip_update(self) -> None:
+        """Do not apply this step's optimizer update (its gradients are dropped)."""
+        self.update_skipped = True
+
+    def skip_update_if(self, flag: torch.Tensor) -> None:
+        """Skip this step's update where the device tensor ``flag`` is true, decided on the device (no host sync)."""
+        self.skip_flag = flag if self.skip_flag is None else self.skip_flag | flag
+
+    def update_done(self) -> None:
+        """The engine's mark after each update boundary: the next update is not skipped unless asked again."""
+        self.update_skipped, self.skip_flag = False, None
+
+    def stop(self, reason: str) -> None:
+        """Stop training at the next update boundary with a checkpoint to resume from (like Ctrl-C)."""
+        self.stop_reason = reason
+
+    def end_training(self, reason: str) -> None:
+        """End training after the current epoch, whose checkpoint is written (e.g. early stopping)."""
+        self.end_reason = reason
+
+    def report(self, findings: list[Any]) -> None:
+        """Keep findings (e.g. the sanity check's) for later diagnostics, such as the verdict runs."""
+        self.findings += findings
+
+    def note_step(self, key: str, text: str) -> None:
+        """Add ``key text`` to this step's progress line (log_verbosity 5)."""
+        self.step_notes[key] = text
+
+
+@dataclass
+class ChanceLevel:
+    """The value a loss has when the model uses nothing of its input, e.g. by predicting the label frequencies."""
+
+    value: float
+    what: str  # e.g. "the entropy of the label frequencies of 'classes' in train"
+
+
+@dataclass(eq=False)
+class RunState:
+    """What a run is doing: its setup, the current epoch and step, and how it ended."""
+
+    config: Config
+    task: str
+    device: torch.device
+    distributed: Distributed | None = None
+    extern_data: dict[str, DataKey] = field(default_factory=dict)
+    loaders: dict[str, BatchLoader] = field(default_factory=dict)
+    model: torch.nn.Module | None = None
+    step_model: torch.nn.Module | None = None  # what train_step gets: the model, or its DDP wrapper
+    optimizer: torch.optim.Optimizer | None = None
+    lr_control: LearningRateControl | None = None
+    learning_rate: float = 0.0
+    epoch: int = 0
+    global_step: int = 0  # training steps done; during a step (until STEP_END), the index of that step
+    # The step in progress (training, evaluation or forward).
+    dataset: str | None = None  # the dataset option the batch is from (train, dev, dev_other, ...)
+    step_in_epoch: int = 0
+    steps_in_epoch: int = 0
+    batch: dict[str, torch.Tensor] | None = None
+    batch_indices: np.ndarray | None = None
+    run_ctx: RunCtx | None = None
+    step_metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # on the device, e.g. grad_norm
+    # Scores.
+    epoch_scores: ScoreAccumulator | None = None  # the train losses summed so far in this epoch
+    eval_scores: Scores = field(default_factory=dict)  # {dataset: {loss: value}} of the latest evaluation
+    summaries: SummarySink | None = None
+    # Mixed precision (framework.core.autocast): the autocast of step functions, the factor the loss is scaled by.
+    precision: Precision | None = None
+    loss_scale: torch.Tensor | None = None  # on the device; None: the loss is not scaled
+    # What diagnostics learned about the training, for the learning watch to judge the losses by.
+    chance_levels: dict[str, ChanceLevel] = field(default_factory=dict)  # loss name -> its level without input
+    loss_floors: dict[str, float] = field(default_factory=dict)  # loss name -> the least it can reach (soft targets)
+    update_ratio: float | None = None  # the largest |dW|/|W| of a weight at the latest gradient-health check
+    control: Control = field(default_factory=Control)
+    # How it ended.
+    exception: BaseException | None = None
+    outcome: str | None = None  # for CLOSE: completed, stopped, interrupted, exception
+
+    @property
+    def stage(self) -> str | None:
+        """train, eval or forward while a step runs; None between steps."""
+        return self.run_ctx.stage if self.run_ctx is not None else None
+
+    def at_update_boundary(self) -> bool:
+        """Whether the current training step ends an accumulation window: it updates, no gradients stay pending."""
+        accum = self.config.int("accum_grad_multiple_step")
+        return (self.step_in_epoch + 1) % accum == 0 or self.step_in_epoch + 1 == self.steps_in_epoch

@@ -1,0 +1,1 @@
+"""Libraries the diagnostics share: describing tensors and frames, tracking modules, probing a step."""

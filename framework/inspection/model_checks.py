@@ -1,0 +1,192 @@
+"""Checks of a model after a forward/backward: which losses, parameters and modules are not trained.
+
+Shared by the sanity check on the first training step, the gradient-health check and
+``framework.testing``. Findings are grouped by module, so that a disconnected layer is one
+line naming the module and its parameters, not one line per tensor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from framework.inspection.data_checks import Finding
+from framework.inspection.module_tracker import matches_any
+from framework.inspection.tensors import floating_tensors
+
+ROOT = "(model)"
+
+
+def by_module(model: nn.Module, names: list[str], limit: int = 6) -> str:
+    """``module 'enc.1' (Linear): weight, bias; module 'head' (Linear): weight`` for parameter names."""
+    modules = dict(model.named_modules())
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        path, _, leaf = name.rpartition(".")
+        groups.setdefault(path, []).append(leaf)
+    shown = [
+        f"module '{path or ROOT}' ({type(modules.get(path)).__name__}): {', '.join(leaves)}"
+        for path, leaves in list(groups.items())[:limit]
+    ]
+    more = len(groups) - limit
+    return "; ".join(shown) + (f"; and {more} more modules (last: '{list(groups)[-1]}')" if more > 0 else "")
+
+
+def loss_findings(losses: dict[str, Any]) -> list[Finding]:
+    """Optimized losses (``MarkedLoss``) that do not depend on any parameter requiring grad."""
+    optimized = {name: m for name, m in losses.items() if not m.as_error}
+    detached = [name for name, m in optimized.items() if not m.loss.requires_grad]
+    if not detached:
+        return []
+    names = ", ".join(repr(n) for n in detached)
+    return [
+        Finding(
+            "error" if len(detached) == len(optimized) else "warning",
+            f"loss {names} does not depend on any parameter that requires grad (it has no grad_fn), so "
+            f"{'nothing' if len(detached) == len(optimized) else 'it'} can be trained. Look for .detach(), "
+            f".item(), .numpy(), torch.no_grad() or a tensor rebuilt with torch.tensor(...) between the model "
+            f"output and mark_as_loss.",
+        )
+    ]
+
+
+def gradient_findings(model: nn.Module, frozen: list[str], optimizer: Any = None) -> list[Finding]:
+    """After backward: parameters frozen by mistake, without gradient, with an all-zero gradient, not optimized."""
+    params = dict(model.named_parameters())
+    trainable = {n: p for n, p in params.items() if p.requires_grad}
+    findings = []
+    mistaken = [n for n, p in params.items() if not p.requires_grad and not matches_any(n, frozen)]
+    if mistaken:
+        findings.append(
+            Finding(
+                "warning",
+                f"{by_module(model, mistaken)} do not require grad, but frozen_params does not list them: frozen by "
+                f"mistake (requires_grad_(False) somewhere)? If they are meant to be frozen, add them to frozen_params.",
+            )
+        )
+    no_grad = [n for n, p in trainable.items() if p.grad is None and not matches_any(n, frozen)]
+    if no_grad and all(p.grad is None for p in trainable.values()):
+        findings.append(
+            Finding(
+                "error",
+                "No parameter received a gradient: the loss is not connected to the model (e.g. "
+                "loss.detach().requires_grad_(), or the model's output detached before the loss).",
+            )
+        )
+    elif no_grad:
+        findings.append(
+            Finding(
+                "warning",
+                f"{by_module(model, no_grad)} receive no gradient: not connected to the loss (defined but not used "
+                f"in forward, or its output goes through .detach() / torch.no_grad()). Remove what is unused, or "
+                f"list it in frozen_params.",
+            )
+        )
+    with_grad = [(n, p.grad) for n, p in trainable.items() if p.grad is not None and not matches_any(n, frozen)]
+    if with_grad:
+        norms = torch.stack(torch._foreach_norm([g.float() for _, g in with_grad])).tolist()
+        zero = [n for (n, _), norm in zip(with_grad, norms, strict=True) if norm == 0]
+        if zero:
+            findings.append(
+                Finding(
+                    "warning",
+                    f"{by_module(model, zero)} get a gradient that is exactly zero: dead units (a ReLU that never "
+                    f"fires), a multiplication by zero, or a path masked out on this batch.",
+                )
+            )
+    frozen_trained = [n for n, p in trainable.items() if p.grad is not None and matches_any(n, frozen)]
+    if frozen_trained:
+        findings.append(
+            Finding(
+                "warning",
+                f"frozen_params lists {by_module(model, frozen_trained)}, but they require grad and get a gradient, so "
+                f"the optimizer will change them. Call requires_grad_(False) on them in get_model.",
+            )
+        )
+    if optimizer is not None:
+        optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        left_out = [n for n, p in trainable.items() if id(p) not in optimized and not matches_any(n, frozen)]
+        if left_out:
+            findings.append(
+                Finding(
+                    "warning",
+                    f"{by_module(model, left_out)} require grad but are in no optimizer param group, so they never "
+                    f"change. Is the optimizer built from a subset of the parameters?",
+                )
+            )
+    return findings
+
+
+@contextlib.contextmanager
+def capture_outputs(model: nn.Module, patterns: list[str]) -> Iterator[dict[str, list[torch.Tensor]]]:
+    """Collect the floating outputs of the modules whose path matches a pattern (``(model)`` = the root)."""
+    captured: dict[str, list[torch.Tensor]] = {}
+    handles = []
+    for path, module in model.named_modules():
+        name = path or ROOT
+        if matches_any(name, patterns):
+
+            def hook(_module: nn.Module, _args: Any, output: Any, name: str = name) -> None:
+                captured.setdefault(name, []).extend(t.detach() for t in floating_tensors(output))
+
+            handles.append(module.register_forward_hook(hook))
+    try:
+        yield captured
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def range_findings(
+    model: nn.Module, ranges: dict[str, tuple[float, float]], captured: dict[str, list[torch.Tensor]]
+) -> list[Finding]:
+    """Captured outputs outside their declared ``(low, high)``; patterns that matched no module."""
+    findings = []
+    names = [path or ROOT for path, _ in model.named_modules()]
+    for pattern, (low, high) in ranges.items():
+        matched = [n for n in names if matches_any(n, [pattern])]
+        if not matched:
+            findings.append(
+                Finding(
+                    "warning", f"debug_output_ranges: {pattern!r} matches no module (modules: {', '.join(names[:12])})."
+                )
+            )
+        for name in matched:
+            for t in captured.get(name, []):
+                if t.numel() == 0:
+                    continue
+                finite = torch.isfinite(t)
+                values = t[finite]
+                lo, hi = (float(values.min()), float(values.max())) if values.numel() else (math.nan, math.nan)
+                if finite.all() and low <= lo and hi <= high:
+                    continue
+                outside = int((~finite | (t < low) | (t > high)).sum())
+                findings.append(
+                    Finding(
+                        "warning",
+                        f"module '{name}' output ({list(t.shape)}) has {outside} of {t.numel()} values outside its "
+                        f"declared range [{low:g}, {high:g}] (finite values span [{lo:.4g}, {hi:.4g}]"
+                        f"{', plus NaN/Inf' if not finite.all() else ''}): a missing or extra sigmoid/softmax?",
+                    )
+                )
+                break
+    return findings
+
+
+def fingerprints(params: list[torch.Tensor]) -> torch.Tensor:
+    """[N, 2] float64 sum and norm of each tensor: compared later, they tell which changed, without a copy."""
+    if not params:
+        return torch.zeros(0, 2, dtype=torch.float64)
+    return torch.stack(
+        [
+            torch.stack(
+                [p.detach().sum(dtype=torch.float64), torch.linalg.vector_norm(p.detach(), dtype=torch.float64)]
+            )
+            for p in params
+        ]
+    )

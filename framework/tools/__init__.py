@@ -1,0 +1,1 @@
+"""What the tools in tools/ and framework.testing share: comparing, importing, their command line."""

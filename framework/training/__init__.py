@@ -1,0 +1,1 @@
+"""Training features: optimizers, learning rates, mixed precision, compile, checkpoints, run safety."""

@@ -1,0 +1,142 @@
+"""task=forward: run ``forward_step`` over a dataset and write the marked outputs.
+
+``output_file`` ending in ``.hdf`` gets RETURNN's HDF format (RETURNN's ``HDFDataset`` and ours
+read it: the output ``output``, or else the first one, is the main ``data``, the others are
+target keys, with sequence tags). Any other name gets an ``.npz`` file that numpy reads without
+extra dependencies, in RETURNN's layout: per output, the sequences concatenated along their first
+axis plus ``<name>:seq_len`` when the length varies (fixed-shape outputs are stacked [N, ...]),
+and ``seq_index`` with each sequence's index in the dataset.
+
+``model_outputs`` (RETURNN's notation, as ``extern_data``) declares the outputs: their names,
+feature dimension and whether axis 1 has a variable length; each step's outputs are checked.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from framework import log
+from framework.core.build import make_loader, resolve_extern_data
+from framework.core.engine import Engine
+from framework.core.run_ctx import MarkedOutput
+from framework.core.step import step_function
+from framework.datasets import init_dataset
+from framework.datasets.extern_data import DataKey, check_dataset, parse_extern_data
+from framework.datasets.hdf import write_hdf
+from framework.errors import ConfigError
+from framework.training.disk import probe_directory, write_atomically
+
+
+class OutputCollector:
+    """Per-sequence outputs of a forward pass, written as one .hdf or .npz file."""
+
+    def __init__(self, declared: dict[str, DataKey] | None = None) -> None:
+        self.declared = declared
+        self.seq_indices: list[int] = []
+        self.outputs: dict[str, list[np.ndarray]] = {}
+        self.variable: dict[str, bool] = {}
+
+    def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput]) -> None:
+        """Split a batch's outputs into sequences (cut to ``seq_len`` where given)."""
+        if not outputs:
+            raise ConfigError(
+                "forward_step marked no output; call run_ctx.mark_as_output(tensor, name) or "
+                "run_ctx.mark_as_default_output(tensor)."
+            )
+        if self.outputs and set(outputs) != set(self.outputs):
+            raise ConfigError(f"forward_step marked outputs {sorted(outputs)} but earlier {sorted(self.outputs)}.")
+        if self.declared is not None:
+            check_outputs(self.declared, outputs)
+        self.seq_indices.extend(int(i) for i in indices)
+        for name, marked in outputs.items():
+            values = marked.tensor.detach().cpu().numpy()
+            if values.shape[0] != len(indices):
+                raise ConfigError(
+                    f"mark_as_output({name!r}): first axis has size {values.shape[0]}, but the batch "
+                    f"has {len(indices)} sequences; outputs must be [batch, ...]."
+                )
+            lengths = None if marked.seq_len is None else marked.seq_len.detach().cpu().numpy()
+            self.variable[name] = lengths is not None
+            rows = [values[b] if lengths is None else values[b, : lengths[b]] for b in range(len(indices))]
+            self.outputs.setdefault(name, []).extend(rows)
+
+    def write(self, path: str, tags: list[str]) -> None:
+        """Write atomically (temporary file, then rename): RETURNN's HDF for a ``.hdf`` path, else .npz."""
+        if path.endswith((".hdf", ".h5", ".hdf5")):
+            main = "output" if "output" in self.outputs else next(iter(self.outputs))
+            sparse = {k: v.sparse_dim for k, v in (self.declared or {}).items() if v.sparse_dim is not None}
+            rows = {k: [r if self.variable[k] else r[None] for r in v] for k, v in self.outputs.items()}
+            write_hdf(path, rows, tags, main, sparse)
+            return
+        arrays = {"seq_index": np.array(self.seq_indices, dtype=np.int64)}
+        for name, rows in self.outputs.items():
+            if self.variable[name]:
+                arrays[name] = np.concatenate(rows, axis=0)
+                arrays[name + ":seq_len"] = np.array([len(r) for r in rows], dtype=np.int64)
+            else:
+                arrays[name] = np.stack(rows)
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+
+        write_atomically(path, write, "the forward output", "Free space or choose another path with 'output_file'.")
+
+
+def check_outputs(declared: dict[str, DataKey], outputs: dict[str, MarkedOutput]) -> None:
+    """Raise ConfigError when the marked outputs do not match ``model_outputs``."""
+    if set(outputs) != set(declared):
+        raise ConfigError(
+            f"forward_step marked the outputs {sorted(outputs)}, but model_outputs declares {sorted(declared)}. "
+            f"Mark each declared output (mark_as_default_output marks 'output'), or fix model_outputs."
+        )
+    for name, marked in outputs.items():
+        want, shape = declared[name], tuple(marked.tensor.shape[1:])
+        if len(shape) != len(want.shape) or any(
+            w is not None and w != h for w, h in zip(want.shape, shape, strict=False)
+        ):
+            raise ConfigError(
+                f"Output {name!r} has the shape [batch, {', '.join(map(str, shape))}], but model_outputs declares "
+                f"{want.shape} (without the batch axis; None = variable length)."
+            )
+        if want.variable and marked.seq_len is None:
+            raise ConfigError(
+                f"model_outputs declares a variable-length axis for {name!r}, but no lengths were given: pass "
+                f"seq_len=extern_data['data:seq_len'] (or the output's own lengths) when marking it."
+            )
+
+
+def run_forward(engine: Engine) -> str:
+    """Run the forward task; return the output file's path."""
+    config = engine.config
+    with engine.running():
+        step_function(config, "forward")  # a missing forward_step is a config error before anything is loaded
+        option = config.get("forward_data")
+        if config.get(option) is None:
+            others = [name for name in ("dev", "eval", "train") if name != option and config.get(name) is not None]
+            fix = f"add ++forward_data {others[0]} (or set forward_data in the config)" if others else "set it"
+            raise ConfigError(
+                f"task='forward' runs on dataset {option!r} (option forward_data), which is not set: {fix}, "
+                f"or define {option} = {{...}}."
+            )
+        dataset = init_dataset(config.get(option), option=option, random_seed=config.int("random_seed"))
+        have = dataset.key_info()
+        # Targets may be absent from the data to forward; inputs needed for inference may not.
+        extern_data = {
+            k: v for k, v in resolve_extern_data(config, dataset).items() if k in have or v.available_for_inference
+        }
+        check_dataset(extern_data, dataset, option)
+        engine.state.extern_data = extern_data
+        loader = make_loader(config, option, dataset, extern_data, engine.state.device)
+        engine.load_for_inference()
+        path = config.get("output_file") or f"{config.get('model')}.{engine.state.epoch:03d}.forward.npz"
+        probe_directory(os.path.dirname(path), "directory of the forward output", "output_file")
+        declared = config.get("model_outputs")
+        collector = OutputCollector(None if declared is None else parse_extern_data(declared, "model_outputs"))
+        engine.run_forward(loader, lambda indices, run_ctx: collector.add(indices, run_ctx.outputs))
+        tag = getattr(dataset, "seq_tag", lambda index: f"seq-{index}")
+        collector.write(path, [tag(i) for i in collector.seq_indices])
+    log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")
+    return path

@@ -1,0 +1,130 @@
+"""Learning-rate control: a rate per epoch (constant, fixed list, newbob) and per-step schedules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework import log
+from framework.config import Config
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.scores import Scores
+from framework.errors import ConfigError
+
+
+class LearningRateControl:
+    """Decides each epoch's learning rate from the configured schedule and the scores so far.
+
+    ``newbob`` (RETURNN): after each epoch, if the watched score's relative change
+    ``(new - old) / old`` is above ``newbob_relative_error_threshold`` (default -0.01: it did not
+    improve by 1%), the rate is multiplied by ``newbob_learning_rate_decay``.
+    """
+
+    def __init__(self, config: Config):
+        self.kind = config.get("learning_rate_control")
+        self.initial = config.float("learning_rate")
+        self.fixed = list(config.get("learning_rates") or [])
+        self.error_measure = config.get("learning_rate_control_error_measure")
+        renamed = config.get("learning_rate_decay")  # RETURNN's name wins, as in RETURNN
+        self.decay = float(renamed) if renamed is not None else config.float("newbob_learning_rate_decay")
+        self.threshold = config.float("newbob_relative_error_threshold")
+        self.min_lr = config.float("min_learning_rate")
+        self.epoch_lrs: dict[int, float] = {}
+        self.scores: dict[int, Scores] = {}  # epoch -> {dataset: {loss: value}}
+
+    def learning_rate(self, epoch: int) -> float:
+        """The rate for ``epoch``; decided once per epoch and remembered (also in checkpoints)."""
+        if epoch not in self.epoch_lrs:
+            self.epoch_lrs[epoch] = self._decide(epoch)
+        return self.epoch_lrs[epoch]
+
+    def restart_at(self, epoch: int) -> None:
+        """Forget the rates decided for ``epoch`` and later: the schedule restarts at the configured rate there."""
+        self.epoch_lrs = {e: lr for e, lr in self.epoch_lrs.items() if e < epoch}
+        self.epoch_lrs[epoch] = float(self.fixed[epoch - 1]) if epoch <= len(self.fixed) else self.initial
+
+    def _decide(self, epoch: int) -> float:
+        if epoch <= len(self.fixed):
+            return float(self.fixed[epoch - 1])
+        if epoch == 1:
+            return self.initial
+        previous = self.learning_rate(epoch - 1)
+        if self.kind != "newbob" or epoch - 2 not in self.scores or epoch - 1 not in self.scores:
+            return previous
+        dataset, loss = self._measure_key(self.scores[epoch - 1])
+        old, new = self.scores[epoch - 2].get(dataset, {}).get(loss), self.scores[epoch - 1][dataset][loss]
+        if old is None or old == 0:
+            return previous
+        relative = (new - old) / abs(old)
+        if relative > self.threshold:
+            lr = max(previous * self.decay, self.min_lr)
+            log.v4(
+                f"newbob: {dataset}_{loss} changed {relative:+.2%} (threshold {self.threshold:+.2%}); learning rate {lr:g}"
+            )
+            return lr
+        return previous
+
+    def _measure_key(self, scores: Scores) -> tuple[str, str]:
+        return score_key(scores, self.error_measure, "learning_rate_control_error_measure")
+
+    def record(self, epoch: int, scores: Scores) -> None:
+        """Remember an epoch's scores: ``{"train": {"ce": ...}, "dev": {"ce": ...}}``."""
+        self.scores[epoch] = {dataset: dict(values) for dataset, values in scores.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue the schedule after a resume."""
+        return {"epoch_lrs": dict(self.epoch_lrs), "scores": {e: dict(s) for e, s in self.scores.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict`` (also of checkpoints that kept scores flat, as ``dev_ce``)."""
+        self.epoch_lrs = {int(e): float(v) for e, v in state["epoch_lrs"].items()}
+        self.scores = {int(e): nested_scores(s) for e, s in state["scores"].items()}
+
+
+def nested_scores(scores: dict[str, Any]) -> Scores:
+    """An epoch's scores as ``{dataset: {loss: value}}``, also from a checkpoint that kept them flat (``dev_ce``)."""
+    nested: Scores = {}
+    for key, value in scores.items():
+        if isinstance(value, dict):
+            nested[key] = dict(value)
+        else:  # written before scores were keyed by dataset: "dev_ce"
+            dataset, _, loss = key.partition("_")
+            nested.setdefault(dataset, {})[loss] = value
+    return nested
+
+
+def score_key(scores: Scores, measure: str | None, option: str) -> tuple[str, str]:
+    """The (dataset, loss) to watch: ``measure`` (named by ``option``, as ``<dataset>_<loss>``) if set,
+    else the first loss of the first dev set, else the first score."""
+    keys = [(dataset, loss) for dataset, values in scores.items() for loss in values]
+    if measure is not None:
+        for dataset, loss in keys:
+            if measure in (f"{dataset}_{loss}", f"{dataset}_loss_{loss}"):  # ours, RETURNN's PyTorch engine's
+                return dataset, loss
+        known = ", ".join(f"{d}_{n}" for d, n in keys)
+        raise ConfigError(f"{option} {measure!r} is not among the scores of the epoch: {known}.")
+    dev_keys = [(d, n) for d, n in keys if d == "dev" or d.startswith("dev_")]
+    return (dev_keys or keys)[0]
+
+
+class DynamicLearningRate(Plugin):
+    """``dynamic_learning_rate``: called before every step; the rate it returns is applied."""
+
+    order = Order.TRAINING
+
+    def __init__(self, schedule: Any):
+        self.schedule = schedule
+
+    @classmethod
+    def from_config(cls, config: Config, state: Any) -> DynamicLearningRate | None:
+        schedule = config.get("dynamic_learning_rate")
+        return cls(schedule) if schedule is not None else None
+
+    @on(Event.STEP_START)
+    def apply(self, state: Any) -> None:
+        lr = self.schedule(global_train_step=state.global_step, epoch=state.epoch, learning_rate=state.learning_rate)
+        for group in state.optimizer.param_groups:
+            group["lr"] = lr
+
+
+PLUGINS = (DynamicLearningRate,)

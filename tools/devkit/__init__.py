@@ -1,0 +1,1 @@
+"""The development harness: preloaded child processes, the docs' commands, alternating timings."""
