@@ -14,11 +14,12 @@ from framework.config import load_config, parse_args
 from framework.errors import FrameworkError, TrainingInterrupted
 from framework.training import exit_log
 
-USAGE = """usage: rnn.py config.py [more_config.py ...] [++option value ...]
+USAGE = """usage: rnn.py config.py [more_config.py ...] [++option value ...] [--explain-plugins]
        rnn.py --help-options
 
 Runs the task of a RETURNN-style Python config (train, eval or forward). Later config files
-and ++overrides (Python literals) take precedence over earlier ones."""
+and ++overrides (Python literals) take precedence over earlier ones. --explain-plugins lists
+the plugins the config turns on and the order their callbacks run in, and exits."""
 
 
 def main(argv: list[str]) -> int:
@@ -53,7 +54,8 @@ def main(argv: list[str]) -> int:
 
 
 def _run(argv: list[str], crash_status: str) -> int:
-    files, overrides = parse_args(argv)
+    explain = "--explain-plugins" in argv
+    files, overrides = parse_args([a for a in argv if a != "--explain-plugins"])
     config = load_config(files, overrides)
     if config.get("torch_distributed") is not None:  # rank 0 prints and writes the main log, the others <log>.rank<k>
         from framework.debug.crash import label_stack_dumps
@@ -85,8 +87,11 @@ def _run(argv: list[str], crash_status: str) -> int:
     log.v4(f"rnn.py {' '.join(argv)}")
     log.v4(f"task {task}, torch {torch.__version__}, device {engine.state.device}, {threads}")
     log_crash_handler_status(crash_status)
+    if explain:
+        print(engine.explain_plugins())
+        return 0
     try:
-        _run_task(engine, task)
+        engine.run(task)
     except FrameworkError:
         raise
     except Exception as exc:
@@ -96,14 +101,3 @@ def _run(argv: list[str], crash_status: str) -> int:
             post_mortem_shell(exc)
         raise
     return 0
-
-
-def _run_task(engine, task: str) -> None:
-    if task == "train":
-        engine.train()
-    elif task == "eval":
-        engine.run_eval()
-    else:
-        from framework.training.forward import run_forward
-
-        run_forward(engine)

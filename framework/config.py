@@ -54,6 +54,7 @@ class Config:
     def __init__(self, values: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None):
         self.namespace: dict[str, Any] = {} if values is None else values
         self.overrides: dict[str, Any] = dict(overrides or {})
+        self.derived: dict[str, Any] = {}  # set by a plugin's mode (Plugin.prepare), e.g. a verdict run's epochs
         self.files: list[str] = []
         self.namespace["config"] = self
 
@@ -66,10 +67,25 @@ class Config:
 
     def has(self, name: str) -> bool:
         """Whether the config files or overrides set ``name``."""
-        return name in self.overrides or name in self.namespace
+        return name in self.derived or name in self.overrides or name in self.namespace
+
+    def derive(self, values: dict[str, Any], by: str) -> None:
+        """Set option values that a plugin's mode needs (``Plugin.prepare``), checked like ``++`` overrides.
+
+        They win over files and overrides; printed commands (``command_args``) do not repeat them,
+        as the mode sets them again.
+        """
+        for name, value in values.items():
+            option = options.get(name)
+            problem = f"{name!r} is not a registered option" if option is None else option.check(value)
+            if problem:
+                raise ConfigError(f"The plugin {by} sets {name} = {value!r}, which is invalid: {problem}")
+        self.derived.update(values)
 
     def typed_value(self, name: str, default: Any = _MISSING) -> Any:
-        """The value of ``name``: override, else the files' value, else the registered or given default."""
+        """The value of ``name``: a plugin mode's, else the override, else the files' value, else the default."""
+        if name in self.derived:
+            return self.derived[name]
         if name in self.overrides:
             return self.overrides[name]
         if name in self.namespace:

@@ -4,11 +4,16 @@ Anything else (an exception raised in the user's model or step function) propaga
 so that ``ipython --pdb rnn.py config.py`` lands in the frame where it happened.
 """
 
+from typing import Any
+
 
 class FrameworkError(Exception):
     """A problem the user can fix; ``rnn.py`` prints the message and exits with ``exit_code``."""
 
     exit_code = 1
+    # The step the error is about when it is not the engine's current one (a verdict read a step later):
+    # RunState field -> value, which the engine's state takes before EXCEPTION callbacks see it.
+    step: dict[str, Any] | None = None
 
 
 class ConfigError(FrameworkError):

@@ -441,6 +441,13 @@ register(
     "load_epoch", "int | None", None, "Checkpoint epoch to load for eval/forward (None: newest).", _C, range="[1, inf)"
 )
 register(
+    "frozen_params",
+    "list[str]",
+    [],
+    "Parameter name patterns (fnmatch) that must not change in training; the sanity and gradient checks verify it.",
+    _C,
+)
+register(
     "import_model_train_epoch1",
     "str | None",
     None,

@@ -60,7 +60,7 @@ def _train(**overrides) -> Engine:
     }
     values.update(overrides)
     engine = Engine(Config.from_dict(values))
-    engine.train()
+    engine.run("train")
     return engine
 
 

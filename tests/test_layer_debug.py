@@ -127,7 +127,7 @@ def test_exception_in_the_model_names_the_layer_path_and_both_shapes(buggy_confi
 def test_layer_output_shapes_are_printed_every_step(capsys):
     log.setup(verbosity=4)
     engine = Engine(load_config([TINY_CONFIG], {"debug_print_layer_output_shape": True, "num_epochs": 1}))
-    engine.train()
+    engine.run("train")
     lines = [line for line in capsys.readouterr().out.splitlines() if "layer outputs:" in line]
     assert len(lines) == engine.state.global_step
     assert lines[0] == (

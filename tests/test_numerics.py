@@ -25,7 +25,7 @@ def quiet_log():
 
 def _train(**overrides) -> Engine:
     engine = Engine(load_config([CONFIG], overrides))
-    engine.train()
+    engine.run("train")
     return engine
 
 
@@ -70,7 +70,7 @@ def test_nan_in_a_submodule_is_named_and_stopped_before_damage(tmp_path):
 def test_parameters_stay_finite_in_process():
     engine = Engine(load_config([CONFIG], {"plant": "forward_log"}))
     with pytest.raises(NonFiniteError):
-        engine.train()
+        engine.run("train")
     assert engine.state.epoch == 2 and engine.state.step_in_epoch == 0
     assert all(torch.isfinite(p).all() for p in engine.state.model.parameters())
 
@@ -133,6 +133,6 @@ def test_nan_in_the_input_data_is_blamed_on_the_batch(tmp_path):
         )
     engine = Engine(load_config([config]))
     with pytest.raises(NonFiniteError) as info:
-        engine.train()
+        engine.run("train")
     assert "the batch itself has non-finite values in 'data'" in str(info.value)
     assert "1 of 16, dataset sequence indices 5" in str(info.value)

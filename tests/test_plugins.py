@@ -17,7 +17,10 @@ from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework import options
 from framework.config import load_config
 from framework.core.engine import Engine
-from framework.core.events import Callbacks, Event, Order, StopTraining
+from framework.core.events import Callbacks, Event, Order, OrderError, StopTraining
+from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS
+from framework.core.plugin import Plugin
+from framework.core.store import Store
 from framework.errors import ConfigError, TrainingInterrupted
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
@@ -42,11 +45,11 @@ def _registry_restored():
 
 def test_the_documented_example_plugin_names_a_dead_relu_and_stays_quiet_on_a_healthy_model(tmp_path, output):  # noqa: F811
     dead = load_config([tiny_config_with(tmp_path, USE_EXAMPLE + DEAD_MODEL)], {"debug_dead_relu_interval": 5})
-    Engine(dead).train()
+    Engine(dead).run("train")
     warnings = [line for line in output().splitlines() if "dead ReLU" in line]
     assert warnings == ["WARNING dead ReLU: '1' output only zeros in training step 0."]  # once, with the layer
     healthy = load_config([tiny_config_with(tmp_path, USE_EXAMPLE)], {"debug_dead_relu_interval": 5})
-    Engine(healthy).train()
+    Engine(healthy).run("train")
     assert "dead ReLU" not in output()
 
 
@@ -82,6 +85,96 @@ def test_callbacks_run_by_order_then_by_when_they_were_added():
     assert seen == ["training", "observe 1", "observe 2", "report"]
 
 
+def test_declared_constraints_win_over_phases_and_a_cycle_is_refused():
+    callbacks, seen = Callbacks(), []
+    callbacks.on(Event.STEP_END, lambda s: seen.append("a check"), Order.CHECK, owner="Checker")
+    callbacks.on(Event.STEP_END, lambda s: seen.append("an observer"), Order.OBSERVE, owner="Observer")
+    callbacks.on(Event.STEP_END, lambda s: seen.append("training"), Order.TRAINING, owner="Trainer")
+    callbacks.require("Observer", "Checker")  # the check needs what the observer measures
+    callbacks.emit(Event.STEP_END, None)
+    assert seen == ["training", "an observer", "a check"]
+    assert callbacks.order_of(Event.STEP_END) == ["Trainer.<lambda>", "Observer.<lambda>", "Checker.<lambda>"]
+    with pytest.raises(
+        OrderError, match="cycle: .*Checker -> Observer -> Checker|cycle: .*Observer -> Checker -> Observer"
+    ):
+        callbacks.require("Checker", "Observer")
+
+
+def test_a_once_callback_runs_the_first_time_only():
+    callbacks, seen = Callbacks(), []
+    callbacks.on(Event.STEP_START, lambda s: seen.append(s), once=True)
+    callbacks.on(Event.STEP_START, lambda s: seen.append(-s))
+    for step in (1, 2):
+        callbacks.emit(Event.STEP_START, step)
+    assert seen == [1, -1, -2]
+
+
+def test_only_the_declared_producer_puts_a_measurement():
+    class Producer(Plugin):
+        provides = (CHANCE_LEVELS,)
+
+    class Intruder(Plugin):
+        pass
+
+    store = Store()
+    store.declare(CHANCE_LEVELS, Producer.name)
+    store.put(CHANCE_LEVELS, {"ce": 1.0}, by=Producer())
+    assert store.get(CHANCE_LEVELS) == {"ce": 1.0} and store.get(LOSS_FLOORS) is None
+    with pytest.raises(TypeError, match="Intruder puts Key.'chance_levels'. without declaring it"):
+        store.put(CHANCE_LEVELS, {}, by=Intruder())
+    with pytest.raises(TypeError, match="provided by two plugins"):
+        store.declare(CHANCE_LEVELS, "Intruder")
+
+
+def test_a_consumer_runs_after_its_producer_and_a_constraint_cycle_is_a_config_error(tmp_path):
+    plugins = tmp_path / "ordered_plugins.py"
+    plugins.write_text(
+        "from framework.core.events import Event, Order\n"
+        "from framework.core.store import Key\n"
+        "from framework.core.plugin import Plugin, on\n"
+        "SEEN = []\n"
+        "UPDATE_RATIO = Key('test_ratio', 'a measurement of the producer')\n"
+        "class Consumer(Plugin):\n"
+        "    order = Order.TRAINING  # an earlier phase than the producer: the declared need wins\n"
+        "    needs = (UPDATE_RATIO,)\n"
+        "    @on(Event.STEP_END, once=True)\n"
+        "    def read(self, state):\n"
+        "        SEEN.append(('consumer reads', state.store.get(UPDATE_RATIO)))\n"
+        "class Producer(Plugin):\n"
+        "    provides = (UPDATE_RATIO,)\n"
+        "    @on(Event.STEP_END, once=True)\n"
+        "    def measure(self, state):\n"
+        "        state.store.put(UPDATE_RATIO, 0.5, by=self)\n"
+        "PLUGINS = (Consumer, Producer)\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        engine = Engine(load_config([TINY_CONFIG], {"plugins": ["ordered_plugins"], "num_epochs": 1}))
+        engine.run("train")
+        assert sys.modules["ordered_plugins"].SEEN == [("consumer reads", 0.5)]
+        sys.modules["ordered_plugins"].Producer.needs = sys.modules["ordered_plugins"].Consumer.provides = ()
+        sys.modules["ordered_plugins"].Producer.after = ("Consumer",)
+        sys.modules["ordered_plugins"].Consumer.after = ("Producer",)
+        with pytest.raises(ConfigError, match="plugin order constraints form a cycle"):
+            Engine(load_config([TINY_CONFIG], {"plugins": ["ordered_plugins"], "num_epochs": 1})).run("train")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("ordered_plugins", None)
+
+
+def test_explain_plugins_prints_the_resolved_order_and_trains_nothing(tmp_path):
+    result = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"), "--explain-plugins", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "Plugin callbacks per event, in the order they run:" in result.stdout
+    step_start = next(line for line in result.stdout.splitlines() if line.strip().startswith("step_start:"))
+    order = step_start.split(":", 1)[1].replace(" ", "").split(",")
+    assert order.index("FirstStepProbes.open_session") < order.index("LossInputsCheck.check_first_step")
+    assert order.index("LossInputsCheck.check_first_step") < order.index("PaddingProbe.probe")
+    assert order.index("BatchIndependence.probe") < order.index("NumericsGuard.on_step_start")  # declared: after
+    assert "chance_levels: provided by LossInputsCheck" in result.stdout
+    assert "Epoch 1" not in result.stdout and not list(tmp_path.glob("model.*.pt"))
+
+
 class _Interrupt(nn.Linear):
     def forward(self, x):
         raise KeyboardInterrupt
@@ -103,11 +196,42 @@ def test_close_runs_however_the_run_ends(change, outcome, raised):
     user = {**change.get("callbacks", {}), **close}
     engine = Engine(load_config([TINY_CONFIG], {"num_epochs": 1, **change, "callbacks": user}))
     if raised is None:
-        engine.train()
+        engine.run("train")
     else:
         with pytest.raises(raised):
-            engine.train()
+            engine.run("train")
     assert closed == [outcome]
+
+
+def _raise(exc: Exception):
+    def callback(state):
+        raise exc
+
+    return callback
+
+
+def test_every_close_callback_runs_after_one_raised_and_the_first_close_error_surfaces(output):  # noqa: F811
+    engine, closed = Engine(load_config([TINY_CONFIG], {"num_epochs": 1})), []
+    engine.callbacks.on(Event.CLOSE, _raise(ValueError("first close breaks")))
+    engine.callbacks.on(Event.CLOSE, lambda state: closed.append(state.outcome))
+    engine.callbacks.on(Event.CLOSE, _raise(RuntimeError("third close breaks")))
+    with pytest.raises(ValueError, match="first close breaks"):
+        engine.run("train")
+    assert closed == ["completed"]  # the run itself completed; its CLOSE callbacks all ran
+    errors = [line for line in output().splitlines() if "while closing" in line]
+    assert errors == ["ERROR while closing the run (after completed): RuntimeError: third close breaks"]
+
+
+def test_the_runs_own_error_is_reported_when_a_close_callback_raises_too(output):  # noqa: F811
+    closed = []
+    close = [_raise(RuntimeError("close breaks")), lambda state: closed.append(state.outcome)]
+    change = {"num_epochs": 1, "train_step": lambda **_: 1 / 0, "callbacks": {"close": close}}
+    engine = Engine(load_config([TINY_CONFIG], change))
+    with pytest.raises(ZeroDivisionError):
+        engine.run("train")
+    assert closed == ["exception"] and engine.state.exception.__class__ is ZeroDivisionError
+    errors = [line for line in output().splitlines() if "while closing" in line]
+    assert errors == ["ERROR while closing the run (after exception): RuntimeError: close breaks"]
 
 
 def test_eval_and_forward_exceptions_get_the_same_note_as_training(tmp_path):

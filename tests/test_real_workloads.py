@@ -91,7 +91,7 @@ def test_bfloat16_autocast_runs_train_and_eval_steps_in_low_precision():
             seen.append((run_ctx.stage, run_ctx.seen_dtype))
 
     engine = Engine(_config(torch_amp="bfloat16", train_step=train_step))
-    engine.train()
+    engine.run("train")
     assert {dtype for _, dtype in seen} == {torch.bfloat16} and {stage for stage, _ in seen} == {"train", "eval"}
     assert all(p.dtype == torch.float32 for p in engine.state.model.parameters())
 
@@ -99,7 +99,7 @@ def test_bfloat16_autocast_runs_train_and_eval_steps_in_low_precision():
 def test_a_float16_overflow_stops_with_the_module_the_dtype_max_and_the_value_seen():
     engine = Engine(_config(factor=1e5, torch_amp="float16"))
     with pytest.raises(NonFiniteError) as error:
-        engine.train()
+        engine.run("train")
     message = str(error.value)
     assert "first module whose output overflows float16 (max 65504): 2 (Boost), value seen" in message
     assert all(torch.isfinite(p).all() for p in engine.state.model.parameters())
@@ -108,7 +108,7 @@ def test_a_float16_overflow_stops_with_the_module_the_dtype_max_and_the_value_se
 def test_a_collapsing_loss_scale_is_logged_per_skipped_step_then_named(capsys):
     log.setup(verbosity=5)
     engine = Engine(_config(torch_amp={"dtype": "float16", "grad_scaler": {"init_scale": 1e30}}))
-    engine.train()
+    engine.run("train")
     out = capsys.readouterr().out
     assert "gradients overflowed at loss scale 1e+30; update skipped" in out
     assert "WARNING the loss scale keeps collapsing: 10 updates in a row were skipped" in out
@@ -127,11 +127,11 @@ def test_compiled_and_eager_runs_resume_from_each_other(tmp_path):
     prefix = str(tmp_path / "model")
     compiled = {"torch_compile": {"backend": "aot_eager"}, "model": prefix}
     first = Engine(_config(**compiled))
-    first.train()
+    first.run("train")
     assert type(first.state.step_model).__name__ == "OptimizedModule"
-    Engine(_config(model=prefix, num_epochs=2)).train()
+    Engine(_config(model=prefix, num_epochs=2)).run("train")
     third = Engine(_config(**compiled, num_epochs=3))
-    third.train()
+    third.run("train")
     assert third.state.epoch == 3 and sorted(os.listdir(tmp_path))[:3] == [
         "model.001.pt",
         "model.002.pt",
@@ -142,7 +142,7 @@ def test_compiled_and_eager_runs_resume_from_each_other(tmp_path):
 def test_compile_stays_eager_and_says_why_for_diagnostics_that_hook_every_step(capsys):
     log.setup(verbosity=3)
     engine = Engine(_config(torch_compile=True, debug_add_check_numerics_on_output=True))
-    engine.train()
+    engine.run("train")
     assert "the run stays eager because debug_add_check_numerics_on_output" in capsys.readouterr().out
     assert isinstance(engine.state.step_model, nn.Sequential)
 
@@ -213,7 +213,7 @@ def test_ragged_offsets_that_do_not_fit_the_values_are_a_config_error():
 def test_the_float32_comparison_is_not_fooled_by_an_in_place_op_after_a_module(capsys):
     log.setup(verbosity=2)
     model = lambda **_: nn.Sequential(nn.Linear(4, 16), nn.ReLU(inplace=True), nn.Linear(16, 3))  # noqa: E731
-    Engine(_config(torch_amp="bfloat16", debug_amp_check=True, get_model=model)).train()
+    Engine(_config(torch_amp="bfloat16", debug_amp_check=True, get_model=model)).run("train")
     out = capsys.readouterr().out
     differences = [float(d) for d in re.findall(r"relative difference (\S+) \(output dtype bfloat16\)", out)]
     assert len(differences) == 3 and max(differences) < 0.05, out  # bfloat16 rounding, not ReLU's overwrite

@@ -351,3 +351,22 @@ def test_check_resume_tool_stops_a_run_with_sighup_a_closed_terminal_and_finds_t
     assert result.returncode == 0, result.stdout + result.stderr
     rows = result.stdout.splitlines()[1:]
     assert len(rows) == 1 and rows[0].startswith("SIGHUP ") and rows[0].endswith(" 130      1  bitwise equal")
+
+
+@pytest.mark.slow
+def test_check_resume_tool_finds_a_float16_run_with_a_moving_loss_scale_bitwise_equal_after_sigkill_and_ctrl_c():
+    # The scale grows every 2 clean steps and halves on each overflow: a resume that restarted it from init_scale
+    # would skip other updates. SIGKILL resumes from the epoch-1 checkpoint, Ctrl-C from a mid-epoch one.
+    amp = "{'dtype': 'float16', 'grad_scaler': {'growth_interval': 2}}"
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "check-resume.py"), TINY_CONFIG, "++torch_amp", amp]
+        + ["++step_sleep", "0.1", "--signals", "KILL,INT", "--points", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = result.stdout.splitlines()[1:]
+    assert len(rows) == 2, result.stdout
+    assert rows[0].startswith("SIGKILL ") and rows[0].endswith(" -9      1  bitwise equal")
+    assert rows[1].startswith("SIGINT ") and rows[1].endswith(" 130      1  bitwise equal")

@@ -43,7 +43,7 @@ def _options(**overrides):
 
 def _train(**overrides) -> Engine:
     engine = Engine(Config.from_dict(_options(**overrides)))
-    engine.train()
+    engine.run("train")
     return engine
 
 
@@ -122,13 +122,13 @@ def test_gradient_clipping_bounds_every_update():
     engine = Engine(Config.from_dict(_options(gradient_clip_global_norm=0.01, optimizer={"class": "sgd"})))
     # Clipping changes the gradients in Order.TRAINING; an observer sees them clipped, a user callback not yet.
     engine.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, record, Order.OBSERVE)
-    engine.train()
+    engine.run("train")
     assert norms and max(norms) <= 0.01 * (1 + 1e-4)
 
     values.clear()
     engine = Engine(Config.from_dict(_options(gradient_clip=0.001, optimizer={"class": "sgd"})))
     engine.callbacks.on(Event.BEFORE_OPTIMIZER_STEP, record, Order.OBSERVE)
-    engine.train()
+    engine.run("train")
     assert values and max(values) <= 0.001 * (1 + 1e-6)  # float32 rounding of the bound
 
 
@@ -158,7 +158,7 @@ def test_dynamic_learning_rate_is_applied_every_step():
 
     engine = Engine(Config.from_dict(_options(dynamic_learning_rate=schedule, learning_rate=1e-4, num_epochs=1)))
     engine.callbacks.on(Event.AFTER_FORWARD, lambda state: seen.append(state.optimizer.param_groups[0]["lr"]))
-    engine.train()
+    engine.run("train")
     assert seen == pytest.approx([1e-4 * (i + 1) for i in range(len(seen))]) and len(seen) == engine.state.global_step
 
 
@@ -167,7 +167,7 @@ def test_events_fire_in_order_for_each_step():
     engine = Engine(Config.from_dict(_options(num_epochs=1, accum_grad_multiple_step=3)))
     for event in Event:
         engine.callbacks.on(event, lambda e, ev=event: events.append(ev))
-    engine.train()
+    engine.run("train")
     train_step_events = {Event.STEP_START, Event.AFTER_FORWARD, Event.AFTER_BACKWARD, Event.STEP_END}
     per_step = [e for e in events if e in train_step_events | {Event.BEFORE_OPTIMIZER_STEP, Event.AFTER_OPTIMIZER_STEP}]
     assert events[:3] == [Event.STARTUP, Event.EPOCH_START, Event.STEP_START]

@@ -4,8 +4,9 @@ where an uninterrupted run ends.
 
 One uninterrupted reference run, then for each signal and each of N points spread over the
 training steps: a run that receives the signal after that step's progress line, then reruns of
-the same command until training is complete. The final checkpoints' parameters and optimizer
-states are compared with the reference's. Runs write into a temporary directory (no logs, no
+the same command until training is complete. The final checkpoints' parameters, optimizer
+states and plugin states (e.g. the loss scale and growth tracker of a float16 run's gradient
+scaler, ``++torch_amp "{'dtype': 'float16'}"``) are compared with the reference's. Runs write into a temporary directory (no logs, no
 TensorBoard). Prints a table; exit status 0 when every case matches, 1 if one does not, 2 on
 bad usage.
 """
@@ -87,9 +88,9 @@ def finish(command: list[str], attempts: int = 5) -> int:
 
 
 def same_state(a: str, b: str) -> bool:
-    """Whether two checkpoints hold bitwise-identical parameters and optimizer states."""
+    """Whether two checkpoints hold bitwise-identical parameters, optimizer and plugin states."""
     first, second = (torch.load(p, map_location="cpu", weights_only=True) for p in (a, b))
-    return _equal(first["model"], second["model"]) and _equal(first["optimizer"], second["optimizer"])
+    return all(_equal(first[key], second[key]) for key in ("model", "optimizer", "plugins"))
 
 
 def _equal(a, b) -> bool:

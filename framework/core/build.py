@@ -88,6 +88,26 @@ def init_data(
     return extern_data, loaders
 
 
+def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[str, DataKey], BatchLoader]:
+    """task=forward's dataset (option ``forward_data``), its ``extern_data`` and its batch loader."""
+    option = config.get("forward_data")
+    if config.get(option) is None:
+        others = [name for name in ("dev", "eval", "train") if name != option and config.get(name) is not None]
+        fix = f"add ++forward_data {others[0]} (or set forward_data in the config)" if others else "set it"
+        raise ConfigError(
+            f"task='forward' runs on dataset {option!r} (option forward_data), which is not set: {fix}, "
+            f"or define {option} = {{...}}."
+        )
+    dataset = init_dataset(config.get(option), option=option, random_seed=config.int("random_seed"))
+    have = dataset.key_info()
+    # Targets may be absent from the data to forward; inputs needed for inference may not.
+    extern_data = {
+        k: v for k, v in resolve_extern_data(config, dataset).items() if k in have or v.available_for_inference
+    }
+    check_dataset(extern_data, dataset, option)
+    return dataset, extern_data, make_loader(config, option, dataset, extern_data, device)
+
+
 def build_model(config: Config, device: torch.device, epoch: int, step: int) -> torch.nn.Module:
     """Call the config's ``get_model`` and move the model to ``device``."""
     get_model = config.get("get_model")

@@ -19,6 +19,7 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.debug.amp_check",
     "framework.debug.layer_template",
     "framework.debug.layer_shapes",
+    "framework.debug.first_step",
     "framework.debug.loss_inputs",
     "framework.debug.device_check",
     "framework.debug.padding_probe",

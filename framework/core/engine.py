@@ -4,13 +4,15 @@ The loop below is all there is to training. Everything optional (clipping, sched
 progress lines, diagnostics) is a plugin whose callbacks are bound to an ``Event``; the loop
 only emits events, keeps ``self.state`` (the typed ``RunState`` callbacks read) up to date and
 acts on ``state.control`` (skip an update, stop with a checkpoint, end after the epoch).
-Evaluation and forward emit step events too, and every run ends with ``Event.CLOSE``.
+``Engine.run(task)`` runs train, eval or forward; all three go through one batch runner
+(``_batches``) and emit step events, and every run ends with ``Event.CLOSE``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,14 +25,16 @@ from framework.config import Config
 from framework.core import build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
 from framework.core.events import Callbacks, Event, StopTraining
+from framework.core.plugin import Plugin
 from framework.core.plugins import build_plugins, prepare_config
 from framework.core.rng import get_rng_state, seed_everything, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
-from framework.errors import CheckpointError, ConfigError, TrainingInterrupted
-from framework.training import checkpoint, disk, resume
+from framework.datasets.loader import BatchLoader
+from framework.errors import CheckpointError, ConfigError, FrameworkError, TrainingInterrupted
+from framework.training import checkpoint, disk, forward, resume
 from framework.training.lr_control import LearningRateControl
 from framework.training.optim import create_optimizer, step_unless
 from framework.training.run_lock import RunLock
@@ -56,6 +60,22 @@ class Engine:
         warn_if_emulated(self.state.precision)
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
         self._lock: RunLock | None = None  # held while this process writes checkpoints of the model prefix
+        self._plugin_states: tuple[str, dict[str, Any]] | None = None  # (checkpoint, states) to give the plugins
+        self.plugins: list[Plugin] = []  # built at startup, in the order of their modules
+
+    def run(self, task: str) -> Any:
+        """Run ``task``: train, eval (returns the scores) or forward (returns the output file's path)."""
+        runner = {"train": self._train, "eval": self._eval, "forward": self._forward}.get(task)
+        if runner is None:
+            raise ConfigError(f"task={task!r} is none of train, eval and forward.")
+        self.state.task = task
+        with self.running():
+            result = runner()
+        if task == "forward":  # the run's last line, after CLOSE
+            path, collector = result
+            log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")
+            return path
+        return result
 
     @contextlib.contextmanager
     def running(self) -> Iterator[RunState]:
@@ -69,6 +89,9 @@ class Engine:
             raise
         except Exception as exc:
             state.outcome, state.exception = "exception", exc
+            if isinstance(exc, FrameworkError) and exc.step:  # the step a verdict read a step later is about
+                for name, value in exc.step.items():
+                    setattr(state, name, value)
             self.callbacks.emit(Event.EXCEPTION, state)
             raise
         except BaseException:  # a terminating signal (exit_log.Terminated), SystemExit
@@ -76,25 +99,33 @@ class Engine:
             raise
         finally:
             try:
-                self.callbacks.emit(Event.CLOSE, state)
+                self._close(state)
             finally:
                 if self._lock is not None:
                     self._lock.release()
                 if state.distributed is not None:
                     state.distributed.close()
 
+    def _close(self, state: RunState) -> None:
+        """Every CLOSE callback runs, also after one raised; the run's own error stays the one reported."""
+        raised = self.callbacks.emit_each(Event.CLOSE, state)
+        propagating = sys.exc_info()[1]  # the run's own error or interruption, on its way out
+        for exc in raised[0 if propagating is not None else 1 :]:
+            log.v2(f"ERROR while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}")
+        if raised and propagating is None:
+            raise raised[0]
+
     # ------------------------------------------------------------------------------- training
-    def train(self) -> None:
-        """Train for ``num_epochs``, resuming from the newest checkpoint of ``model`` if there is one."""
-        with self.running() as state:
-            if not self.init_train():
-                return
-            try:
-                self._train_epochs(self.config.int("num_epochs"))  # after init_train: a verdict run sets its own
-            except StopTraining as stop:
-                state.outcome = "stopped"
-                log.v3(f"Training ended: {stop}")
-            self.callbacks.emit(Event.FINISH, state)
+    def _train(self) -> None:
+        """task=train: ``num_epochs``, resuming from the newest checkpoint of ``model`` if there is one."""
+        if not self.init_train():
+            return
+        try:
+            self._train_epochs(self.config.int("num_epochs"))  # after init_train: a verdict run sets its own
+        except StopTraining as stop:
+            self.state.outcome = "stopped"
+            log.v3(f"Training ended: {stop}")
+        self.callbacks.emit(Event.FINISH, self.state)
 
     def _train_epochs(self, num_epochs: int) -> None:
         state = self.state
@@ -125,9 +156,63 @@ class Engine:
         if not self._init_model_for_training(self.config.int("num_epochs")):
             return False
         self.state.optimizer.zero_grad(set_to_none=True)
-        build_plugins(self.config, self.state, self.callbacks)
-        self.callbacks.emit(Event.STARTUP, self.state)
+        self._start_plugins()
         return True
+
+    def explain_plugins(self) -> str:
+        """The plugins the config turns on for its task and the resolved order of their callbacks.
+
+        Builds the datasets, a fresh model and the plugins (nothing is loaded, trained or written), then
+        closes them as a run would.
+        """
+        state = self.state
+        with self.running():
+            prepare_config(self.config, state.task)
+            self.init_data(["train", "dev", "eval"], required=None)
+            seed_everything(self.config.int("random_seed"))
+            self.build_model(epoch=1, step=0)
+            state.optimizer = create_optimizer(self.config, state.model) if state.task == "train" else None
+            state.step_model = state.model
+            self.plugins = build_plugins(self.config, state, self.callbacks)
+        names = ", ".join(plugin.name for plugin in self.plugins)
+        shared = [f"  {line}" for line in state.store.explain()] or ["  (none)"]
+        return "\n".join([f"Plugins of task {state.task}: {names}", self.callbacks.explain(), "Shared measurements:", *shared])
+
+    def _start_plugins(self) -> None:
+        """Build the plugins the config turns on (their order resolved), give them their saved state, then STARTUP."""
+        self.plugins = build_plugins(self.config, self.state, self.callbacks)
+        self._load_plugin_states()
+        self.callbacks.emit(Event.STARTUP, self.state)
+        self._apply_changes()
+
+    def _load_plugin_states(self) -> None:
+        """Give each plugin the state it saved in the checkpoint this run resumes from (before STARTUP, which
+        starts from it); a plugin the checkpoint has nothing for (off then, or an older checkpoint) starts fresh."""
+        if self._plugin_states is None:
+            return
+        (path, saved), self._plugin_states = self._plugin_states, None
+        built = {plugin.name: plugin for plugin in self.plugins}
+        for name, plugin_state in saved.items():
+            plugin = built.get(name)
+            if plugin is None:
+                log.v4(f"Checkpoint {path}: the saved state of plugin {name} is not used: {name} is off in this run.")
+                continue
+            try:
+                plugin.load_state_dict(plugin_state)
+            except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+                raise CheckpointError(
+                    f"Checkpoint {path}: the saved state of plugin {name} does not fit it ({type(exc).__name__}: "
+                    f"{exc}). Did the plugin change since the checkpoint was written?"
+                ) from exc
+
+    def _apply_changes(self) -> None:
+        """Apply what plugins asked to change through ``state.control`` (only the engine writes its state)."""
+        for name, value in self.state.control.changes.items():
+            if name == "loaders":
+                self.state.loaders.update(value)
+            else:
+                setattr(self.state, name, value)
+        self.state.control.changes.clear()
 
     def _lock_model_prefix(self) -> None:
         """Before anything is loaded: the model directory is writable and no other run writes this prefix."""
@@ -151,11 +236,11 @@ class Engine:
         train_step = step_function(self.config, "train")
         state.model.train()
         emit(Event.EPOCH_START, state)
-        for i, (indices, batch) in enumerate(loader.iterate(plan[start:]), start=start):
-            run_ctx = self._run_ctx("train", batch)
+        for i, indices, run_ctx in self._batches("train", loader, plan, start):
             state.step_metrics = {}
-            state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
             emit(Event.STEP_START, state)
+            if control.changes:
+                self._apply_changes()
             call_step(train_step, state.step_model, run_ctx)
             emit(Event.AFTER_FORWARD, state)
             loss = run_ctx.total_loss()
@@ -177,7 +262,6 @@ class Engine:
                 self._stop_with_checkpoint()
         if not plan:
             raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {state.epoch}.")
-        state.batch = state.batch_indices = state.run_ctx = None
         return scores.result(self._total)
 
     def _stop_with_checkpoint(self) -> None:
@@ -211,17 +295,26 @@ class Engine:
         state.dataset, state.steps_in_epoch = dataset, len(plan)
         emit(Event.EVAL_START, state)
         with torch.no_grad():
-            for i, (indices, batch) in enumerate(loader.iterate(plan)):
-                run_ctx = self._run_ctx("eval", batch)
-                state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
+            for _, indices, run_ctx in self._batches("eval", loader, plan):
                 emit(Event.EVAL_STEP_START, state)
                 call_step(train_step, state.model, run_ctx)
                 emit(Event.EVAL_STEP_END, state)
                 scores.add(run_ctx, len(indices))
-        state.batch = state.batch_indices = state.run_ctx = None
         state.eval_scores[dataset] = result = scores.result(self._total if shard else None)
         emit(Event.EVAL_END, state)
         return result
+
+    def _batches(
+        self, stage: str, loader: BatchLoader, plan: list[np.ndarray], start: int = 0
+    ) -> Iterator[tuple[int, np.ndarray, RunCtx]]:
+        """The batch runner of train, eval and forward: ``(step_in_epoch, indices, run_ctx)`` per batch of ``plan``
+        from ``start`` on, with the step fields of ``state`` set for it; they are cleared after the last."""
+        state = self.state
+        for i, (indices, batch) in enumerate(loader.iterate(plan[start:] if start else plan), start=start):
+            run_ctx = self._run_ctx(stage, batch)
+            state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
+            yield i, indices, run_ctx
+        state.batch = state.batch_indices = state.run_ctx = None
 
     def _run_ctx(self, stage: str, batch: dict[str, torch.Tensor]) -> RunCtx:
         """The run context of one step of ``stage``: its place in the run, the summary sink, the autocast."""
@@ -240,40 +333,40 @@ class Engine:
         """Sums over all processes (None: a single process)."""
         return self.state.distributed.sum if self.state.distributed is not None else None
 
-    def run_eval(self) -> Scores:
+    def _eval(self) -> Scores:
         """task=eval: score the dev/eval datasets with a checkpoint."""
-        with self.running():
-            self.init_data(["dev", "eval"], required=None)
-            if not self.state.loaders:
-                raise ConfigError("task='eval' needs a 'dev' or 'eval' dataset (or 'eval_datasets').")
-            self.load_for_inference()
-            step_function(self.config, "eval")  # a missing train_step is a config error before anything runs
-            build_plugins(self.config, self.state, self.callbacks)
-            self.callbacks.emit(Event.STARTUP, self.state)
-            results = self.evaluate_all(list(self.state.loaders))
-            log.v3(f"Evaluation of epoch {self.state.epoch}: {format_dataset_scores(results)}")
-            self.callbacks.emit(Event.FINISH, self.state)
+        self.init_data(["dev", "eval"], required=None)
+        if not self.state.loaders:
+            raise ConfigError("task='eval' needs a 'dev' or 'eval' dataset (or 'eval_datasets').")
+        self.load_for_inference()
+        step_function(self.config, "eval")  # a missing train_step is a config error before anything runs
+        self._start_plugins()
+        results = self.evaluate_all(list(self.state.loaders))
+        log.v3(f"Evaluation of epoch {self.state.epoch}: {format_dataset_scores(results)}")
+        self.callbacks.emit(Event.FINISH, self.state)
         return results
 
-    def run_forward(self, loader: Any, collect: Any) -> None:
-        """task=forward: ``forward_step`` over every batch of ``loader``; ``collect(indices, run_ctx)`` keeps the outputs."""
+    def _forward(self) -> tuple[str, forward.OutputCollector]:
+        """task=forward: ``forward_step`` over the ``forward_data`` dataset; its marked outputs go to one file."""
         state, emit = self.state, self.callbacks.emit
-        forward_step = step_function(self.config, "forward")
-        build_plugins(self.config, state, self.callbacks)
-        emit(Event.STARTUP, state)
+        forward_step = step_function(self.config, "forward")  # a config error before anything is loaded
+        dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device)
+        self.load_for_inference()
+        path = forward.output_path(self.config, state.epoch)
+        collector = forward.output_collector(self.config)
+        self._start_plugins()
         state.model.eval()
         plan = loader.plan(1)
         state.dataset, state.steps_in_epoch = loader.option, len(plan)
         with torch.no_grad():
-            for i, (indices, batch) in enumerate(loader.iterate(plan)):
-                run_ctx = self._run_ctx("forward", batch)
-                state.step_in_epoch, state.batch_indices, state.batch, state.run_ctx = i, indices, batch, run_ctx
+            for _, indices, run_ctx in self._batches("forward", loader, plan):
                 emit(Event.FORWARD_STEP_START, state)
                 call_step(forward_step, state.model, run_ctx)
                 emit(Event.FORWARD_STEP_END, state)
-                collect(indices, run_ctx)
-        state.batch = state.batch_indices = state.run_ctx = None
+                collector.add(indices, run_ctx.outputs)
         emit(Event.FINISH, state)
+        collector.write(path, forward.sequence_tags(dataset, collector.seq_indices))
+        return path, collector
 
     # ---------------------------------------------------------------------------------- setup
     def init_data(self, options: list[str], required: str | None) -> None:
@@ -355,6 +448,8 @@ class Engine:
         state.lr_control.load_state_dict(saved["learning_rate_control"])
         state.epoch, state.global_step = saved["epoch"], saved["global_step"]
         set_rng_state(saved["rng"])
+        # The plugins are built later (_start_plugins); a checkpoint older than plugin states has none.
+        self._plugin_states = (path, saved.get("plugins", {}))
 
     def load_for_inference(self) -> None:
         """Build the model and load the checkpoint that ``load_epoch`` (default: newest) names."""
@@ -390,6 +485,7 @@ class Engine:
             "rng": get_rng_state(),
             "learning_rate_control": state.lr_control.state_dict(),
             "options": resume.recorded_options(self.config),
+            "plugins": {plugin.name: saved for plugin in self.plugins if (saved := plugin.state_dict()) is not None},
         }
 
     def _writes_checkpoints(self) -> str | None:

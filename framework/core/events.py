@@ -1,20 +1,24 @@
-"""Named engine events and the callbacks bound to them, in an explicit order.
+"""Named engine events and the callbacks bound to them, in an order resolved once and printable.
 
 The engine loop only calls ``emit``, which does nothing for an event without subscribers. A
 callback gets the run's ``RunState`` (``framework.core.state``): model, optimizer, batch, step,
-epoch, run context, and ``state.control``, the one channel through which a callback acts.
+epoch, run context, ``state.control`` (the one channel through which a callback acts) and
+``state.store`` (measurements plugins share).
 
-Order: each callback has an ``Order`` (a phase); within an event, lower orders run first, and
-callbacks of the same order run in the order they were added. So clipping (TRAINING) changes
-the gradients before gradient health (OBSERVE) looks at them, and the step line (REPORT) prints
-what every diagnostic added to the step.
+Order: each callback has an ``Order`` (a phase) and an owner (its plugin). Owners can require to
+run before or after others (``Plugin.after``, ``Plugin.before``, and a plugin that needs a
+measurement runs after its producer); such constraints win over phases. Within these, lower
+phases run first, and callbacks of the same phase in the order they were added. So clipping
+(TRAINING) changes the gradients before gradient health (OBSERVE) looks at them, and the step line
+(REPORT) prints what every diagnostic added to the step. ``Callbacks.explain()`` prints the result.
 """
 
 from __future__ import annotations
 
-import bisect
 import enum
+import heapq
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -61,28 +65,152 @@ class StopTraining(Exception):
     """Raised by a callback to end training at once, cleanly: FINISH runs, no checkpoint of the partial epoch."""
 
 
+class OrderError(Exception):
+    """Ordering constraints between plugins that contradict each other."""
+
+
+@dataclass
+class _Entry:
+    order: int
+    added: int
+    callback: Callback  # what emit calls (a once-callback's wrapper)
+    original: Callback  # what was subscribed (what ``off`` names)
+    owner: str
+
+    @property
+    def label(self) -> str:
+        name = getattr(self.original, "__name__", type(self.original).__name__)
+        return f"{self.owner}.{name}" if name != "<lambda>" else f"{self.owner}.<lambda>"
+
+
+def owner_of(callback: Callback) -> str:
+    """The name a callback is ordered by: its plugin's name, else its module."""
+    bound = getattr(callback, "__self__", None)
+    if bound is not None:
+        return getattr(bound, "name", type(bound).__name__)
+    return getattr(callback, "__module__", None) or "callback"
+
+
 class Callbacks:
-    """Callbacks per event, sorted by ``Order``, then by when they were added."""
+    """Callbacks per event, ordered by the owners' constraints, then by ``Order``, then by when they were added."""
 
     def __init__(self) -> None:
-        self._entries: dict[Event, list[tuple[int, int, Callback]]] = {}
+        self._entries: dict[Event, list[_Entry]] = {}
         self._handlers: dict[Event, tuple[Callback, ...]] = {}  # what emit runs: rebuilt on change, not per emit
+        self._later: dict[str, set[str]] = {}  # owner -> owners whose callbacks must run after its own
         self._added = 0
 
-    def on(self, event: Event, callback: Callback, order: int = Order.OBSERVE) -> None:
-        """Call ``callback(state)`` whenever ``event`` happens."""
+    def on(
+        self,
+        event: Event,
+        callback: Callback,
+        order: int = Order.OBSERVE,
+        *,
+        owner: str | None = None,
+        once: bool = False,
+    ) -> None:
+        """Call ``callback(state)`` whenever ``event`` happens (``once``: the first time only)."""
         self._added += 1
-        entries = self._entries.setdefault(event, [])
-        bisect.insort(entries, (int(order), self._added, callback), key=lambda e: e[:2])
-        self._handlers[event] = tuple(c for _, _, c in entries)
+        call = callback
+        if once:
+
+            def call(state: Any) -> None:
+                self.off(event, callback)
+                callback(state)
+
+        entry = _Entry(int(order), self._added, call, callback, owner or owner_of(callback))
+        self._entries.setdefault(event, []).append(entry)
+        self._resolve(event)
 
     def off(self, event: Event, callback: Callback) -> None:
-        """Stop calling ``callback`` for ``event`` (e.g. a check that only looks at the first step)."""
+        """Stop calling ``callback`` for ``event``."""
         entries = self._entries.get(event, [])
-        entries[:] = [e for e in entries if e[2] != callback]
-        self._handlers[event] = tuple(c for _, _, c in entries)
+        entries[:] = [e for e in entries if e.original != callback]
+        self._resolve(event)
+
+    def require(self, first: str, then: str) -> None:
+        """At every event both subscribe to, the callbacks of owner ``first`` run before those of ``then``."""
+        self._later.setdefault(first, set()).add(then)
+        cycle = self._cycle()
+        if cycle:
+            self._later[first].discard(then)
+            raise OrderError(
+                f"plugin order constraints form a cycle: {' -> '.join(cycle)} (each must run before the next)"
+            )
+        for event in self._entries:
+            self._resolve(event)
 
     def emit(self, event: Event, state: Any) -> None:
         """Run the callbacks of ``event`` in order."""
         for callback in self._handlers.get(event, ()):
             callback(state)
+
+    def emit_each(self, event: Event, state: Any) -> list[BaseException]:
+        """Run every callback of ``event``, also after one raised; return what they raised, in order."""
+        raised = []
+        for callback in self._handlers.get(event, ()):
+            try:
+                callback(state)
+            except Exception as exc:
+                raised.append(exc)
+        return raised
+
+    def order_of(self, event: Event) -> list[str]:
+        """The callbacks of ``event`` as they run, named ``owner.method``."""
+        return [e.label for e in self._sorted(event)]
+
+    def explain(self) -> str:
+        """The resolved order: one line per event with callbacks, in the order the events happen."""
+        lines = [f"  {event.value}: " + ", ".join(self.order_of(event)) for event in Event if self._entries.get(event)]
+        constraints = [f"{a} before {b}" for a, later in sorted(self._later.items()) for b in sorted(later)]
+        text = "Plugin callbacks per event, in the order they run:\n" + "\n".join(lines)
+        return text + ("\n  constraints: " + "; ".join(constraints) if constraints else "")
+
+    def _resolve(self, event: Event) -> None:
+        self._handlers[event] = tuple(e.callback for e in self._sorted(event))
+
+    def _sorted(self, event: Event) -> list[_Entry]:
+        """Kahn's topological sort over the owners' constraints, taking the lowest (order, added) that is free."""
+        entries = self._entries.get(event, [])
+        waiting = {id(e): 0 for e in entries}
+        for e in entries:
+            for other in entries:
+                if other.owner in self._later.get(e.owner, ()) and other.owner != e.owner:
+                    waiting[id(other)] += 1
+        ready = [(e.order, e.added, i) for i, e in enumerate(entries) if waiting[id(e)] == 0]
+        heapq.heapify(ready)
+        result = []
+        while ready:
+            entry = entries[heapq.heappop(ready)[2]]
+            result.append(entry)
+            for i, other in enumerate(entries):
+                if other.owner in self._later.get(entry.owner, ()) and other.owner != entry.owner:
+                    waiting[id(other)] -= 1
+                    if waiting[id(other)] == 0:
+                        heapq.heappush(ready, (other.order, other.added, i))
+        return result
+
+    def _cycle(self) -> list[str] | None:
+        """A cycle of owners in the constraints, if there is one."""
+        visiting: list[str] = []
+        done: set[str] = set()
+
+        def visit(owner: str) -> list[str] | None:
+            if owner in visiting:
+                return visiting[visiting.index(owner) :] + [owner]
+            if owner in done:
+                return None
+            visiting.append(owner)
+            for nxt in sorted(self._later.get(owner, ())):
+                found = visit(nxt)
+                if found:
+                    return found
+            visiting.pop()
+            done.add(owner)
+            return None
+
+        for owner in sorted(self._later):
+            found = visit(owner)
+            if found:
+                return found
+        return None

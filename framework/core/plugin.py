@@ -5,11 +5,19 @@ A plugin module declares its options with ``register(...)`` at its top, with lit
 import the module and torch), and lists its plugin classes in ``PLUGINS``. A plugin builds
 itself from the config in ``from_config``, or declines by returning None when its options leave
 it off; its methods marked ``@on(Event.X)`` are subscribed in its ``order`` (or the order given
-to ``on``). Callbacks read the typed ``RunState`` and act through ``state.control``; what a plugin
-holds (hooks, files, processes, signal handlers) it releases at ``Event.CLOSE``.
+to ``on``; ``once=True`` for a callback that runs the first time only).
 
-Built-in plugins are listed, in order, in ``framework.core.plugins.BUILTIN_PLUGIN_MODULES``; a config
-adds its own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
+How plugins relate is declared, never implied: ``after`` / ``before`` name plugins whose
+callbacks must run before / after this one's, ``provides`` / ``needs`` name the shared
+measurements (``framework.core.store``) it puts / reads (a consumer runs after the producer).
+The engine resolves the order once at startup (``rnn.py CONFIG --explain-plugins`` prints it).
+Callbacks read the typed ``RunState`` and act through ``state.control``; only the engine writes
+the state. What a plugin must remember across a resume it returns from ``state_dict`` (saved in
+every checkpoint) and takes back in ``load_state_dict``; what it holds (hooks, files, processes,
+signal handlers) it releases at ``Event.CLOSE``.
+
+Built-in plugins are listed, in order, in ``framework.core.builtin_plugins``; a config adds its
+own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.core.events import Callbacks, Event, Order
+from framework.core.store import Key
 
 if TYPE_CHECKING:
     from framework.config import Config
@@ -26,11 +35,11 @@ if TYPE_CHECKING:
 TASKS = ("train", "eval", "forward")
 
 
-def on(event: Event, order: int | None = None) -> Callable[[Callable], Callable]:
+def on(event: Event, order: int | None = None, *, once: bool = False) -> Callable[[Callable], Callable]:
     """Mark a plugin method as the callback of ``event`` (several ``on`` may mark one method)."""
 
     def mark(method: Callable) -> Callable:
-        method._plugin_events = [*getattr(method, "_plugin_events", []), (event, order)]  # type: ignore[attr-defined]
+        method._plugin_events = [*getattr(method, "_plugin_events", []), (event, order, once)]  # type: ignore[attr-defined]
         return method
 
     return mark
@@ -39,9 +48,19 @@ def on(event: Event, order: int | None = None) -> Callable[[Callable], Callable]
 class Plugin:
     """Base class of plugins: override ``from_config`` and mark callbacks with ``@on``."""
 
+    name: ClassVar[str]  # how constraints, the explained order and checkpoints name it: the class name by default
     tasks: ClassVar[tuple[str, ...]] = ("train",)  # the tasks it is built for
     order: ClassVar[int] = Order.OBSERVE  # default order of its callbacks
-    callbacks: Callbacks  # set by subscribe: to unsubscribe one-shot callbacks with callbacks.off
+    after: ClassVar[tuple[str, ...]] = ()  # plugins whose callbacks run before this one's (if they are on)
+    before: ClassVar[tuple[str, ...]] = ()  # plugins whose callbacks run after this one's (if they are on)
+    provides: ClassVar[tuple[Key, ...]] = ()  # measurements it puts into state.store
+    needs: ClassVar[tuple[Key, ...]] = ()  # measurements it reads from state.store (None while absent)
+    callbacks: Callbacks  # set by subscribe: to unsubscribe callbacks with callbacks.off
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = cls.__name__
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> Plugin | None:
@@ -49,8 +68,17 @@ class Plugin:
         return cls()
 
     @classmethod
-    def prepare(cls, config: Config) -> None:
-        """Adjust the config before the run is set up (e.g. a verdict run's data); most plugins need not."""
+    def prepare(cls, config: Config) -> dict[str, Any]:
+        """Option values this plugin's mode needs, set before the run is set up and validated like ``++``
+        overrides (e.g. a verdict run's epochs and data); most plugins need none."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """What this plugin must remember across a resume (saved in each checkpoint); None: nothing."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take back what ``state_dict`` returned, when a run resumes from a checkpoint."""
 
     def subscribe(self, callbacks: Callbacks) -> None:
         """Bind every ``@on``-marked method to its event."""
@@ -59,5 +87,5 @@ class Plugin:
         for klass in reversed(type(self).__mro__):
             methods.update({name: f for name, f in vars(klass).items() if hasattr(f, "_plugin_events")})
         for name, function in methods.items():
-            for event, order in function._plugin_events:
-                callbacks.on(event, getattr(self, name), self.order if order is None else order)
+            for event, order, once in function._plugin_events:
+                callbacks.on(event, getattr(self, name), self.order if order is None else order, once=once)

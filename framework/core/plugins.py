@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from framework import log
 from framework.core.builtin_plugins import BUILTIN_PLUGIN_MODULES
+from framework.core.events import OrderError
 from framework.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -51,14 +53,19 @@ def plugin_classes(config: Config) -> list[type[Plugin]]:
 
 
 def prepare_config(config: Config, task: str) -> None:
-    """Let every plugin of ``task`` adjust the config before the run is set up."""
+    """Let every plugin of ``task`` set the option values its mode needs before the run is set up."""
     for cls in plugin_classes(config):
         if task in cls.tasks:
-            cls.prepare(config)
+            values = cls.prepare(config)
+            if values:
+                config.derive(values, by=cls.name)
 
 
 def build_plugins(config: Config, state: RunState, callbacks: Callbacks) -> list[Plugin]:
-    """Build the plugins of ``state.task`` that the config turns on and subscribe them."""
+    """Build the plugins of ``state.task`` that the config turns on, subscribe them and resolve their order.
+
+    The order (``Callbacks.explain``) is logged at verbosity 5.
+    """
     built = []
     for cls in plugin_classes(config):
         if state.task not in cls.tasks:
@@ -67,4 +74,26 @@ def build_plugins(config: Config, state: RunState, callbacks: Callbacks) -> list
         if plugin is not None:
             plugin.subscribe(callbacks)
             built.append(plugin)
+    names = [p.name for p in built]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"plugins: two plugins are named {duplicates[0]!r}; give one a distinct 'name'.")
+    try:
+        for plugin in built:
+            for key in plugin.provides:
+                state.store.declare(key, plugin.name)
+        for plugin in built:
+            for other in plugin.after:
+                if other in names:
+                    callbacks.require(other, plugin.name)
+            for other in plugin.before:
+                if other in names:
+                    callbacks.require(plugin.name, other)
+            for key in plugin.needs:
+                producer = state.store.producer(key)
+                if producer is not None and producer != plugin.name:
+                    callbacks.require(producer, plugin.name)
+    except (OrderError, TypeError) as exc:
+        raise ConfigError(f"plugins: {exc}. Fix the plugins' 'provides', 'after', 'before' or 'needs'.") from None
+    log.v5(callbacks.explain())
     return built

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from framework.core.store import Store
+
 if TYPE_CHECKING:
     import numpy as np
     import torch
@@ -42,6 +44,23 @@ class Control:
         self.end_reason: str | None = None
         self.findings: list[Any] = []
         self.step_notes: dict[str, str] = {}
+        self.changes: dict[str, Any] = {}  # RunState fields a plugin asked to change; the engine applies them
+
+    def use_step_model(self, model: torch.nn.Module) -> None:
+        """From the next step on, ``train_step`` gets ``model`` (e.g. the compiled model)."""
+        self.changes["step_model"] = model
+
+    def scale_loss_by(self, scale: torch.Tensor | None) -> None:
+        """Multiply the loss by the device tensor ``scale`` before backward (loss scaling); None: do not."""
+        self.changes["loss_scale"] = scale
+
+    def use_loader(self, option: str, loader: BatchLoader) -> None:
+        """After this event, the batches of dataset ``option`` come from ``loader`` (e.g. a verdict run's)."""
+        self.changes.setdefault("loaders", {})[option] = loader
+
+    def send_summaries_to(self, sink: SummarySink | None) -> None:
+        """Where ``run_ctx.log_scalar`` and diagnostics' scalars go from now on (None: nowhere)."""
+        self.changes["summaries"] = sink
 
     def skip_update(self) -> None:
         """Do not apply this step's optimizer update (its gradients are dropped)."""
@@ -70,14 +89,6 @@ class Control:
     def note_step(self, key: str, text: str) -> None:
         """Add ``key text`` to this step's progress line (log_verbosity 5)."""
         self.step_notes[key] = text
-
-
-@dataclass
-class ChanceLevel:
-    """The value a loss has when the model uses nothing of its input, e.g. by predicting the label frequencies."""
-
-    value: float
-    what: str  # e.g. "the entropy of the label frequencies of 'classes' in train"
 
 
 @dataclass(eq=False)
@@ -112,11 +123,8 @@ class RunState:
     # Mixed precision (framework.core.autocast): the autocast of step functions, the factor the loss is scaled by.
     precision: Precision | None = None
     loss_scale: torch.Tensor | None = None  # on the device; None: the loss is not scaled
-    # What diagnostics learned about the training, for the learning watch to judge the losses by.
-    chance_levels: dict[str, ChanceLevel] = field(default_factory=dict)  # loss name -> its level without input
-    loss_floors: dict[str, float] = field(default_factory=dict)  # loss name -> the least it can reach (soft targets)
-    update_ratio: float | None = None  # the largest |dW|/|W| of a weight at the latest gradient-health check
     control: Control = field(default_factory=Control)
+    store: Store = field(default_factory=Store)  # measurements plugins share (each key has one declared producer)
     # How it ended.
     exception: BaseException | None = None
     outcome: str | None = None  # for CLOSE: completed, stopped, interrupted, exception

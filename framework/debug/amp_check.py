@@ -33,9 +33,8 @@ class AmpCheck(Plugin):
     def from_config(cls, config: Config, state: RunState) -> AmpCheck | None:
         return cls() if config.bool("debug_amp_check") and state.precision is not None else None
 
-    @on(Event.AFTER_BACKWARD)
+    @on(Event.AFTER_BACKWARD, once=True)
     def check(self, state: RunState) -> None:
-        self.callbacks.off(Event.AFTER_BACKWARD, self.check)
         log.v2(f"Mixed precision check at step {state.global_step} (debug_amp_check):\n{diagnose_step(state).format()}")
 
 

@@ -20,11 +20,12 @@ from torch import nn
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
-from framework.inspection.probe import probe_step, side_effect_free, why_not
+from framework.inspection.probe import ProbeLimit, ProbeSession
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
 
@@ -160,54 +161,57 @@ class BatchIndependence(Plugin):
     """Runs the gradient probe on the first batch, before the first step."""
 
     order = Order.CHECK
+    needs = (PROBE_SESSION,)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> BatchIndependence | None:
         return cls() if config.bool("debug_batch_independence") else None
 
-    @on(Event.STEP_START)
+    @on(Event.STEP_START, once=True)
     def probe(self, state: RunState) -> None:
-        self.callbacks.off(Event.STEP_START, self.probe)
+        session = state.store.get(PROBE_SESSION)
         batch_size = len(state.batch_indices)
-        if batch_size < 2:
+        if batch_size < 2 or session is None:
             return
         size = probe_size(state.batch, state.model, batch_size)
         try:
             try:
-                finding = self._run(state, {k: t[:size] for k, t in state.batch.items()}, size)
-            except Exception:  # code that needs the real batch size (x.view(100, 784)): probe the whole batch
-                finding = self._run(state, dict(state.batch), batch_size)
-        except Exception as exc:  # a probe never stops training: say why it could not check
-            log.v5(f"Batch independence check skipped: the probe step failed ({why_not(exc)}).")
+                finding = self._run(state, session, {k: t[:size] for k, t in state.batch.items()}, size)
+            except ProbeLimit:  # code that needs the real batch size (x.view(100, 784)): probe the whole batch
+                if size == batch_size:
+                    raise
+                finding = self._run(state, session, dict(state.batch), batch_size)
+        except ProbeLimit as exc:
+            log.v5(f"Batch independence check skipped: the probe step failed ({exc}).")
             return
         if finding is not None:
             off = "debug_batch_independence = False"
             report_findings(state, "first step", [finding], ModelCheckError, False, off=off)
 
-    def _run(self, state: RunState, batch: dict[str, torch.Tensor], batch_size: int) -> Finding | None:
+    def _run(
+        self, state: RunState, session: ProbeSession, batch: dict[str, torch.Tensor], batch_size: int
+    ) -> Finding | None:
         key = None
         for name, declared in state.extern_data.items():
             t = batch.get(name)
             if declared.sparse_dim is None and t is not None and t.is_floating_point():
                 key, batch[name] = name, t.detach().clone().requires_grad_()
                 break
-        probe = _Probe(state.model, batch_size, batch[key] if key else None)
-        handles = [
-            nn.modules.module.register_module_forward_pre_hook(probe.pre_hook),
-            nn.modules.module.register_module_forward_hook(probe.hook),
-        ]
-        try:
-            with side_effect_free(state), torch.enable_grad():
-                probe_step(state, batch)
+        with session.isolated() as model, torch.enable_grad():
+            probe = _Probe(model, batch_size, batch[key] if key else None)
+            handles = [
+                nn.modules.module.register_module_forward_pre_hook(probe.pre_hook),
+                nn.modules.module.register_module_forward_hook(probe.hook),
+            ]
+            try:
+                session.changed_run("batch-independence check", model, batch)
+            finally:
                 for handle in handles:
                     handle.remove()
-                if probe.leaf is None:
-                    log.v5("Batch independence check skipped: no input entered the model with gradients.")
-                    return None
-                found = first_mixing(probe)
-        finally:
-            for handle in handles:
-                handle.remove()
+            if probe.leaf is None:
+                log.v5("Batch independence check skipped: no input entered the model with gradients.")
+                return None
+            found = first_mixing(probe)
         if found is None:
             return None
         index, ratio = found

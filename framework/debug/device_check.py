@@ -21,13 +21,14 @@ import torch.fx.experimental._config
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.layer_template import DeviceBugError, DeviceCheck, on_meta
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
 from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import probe_step, unseen
+from framework.inspection.probe import ProbeLimit, ProbeSession
 from framework.inspection.tensors import format_frame, user_frame
 from framework.options import register
 
@@ -40,28 +41,33 @@ register(
 )
 
 
-def meta_dry_run(state: RunState) -> str | None:
+def meta_dry_run(state: RunState, session: ProbeSession) -> str | None:
     """Run ``train_step`` on meta tensors shaped like the current batch; the device bug found, if any.
 
-    Raises what the dry run raised when it could not finish for another reason.
+    Raises ``ProbeLimit`` when the dry run could not finish for another reason.
     """
-    tracker = ModuleTracker(state.model)
-    check = DeviceCheck(tracker)
     fake = {}
     for key, t in state.batch.items():
         if key.endswith(":seq_len"):  # real CPU tensors, as the loader delivers them on every device
             fake[key] = t
-            check.remember(t, f"as extern_data[{key!r}], whose lengths stay on the CPU (as in RETURNN)")
         else:
             fake[key] = torch.empty_like(t, device="meta")
     # Boolean masks (x[mask]) have data-dependent shapes; assuming every entry is selected keeps the shapes
     # consistent, which is all a device check needs.
     assume_all_selected = torch.fx.experimental._config.patch(meta_nonzero_assume_all_nonzero=True)
-    try:
-        with unseen(), on_meta(state.model), tracker, check, assume_all_selected:
-            probe_step(state, fake)
-    except DeviceBugError as exc:
-        return str(exc)
+    with session.isolated() as model:
+        tracker = ModuleTracker(model)
+        check = DeviceCheck(tracker)
+        for key, t in state.batch.items():
+            if key.endswith(":seq_len"):
+                check.remember(t, f"as extern_data[{key!r}], whose lengths stay on the CPU (as in RETURNN)")
+        try:
+            with on_meta(model), tracker, check, assume_all_selected:
+                session.changed_run("device check", model, fake)
+        except ProbeLimit as exc:
+            if isinstance(exc.cause, DeviceBugError):
+                return str(exc.cause)
+            raise
     return None
 
 
@@ -69,17 +75,21 @@ class DeviceDryRun(Plugin):
     """Runs the meta dry run before the first step."""
 
     order = Order.CHECK
+    needs = (PROBE_SESSION,)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> DeviceDryRun | None:
         return cls() if config.bool("debug_device_check") else None
 
-    @on(Event.STEP_START)
+    @on(Event.STEP_START, once=True)
     def dry_run(self, state: RunState) -> None:
-        self.callbacks.off(Event.STEP_START, self.dry_run)
+        session = state.store.get(PROBE_SESSION)
+        if session is None:
+            return
         try:
-            bug = meta_dry_run(state)
-        except Exception as exc:  # code that needs real values cannot run on meta tensors: not a finding
+            bug = meta_dry_run(state, session)
+        except ProbeLimit as limit:  # code that needs real values cannot run on meta tensors: not a finding
+            exc = limit.cause
             where = format_frame(user_frame(traceback.extract_tb(exc.__traceback__)))
             reason = str(exc).splitlines()[0] if str(exc) else ""
             meta_only = isinstance(exc, NotImplementedError) or "meta" in reason

@@ -23,6 +23,7 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event
+from framework.core.measurements import UPDATE_RATIO
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.inspection.model_checks import by_module, fingerprints
@@ -57,6 +58,8 @@ def _sample(p: torch.Tensor) -> torch.Tensor:
 
 class GradHealth(Plugin):
     """Per-layer gradient norms and update ratios every ``interval`` updates."""
+
+    provides = (UPDATE_RATIO,)
 
     def __init__(self, interval: int, frozen: list[str]):
         self.interval = max(1, interval)
@@ -128,7 +131,8 @@ class GradHealth(Plugin):
                 + [(f"grad_health/update_ratio/{n}", r) for n, r in zip(names, ratios, strict=True) if r < math.inf],
             )
         weight_ratios = [r for r, p in zip(ratios, params, strict=True) if p.dim() >= 2 and r < math.inf]
-        state.update_ratio = max(weight_ratios, default=None)
+        if weight_ratios:
+            state.store.put(UPDATE_RATIO, max(weight_ratios), by=self)
         weight_rms = [(n, r) for n, r, p in zip(names, rms, params, strict=True) if p.dim() >= 2]
         if len(weight_rms) > 1:
             largest_name, largest = max(weight_rms, key=lambda x: x[1])

@@ -10,10 +10,12 @@ in a row while the matching train loss fell is overfitting; ``early_stopping_pat
 from __future__ import annotations
 
 from itertools import pairwise
+from typing import Any
 
 from framework import log
 from framework.config import Config
 from framework.core.events import Event
+from framework.core.measurements import CHANCE_LEVELS, UPDATE_RATIO
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.options import register
@@ -56,6 +58,8 @@ class LossWindowWatch(Plugin):
     a counter; what an epoch added to a window is carried over at its end.
     """
 
+    needs = (CHANCE_LEVELS, UPDATE_RATIO)
+
     def __init__(self, window: int):
         self.window = window
         self.count = 0
@@ -69,6 +73,27 @@ class LossWindowWatch(Plugin):
     def from_config(cls, config: Config, state: RunState) -> LossWindowWatch | None:
         window = config.int("debug_loss_window")
         return cls(window) if window > 0 else None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The window so far (steps, carried sums, the epoch sums it started from), the first window's mean and
+        the warnings given: a resumed run compares and warns as the uninterrupted one would."""
+        base = None
+        if self.base is not None:  # only mid-epoch: the epoch's end resets it; plain numbers (one read per checkpoint)
+            base = {part: {name: float(value) for name, value in values.items()} for part, values in self.base.items()}
+        return {
+            "count": self.count,
+            "base": base,
+            "carry": {name: list(sums) for name, sums in self.carry.items()},
+            "first": self.first,
+            "warned": self.warned,
+            "at_chance": dict(self.at_chance),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state_dict``."""
+        self.count, self.base, self.first, self.warned = state["count"], state["base"], state["first"], state["warned"]
+        self.carry = {name: list(sums) for name, sums in state["carry"].items()}
+        self.at_chance = dict(state["at_chance"])
 
     @on(Event.EPOCH_END)
     def on_epoch_end(self, state: RunState) -> None:
@@ -100,10 +125,11 @@ class LossWindowWatch(Plugin):
                 f"the train loss is not decreasing: mean {mean:.4g} over the last {self.window} steps (up to step "
                 f"{state.global_step}) vs {self.first:.4g} over the first {self.window}."
             )
-            if state.update_ratio is not None and state.update_ratio < TINY_UPDATE:
+            update_ratio = state.store.get(UPDATE_RATIO)
+            if update_ratio is not None and update_ratio < TINY_UPDATE:
                 log.v2(
                     f"WARNING learning watch: {facts} The updates are negligible: no weight changes by more than "
-                    f"{state.update_ratio:.1e} of its norm per update (|dW|/|W|; healthy training is around 1e-3), so "
+                    f"{update_ratio:.1e} of its norm per update (|dW|/|W|; healthy training is around 1e-3), so "
                     f"the learning rate {lr:g} is far too small. Raise it (e.g. x100, or find it with a learning-rate "
                     f"range test)."
                 )
@@ -115,7 +141,7 @@ class LossWindowWatch(Plugin):
 
     def _check_chance_levels(self, state: RunState) -> None:
         """Warn when a loss stays at its chance level (e.g. labels that do not belong to their inputs)."""
-        for name, level in state.chance_levels.items():
+        for name, level in (state.store.get(CHANCE_LEVELS) or {}).items():
             window_sum, weight = self.carry.get(name, (0.0, 0.0))
             if weight <= 0 or self.at_chance.get(name) == -1:
                 continue
@@ -176,6 +202,15 @@ class DevDivergenceWatch(Plugin):
     def from_config(cls, config: Config, state: RunState) -> DevDivergenceWatch | None:
         epochs = config.int("debug_dev_divergence_epochs")
         return cls(epochs) if epochs > 0 else None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The overfitting warnings given (each is given once per run) and the error measures seen."""
+        return {"warned": sorted(list(key) for key in self.warned), "errors": sorted(self.errors)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state_dict``."""
+        self.warned = {tuple(key) for key in state["warned"]}
+        self.errors = set(state["errors"])
 
     @on(Event.EPOCH_END)
     def on_epoch_end(self, state: RunState) -> None:

@@ -1,8 +1,8 @@
 """What the first training step hands to torch's loss functions (``debug_loss_inputs``, on by default).
 
-Before the first step, its batch runs through ``train_step`` once more, without side effects
-(``framework.inspection.probe``), while a torch function mode watches the calls; the real step then
-runs unwatched, so an error in it has the user's frames only. The watch finds:
+Before the first step, its batch runs through ``train_step`` once more, on a copy of the model
+(the probe session's run of the unchanged batch, ``framework.inspection.probe``), while a torch
+function mode watches the calls; the real step then runs unwatched. The watch finds:
 
 - probabilities where logits are expected: ``cross_entropy`` of a softmax (or log_softmax)
   output, ``binary_cross_entropy_with_logits`` of a sigmoid output, ``nll_loss`` of
@@ -21,8 +21,10 @@ soft targets (the targets' own entropy, which no model can go below; for the ver
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,14 +36,15 @@ from torch.overrides import TorchFunctionMode
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, PROBE_SESSION, ChanceLevel
 from framework.core.plugin import Plugin, on
 from framework.core.run_ctx import RunCtx
-from framework.core.state import ChanceLevel, RunState
+from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection import data_checks
 from framework.inspection.data_checks import Finding
 from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import probe_step, real_frames, side_effect_free, why_not
+from framework.inspection.probe import ProbeLimit, real_frames
 from framework.inspection.tensors import format_frame, user_frame
 from framework.options import register
 
@@ -289,29 +292,44 @@ def label_entropy(counts: np.ndarray) -> float:
 class LossInputsCheck(Plugin):
     """Runs the first batch's step once, watched, before the real first step (which runs unwatched)."""
 
+    provides = (CHANCE_LEVELS, LOSS_FLOORS)
+    needs = (PROBE_SESSION,)
+
     order = Order.CHECK
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> LossInputsCheck | None:
         return cls() if config.bool("debug_loss_inputs") else None
 
-    @on(Event.STEP_START)
+    @on(Event.STEP_START, once=True)
     def check_first_step(self, state: RunState) -> None:
-        self.callbacks.off(Event.STEP_START, self.check_first_step)
-        sparse = [k for k, key in state.extern_data.items() if key.sparse_dim is not None and k in state.batch]
-        tracker = ModuleTracker(state.model)
-        watch = _FirstStepWatch(tracker, state.batch, sparse)
-        try:
-            with side_effect_free(state), tracker, watch:
-                run_ctx = probe_step(state, state.batch)
-        except Exception as exc:  # the real step raises it again, from the user's frames only
-            log.v5(f"Loss input check skipped: the watched run of the first step failed ({why_not(exc)}).")
+        session = state.store.get(PROBE_SESSION)
+        if session is None:
             return
+        sparse = [k for k, key in state.extern_data.items() if key.sparse_dim is not None and k in state.batch]
+        watches: list[_FirstStepWatch] = []
+
+        @contextlib.contextmanager
+        def watched(model: torch.nn.Module) -> Iterator[None]:
+            tracker = ModuleTracker(model)
+            watches.append(_FirstStepWatch(tracker, state.batch, sparse))
+            with tracker, watches[0]:
+                yield
+
+        try:
+            run_ctx = session.real_run("loss-input check", observe=(watched,)).run_ctx
+        except ProbeLimit as exc:
+            log.v5(f"Loss input check skipped: the watched run of the first step failed ({exc}).")
+            return
+        if not watches:  # another check ran the batch first: its declared order should prevent that
+            log.v5("Loss input check skipped: the first batch was run before the watch was set up.")
+            return
+        watch = watches[0]
         if watch.broadcasting:
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
-        self._set_chance_levels(state, run_ctx, watch.class_losses)
-        self._set_floors(state, run_ctx, watch.floors)
+        state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses), by=self)
+        state.store.put(LOSS_FLOORS, self._floors(run_ctx, watch.floors), by=self)
         if watch.backward_calls:
             raise ModelCheckError(
                 f"train_step calls backward() itself (at {watch.backward_calls[0]}). The engine backpropagates the "
@@ -322,7 +340,8 @@ class LossInputsCheck(Plugin):
             )
 
     @staticmethod
-    def _set_chance_levels(state: RunState, run_ctx: RunCtx, calls: list[_ClassLossCall]) -> None:
+    def _chance_levels(state: RunState, run_ctx: RunCtx, calls: list[_ClassLossCall]) -> dict[str, ChanceLevel]:
+        levels: dict[str, ChanceLevel] = {}
         loader = state.loaders.get("train")
         for name, marked in run_ctx.losses.items():
             call = next((c for c in calls if c.key and c.plain and _reaches(marked.loss, c.output)), None)
@@ -335,18 +354,21 @@ class LossInputsCheck(Plugin):
                 continue
             counts, what = data_checks.class_counts(loader.dataset, key, data_checks.sample_batches(loader, 4))
             if counts.sum() > 0:
-                state.chance_levels[name] = ChanceLevel(
+                levels[name] = ChanceLevel(
                     label_entropy(counts), f"the entropy of the frequencies of the {key.name!r} labels ({what})"
                 )
+        return levels
 
     @staticmethod
-    def _set_floors(state: RunState, run_ctx: RunCtx, floors: list[tuple[torch.Tensor, float]]) -> None:
+    def _floors(run_ctx: RunCtx, floors: list[tuple[torch.Tensor, float]]) -> dict[str, float]:
+        floors_by_loss: dict[str, float] = {}
         for name, marked in run_ctx.losses.items():
             floor = next((f for out, f in floors if marked.loss is out), None)
             if floor is None or marked.as_error:
                 continue
             norm = marked.custom_inv_norm_factor
-            state.loss_floors[name] = floor / float(norm) if norm is not None else floor
+            floors_by_loss[name] = floor / float(norm) if norm is not None else floor
+        return floors_by_loss
 
 
 PLUGINS = (LossInputsCheck,)

@@ -18,10 +18,9 @@ named the same way, as a warning (the training goes on; its checkpoints stay).
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from framework import log
 from framework.config import Config
 from framework.core.autocast import uses_grad_scaler
 from framework.core.events import Event, Order
+from framework.core.measurements import EAGER_ONLY
 from framework.core.plugin import Plugin, on
 from framework.core.rng import capture_step_rng, saveable_rng
 from framework.core.scores import step_losses
@@ -125,16 +125,10 @@ class CheckedStep:
         """The step ``state`` is at, with its verdict ``bad_ranks`` (a device tensor) on its way to the host."""
         return cls(LaggedFlag(bad_ranks), grad_norms, rng_state, {n: getattr(state, n) for n in _STEP_FIELDS})
 
-    @contextlib.contextmanager
-    def current(self, state: RunState) -> Iterator[None]:
-        """Within the block, ``state`` describes this step (for the replay and the report); after an
-        exception it still does, as the run stopped at this step."""
-        now = {name: getattr(state, name) for name in _STEP_FIELDS}
-        for name, value in self.fields.items():
-            setattr(state, name, value)
-        yield
-        for name, value in now.items():
-            setattr(state, name, value)
+    def as_state(self, state: RunState) -> RunState:
+        """A view of the run at this step (the guard reads a step's verdict one step later), for the replay and
+        the report; the engine's own state is left as it is."""
+        return dataclasses.replace(state, **self.fields)
 
 
 class NumericsGuard(Plugin):
@@ -142,6 +136,10 @@ class NumericsGuard(Plugin):
 
     tasks = ("train", "eval")
     order = Order.CHECK
+    # Its step-start callback must be the last one that can run the model or draw random numbers: what runs
+    # before the step function then is neither recorded in the sums nor part of the RNG state a replay starts from.
+    after = ("FirstStepProbes", "TensorBoardLogger", "ShellInRunner", "LayerOutputTemplate")
+    provides = (EAGER_ONLY,)
 
     def __init__(self, config: Config, model: torch.nn.Module):
         self.stop_on_loss = config.bool("stop_on_nonfinite_train_score")
@@ -183,6 +181,27 @@ class NumericsGuard(Plugin):
         )
         return cls(config, state.model) if wanted else None
 
+    def state_dict(self) -> dict[str, Any]:
+        """The count of consecutive invalid updates, so that a resumed run allows no more of them than the
+        uninterrupted one would.
+
+        Only an interrupted (mid-epoch) checkpoint meets a training step whose verdict is still on its way (an
+        epoch's last step is settled before evaluation and checkpoint); its update was skipped on the device
+        already, so its verdict is read now and counted. Acting on it (the log line, or the replay that names the
+        culprit) is not possible from a checkpoint, which holds neither its batch nor its RNG state: a resumed run
+        that is then over the allowance stops at its next non-finite step. Nothing else lasts beyond a step: the
+        accumulation window ends before any checkpoint, evaluation verdicts are settled at its end, and the
+        evaluation reports made are of finished epochs.
+        """
+        consecutive = self.consecutive_invalid
+        if self.pending is not None:
+            consecutive = consecutive + 1 if any(self.pending.bad_ranks.read().tolist()) else 0
+        return {"consecutive_invalid": consecutive}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state_dict``."""
+        self.consecutive_invalid = state["consecutive_invalid"]
+
     def _module_hook(self, path: str):
         def record(module: torch.nn.Module, args: tuple, output: Any) -> None:
             if self.active:
@@ -192,8 +211,19 @@ class NumericsGuard(Plugin):
 
         return record
 
-    # Last before the step function: diagnostics that run the model at STEP_START (TensorBoard's graph,
-    # the step shell) are not recorded, and the RNG state is the one the step function starts from.
+    @on(Event.STARTUP)
+    def keep_eager(self, state: RunState) -> None:
+        hooked = [
+            n
+            for n, on in (
+                ("debug_add_check_numerics_on_output", self.on_output),
+                ("debug_add_check_numerics_ops", self.on_ops),
+            )
+            if on
+        ]
+        if hooked:
+            state.store.put(EAGER_ONLY, f"{', '.join(hooked)} hooks into every module or op of every step", by=self)
+
     @on(Event.STEP_START, Order.LAST)
     @on(Event.EVAL_STEP_START, Order.LAST)
     def on_step_start(self, state: RunState) -> None:
@@ -267,18 +297,18 @@ class NumericsGuard(Plugin):
             self.consecutive_invalid = 0
             return
         self.consecutive_invalid += 1
-        with step.current(state):
-            if self.consecutive_invalid <= self.allowed_invalid:
-                log.v2(
-                    f"ep {state.epoch} step {state.step_in_epoch} (global {state.global_step}): non-finite "
-                    f"{_what_is_bad(state, step.grad_norms)}; update skipped ({self.consecutive_invalid} of "
-                    f"{self.allowed_invalid} allowed consecutive invalid steps)"
-                )
-                return
-            rank = state.distributed.rank if state.distributed is not None else 0
-            if rank not in bad_ranks:
-                _raise_for_other_ranks(state, bad_ranks)
-            self._stop(state, step.rng_state)
+        state = step.as_state(state)
+        if self.consecutive_invalid <= self.allowed_invalid:
+            log.v2(
+                f"ep {state.epoch} step {state.step_in_epoch} (global {state.global_step}): non-finite "
+                f"{_what_is_bad(state, step.grad_norms)}; update skipped ({self.consecutive_invalid} of "
+                f"{self.allowed_invalid} allowed consecutive invalid steps)"
+            )
+            return
+        rank = state.distributed.rank if state.distributed is not None else 0
+        if rank not in bad_ranks:
+            _raise_for_other_ranks(state, bad_ranks)
+        self._stop(state, step.rng_state)
 
     def _decide_at_once(self, state: RunState) -> None:
         """The debug checks: decide now, with the recorded module/op sums (one host sync)."""
@@ -332,8 +362,7 @@ class NumericsGuard(Plugin):
 
     def _settle_eval(self, state: RunState, step: CheckedStep) -> None:
         if step.bad_ranks.read().tolist()[0]:
-            with step.current(state):
-                self._report_eval(state, step.rng_state, maybe_false_alarm=False)
+            self._report_eval(step.as_state(state), step.rng_state, maybe_false_alarm=False)
 
     def _report_eval(self, state: RunState, rng_state: dict[str, Any], maybe_false_alarm: bool) -> None:
         if (state.epoch, state.dataset) in self.eval_reported:
@@ -412,11 +441,13 @@ class NumericsGuard(Plugin):
         else:
             where = "\nSet the 'model' option to keep the offending batch for replay."
         on_rank = f" on rank {state.distributed.rank}" if state.distributed is not None else ""
-        raise NonFiniteError(
+        error = NonFiniteError(
             f"Non-finite values{on_rank} in training step {state.step_in_epoch} of epoch {state.epoch} (global step "
             f"{state.global_step}){context}. Stopped before the optimizer step: the parameters are untouched and "
             f"{last}.\n{text}{where}"
         )
+        error.step = {name: getattr(state, name) for name in _STEP_FIELDS}  # the run stopped at this step
+        raise error
 
 
 def _total(values: list[torch.Tensor]) -> torch.Tensor:

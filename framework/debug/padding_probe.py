@@ -17,12 +17,13 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
-from framework.inspection.probe import padding_mask, probe_step, side_effect_free, why_not
+from framework.inspection.probe import ProbeLimit, ProbeSession, padding_mask
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
 
@@ -35,6 +36,7 @@ register(
 )
 
 TOLERANCE = 1e-5
+CHECK = "padding check"
 
 
 def perturbed(batch: dict[str, torch.Tensor], key: str, mask: torch.Tensor, sparse_dim: int | None) -> dict:
@@ -73,40 +75,44 @@ class PaddingProbe(Plugin):
     """Runs the padding probe on the first batch, before the first step."""
 
     order = Order.CHECK
+    needs = (PROBE_SESSION,)
+    after = ("LossInputsCheck",)  # whose watch must be on in the session's run of the unchanged batch
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> PaddingProbe | None:
         return cls() if config.bool("debug_padding_check") else None
 
-    @on(Event.STEP_START)
+    @on(Event.STEP_START, once=True)
     def probe(self, state: RunState) -> None:
-        self.callbacks.off(Event.STEP_START, self.probe)
+        session = state.store.get(PROBE_SESSION)
         masks = {k: m for k in state.extern_data if (m := padding_mask(state.batch, k)) is not None}
-        if not masks:
+        if not masks or session is None:
             return
         try:
-            findings = self._findings(state, masks)
-        except Exception as exc:  # a probe never stops training: say why it could not check
-            log.v5(f"Padding check skipped: the probe step failed ({why_not(exc)}).")
+            findings = self._findings(state, session, masks)
+        except ProbeLimit as exc:
+            log.v5(f"Padding check skipped: the probe step failed ({exc}).")
             return
         report_findings(state, "first step", findings, ModelCheckError, False, off="debug_padding_check = False")
 
-    def _findings(self, state: RunState, masks: dict[str, torch.Tensor]) -> list[Finding]:
+    def _findings(self, state: RunState, session: ProbeSession, masks: dict[str, torch.Tensor]) -> list[Finding]:
         covered, read = {}, {}  # key -> how the losses moved
-        with side_effect_free(state), torch.no_grad():
-            base_losses, base_outputs = self._run(state, state.batch)
-            for key, mask in masks.items():
-                batch = perturbed(state.batch, key, mask, state.extern_data[key].sparse_dim)
-                losses, outputs = self._run(state, batch)
-                moved = [n for n, v in losses.items() if n in base_losses and _changed(base_losses[n], v)]
-                if not moved:
-                    continue
-                same_outputs = len(outputs) == len(base_outputs) and not any(
-                    _changed(_real_frames(a, mask), _real_frames(b, mask))
-                    for a, b in zip(base_outputs, outputs, strict=True)
-                )
-                change = ", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in moved)
-                (covered if same_outputs else read)[key] = change
+        base = session.real_run(CHECK)
+        base_losses = {n: v.detach() for n, v in step_losses(base.run_ctx, optimized_only=True).items()}
+        base_outputs = base.outputs
+        for key, mask in masks.items():
+            batch = perturbed(state.batch, key, mask, state.extern_data[key].sparse_dim)
+            with session.isolated() as model, torch.no_grad():
+                losses, outputs = self._run(session, model, batch)
+            moved = [n for n, v in losses.items() if n in base_losses and _changed(base_losses[n], v)]
+            if not moved:
+                continue
+            same_outputs = len(outputs) == len(base_outputs) and not any(
+                _changed(_real_frames(a, mask), _real_frames(b, mask))
+                for a, b in zip(base_outputs, outputs, strict=True)
+            )
+            change = ", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in moved)
+            (covered if same_outputs else read)[key] = change
         return self._report(covered, read)
 
     @staticmethod
@@ -139,15 +145,17 @@ class PaddingProbe(Plugin):
         return findings
 
     @staticmethod
-    def _run(state: RunState, batch: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+    def _run(
+        session: ProbeSession, model: torch.nn.Module, batch: dict[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
         outputs: list[torch.Tensor] = []
 
         def keep(_module: Any, _args: Any, output: Any) -> None:
             outputs.extend(t.detach().clone() for t in floating_tensors(output))
 
-        handle = state.model.register_forward_hook(keep)
+        handle = model.register_forward_hook(keep)
         try:
-            losses = step_losses(probe_step(state, batch), optimized_only=True)
+            losses = step_losses(session.changed_run(CHECK, model, batch), optimized_only=True)
         finally:
             handle.remove()
         return losses, outputs

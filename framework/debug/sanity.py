@@ -18,6 +18,7 @@ from typing import Any
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.errors import DataError, FrameworkError
@@ -43,14 +44,6 @@ register(
     __name__,
 )
 
-register(
-    "frozen_params",
-    "list[str]",
-    [],
-    "Parameter name patterns (fnmatch) that must not change in training; the sanity and gradient checks verify it.",
-    __name__,
-)
-
 
 class ModelCheckError(FrameworkError):
     """The first training step shows that the model cannot be trained as it is."""
@@ -60,12 +53,13 @@ class SanityCheck(Plugin):
     """Data checks at STARTUP, model checks around the first step."""
 
     order = Order.CHECK
+    needs = (VERDICT_RUN,)
 
     def __init__(self, config: Config):
         self.num_batches = config.int_or_off("debug_sanity_check")
         self.frozen = list(config.get("frozen_params") or [])
         self.ranges = dict(config.get("debug_output_ranges") or {})
-        self.strict = not (config.get("debug_overfit_batches") or config.bool("debug_synthetic_data"))
+        self.strict = True  # findings stop the run, except in a verdict run (VERDICT_RUN), whose verdict decides
         self._capture: Any = None
         self._captured: dict[str, list] = {}
 
@@ -75,6 +69,7 @@ class SanityCheck(Plugin):
 
     @on(Event.STARTUP)
     def check_data(self, state: RunState) -> None:
+        self.strict = state.store.get(VERDICT_RUN) is None
         findings, counts, stats = [], {}, {}
         for option, loader in state.loaders.items():
             batches = data_checks.sample_batches(loader, self.num_batches)
@@ -93,16 +88,16 @@ class SanityCheck(Plugin):
             findings += data_checks.split_findings(key, per_option)
         self._report(state, "data", findings, DataError)
 
-    @on(Event.STEP_START, Order.LAST)  # after diagnostics that run the model at STEP_START (TensorBoard's graph)
+    @on(
+        Event.STEP_START, Order.LAST, once=True
+    )  # after diagnostics that run the model at STEP_START (TensorBoard's graph)
     def before_first_step(self, state: RunState) -> None:
-        self.callbacks.off(Event.STEP_START, self.before_first_step)
         if self.ranges:
             self._capture = model_checks.capture_outputs(state.model, list(self.ranges))
             self._captured = self._capture.__enter__()
 
-    @on(Event.AFTER_FORWARD)
+    @on(Event.AFTER_FORWARD, once=True)
     def after_first_forward(self, state: RunState) -> None:
-        self.callbacks.off(Event.AFTER_FORWARD, self.after_first_forward)
         self.release(state)
         findings = model_checks.range_findings(state.model, self.ranges, self._captured) if self.ranges else []
         self._captured = {}
@@ -112,9 +107,8 @@ class SanityCheck(Plugin):
             state, "first step", model_checks.loss_findings(state.run_ctx.losses), ModelCheckError, strict=True
         )
 
-    @on(Event.AFTER_BACKWARD)
+    @on(Event.AFTER_BACKWARD, once=True)
     def after_first_backward(self, state: RunState) -> None:
-        self.callbacks.off(Event.AFTER_BACKWARD, self.after_first_backward)
         findings = model_checks.gradient_findings(state.model, self.frozen, state.optimizer)
         self._report(state, "first step", findings, ModelCheckError)
         notes = sum(f.level == "note" for f in state.control.findings)

@@ -91,12 +91,12 @@ class TensorBoardLogger(Plugin):
     @on(Event.STARTUP, Order.FIRST)
     def become_sink(self, state: RunState) -> None:
         """Where run_ctx.log_image / log_scalar and diagnostics' scalars go."""
-        state.summaries = self
+        state.control.send_summaries_to(self)
 
     @on(Event.CLOSE)
     def close(self, state: RunState) -> None:
         """Flush and close the writer process, however the run ended (what was logged is kept)."""
-        state.summaries = None
+        state.control.send_summaries_to(None)
         self._write_records()
         self.writer.close()
 

@@ -21,7 +21,8 @@ import torch
 
 from framework import log
 from framework.config import Config
-from framework.core.events import Event
+from framework.core.events import Event, Order
+from framework.core.measurements import LOSS_FLOORS, VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.scores import ScoreAccumulator, format_scores
 from framework.core.state import RunState
@@ -78,15 +79,15 @@ class VerdictError(FrameworkError):
     """The verdict run found that the model does not learn."""
 
 
-def _leave_real_run_alone(config: Config, run: str, **changes: Any) -> None:
-    """Override the config so that a verdict run touches nothing of the real training: no checkpoints,
+def _leave_real_run_alone(config: Config, run: str, **changes: Any) -> dict[str, Any]:
+    """The option values with which a verdict run touches nothing of the real training: no checkpoints,
     no user callbacks (they may write files), no eval sets, TensorBoard in a subdirectory of its own."""
     if config.get("debug_overfit_batches") and config.bool("debug_synthetic_data"):
         raise ConfigError("debug_overfit_batches and debug_synthetic_data are two separate runs; set one of them.")
     tensorboard_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
     if tensorboard_dir:
         changes["tensorboard_dir"] = os.path.join(tensorboard_dir, run)
-    config.overrides.update(
+    return dict(
         model=None,
         eval=None,
         eval_datasets=None,
@@ -106,7 +107,9 @@ def sparkline(values: list[float]) -> str:
 
 def loss_floor(state: RunState, run_ctx: Any) -> float:
     """The least the optimized total loss can reach: the sum of the known floors (soft targets' entropy), else 0."""
-    return sum(m.scale * state.loss_floors.get(n, 0.0) for n, m in run_ctx.losses.items() if not m.as_error)
+    return sum(
+        m.scale * (state.store.get(LOSS_FLOORS) or {}).get(n, 0.0) for n, m in run_ctx.losses.items() if not m.as_error
+    )
 
 
 def remaining(first: float, final: float, floor: float) -> float:
@@ -161,6 +164,9 @@ class OverfitVerdict(Plugin):
     The batches are swapped at STARTUP after the sanity check (Order.CHECK) looked at the real data.
     """
 
+    needs = (LOSS_FLOORS,)
+    provides = (VERDICT_RUN,)
+
     def __init__(self, config: Config):
         self.num_batches = config.int("debug_overfit_batches")
         self.steps = config.int("debug_overfit_steps")
@@ -170,10 +176,15 @@ class OverfitVerdict(Plugin):
         self.untrained = 0.0
         self.floor = 0.0
 
+    @on(Event.STARTUP, Order.FIRST)
+    def announce(self, state: RunState) -> None:
+        state.store.put(VERDICT_RUN, "debug_overfit_batches", by=self)
+
     @classmethod
-    def prepare(cls, config: Config) -> None:
-        if config.get("debug_overfit_batches"):
-            _leave_real_run_alone(config, "debug_overfit_batches", dev=None, num_epochs=1)
+    def prepare(cls, config: Config) -> dict[str, Any]:
+        if not config.get("debug_overfit_batches"):
+            return {}
+        return _leave_real_run_alone(config, "debug_overfit_batches", dev=None, num_epochs=1)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> OverfitVerdict | None:
@@ -183,7 +194,7 @@ class OverfitVerdict(Plugin):
     def use_first_batches(self, state: RunState) -> None:
         repeated = self.repeated = RepeatedBatches(state.loaders["train"], self.num_batches, self.steps)
         self.num_batches = len(repeated.batches)
-        state.loaders["train"] = repeated
+        state.control.use_loader("train", repeated)
         self.untrained = self.memorized_loss(state)
         log.v3(
             f"debug_overfit_batches: training {self.steps} steps on the first {self.num_batches} batch(es) of "
@@ -236,14 +247,21 @@ class OverfitVerdict(Plugin):
 class SyntheticDataVerdict(Plugin):
     """``debug_synthetic_data``: dev scores before and after training on the synthetic data."""
 
+    needs = (LOSS_FLOORS,)
+    provides = (VERDICT_RUN,)
+
     def __init__(self, config: Config):
         self.ratio = config.float("debug_synthetic_loss_ratio")
         self.before: dict[str, float] = {}
 
+    @on(Event.STARTUP, Order.FIRST)
+    def announce(self, state: RunState) -> None:
+        state.store.put(VERDICT_RUN, "debug_synthetic_data", by=self)
+
     @classmethod
-    def prepare(cls, config: Config) -> None:
+    def prepare(cls, config: Config) -> dict[str, Any]:
         if not config.bool("debug_synthetic_data"):
-            return
+            return {}
         seed = config.int("random_seed")
         real = init_dataset(
             config.get("train"), option="train", random_seed=seed, train_ordering=config.get("batching")
@@ -253,7 +271,7 @@ class SyntheticDataVerdict(Plugin):
         generator = SyntheticLike(extern_data, reference_stats(real, extern_data), seed)
         num_seqs = min(real.num_seqs, MAX_SYNTHETIC_SEQS)
         log.v3(f"debug_synthetic_data: {num_seqs} synthetic training sequences: {generator.describe()}.")
-        _leave_real_run_alone(
+        return _leave_real_run_alone(
             config,
             "debug_synthetic_data",
             train=generator.dataset(num_seqs, seed, "train"),
@@ -282,7 +300,7 @@ class SyntheticDataVerdict(Plugin):
         after = state.lr_control.scores.get(state.epoch, {}).get("dev", {})
         key = next(iter(self.before))
         first, final = self.before[key], after.get(key, float("nan"))
-        floor = state.loss_floors.get(key, 0.0)
+        floor = (state.store.get(LOSS_FLOORS) or {}).get(key, 0.0)
         changes = ", ".join(f"{name} {v:.4g} -> {after.get(name, float('nan')):.4g}" for name, v in self.before.items())
         facts = (
             f"on the synthetic dev set after {state.epoch} epoch(s): {changes}{_floor_text(floor)} ('learns' needs "

@@ -1,19 +1,28 @@
-"""Running ``train_step`` on a changed copy of a batch without touching the run.
+"""Re-running ``train_step`` before the first step, isolated from the real run: the probe session.
 
-The checks of the first step (device dry run, padding, batch independence) run the model a few
-extra times. Such a run leaves no trace: what the user's code prints is swallowed, warnings it
-raises are neither shown nor remembered (the real step shows them), ``debug_shell`` calls do
-nothing, and random generators, parameter gradients, buffers and the train/eval mode are as they
-were.
+The first-step checks (loss inputs, padding, batch independence, device) look at the first batch by
+running the user's step again. A check never changes what the user's code does, so each such run
+happens on a copy of the model that shares its parameters and owns everything else (buffers, and
+the Python state of every module: step counters, caches, lazy initialisation), in eval mode, with
+the random generators, the parameters' gradients, output and warnings as they were. All checks of
+a run share one ``ProbeSession``; the run on the unchanged batch happens once for all of them
+(``real_run``). An exception that the user's code raises there is the user's error: it propagates
+from the user's frame (``ipython --pdb`` lands there) with a note naming the check. A run on a
+changed batch or model (fewer sequences, changed padding, meta tensors) that fails is a limit of
+that probe: the check says so in one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import os
 import sys
 import threading
+import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,6 +31,7 @@ from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import run_step
+from framework.inspection.tensors import floating_tensors
 
 _probing = False
 
@@ -70,29 +80,114 @@ def unseen() -> Iterator[None]:
         set_rng_state(rng)
 
 
-@contextlib.contextmanager
-def side_effect_free(state: RunState) -> Iterator[None]:
-    """Within the block the model is in eval mode and unseen; afterwards gradients, buffers and mode are restored."""
-    model = state.model
-    grads = [(p, p.grad) for p in model.parameters()]
-    buffers = [(b, b.detach().clone()) for b in model.buffers()]
-    was_training = model.training
-    model.eval()
-    try:
-        with unseen():
-            yield
-    finally:
-        model.train(was_training)
-        with torch.no_grad():
-            for buffer, saved in buffers:
-                buffer.copy_(saved)
-        for p, grad in grads:
-            p.grad = grad
+class ProbeLimit(Exception):
+    """A changed-batch or changed-model run of a check failed: the check cannot judge this model."""
+
+    def __init__(self, check: str, cause: BaseException):
+        super().__init__(f"{check}: {why_not(cause)}")
+        self.cause = cause
 
 
-def probe_step(state: RunState, batch: dict[str, torch.Tensor]) -> RunCtx:
-    """``train_step`` on ``batch`` (call inside ``side_effect_free``)."""
-    return run_step(state.config, state.model, batch, "train", epoch=max(state.epoch, 1), step=state.global_step)
+@dataclass
+class ProbeRun:
+    """One run of ``train_step`` on a copy of the model."""
+
+    model: torch.nn.Module  # the copy it ran on
+    run_ctx: RunCtx
+    outputs: list[torch.Tensor]  # the floating-point tensors the model's forward returned, detached
+
+
+Observer = Callable[[torch.nn.Module], contextlib.AbstractContextManager]
+
+
+class ProbeSession:
+    """The first step's re-runs of ``train_step``: each isolated, the unchanged-batch run shared by all checks."""
+
+    def __init__(self, state: RunState):
+        self.state = state
+        self.runs: list[str] = []  # the check of each run, in order
+        self._real: ProbeRun | None = None
+
+    def copy_model(self) -> torch.nn.Module:
+        """A copy of the model sharing its parameters (no memory for the weights) and owning everything else."""
+        model = self.state.model
+        return copy.deepcopy(model, {id(p): p for p in model.parameters()})
+
+    @contextlib.contextmanager
+    def isolated(self) -> Iterator[torch.nn.Module]:
+        """A fresh copy of the model in eval mode; within the block the user's output and warnings are
+        swallowed, afterwards the random generators and the parameters' gradients are as they were."""
+        grads = [(p, p.grad) for p in self.state.model.parameters()]
+        model = self.copy_model()
+        model.eval()
+        try:
+            with unseen():
+                yield model
+        finally:
+            for p, grad in grads:
+                p.grad = grad
+
+    def real_run(self, check: str, observe: tuple[Observer, ...] = ()) -> ProbeRun:
+        """``train_step`` on the unchanged first batch (once per session: later calls get the same run).
+
+        ``observe`` (contexts built on the copy of the model, active during the run) only take
+        effect for the check whose call makes the run. An exception from the user's code
+        propagates, as the user's error, with a note naming ``check``.
+        """
+        if self._real is None:
+            with self.isolated() as model:
+                outputs: list[torch.Tensor] = []
+                handle = model.register_forward_hook(
+                    lambda _m, _a, out: outputs.extend(t.detach().clone() for t in floating_tensors(out))
+                )
+                try:
+                    with contextlib.ExitStack() as stack:
+                        for factory in observe:
+                            stack.enter_context(factory(model))
+                        run_ctx = self._run(check, model, self.state.batch, changed=False)
+                finally:
+                    handle.remove()
+            self._real = ProbeRun(model, run_ctx, outputs)
+        return self._real
+
+    def changed_run(self, check: str, model: torch.nn.Module, batch: dict[str, Any]) -> RunCtx:
+        """``train_step`` on a changed batch or model (inside ``isolated``); a failure raises ``ProbeLimit``."""
+        return self._run(check, model, batch, changed=True)
+
+    def _run(self, check: str, model: torch.nn.Module, batch: dict[str, Any], changed: bool) -> RunCtx:
+        state = self.state
+        self.runs.append(check)
+        try:
+            return run_step(state.config, model, batch, "train", epoch=max(state.epoch, 1), step=state.global_step)
+        except Exception as exc:
+            if changed or raised_by_framework(exc):
+                raise ProbeLimit(check, exc) from exc
+            exc.add_note(
+                f"(Raised while the {check} ran train_step on a copy of the model before the first training step; "
+                f"the first step would raise it too. debug_first_step_reruns = False turns these runs off.)"
+            )
+            raise
+
+    def release(self) -> None:
+        """Drop the shared run (its graph and the model copy)."""
+        self._real = None
+
+    def summary(self) -> str:
+        """How many extra runs of train_step the checks made, and for which check."""
+        counts = {check: self.runs.count(check) for check in dict.fromkeys(self.runs)}
+        detail = ", ".join(f"{check} {n}" for check, n in counts.items())
+        return f"train_step ran {len(self.runs)} extra time(s) on copies of the model" + (
+            f" ({detail})" if detail else ""
+        )
+
+
+def raised_by_framework(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc`` is the framework's own code (a check's limit, not the user's error)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(_PACKAGE)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def why_not(exc: BaseException) -> str:

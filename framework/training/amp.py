@@ -70,9 +70,32 @@ class GradScaling(Plugin):
         dtype, options = amp_settings(config)
         return cls(state.device, options) if dtype is not None and options is not None else None
 
+    def state_dict(self) -> dict[str, Any]:
+        """Scale, growth tracker and skip count, and the latest step's overflow flag (read: its step is done),
+        which the next step reports: a resumed run scales and reports as the uninterrupted one would."""
+        pending = None
+        if self.pending is not None:
+            flag, where = self.pending
+            pending = {"flags": flag.read().clone(), **where}
+        return {
+            "scale": self.scale.detach().clone(),
+            "growth_tracker": self.growth_tracker.detach().clone(),
+            "consecutive_skips": self.consecutive_skips,
+            "pending": pending,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state_dict``: the values are copied into this run's tensors, on its device."""
+        self.scale.copy_(state["scale"])
+        self.growth_tracker.copy_(state["growth_tracker"])
+        self.consecutive_skips = state["consecutive_skips"]
+        pending = state["pending"]
+        if pending is not None:
+            self.pending = (LaggedFlag(pending["flags"]), {"epoch": pending["epoch"], "step": pending["step"]})
+
     @on(Event.STARTUP)
     def start_scaling(self, state: RunState) -> None:
-        state.loss_scale = self.scale
+        state.control.scale_loss_by(self.scale)
 
     # Before clipping and every other callback at this event: they see the true gradients.
     @on(Event.BEFORE_OPTIMIZER_STEP, Order.TRAINING - 1)

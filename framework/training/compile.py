@@ -19,6 +19,7 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import EAGER_ONLY
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.errors import ConfigError
@@ -33,13 +34,12 @@ register(
     __name__,
 )
 
-EVERY_STEP_HOOKS = ("debug_add_check_numerics_on_output", "debug_add_check_numerics_ops")
-
 
 class Compile(Plugin):
     """Swaps ``state.step_model`` for its compiled version after the first training step."""
 
     order = Order.FIRST
+    needs = (EAGER_ONLY,)
 
     def __init__(self, options: dict[str, Any]):
         self.options = options
@@ -49,6 +49,12 @@ class Compile(Plugin):
     @on(Event.STARTUP)
     def wrap(self, state: RunState) -> None:
         """Wrap now (torch.compile's imports take a second); the compiling happens in the second step's forward."""
+        eager_only = state.store.get(EAGER_ONLY)
+        if eager_only is not None:
+            log.v3(f"torch_compile: the run stays eager because {eager_only}, which a compiled model would not run.")
+            self.callbacks.off(Event.STEP_START, self.compile_after_first_step)
+            return
+        log.v4("torch_compile: the first step runs eager (first-step checks hook into modules), then compiled.")
         self.compiled = torch.compile(state.step_model, **self.options)
 
     @classmethod
@@ -61,21 +67,13 @@ class Compile(Plugin):
             inspect.signature(torch.compile).bind(state.model, **options)
         except TypeError as exc:
             raise ConfigError(f"torch_compile = {spec!r}: not torch.compile's options ({exc}).") from None
-        eager_for = [name for name in EVERY_STEP_HOOKS if config.bool(name)]
-        if eager_for:
-            log.v3(
-                f"torch_compile: the run stays eager because {', '.join(eager_for)} hooks into every module or op "
-                f"of every step, which a compiled model would not run."
-            )
-            return None
-        log.v4("torch_compile: the first step runs eager (first-step checks hook into modules), then compiled.")
         return cls(options)
 
     @on(Event.STEP_START)
     def compile_after_first_step(self, state: RunState) -> None:
         self.steps_started += 1
         if self.steps_started == 2:
-            state.step_model = self.compiled
+            state.control.use_step_model(self.compiled)
             self.callbacks.off(Event.STEP_START, self.compile_after_first_step)
 
 

@@ -47,7 +47,11 @@ register(
 
 
 class EarlyStopping(Plugin):
-    """Decides from ``state.lr_control.scores`` whether training should end."""
+    """Decides from ``state.lr_control.scores`` whether training should end.
+
+    It keeps no state of its own (``state_dict`` is None): the scores it decides from are in every checkpoint,
+    so a resumed run counts the epochs without improvement from where the interrupted one was.
+    """
 
     order = Order.CHECK
 

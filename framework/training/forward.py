@@ -1,4 +1,6 @@
-"""task=forward: run ``forward_step`` over a dataset and write the marked outputs.
+"""task=forward's outputs: what ``forward_step`` marks, collected per sequence and written as one file.
+
+The engine runs the task (``Engine.run("forward")``); this module is the library it writes with.
 
 ``output_file`` ending in ``.hdf`` gets RETURNN's HDF format (RETURNN's ``HDFDataset`` and ours
 read it: the output ``output``, or else the first one, is the main ``data``, the others are
@@ -14,16 +16,13 @@ feature dimension and whether axis 1 has a variable length; each step's outputs 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
-from framework import log
-from framework.core.build import make_loader, resolve_extern_data
-from framework.core.engine import Engine
+from framework.config import Config
 from framework.core.run_ctx import MarkedOutput
-from framework.core.step import step_function
-from framework.datasets import init_dataset
-from framework.datasets.extern_data import DataKey, check_dataset, parse_extern_data
+from framework.datasets.extern_data import DataKey, parse_extern_data
 from framework.datasets.hdf import write_hdf
 from framework.errors import ConfigError
 from framework.training.disk import probe_directory, write_atomically
@@ -108,35 +107,20 @@ def check_outputs(declared: dict[str, DataKey], outputs: dict[str, MarkedOutput]
             )
 
 
-def run_forward(engine: Engine) -> str:
-    """Run the forward task; return the output file's path."""
-    config = engine.config
-    with engine.running():
-        step_function(config, "forward")  # a missing forward_step is a config error before anything is loaded
-        option = config.get("forward_data")
-        if config.get(option) is None:
-            others = [name for name in ("dev", "eval", "train") if name != option and config.get(name) is not None]
-            fix = f"add ++forward_data {others[0]} (or set forward_data in the config)" if others else "set it"
-            raise ConfigError(
-                f"task='forward' runs on dataset {option!r} (option forward_data), which is not set: {fix}, "
-                f"or define {option} = {{...}}."
-            )
-        dataset = init_dataset(config.get(option), option=option, random_seed=config.int("random_seed"))
-        have = dataset.key_info()
-        # Targets may be absent from the data to forward; inputs needed for inference may not.
-        extern_data = {
-            k: v for k, v in resolve_extern_data(config, dataset).items() if k in have or v.available_for_inference
-        }
-        check_dataset(extern_data, dataset, option)
-        engine.state.extern_data = extern_data
-        loader = make_loader(config, option, dataset, extern_data, engine.state.device)
-        engine.load_for_inference()
-        path = config.get("output_file") or f"{config.get('model')}.{engine.state.epoch:03d}.forward.npz"
-        probe_directory(os.path.dirname(path), "directory of the forward output", "output_file")
-        declared = config.get("model_outputs")
-        collector = OutputCollector(None if declared is None else parse_extern_data(declared, "model_outputs"))
-        engine.run_forward(loader, lambda indices, run_ctx: collector.add(indices, run_ctx.outputs))
-        tag = getattr(dataset, "seq_tag", lambda index: f"seq-{index}")
-        collector.write(path, [tag(i) for i in collector.seq_indices])
-    log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")
+def output_path(config: Config, epoch: int) -> str:
+    """``output_file``, else ``<model>.<epoch>.forward.npz``; its directory must be writable."""
+    path = config.get("output_file") or f"{config.get('model')}.{epoch:03d}.forward.npz"
+    probe_directory(os.path.dirname(path), "directory of the forward output", "output_file")
     return path
+
+
+def output_collector(config: Config) -> OutputCollector:
+    """A collector that checks each step's outputs against ``model_outputs`` where it is set."""
+    declared = config.get("model_outputs")
+    return OutputCollector(None if declared is None else parse_extern_data(declared, "model_outputs"))
+
+
+def sequence_tags(dataset: Any, seq_indices: list[int]) -> list[str]:
+    """The dataset's tags of ``seq_indices`` (``seq-<index>`` for a dataset without tags)."""
+    tag = getattr(dataset, "seq_tag", lambda index: f"seq-{index}")
+    return [tag(i) for i in seq_indices]

@@ -1,0 +1,64 @@
+"""First-step checks never change what the user's code does (issue: checks rerun train_step).
+
+The model counts its forward calls (Python state a probe on the real model would change) and can
+raise on its N-th call: the count must equal the real steps, and the error must surface at the
+N-th real call, also under ``python -m pdb -c continue`` (post mortem in the user's frame).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import ROOT, TINY_CONFIG, run_rnn
+
+COUNTING = os.path.join(ROOT, "tests", "data", "counting_model_config.py")
+
+
+def test_the_model_counts_only_real_steps_and_the_probes_are_reported(tmp_path):
+    result = run_rnn(TINY_CONFIG, COUNTING, "++log_verbosity", "5", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    calls, steps = map(int, re.search(r"forward calls (\d+), real steps (\d+)", result.stdout).groups())
+    assert calls == steps > 0  # train and dev steps; no probe run touched the model
+    # The probe session says how often train_step ran on copies: the unchanged batch, a smaller batch, meta.
+    assert "First-step checks: train_step ran 3 extra time(s) on copies of the model" in result.stdout
+    assert "Plugin callbacks per event, in the order they run:" in result.stdout
+
+
+def test_an_error_on_the_nth_call_surfaces_at_the_nth_real_step(tmp_path):
+    result = run_rnn(TINY_CONFIG, COUNTING, "++fail_at", "3", cwd=str(tmp_path))
+    assert result.returncode == 1
+    assert "ZeroDivisionError: forward call 3" in result.stderr
+    assert "forward calls 3, real steps 3" in result.stdout  # raised in the third real step, not in a probe
+
+
+def test_reruns_off_runs_no_probe(tmp_path):
+    result = run_rnn(TINY_CONFIG, COUNTING, "++debug_first_step_reruns", "False", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "rerun train_step (loss inputs, padding, batch independence, device) are off" in result.stdout
+    assert "extra time(s)" not in result.stdout
+
+
+def test_an_error_in_the_unchanged_probe_run_is_the_users_and_names_the_check(tmp_path):
+    # fail_at=1: the probe's copy of the model makes its first call first; the real first step would raise too.
+    result = run_rnn(TINY_CONFIG, COUNTING, "++fail_at", "1", cwd=str(tmp_path))
+    assert result.returncode == 1
+    assert "ZeroDivisionError: forward call 1" in result.stderr
+    assert "Raised while the loss-input check ran train_step on a copy of the model" in result.stderr
+
+
+def test_pdb_stops_in_the_users_frame_at_the_nth_real_call(tmp_path):
+    command = [sys.executable, "-m", "pdb", "-c", "continue", os.path.join(ROOT, "rnn.py"), TINY_CONFIG, COUNTING]
+    result = subprocess.run(
+        [*command, "++fail_at", "3"],
+        input="p ('calls', self.calls)\nquit\n",
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=str(tmp_path),
+    )
+    assert "Entering post mortem debugging" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "counting_model_config.py" in result.stdout and "raise ZeroDivisionError" in result.stdout
+    assert "('calls', 3)" in result.stdout
