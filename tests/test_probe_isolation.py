@@ -27,6 +27,21 @@ def test_the_model_counts_only_real_steps_and_the_probes_are_reported(tmp_path):
     assert "Plugin callbacks per event, in the order they run:" in result.stdout
 
 
+def test_diagnostics_that_run_the_model_outside_the_first_step_checks_leave_it_alone_too(tmp_path):
+    # The layer template (meta dry runs), TensorBoard's graph (a trace) and the float32 comparison (a replay).
+    result = run_rnn(
+        TINY_CONFIG,
+        COUNTING,
+        *("++debug_print_layer_output_template", "True", "++tensorboard_dir", str(tmp_path / "tb")),
+        *("++torch_amp", "bfloat16", "++debug_amp_check", "True"),
+        cwd=str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Layer output template" in result.stdout and "Mixed precision check at step" in result.stdout
+    calls, steps = map(int, re.search(r"forward calls (\d+), real steps (\d+)", result.stdout).groups())
+    assert calls == steps > 0
+
+
 def test_an_error_on_the_nth_call_surfaces_at_the_nth_real_step(tmp_path):
     result = run_rnn(TINY_CONFIG, COUNTING, "++fail_at", "3", cwd=str(tmp_path))
     assert result.returncode == 1

@@ -176,7 +176,9 @@ class Engine:
             self.plugins = build_plugins(self.config, state, self.callbacks)
         names = ", ".join(plugin.name for plugin in self.plugins)
         shared = [f"  {line}" for line in state.store.explain()] or ["  (none)"]
-        return "\n".join([f"Plugins of task {state.task}: {names}", self.callbacks.explain(), "Shared measurements:", *shared])
+        return "\n".join(
+            [f"Plugins of task {state.task}: {names}", self.callbacks.explain(), "Shared measurements:", *shared]
+        )
 
     def _start_plugins(self) -> None:
         """Build the plugins the config turns on (their order resolved), give them their saved state, then STARTUP."""

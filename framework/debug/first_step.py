@@ -4,8 +4,8 @@ Before the first training step, the checks that look at the first batch by runni
 again (loss inputs, padding, batch independence, device) share one ``ProbeSession``
 (``framework.inspection.probe``): every such run happens on a copy of the model, the run on the
 unchanged batch once for all of them. With default options on a model without padding, that is 3
-extra runs (the unchanged batch, a smaller batch, meta tensors), plus one per variable-length key
-with padding. ``debug_first_step_reruns = False`` turns every one of them off (the checks that need
+extra runs (the unchanged batch, a smaller batch, meta tensors), plus one with the padding changed
+when the batch has padding (and one per padded key when a loss moves). ``debug_first_step_reruns = False`` turns every one of them off (the checks that need
 them say so once).
 """
 

@@ -32,6 +32,7 @@ from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.op_checks import op_name
+from framework.inspection.probe import model_copy
 from framework.inspection.tensors import format_frame, iter_tensors, user_frame
 from framework.options import register
 
@@ -152,7 +153,7 @@ def symbolic_dim(a: int, b: int) -> str:
     return f"?({a}|{b})"
 
 
-def _dry_run(state: RunState, batch: int, time: int) -> tuple[dict[str, list], str | None]:
+def _dry_run(state: RunState, model: nn.Module, batch: int, time: int) -> tuple[dict[str, list], str | None]:
     """One dry run; returns {module path: [(shapes, dtypes) per call]} and why it stopped early, if it did."""
     outputs: dict[str, list] = {}
 
@@ -163,11 +164,11 @@ def _dry_run(state: RunState, batch: int, time: int) -> tuple[dict[str, list], s
         tensors = list(iter_tensors(output))
         outputs.setdefault(path, []).append(([tuple(t.shape) for t in tensors], [t.dtype for t in tensors]))
 
-    tracker = ModuleTracker(state.model, post_hook=record)
+    tracker = ModuleTracker(model, post_hook=record)
     fake = _fake_batch(state.extern_data, batch, time)
     try:
         with tracker, DeviceCheck(tracker):
-            run_step(state.config, state.model, fake, "train", epoch=max(state.epoch, 1), step=state.global_step)
+            run_step(state.config, model, fake, "train", epoch=max(state.epoch, 1), step=state.global_step)
     except DeviceBugError as exc:
         return outputs, f"DEVICE BUG {exc}"
     except Exception as exc:  # shape errors and code that needs real data end the dry run; report, don't crash
@@ -181,13 +182,13 @@ def _dry_run(state: RunState, batch: int, time: int) -> tuple[dict[str, list], s
 def layer_output_template(state: RunState) -> str:
     """Run the dry runs and format the template, with any device bug or error that stopped them."""
     rng = get_rng_state()
-    was_training = state.model.training
-    state.model.train()
+    runs = []
     try:
-        with on_meta(state.model):
-            runs = [_dry_run(state, b, t) for b, t in SIZES]
+        for b, t in SIZES:  # each on a fresh copy: the user's modules never see these runs
+            model = model_copy(state.model).train()
+            with on_meta(model):
+                runs.append(_dry_run(state, model, b, t))
     finally:
-        state.model.train(was_training)
         set_rng_state(rng)
     (first, stopped), (second, _) = runs
     lines = ["Layer output template (dry run on the meta device: no data, no compute; B = batch, T = time):"]

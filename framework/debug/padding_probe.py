@@ -1,8 +1,9 @@
 """Does the loss read padded frames? (``debug_padding_check``, on by default.)
 
-Before the first step, for each variable-length key with padding in the first batch, the step
-runs again (eval mode, no side effects) with only that key's padded frames changed (other
-class ids, or large values). A loss that changes while the model's outputs on the real frames
+Before the first step, the step runs again (on a copy of the model, in eval mode: the probe
+session of ``framework.inspection.probe``) with the padded frames of every variable-length key
+changed at once (other class ids, or large values); when a loss moves, once more per key with
+only that key's padded frames changed, to name it. A loss that changes while the model's outputs on the real frames
 stay the same covers the padding: the frames beyond ``key:seq_len`` count in the loss. A change
 of the outputs on the real frames means the model reads the padding (e.g. a convolution over
 the zero padding, an RNN run over it without packing); that is often intended, so it is a note.
@@ -100,6 +101,14 @@ class PaddingProbe(Plugin):
         base = session.real_run(CHECK)
         base_losses = {n: v.detach() for n, v in step_losses(base.run_ctx, optimized_only=True).items()}
         base_outputs = base.outputs
+        if len(masks) > 1:  # all keys' padding changed at once: a healthy model needs no run per key
+            batch = state.batch
+            for key, mask in masks.items():
+                batch = perturbed(batch, key, mask, state.extern_data[key].sparse_dim)
+            with session.isolated() as model, torch.no_grad():
+                losses, _ = self._run(session, model, batch)
+            if not any(n in base_losses and _changed(base_losses[n], v) for n, v in losses.items()):
+                return []
         for key, mask in masks.items():
             batch = perturbed(state.batch, key, mask, state.extern_data[key].sparse_dim)
             with session.isolated() as model, torch.no_grad():

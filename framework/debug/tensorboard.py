@@ -30,6 +30,7 @@ from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess
+from framework.inspection.probe import model_copy
 from framework.options import register
 from framework.training.disk import probe_directory
 
@@ -133,8 +134,8 @@ class TensorBoardLogger(Plugin):
                     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                         warnings.simplefilter("ignore")
                         with SummaryWriter(self.log_dir) as graph_writer:
-                            graph_writer.add_graph(
-                                state.model, args[0] if len(args) == 1 else args, use_strict_trace=False
+                            graph_writer.add_graph(  # a copy: tracing runs the model, the user's must not notice
+                                model_copy(state.model), args[0] if len(args) == 1 else args, use_strict_trace=False
                             )
                     return
                 except Exception as exc:  # a model that does not take the batch tensors as arguments

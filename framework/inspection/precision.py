@@ -22,6 +22,7 @@ from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
+from framework.inspection.probe import model_copy
 from framework.inspection.tensors import floating_tensors, map_tensors
 
 
@@ -88,7 +89,7 @@ class AmpReport:
 def diagnose_step(state: RunState, rng_state: dict[str, Any] | None = None) -> AmpReport:
     """Replay ``state``'s step (eval mode, no gradients) and compare every leaf module with float32."""
     precision = state.precision
-    model = state.model
+    model = model_copy(state.model)  # the user's modules never see the replay
     leaves = {m: p for p, m in model.named_modules() if not list(m.children())}
     calls: list[tuple[str, torch.nn.Module, tuple, dict, Any]] = []
 
@@ -97,7 +98,7 @@ def diagnose_step(state: RunState, rng_state: dict[str, Any] | None = None) -> A
         calls.append((leaves[module], module, *map_tensors((args, kwargs, output), torch.clone)))
 
     handles = [m.register_forward_hook(record, with_kwargs=True) for m in leaves]
-    was_training, rng = model.training, get_rng_state()
+    rng = get_rng_state()
     model.eval()
     run_ctx = RunCtx(
         stage="eval", epoch=state.epoch, step=state.global_step, batch=state.batch, autocast=precision.autocast
@@ -119,7 +120,6 @@ def diagnose_step(state: RunState, rng_state: dict[str, Any] | None = None) -> A
     finally:
         for h in handles:
             h.remove()
-        model.train(was_training)
         set_rng_state(rng)
     return report
 

@@ -80,6 +80,13 @@ def unseen() -> Iterator[None]:
         set_rng_state(rng)
 
 
+def model_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model`` to run the user's code on without changing it: it shares the parameters (no memory
+    for the weights; their gradients are the caller's to restore) and owns everything else (buffers, the
+    Python state of every module)."""
+    return copy.deepcopy(model, {id(p): p for p in model.parameters()})
+
+
 class ProbeLimit(Exception):
     """A changed-batch or changed-model run of a check failed: the check cannot judge this model."""
 
@@ -108,17 +115,12 @@ class ProbeSession:
         self.runs: list[str] = []  # the check of each run, in order
         self._real: ProbeRun | None = None
 
-    def copy_model(self) -> torch.nn.Module:
-        """A copy of the model sharing its parameters (no memory for the weights) and owning everything else."""
-        model = self.state.model
-        return copy.deepcopy(model, {id(p): p for p in model.parameters()})
-
     @contextlib.contextmanager
     def isolated(self) -> Iterator[torch.nn.Module]:
         """A fresh copy of the model in eval mode; within the block the user's output and warnings are
         swallowed, afterwards the random generators and the parameters' gradients are as they were."""
         grads = [(p, p.grad) for p in self.state.model.parameters()]
-        model = self.copy_model()
+        model = model_copy(self.state.model)
         model.eval()
         try:
             with unseen():
