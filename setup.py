@@ -27,6 +27,8 @@ setup(
     extras_require={
         "shell": ["ipython"],  # debug shells use IPython when it is installed, else code.interact
         # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files.
-        "test": ["pytest", "pytest-xdist", "ipython", "pexpect", "returnn", "sphinx"],
+        # transformers: the checks are tested on Hugging Face models built from tiny configs (no download); pinned
+        # to the release known to install beside the CPU torch the README pins.
+        "test": ["pytest", "pytest-xdist", "ipython", "pexpect", "returnn", "sphinx", "transformers==4.57.6"],
     },
 )
