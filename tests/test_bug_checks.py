@@ -98,4 +98,5 @@ def test_compact_tracebacks_show_user_frames_with_values_and_fold_library_frames
     assert "layer = <Linear module>" in text and "weights = tensor[1000]" in text and "all_zeros" in text
     assert "library frame(s): torch/nn/modules/module.py" in text
     assert text.rstrip().endswith("[framework] the note") and "\nRuntimeError: " in text
-    assert "in_features" not in text  # never a module's repr
+    assert "Linear(in_features" not in text  # never a module's repr, only its settings
+    assert "self = <Linear module in_features=3, out_features=2>" in text  # the library frame that uses them

@@ -234,9 +234,36 @@ def _wide(**_):
     return nn.Sequential(nn.Linear(4, 128), nn.ReLU(), nn.Linear(128, 3))
 
 
+def _noisy_clusters(num_seqs, seed, flip):
+    """Three separable clusters, a share ``flip`` of the labels redrawn at random: learnable, and overfittable."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, size=num_seqs)
+    data = (1.5 * np.eye(3, 4)[labels] + rng.normal(size=(num_seqs, 4))).astype(np.float32)
+    labels = np.where(rng.random(num_seqs) < flip, rng.integers(0, 3, size=num_seqs), labels)
+    return NumpyDataset({"data": data, "classes": labels}, sparse_dims={"classes": 3})
+
+
 def test_dev_diverging_from_train_is_reported_as_overfitting(output):
+    _train(
+        train=_noisy_clusters(48, 0, 0.5), dev=_noisy_clusters(200, 1, 0.0), get_model=_wide, num_epochs=8, batch_size=8
+    )
+    text = output()
+    assert "WARNING learning watch: overfitting: dev_ce rose for 2 epochs" in text
+    assert "chance level" not in text
+
+
+def test_memorized_random_labels_are_named_not_called_overfitting(output):
+    # dev never leaves its chance level while train falls below it: regularizing would not help
     _train(train=_memorizable(48, 0), dev=_memorizable(48, 1), get_model=_wide, num_epochs=8, batch_size=8)
-    assert "WARNING learning watch: overfitting: dev_ce rose for 2 epochs" in output()
+    text = output()
+    assert re.search(
+        r"WARNING learning watch: dev_ce has stayed at its chance level while train_ce fell below it: dev_ce \S+ -> "
+        r"\S+ in 3 epoch\(s\), train_ce \S+ over the last 9 steps; the entropy of the frequencies of the 'classes' "
+        r"labels \(all 48 sequences\) is 1\.095\. The model memorizes the training labels .* Labels that do not "
+        r"belong to their inputs do exactly this",
+        text,
+    )
+    assert "overfitting" not in text and "Regularize" not in text
 
 
 def test_early_stopping_ends_training_and_a_rerun_does_not_train_on(tmp_path, output):

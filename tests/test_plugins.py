@@ -4,13 +4,14 @@ step events, one step runner, scores keyed by (dataset, loss)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_health import _memorizable, _train, _wide, output  # noqa: F401  (output is a fixture)
+from test_health import _memorizable, _noisy_clusters, _train, _wide, output  # noqa: F401  (output is a fixture)
 from torch import nn
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
@@ -100,6 +101,17 @@ def test_declared_constraints_win_over_phases_and_a_cycle_is_refused():
         callbacks.require("Checker", "Observer")
 
 
+def test_constraints_are_transitive_across_an_owner_absent_from_the_event():
+    callbacks, seen = Callbacks(), []
+    callbacks.on(Event.STEP_END, lambda s: seen.append("C"), Order.TRAINING, owner="C")
+    callbacks.on(Event.STEP_END, lambda s: seen.append("A"), Order.REPORT, owner="A")
+    callbacks.on(Event.EPOCH_END, lambda s: None, owner="B")
+    callbacks.require("A", "B")
+    callbacks.require("B", "C")
+    callbacks.emit(Event.STEP_END, None)
+    assert seen == ["A", "C"]
+
+
 def test_a_once_callback_runs_the_first_time_only():
     callbacks, seen = Callbacks(), []
     callbacks.on(Event.STEP_START, lambda s: seen.append(s), once=True)
@@ -160,6 +172,22 @@ def test_a_consumer_runs_after_its_producer_and_a_constraint_cycle_is_a_config_e
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("ordered_plugins", None)
+
+
+@pytest.mark.parametrize(
+    ("after", "message"),
+    [
+        (("NumericsGaurd",), "names 'NumericsGaurd' in after/before, but no plugin is called that"),
+        ("NumericsGuard", "is not a tuple; write e.g. after = ('NumericsGuard',)"),
+    ],
+)
+def test_a_misspelled_or_untupled_relation_is_a_config_error(after, message):
+    class Misdeclared(Plugin):
+        pass
+
+    Misdeclared.after = after
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Engine(load_config([TINY_CONFIG], {"plugins": [Misdeclared], "num_epochs": 1})).run("train")
 
 
 def test_explain_plugins_prints_the_resolved_order_and_trains_nothing(tmp_path):
@@ -271,9 +299,9 @@ def test_a_nan_in_dev_scores_is_named_like_one_in_training(output):  # noqa: F81
 
 def test_any_dataset_name_works_in_scores_tensorboard_and_the_watches(tmp_path, output):  # noqa: F811
     engine = _train(
-        train=_memorizable(48, 0),
+        train=_noisy_clusters(48, 0, 0.5),
         dev=None,
-        eval_datasets={"dev_other": _memorizable(48, 1)},
+        eval_datasets={"dev_other": _noisy_clusters(200, 1, 0.0)},
         get_model=_wide,
         num_epochs=8,
         batch_size=8,

@@ -22,8 +22,8 @@ def test_the_model_counts_only_real_steps_and_the_probes_are_reported(tmp_path):
     assert result.returncode == 0, result.stderr
     calls, steps = map(int, re.search(r"forward calls (\d+), real steps (\d+)", result.stdout).groups())
     assert calls == steps > 0  # train and dev steps; no probe run touched the model
-    # The probe session says how often train_step ran on copies: the unchanged batch, a smaller batch, meta.
-    assert "First-step checks: train_step ran 3 extra time(s) on copies of the model" in result.stdout
+    # The probe session says how often train_step ran on copies: the unchanged batch and a smaller batch.
+    assert "First-step checks: train_step ran 2 extra time(s) on copies of the model" in result.stdout
     assert "Plugin callbacks per event, in the order they run:" in result.stdout
 
 
@@ -77,3 +77,46 @@ def test_pdb_stops_in_the_users_frame_at_the_nth_real_call(tmp_path):
     assert "Entering post mortem debugging" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
     assert "counting_model_config.py" in result.stdout and "raise ZeroDivisionError" in result.stdout
     assert "('calls', 3)" in result.stdout
+
+
+PROBE_CASES = os.path.join(ROOT, "tests", "data", "probe_cases_config.py")
+
+
+def _probe_case(tmp_path, case: str, *more: str) -> subprocess.CompletedProcess:
+    return run_rnn(TINY_CONFIG, PROBE_CASES, "++case", repr(case), "++num_epochs", "1", *more, cwd=str(tmp_path))
+
+
+def test_a_model_that_cannot_be_copied_trains_and_one_line_says_why_nothing_was_probed(tmp_path):
+    result = _probe_case(tmp_path, "lock")
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("First-step checks:"))
+    assert "train_step ran 0 extra time(s)" in line and "the model cannot be copied (TypeError" in line
+
+
+def test_a_model_with_another_eval_api_is_not_blamed_for_the_probes_eval_mode(tmp_path):
+    result = _probe_case(tmp_path, "eval_list")
+    assert result.returncode == 0, result.stderr
+    assert "Raised while" not in result.stderr
+
+
+def test_a_shape_error_under_the_loss_input_watch_is_the_users_and_named_as_such(tmp_path):
+    result = _probe_case(tmp_path, "shape")
+    assert result.returncode == 1
+    assert "mat1 and mat2 shapes cannot be multiplied" in result.stderr
+    assert "Raised while the loss-input check ran train_step on a copy of the model" in result.stderr
+
+
+def test_the_users_log_records_come_from_the_real_steps_only(tmp_path):
+    result = _probe_case(tmp_path, "log")
+    assert result.returncode == 0, result.stderr
+    logged = re.findall(r"USERLOG forward call (\d+) of shape \((\d+), 4\)", result.stderr)
+    assert logged and logged[0] == ("1", "16")  # the first record is the real first step's, batch 16
+
+
+def test_summaries_logged_in_train_step_do_not_stop_the_probes(tmp_path):
+    result = _probe_case(tmp_path, "log_scalar", "++tensorboard_dir", str(tmp_path / "tb"))
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("First-step checks:"))
+    assert "loss-input check 1" in line and "batch-independence check 1" in line
+    limits = line.partition("could not check:")[2]
+    assert "loss-input" not in limits and "batch-independence" not in limits  # (the meta dry run needs .item())

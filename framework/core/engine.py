@@ -139,7 +139,7 @@ class Engine:
             train_scores = self.train_epoch()
             log.v3(
                 f"Epoch {epoch} train: {format_scores(train_scores)}, {state.steps_in_epoch} steps, "
-                f"{time.perf_counter() - start:.1f} sec, lr {state.learning_rate:g}"
+                f"{time.perf_counter() - start:.1f} sec, lr {state.lr_control.applied_text(epoch, state.learning_rate)}"
             )
             eval_scores = self.evaluate_all([d for d in state.loaders if d != "train"])
             if eval_scores:

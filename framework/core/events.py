@@ -71,6 +71,8 @@ class OrderError(Exception):
 
 @dataclass
 class _Entry:
+    """One subscription: when it runs (phase, then subscription order) and whose it is."""
+
     order: int
     added: int
     callback: Callback  # what emit calls (a once-callback's wrapper)
@@ -98,6 +100,7 @@ class Callbacks:
         self._entries: dict[Event, list[_Entry]] = {}
         self._handlers: dict[Event, tuple[Callback, ...]] = {}  # what emit runs: rebuilt on change, not per emit
         self._later: dict[str, set[str]] = {}  # owner -> owners whose callbacks must run after its own
+        self._reach: dict[str, set[str]] = {}  # the same, transitively
         self._added = 0
 
     def on(
@@ -129,7 +132,8 @@ class Callbacks:
         self._resolve(event)
 
     def require(self, first: str, then: str) -> None:
-        """At every event both subscribe to, the callbacks of owner ``first`` run before those of ``then``."""
+        """At every event both subscribe to, the callbacks of owner ``first`` run before those of ``then``
+        (and before those of every owner required after ``then``)."""
         self._later.setdefault(first, set()).add(then)
         cycle = self._cycle()
         if cycle:
@@ -137,6 +141,7 @@ class Callbacks:
             raise OrderError(
                 f"plugin order constraints form a cycle: {' -> '.join(cycle)} (each must run before the next)"
             )
+        self._reach = {owner: self._reachable(owner) for owner in self._later}
         for event in self._entries:
             self._resolve(event)
 
@@ -170,12 +175,15 @@ class Callbacks:
         self._handlers[event] = tuple(e.callback for e in self._sorted(event))
 
     def _sorted(self, event: Event) -> list[_Entry]:
-        """Kahn's topological sort over the owners' constraints, taking the lowest (order, added) that is free."""
+        """Kahn's topological sort over the owners' constraints, taking the lowest (order, added) that is free.
+
+        Constraints are transitive: A before B and B before C put A before C also at an event B does not use.
+        """
         entries = self._entries.get(event, [])
         waiting = {id(e): 0 for e in entries}
         for e in entries:
             for other in entries:
-                if other.owner in self._later.get(e.owner, ()) and other.owner != e.owner:
+                if other.owner in self._reach.get(e.owner, ()) and other.owner != e.owner:
                     waiting[id(other)] += 1
         ready = [(e.order, e.added, i) for i, e in enumerate(entries) if waiting[id(e)] == 0]
         heapq.heapify(ready)
@@ -184,11 +192,22 @@ class Callbacks:
             entry = entries[heapq.heappop(ready)[2]]
             result.append(entry)
             for i, other in enumerate(entries):
-                if other.owner in self._later.get(entry.owner, ()) and other.owner != entry.owner:
+                if other.owner in self._reach.get(entry.owner, ()) and other.owner != entry.owner:
                     waiting[id(other)] -= 1
                     if waiting[id(other)] == 0:
                         heapq.heappush(ready, (other.order, other.added, i))
         return result
+
+    def _reachable(self, owner: str) -> set[str]:
+        """The owners that must run after ``owner``, directly or through others."""
+        found: set[str] = set()
+        todo = list(self._later.get(owner, ()))
+        while todo:
+            nxt = todo.pop()
+            if nxt not in found:
+                found.add(nxt)
+                todo.extend(self._later.get(nxt, ()))
+        return found
 
     def _cycle(self) -> list[str] | None:
         """A cycle of owners in the constraints, if there is one."""

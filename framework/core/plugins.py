@@ -66,8 +66,10 @@ def build_plugins(config: Config, state: RunState, callbacks: Callbacks) -> list
 
     The order (``Callbacks.explain``) is logged at verbosity 5.
     """
+    classes = plugin_classes(config)
+    _check_declarations(classes)
     built = []
-    for cls in plugin_classes(config):
+    for cls in classes:
         if state.task not in cls.tasks:
             continue
         plugin = cls.from_config(config, state)
@@ -97,3 +99,21 @@ def build_plugins(config: Config, state: RunState, callbacks: Callbacks) -> list
         raise ConfigError(f"plugins: {exc}. Fix the plugins' 'provides', 'after', 'before' or 'needs'.") from None
     log.v5(callbacks.explain())
     return built
+
+
+def _check_declarations(classes: list[type[Plugin]]) -> None:
+    """Every plugin's relations name plugins that exist (on or off in this run) and are tuples, not strings."""
+    known = {cls.name for cls in classes}
+    for cls in classes:
+        for attribute in ("after", "before", "provides", "needs"):
+            value = getattr(cls, attribute)
+            if not isinstance(value, tuple):
+                raise ConfigError(
+                    f"plugins: {cls.name}.{attribute} = {value!r} is not a tuple; write e.g. {attribute} = ({value!r},)."
+                )
+        unknown = [name for name in cls.after + cls.before if name not in known]
+        if unknown:
+            raise ConfigError(
+                f"plugins: {cls.name} names {unknown[0]!r} in after/before, but no plugin is called that "
+                f"(known: {', '.join(sorted(known))})."
+            )

@@ -29,6 +29,8 @@ from framework.inspection.probe import ProbeLimit, ProbeSession
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
 
+CHECK = "batch-independence check"
+
 register(
     "debug_batch_independence",
     "bool",
@@ -59,8 +61,15 @@ class _Probe:
         self.points: list[tuple[str, nn.Module, str, torch.Tensor, int]] = []
         self.names = {id(m): name or "(model)" for name, m in model.named_modules()}
 
-    def pre_hook(self, module: nn.Module, args: Any) -> None:
-        self._add_point(module, "input", args)
+    def hooks(self, module: nn.Module) -> list[Any]:
+        """Hook ``module`` (of the probe's copy of the model); returns the handles."""
+        return [
+            module.register_forward_pre_hook(self.pre_hook, with_kwargs=True),
+            module.register_forward_hook(self.hook),
+        ]
+
+    def pre_hook(self, module: nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
+        self._add_point(module, "input", (args, kwargs))  # Hugging Face modules take their inputs as keywords
 
     def hook(self, module: nn.Module, args: Any, output: Any) -> Any:
         name = self.names.get(id(module))
@@ -79,17 +88,20 @@ class _Probe:
                 self.leaf_module = name
                 return self.leaf
             return None
-        self._add_point(module, "output", first)
+        self._add_point(module, "output", output)
         return None
 
     def _add_point(self, module: nn.Module, kind: str, value: Any) -> None:
+        """The first tensor of ``value`` (tensor, tuple, dict, Hugging Face ``ModelOutput``) that has gradients
+        and a batch axis: the logits of ``ModelOutput(loss, logits)``, not its loss."""
         name = self.names.get(id(module))
         if name is None or self.leaf is None:
             return
-        tensor = next((t for t in floating_tensors(value) if t.requires_grad), None)
-        axis = batch_axis(tensor, self.batch_size) if tensor is not None else None
-        if axis is not None:
-            self.points.append((name, module, kind, tensor, axis))
+        for tensor in floating_tensors(value):
+            axis = batch_axis(tensor, self.batch_size) if tensor.requires_grad else None
+            if axis is not None:
+                self.points.append((name, module, kind, tensor, axis))
+                return
 
     def mixes(self, output: torch.Tensor, axis: int) -> float:
         """The largest gradient to another sequence's input, relative to the largest to the sequence's own.
@@ -197,14 +209,11 @@ class BatchIndependence(Plugin):
             if declared.sparse_dim is None and t is not None and t.is_floating_point():
                 key, batch[name] = name, t.detach().clone().requires_grad_()
                 break
-        with session.isolated() as model, torch.enable_grad():
+        with session.isolated(CHECK) as model, torch.enable_grad():
             probe = _Probe(model, batch_size, batch[key] if key else None)
-            handles = [
-                nn.modules.module.register_module_forward_pre_hook(probe.pre_hook),
-                nn.modules.module.register_module_forward_hook(probe.hook),
-            ]
+            handles = [h for m in model.modules() for h in probe.hooks(m)]
             try:
-                session.changed_run("batch-independence check", model, batch)
+                session.changed_run(CHECK, model, batch)
             finally:
                 for handle in handles:
                     handle.remove()

@@ -33,8 +33,12 @@ def _describe_value(value: Any) -> str:
 
 
 def module_frames(tb: types.TracebackType | None, model: nn.Module) -> list[tuple[str, nn.Module, types.FrameType]]:
-    """(path, module, frame) of the model's module methods on the traceback, outermost first."""
-    names = {id(m): name or "(model)" for name, m in model.named_modules()}
+    """(path, module, frame) of the model's module methods on the traceback, outermost first.
+
+    The step may have run on a copy of the model (a first-step check's run, ``probe.model_copy``):
+    then the copy's modules are named.
+    """
+    names = {id(m): name or "(model)" for name, m in _model_on_traceback(tb, model).named_modules()}
     found: list[tuple[str, nn.Module, types.FrameType]] = []
     while tb is not None:
         frame = tb.tb_frame
@@ -43,6 +47,20 @@ def module_frames(tb: types.TracebackType | None, model: nn.Module) -> list[tupl
             found.append((names[id(owner)], owner, frame))
         tb = tb.tb_next
     return found
+
+
+def _model_on_traceback(tb: types.TracebackType | None, model: nn.Module) -> nn.Module:
+    """``model``, or the copy of it that the traceback's frames ran (a copy shares the model's parameters)."""
+    first = next(model.parameters(), None)
+    while tb is not None:
+        for name in ("self", "model"):
+            value = tb.tb_frame.f_locals.get(name)
+            if value is model:
+                return model
+            if type(value) is type(model) and first is not None and next(value.parameters(), None) is first:
+                return value
+        tb = tb.tb_next
+    return model
 
 
 def describe_context(state: RunState, exc: BaseException) -> str:
@@ -66,8 +84,10 @@ def describe_context(state: RunState, exc: BaseException) -> str:
             lines.append(f"  module call path: {' -> '.join(p for p, _, _ in frames)} ({type(module).__name__})")
             code = frame.f_code
             arg_names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-            args = [
-                f"{n}={_describe_value(frame.f_locals[n])}" for n in arg_names if n != "self" and n in frame.f_locals
+            args = [  # arguments left at None (a Hugging Face forward has a dozen) say nothing
+                f"{n}={_describe_value(frame.f_locals[n])}"
+                for n in arg_names
+                if n != "self" and frame.f_locals.get(n) is not None
             ]
             lines.append(f"  inputs of {path}.{code.co_name}: {', '.join(args) or '(none)'}")
             params = [f"{n}={describe(p)}" for n, p in module.named_parameters(recurse=False)]

@@ -2,11 +2,12 @@
 
 Before the first training step, the checks that look at the first batch by running ``train_step``
 again (loss inputs, padding, batch independence, device) share one ``ProbeSession``
-(``framework.inspection.probe``): every such run happens on a copy of the model, the run on the
-unchanged batch once for all of them. With default options on a model without padding, that is 3
-extra runs (the unchanged batch, a smaller batch, meta tensors), plus one with the padding changed
-when the batch has padding (and one per padded key when a loss moves). ``debug_first_step_reruns = False`` turns every one of them off (the checks that need
-them say so once).
+(``framework.inspection.probe``): every such run happens on a fresh copy of the model, the run on
+the unchanged batch once for all of them. With default options on a batch without padding, that
+is 2 extra runs (the unchanged batch, also watched by the device check; a smaller batch); padding adds an unchanged
+and a changed-padding run in eval mode (and one per padded key when a loss moves). At verbosity 4
+one line counts them and says what could not be checked. ``debug_first_step_reruns = False`` turns
+every one of them off.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class FirstStepProbes(Plugin):
 
     @on(Event.STEP_START, once=True)
     def open_session(self, state: RunState) -> None:
+        """Before the checks of the first step: publish the session (or say, once, that reruns are off)."""
         if not self.enabled:
             log.v4(
                 "First-step checks that rerun train_step (loss inputs, padding, batch independence, device) are off "
@@ -57,6 +59,7 @@ class FirstStepProbes(Plugin):
 
     @on(Event.AFTER_FORWARD, once=True)
     def close_session(self, state: RunState) -> None:
+        """After the real first forward: log what the checks ran, and let go of the session's tensors."""
         if self.session is not None:
             log.v4(f"First-step checks: {self.session.summary()}.")
             self.session.release()

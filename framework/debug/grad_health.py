@@ -3,13 +3,24 @@
 At a check, right before the optimizer step, each parameter's gradient norm is taken and up to
 4096 evenly spaced entries of it are copied; right after the step, the update ratio |dW| / |W|
 of those entries. One host sync per check and no copy of the model. Warnings (once per
-parameter and kind) name the layers whose gradients vanish (RMS far below the largest layer's)
-or explode (an update larger than the weight itself, or the global gradient norm jumping far
-above its earlier values). At the first check after N updates (or at the end of the first epoch)
-the parameters are compared with their startup values by float64 sum and norm: those that never
-changed although they require grad are named. ``frozen_params`` are compared at every check and
-must not change. With TensorBoard, each parameter's gradient norm and update ratio are logged
-under ``grad_health/``.
+parameter and kind) name the layers whose gradients vanish or explode (an update larger than the
+weight itself, or the global gradient norm jumping far above its earlier values). At the first
+check after N updates (or at the end of the first epoch) the parameters are compared with their
+startup values by float64 sum and norm: those that never changed although they require grad are
+named. ``frozen_params`` are compared at every check and must not change. With TensorBoard, each
+parameter's gradient norm and update ratio are logged under ``grad_health/``.
+
+Judgments that depend on the initialisation wait for the learning dynamics: a zero-initialised norm
+weight, gate or residual branch (timm's ``zero_init_last``, torchvision's ``zero_init_residual``,
+ReZero, zero convolutions) makes the gradients before it zero at step 0, and small inits (BERT's
+attention query/key weights, LayerScale) make them tiny, by design. So a weight is *vanishing*
+only when its gradient RMS is below ``VANISHING`` of the largest weight's, its update is too small
+to matter next to the other weights' (an adaptive optimizer such as Adam compensates a small
+gradient: the layer learns), and both still hold ``SETTLE_UPDATES`` updates later without the
+gradient having grown ``RECOVERING`` times (a gradient blocked by a weight that starts at zero grows
+as that weight moves); a check that finds such suspects schedules the one that confirms them.
+"Never changed" is judged after ``SETTLE_UPDATES`` updates at the earliest, and a weight that
+starts at zero is not called exploding while its norm grows from zero.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from framework.core.events import Event
 from framework.core.measurements import UPDATE_RATIO
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.inspection.model_checks import by_module, fingerprints
+from framework.inspection.model_checks import SETTLE_UPDATES, by_module, fingerprints
 from framework.inspection.module_tracker import matches_any
 from framework.options import register
 
@@ -40,8 +51,12 @@ register(
     true_means=10,
 )
 
-# A weight whose gradient RMS is below this fraction of the largest weight gradient RMS has vanishing gradients.
+# A weight whose gradient RMS is below this fraction of the largest weight gradient RMS has vanishing gradients,
 VANISHING = 1e-4
+# when its update ratio |dW|/|W| is also below this fraction of the median of the other weights' (it hardly learns),
+SLOW_UPDATE = 1e-2
+# and still so SETTLE_UPDATES updates later, its gradient RMS not grown this many times (not recovering).
+RECOVERING = 10.0
 # An update larger than this times the parameter's norm is exploding.
 EXPLODING_UPDATE = 1.0
 # A global gradient norm this many times its earlier median is exploding.
@@ -70,6 +85,9 @@ class GradHealth(Plugin):
         self.pending: tuple[list[str], torch.Tensor, list[torch.Tensor]] | None = None
         self.global_norms: list[float] = []
         self.warned: set[tuple[str, str]] = set()
+        self.zero_init: set[str] = set()  # weights exactly zero at startup: their norm grows from zero
+        self.suspects: dict[str, tuple[int, int, float]] = {}  # vanishing, unconfirmed: update, step, RMS ratio then
+        self.recheck_at: int | None = None  # the update of the check that confirms or clears the suspects
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> GradHealth | None:
@@ -83,11 +101,14 @@ class GradHealth(Plugin):
         frozen = [n for n in params if matches_any(n, self.frozen)]
         self.initial = (trainable, fingerprints([params[n] for n in trainable]))
         self.frozen_initial = (frozen, fingerprints([params[n] for n in frozen]))
+        norms = self.initial[1][:, 1].tolist()
+        self.zero_init = {n for n, norm in zip(trainable, norms, strict=True) if norm == 0 and params[n].numel()}
 
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def before_update(self, state: RunState) -> None:
         self.updates += 1
-        if state.control.update_skipped or not (self.updates == 1 or self.updates % self.interval == 0):
+        due = self.updates == 1 or self.updates % self.interval == 0 or self.updates == self.recheck_at
+        if state.control.update_skipped or not due:
             return
         if state.control.skip_flag is not None and bool(state.control.skip_flag):  # a check step syncs anyway
             self.updates -= 1  # look again at the next update: this one is skipped (overflow under loss scaling)
@@ -110,7 +131,7 @@ class GradHealth(Plugin):
         param_norms = torch.stack(torch._foreach_norm(before))
         grads, updates, weights = torch.stack([grad_norms, update_norms.float(), param_norms.float()]).tolist()
         self._analyze(state, names, grads, updates, weights, [params[n] for n in names])
-        if self.updates >= self.interval:
+        if self.updates >= max(self.interval, SETTLE_UPDATES):
             self.compare_with_initial(state)
         self._check_frozen(state)
 
@@ -135,23 +156,14 @@ class GradHealth(Plugin):
             state.store.put(UPDATE_RATIO, max(weight_ratios), by=self)
         weight_rms = [(n, r) for n, r, p in zip(names, rms, params, strict=True) if p.dim() >= 2]
         if len(weight_rms) > 1:
-            largest_name, largest = max(weight_rms, key=lambda x: x[1])
-            vanishing = [n for n, r in weight_rms if r < VANISHING * largest]
-            self._warn(
-                state,
-                "vanishing",
-                vanishing,
-                lambda which: (
-                    f"vanishing gradients at step {step}: {which} have a gradient RMS below "
-                    f"{VANISHING:g} x that of '{largest_name}' ({largest:.2e}). Deep stacks of sigmoid/tanh, a bad "
-                    f"initialization or a missing normalization/residual connection are typical causes."
-                ),
-            )
-        # Weights only: a bias starting near zero has a large ratio after any first update.
+            self._judge_vanishing(state, weight_rms, dict(zip(names, ratios, strict=True)))
+        # Weights only: a bias starting near zero has a large ratio after any first update; so has a weight that
+        # starts at zero (a zero-initialised output layer) in each of its first updates, by design.
+        settled = self.updates > SETTLE_UPDATES
         exploding = [
             n
             for n, r, w, p in zip(names, ratios, weights, params, strict=True)
-            if p.dim() >= 2 and w > 0 and r > EXPLODING_UPDATE
+            if p.dim() >= 2 and w > 0 and r > EXPLODING_UPDATE and (settled or n not in self.zero_init)
         ]
         lr = state.optimizer.param_groups[0].get("lr")
         self._warn(
@@ -164,7 +176,13 @@ class GradHealth(Plugin):
                 f"({lr:g}) is probably too high; lower it or clip gradients (gradient_clip_global_norm)."
             ),
         )
-        if len(self.global_norms) >= 2 and total > EXPLODING_JUMP * statistics.median(self.global_norms):
+        # Above every earlier norm too: once the loss is near zero (well separated data), the median is tiny
+        # and one harder batch is a thousand times above it, but not above the gradients of the first steps.
+        if (
+            len(self.global_norms) >= 2
+            and total > EXPLODING_JUMP * statistics.median(self.global_norms)
+            and total > max(self.global_norms)
+        ):
             self._warn(
                 state,
                 "exploding gradient",
@@ -176,7 +194,46 @@ class GradHealth(Plugin):
             )
         self.global_norms.append(total)
 
+    def _judge_vanishing(self, state: RunState, weight_rms: list[tuple[str, float]], ratios: dict[str, float]) -> None:
+        """Suspect the weights whose gradient is tiny and whose update hardly moves them; warn when it persists."""
+        step, now = state.global_step, self.updates
+        largest_name, largest = max(weight_rms, key=lambda x: x[1])
+        tiny = {n: r / largest for n, r in weight_rms if r < VANISHING * largest}
+        learning = [ratios[n] for n, _ in weight_rms if n not in tiny and ratios[n] < math.inf]
+        typical = statistics.median(learning) if learning else 0.0
+        slow = {n: r for n, r in tiny.items() if ratios[n] < SLOW_UPDATE * typical}
+        for name, relative in slow.items():
+            since, since_step, then = self.suspects.get(name, (now, step, relative))
+            if relative > RECOVERING * then:  # growing as the weights that block it move: judge again later
+                since, since_step, then = now, step, relative
+            self.suspects[name] = (since, since_step, then)
+        self.suspects = {n: v for n, v in self.suspects.items() if n in slow and (_VANISHING, n) not in self.warned}
+        confirmed = [n for n, (since, _, _) in self.suspects.items() if now - since >= SETTLE_UPDATES]
+        first = min((self.suspects[n][1] for n in confirmed), default=step)
+        self._warn(
+            state,
+            _VANISHING,
+            confirmed,
+            lambda which: (
+                f"vanishing gradients from step {first} to step {step}: {which} have a gradient RMS below "
+                f"{VANISHING:g} x that of '{largest_name}' ({largest:.2e}) and updates |dW|/|W| below {SLOW_UPDATE:g} "
+                f"x the other weights' (median {typical:.2e}): they hardly learn. Deep stacks of sigmoid/tanh, a bad "
+                f"initialization or a missing normalization/residual connection are typical causes."
+            ),
+        )
+        for name in confirmed:
+            del self.suspects[name]
+        pending = [since for since, _, _ in self.suspects.values()]
+        self.recheck_at = min(pending) + SETTLE_UPDATES if pending else None
+        if self.recheck_at is not None and self.recheck_at <= now:
+            self.recheck_at = now + 1
+
     @on(Event.EPOCH_END)
+    def epoch_end(self, state: RunState) -> None:
+        """Judge the parameters that never changed, once enough updates happened for it (see compare_with_initial)."""
+        if self.updates >= SETTLE_UPDATES:
+            self.compare_with_initial(state)
+
     def compare_with_initial(self, state: RunState) -> None:
         """Name the parameters that never changed since startup although they require grad (once)."""
         if self.initial is None:
@@ -223,5 +280,7 @@ def _unchanged(names: list[str], before: torch.Tensor, params: dict[str, torch.T
     same = (fingerprints([params[n] for n in names]) == before).all(dim=1).tolist()
     return [n for n, kept in zip(names, same, strict=True) if kept]
 
+
+_VANISHING = "vanishing"
 
 PLUGINS = (GradHealth,)

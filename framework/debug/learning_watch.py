@@ -1,21 +1,40 @@
-"""Is training working? Warnings when the train loss does not fall, or dev diverges from train.
+"""Is training working? Warnings when the train loss does not fall, sits at its chance level, or dev diverges.
 
-``debug_loss_window`` (steps): the mean train loss of each window of N steps is compared with
-that of the first window; not being below it after a full window means the model is not
-learning (a plateau after progress is no reason to warn). It reads the engine's running epoch
-sums: nothing per step but a counter, one host sync per window. ``debug_dev_divergence_epochs`` (epochs): a dev loss that rose that many epochs
-in a row while the matching train loss fell is overfitting; ``early_stopping_patience`` acts on it.
+``debug_loss_window`` (steps): the train loss is judged at every epoch end, at the end of the run and
+every N steps within long epochs, over its curve so far: the mean of the first N steps against the
+mean of the latest N (a run shorter than 2N steps compares its first and second half, from 2 x 16
+steps on, so a two-epoch smoke run is judged too). It warns when
+
+- the loss is not decreasing (a plateau after progress is no reason to warn);
+- it barely moves while the steps are far too small: no weight changes by more than 1e-5 of its
+  norm per update (gradient health's measurement), or the learning rate the optimizer applied stays
+  orders of magnitude below what that optimizer typically needs (a warmup indexed by epoch);
+- a cross-entropy sits at its chance level (the entropy of the label frequencies): the model has
+  learned nothing from its input; after a loss that went far above it first, the training diverged;
+- at an epoch end, a dev loss still sits at its chance level while the train loss fell well below
+  it: the model memorizes labels that do not belong to their inputs.
+
+The curve is kept as the engine's running epoch sums at segment ends (at most 8 steps each), copied
+into a fixed buffer on the device: a step costs a counter, a segment end a copy, a judgment one host
+sync. ``debug_dev_divergence_epochs`` (epochs): a dev loss that
+rose that many epochs in a row while the matching train loss fell is overfitting, unless the dev or
+the train loss sits at its chance level (then nothing was learned that could be overfitted);
+``early_stopping_patience`` acts on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
+
+import torch
 
 from framework import log
 from framework.config import Config
 from framework.core.events import Event
-from framework.core.measurements import CHANCE_LEVELS, UPDATE_RATIO
+from framework.core.measurements import CHANCE_LEVELS, UPDATE_RATIO, ChanceLevel
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.options import register
@@ -38,36 +57,118 @@ register(
     range="[0, inf)",
 )
 
-# The latest window must be at least this much (relatively) below the first to count as learning.
+# The latest part must be at least this much (relatively) below the first to count as learning ...
 MIN_IMPROVEMENT = 0.01
+# ... and a loss that fell less than this "barely moves" (with far too small steps: the learning rate).
+BARELY_MOVES = 0.05
+# A run shorter than 2 windows is judged on its halves once each has this many steps (or the window, if smaller).
+MIN_HALF = 16
+# Steps per segment of the kept curve (at most; a divisor of the window, so window means are exact) ...
+MAX_SEGMENT = 8
+# ... and segments kept: beyond, neighbours are merged (and segments get twice as long).
+MAX_SEGMENTS = 1024
+# Before two windows, a loss rising by more than this many standard errors (of the parts' means) is named.
+RISE_SIGMAS = 3.0
 # A loss within this fraction of its chance level has learned nothing from the input (further above it, the
-# model has not even learned the label frequencies: that is "not decreasing") ...
+# model has not even learned the label frequencies: that is "not decreasing").
 CHANCE_MARGIN = 0.03
-# ... and is reported after this many windows in a row there.
-CHANCE_WINDOWS = 2
+# A train loss this fraction below its chance level while dev stays at chance: the model memorizes its labels.
+MEMORIZED = 0.1
+# A loss that was this many times its chance level on the way has diverged (not a plain label problem) ...
+DIVERGED = 3.0
+# ... and when it came back to at most this fraction above its chance level, the model collapsed to it.
+SETTLED_ABOVE = 0.1
 # A dev loss must rise by more than this fraction over the epochs to count as overfitting (not noise).
 MIN_DEV_RISE = 0.01
 # Updates below this fraction of a weight's norm are negligible (healthy training: around 1e-3).
 TINY_UPDATE = 1e-5
+# An applied learning rate this many times below what the optimizer typically needs is far too small.
+FAR_BELOW = 200
+# The learning rate each of torch's optimizers typically trains with (their usual starting points).
+TYPICAL_LEARNING_RATES = {
+    "Adam": 1e-3,
+    "AdamW": 1e-3,
+    "Adamax": 2e-3,
+    "NAdam": 2e-3,
+    "RAdam": 1e-3,
+    "SparseAdam": 1e-3,
+    "RMSprop": 1e-3,
+    "Adagrad": 1e-2,
+    "SGD": 1e-2,
+    "ASGD": 1e-2,
+    "Rprop": 1e-2,
+    "Adadelta": 1.0,
+    "LBFGS": 1.0,
+}
+
+
+def typical_learning_rate(optimizer: torch.optim.Optimizer) -> tuple[str, float] | None:
+    """(class name, rate) of the torch optimizer ``optimizer`` is or derives from; None for other optimizers."""
+    for klass in type(optimizer).__mro__:
+        if klass.__module__.startswith("torch.optim") and klass.__name__ in TYPICAL_LEARNING_RATES:
+            return klass.__name__, TYPICAL_LEARNING_RATES[klass.__name__]
+    return None
+
+
+@dataclass
+class _Part:
+    """A stretch of the curve: its steps, each loss's mean, the optimized loss's (None: a loss missing), the
+    highest learning rate applied at its segment ends, and its segments' sums."""
+
+    steps: int = 0
+    means: dict[str, float] = field(default_factory=dict)
+    optimized: float | None = None
+    lr: float = 0.0
+    segments: list[dict[str, list[float]]] = field(default_factory=list)  # each segment's [sum, weight] per loss
+
+
+def _noise(optimized: Callable[[dict[str, float]], float | None], *parts: _Part) -> float:
+    """The standard error of the difference of the parts' means, from the spread of their segments' means
+    (a part of one segment: its mean's distance to the other part's counts as noise)."""
+    variance = 0.0
+    for part in parts:
+        means = [optimized({n: t / w for n, (t, w) in sums.items() if w > 0}) for sums in part.segments]
+        means = [m for m in means if m is not None]
+        if len(means) < 2:
+            return abs(parts[0].optimized - parts[-1].optimized)
+        center = sum(means) / len(means)
+        variance += sum((m - center) ** 2 for m in means) / (len(means) - 1) / len(means)
+    return variance**0.5
+
+
+def _segment_length(window: int, steps_in_epoch: int) -> int:
+    """The largest divisor of ``window`` that is at most MAX_SEGMENT and gives an epoch about 8 segments."""
+    limit = max(1, min(MAX_SEGMENT, steps_in_epoch // 8))
+    return max(d for d in range(1, limit + 1) if window % d == 0)
 
 
 class LossWindowWatch(Plugin):
-    """Compares the mean train loss of each window of steps with the first window's.
+    """Judges the train loss curve at epoch ends, the run's end and every ``window`` steps.
 
-    The means come from the engine's running epoch sums (``state.epoch_scores``), so a step costs
-    a counter; what an epoch added to a window is carried over at its end.
+    The curve is a list of segments (steps, per-loss sum and weight, the highest learning rate
+    applied at its end), read from the engine's running epoch sums (``state.epoch_scores``): a
+    segment's end copies them into a row of a fixed device buffer, a judgment reads the rows at once.
     """
 
     needs = (CHANCE_LEVELS, UPDATE_RATIO)
 
     def __init__(self, window: int):
         self.window = window
-        self.count = 0
-        self.base: dict[str, dict] | None = None  # the epoch sums at the start of the window (None: zero)
-        self.carry: dict[str, list[float]] = {}  # loss name -> [sum, weight] of the window's earlier epochs
-        self.first: float | None = None
-        self.warned = False
-        self.at_chance: dict[str, int] = {}  # loss name -> windows in a row at its chance level (-1: warned)
+        self.segment = 0  # steps per segment, chosen at the first epoch (0: not yet)
+        self.steps = 0  # training steps seen
+        self.in_segment = 0  # steps of the open segment
+        self.base: dict[str, dict] | None = None  # the epoch sums at the latest segment end (None: zero)
+        # Closed segments not read yet: steps, loss names, their sums and weights (None: in the buffer's row), lr.
+        self.pending: list[tuple[int, list[str], list[float | None], float]] = []
+        self.buffer: torch.Tensor | None = None  # the pending rows' sums and weights that are on the device
+        self.cells: list[tuple[torch.Tensor, ...]] = []  # the buffer's entries (views), row by row
+        self.segments: list[list] = []  # [steps, {loss: [sum, weight]}, highest applied learning rate]
+        self.total = 0  # steps in the segments
+        self.losses: dict[str, list] = {}  # marked loss name -> [scale, as_error]
+        self.judged = 0  # steps at the latest judgment of the curve
+        self.warned = False  # not decreasing (given again after progress)
+        self.warned_lr = False  # far too small steps
+        self.chance_warned: list[str] = []  # losses named at their chance level (train, or dev while train fell)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> LossWindowWatch | None:
@@ -75,119 +176,355 @@ class LossWindowWatch(Plugin):
         return cls(window) if window > 0 else None
 
     def state_dict(self) -> dict[str, Any]:
-        """The window so far (steps, carried sums, the epoch sums it started from), the first window's mean and
-        the warnings given: a resumed run compares and warns as the uninterrupted one would."""
-        base = None
-        if self.base is not None:  # only mid-epoch: the epoch's end resets it; plain numbers (one read per checkpoint)
-            base = {part: {name: float(value) for name, value in values.items()} for part, values in self.base.items()}
+        """The curve so far (plain numbers; one read of the pending sums), where the open segment started and
+        the warnings given: a resumed run judges and warns as the uninterrupted one would."""
+        self._flush()
         return {
-            "count": self.count,
-            "base": base,
-            "carry": {name: list(sums) for name, sums in self.carry.items()},
-            "first": self.first,
+            "segment": self.segment,
+            "steps": self.steps,
+            "in_segment": self.in_segment,
+            "base": self.base,
+            "segments": [[steps, {n: list(v) for n, v in sums.items()}, lr] for steps, sums, lr in self.segments],
+            "losses": {name: list(meta) for name, meta in self.losses.items()},
+            "judged": self.judged,
             "warned": self.warned,
-            "at_chance": dict(self.at_chance),
+            "warned_lr": self.warned_lr,
+            "chance_warned": list(self.chance_warned),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state_dict``."""
-        self.count, self.base, self.first, self.warned = state["count"], state["base"], state["first"], state["warned"]
-        self.carry = {name: list(sums) for name, sums in state["carry"].items()}
-        self.at_chance = dict(state["at_chance"])
+        """Continue from ``state_dict`` (a checkpoint from before the curve keeps the warnings given only)."""
+        self.warned = state["warned"]
+        if "segments" not in state:  # the window watch's state: count, base, carry, first, warned, at_chance
+            self.chance_warned = [name for name, count in state["at_chance"].items() if count == -1]
+            return
+        self.segment, self.steps, self.in_segment = state["segment"], state["steps"], state["in_segment"]
+        self.base, self.judged, self.warned_lr = state["base"], state["judged"], state["warned_lr"]
+        self.segments = [[steps, {n: list(v) for n, v in sums.items()}, lr] for steps, sums, lr in state["segments"]]
+        self.total = sum(segment[0] for segment in self.segments)
+        self.losses = {name: list(meta) for name, meta in state["losses"].items()}
+        self.chance_warned = list(state["chance_warned"])
 
-    @on(Event.EPOCH_END)
-    def on_epoch_end(self, state: RunState) -> None:
-        self._fold(state)
-        self.base = None  # the next epoch's sums start from zero
+    # -- keeping the curve
+    @on(Event.EPOCH_START)
+    def on_epoch_start(self, state: RunState) -> None:
+        if not self.segment:
+            self.segment = _segment_length(self.window, state.steps_in_epoch)
 
     @on(Event.STEP_END)
     def on_step_end(self, state: RunState) -> None:
-        self.count += 1
-        if self.count < self.window:
+        self.steps += 1
+        self.in_segment += 1
+        at_window = self.steps % self.window == 0
+        if self.in_segment >= self.segment or at_window:
+            self._close(state)
+            # At the epoch's last step the epoch end judges, with the dev scores at hand.
+            if at_window and state.step_in_epoch + 1 < state.steps_in_epoch:
+                self._judge_curve(state)
+
+    @on(Event.EPOCH_END)
+    def on_epoch_end(self, state: RunState) -> None:
+        if self.in_segment:
+            self._close(state)
+        self._flush()
+        self.base = None  # the next epoch's sums start from zero
+        self._judge_curve(state)
+        self._judge_dev(state)
+
+    @on(Event.FINISH)
+    def on_finish(self, state: RunState) -> None:
+        """The end of the run: judge the steps since the last epoch end (a run stopped within an epoch)."""
+        if self.in_segment and state.epoch_scores is not None:
+            self._close(state)
+        self._judge_curve(state)  # nothing new since the last epoch end: judged there
+
+    def _close(self, state: RunState) -> None:
+        """End the open segment: copy the epoch sums of the optimized losses on the device into a pending row
+        (no host sync; a fixed buffer, so that no tensors pile up between judgments) and note the applied rate."""
+        if state.run_ctx is not None and state.run_ctx.losses.keys() != self.losses.keys():
+            self.losses = {n: [float(m.scale), bool(m.as_error)] for n, m in state.run_ctx.losses.items()}
+        sums = state.epoch_scores.state_dict()
+        names = [name for name in sums["sums"] if not self.losses.get(name, (1.0, False))[1]]  # no error measures
+        values = [value for name in names for value in (sums["sums"][name], sums["weights"][name])]
+        on_device = [value for value in values if isinstance(value, torch.Tensor)]  # detached scalars
+        lr = max(float(group["lr"]) for group in state.optimizer.param_groups)
+        if on_device:
+            if self.buffer is None or len(self.pending) == len(self.cells) or len(on_device) != self.buffer.shape[1]:
+                self._flush()
+                self._allocate(on_device)
+            for cell, value in zip(self.cells[len(self.pending)], on_device, strict=True):
+                cell.copy_(value)  # cheaper than one stack into the row
+        host = [None if isinstance(value, torch.Tensor) else float(value) for value in values]
+        self.pending.append((self.in_segment, names, host, lr))
+        self.in_segment = 0
+        if len(self.segments) + len(self.pending) > MAX_SEGMENTS:
+            self._flush()
+
+    def _allocate(self, values: list[torch.Tensor]) -> None:
+        """The pending rows' buffer for ``values``: room for a window's segments (a judgment empties it), in
+        their promoted dtype (float32 sums read exactly)."""
+        dtype = torch.float32
+        for value in values:
+            dtype = torch.promote_types(dtype, value.dtype)
+        rows = max(32, self.window // max(self.segment, 1) + 2)
+        self.buffer = torch.zeros(rows, len(values), dtype=dtype, device=values[0].device)
+        self.cells = [row.unbind(0) for row in self.buffer.unbind(0)]
+
+    def _flush(self) -> None:
+        """Turn the pending segment ends into segments (one host sync for all of them)."""
+        if not self.pending:
             return
-        self.count = 0
-        self._fold(state)
-        mean = self._window_mean(state)
-        self._check_chance_levels(state)
-        self.carry = {}
-        if mean is None:
+        pending, self.pending = self.pending, []
+        rows = self.buffer[: len(pending)].tolist() if self.buffer is not None else [[] for _ in pending]
+        for (steps, names, host, lr), row in zip(pending, rows, strict=True):
+            read = iter(row)
+            values = [next(read) if value is None else value for value in host]
+            before = self.base or {"sums": {}, "weights": {}}
+            now = {
+                "sums": dict(zip(names, values[0::2], strict=True)),
+                "weights": dict(zip(names, values[1::2], strict=True)),
+            }
+            segment = {
+                name: [total - before["sums"].get(name, 0.0), now["weights"][name] - before["weights"].get(name, 0.0)]
+                for name, total in now["sums"].items()
+            }
+            self.base = now
+            self.segments.append([steps, segment, lr])
+            self.total += steps
+            if len(self.segments) > MAX_SEGMENTS:
+                self._merge()
+
+    def _merge(self) -> None:
+        """Halve the curve's resolution: neighbouring segments become one (segments get twice as long)."""
+        merged = []
+        for i in range(0, len(self.segments) - 1, 2):
+            (steps_a, sums_a, lr_a), (steps_b, sums_b, lr_b) = self.segments[i], self.segments[i + 1]
+            sums = {
+                n: [v[0] + sums_b.get(n, [0.0, 0.0])[0], v[1] + sums_b.get(n, [0.0, 0.0])[1]] for n, v in sums_a.items()
+            }
+            merged.append([steps_a + steps_b, sums, max(lr_a, lr_b)])
+        if len(self.segments) % 2:
+            merged.append(self.segments[-1])
+        self.segments = merged
+        self.segment *= 2
+
+    def _part(self, steps: int, from_end: bool) -> _Part:
+        """The whole segments covering about ``steps`` steps at the start (or end) of the curve."""
+        order = reversed(self.segments) if from_end else iter(self.segments)
+        part, sums = _Part(), {}
+        for n, segment_sums, segment_lr in order:
+            if part.steps and part.steps + n > steps:
+                break
+            part.steps += n
+            part.lr = max(part.lr, segment_lr)
+            for name, (total, weight) in segment_sums.items():
+                acc = sums.setdefault(name, [0.0, 0.0])
+                acc[0] += total
+                acc[1] += weight
+            part.segments.append(segment_sums)
+        part.means = {name: total / weight for name, (total, weight) in sums.items() if weight > 0}
+        part.optimized = self._optimized(part.means)
+        return part
+
+    def _optimized(self, means: dict[str, float]) -> float | None:
+        """The optimized loss (sum of scale x loss) from the losses' means."""
+        optimized = [(name, scale) for name, (scale, as_error) in self.losses.items() if not as_error]
+        if not optimized or any(name not in means for name, _ in optimized):
+            return None
+        return sum(scale * means[name] for name, scale in optimized)
+
+    # -- judging it
+    def _judge_curve(self, state: RunState) -> None:
+        """Far too small steps, at the chance level, not decreasing: the first part of the curve against the latest.
+
+        From two windows on, a loss not below the first window is named (as a plateau after progress is not).
+        Before, a flat loss may be a plateau that a longer run leaves (a hard function is at first predicted
+        by its mean): only a loss at its chance level, one that barely moves with far too small steps, and one
+        that rises beyond its noise are named.
+        """
+        self._flush()
+        total = self.total
+        half = min(self.window, total // 2)
+        if total == self.judged or half < min(self.window, MIN_HALF):
             return
-        if self.first is None:
-            self.first = mean
+        self.judged = total
+        first, last = self._part(half, from_end=False), self._part(half, from_end=True)
+        before, now = first.optimized, last.optimized
+        if before is None or now is None:
             return
-        if mean < self.first * (1 - MIN_IMPROVEMENT):
+        full = total >= 2 * self.window
+        facts = (
+            f"mean {now:.4g} over the last {last.steps} steps (up to step {state.global_step}) vs {before:.4g} over "
+            f"the first {first.steps}."
+        )
+        decrease = (before - now) / abs(before) if before else 0.0
+        updates, rate = self._tiny_steps(state, last.lr)
+        unknown = typical_learning_rate(state.optimizer) is None  # its usual rate unknown: the updates tell
+        if decrease < BARELY_MOVES and (rate or (unknown and updates)):  # the steps explain a loss that barely moves
+            if not self.warned_lr:
+                self.warned_lr = True
+                how = "is not decreasing" if decrease < MIN_IMPROVEMENT else "barely moves"
+                conclusion = (
+                    f"So the learning rate {last.lr:g} is far too small. Raise it (e.g. x100, or find it with a "
+                    f"learning-rate range test)."
+                    if rate
+                    else f"With {type(state.optimizer).__name__} at the learning rate {last.lr:g}, either the rate is "
+                    f"far too small for it or the gradients are (near) zero: raise it, or read the gradient-health "
+                    f"warnings."
+                )
+                log.v2(f"WARNING learning watch: the train loss {how}: {facts} {updates}{rate or '.'} {conclusion}")
+            return
+        stalled = decrease < MIN_IMPROVEMENT and updates  # no weight moves, at a usual rate: no gradient
+        if not stalled and self._judge_chance(state, last.means, last.steps):
+            return  # at its chance level: named there, whether it still decreases or not
+        if now < before * (1 - MIN_IMPROVEMENT):
             self.warned = False
             return
-        if not self.warned:
-            self.warned = True
-            lr = state.optimizer.param_groups[0].get("lr")
-            facts = (
-                f"the train loss is not decreasing: mean {mean:.4g} over the last {self.window} steps (up to step "
-                f"{state.global_step}) vs {self.first:.4g} over the first {self.window}."
-            )
-            update_ratio = state.store.get(UPDATE_RATIO)
-            if update_ratio is not None and update_ratio < TINY_UPDATE:
-                log.v2(
-                    f"WARNING learning watch: {facts} The updates are negligible: no weight changes by more than "
-                    f"{update_ratio:.1e} of its norm per update (|dW|/|W|; healthy training is around 1e-3), so "
-                    f"the learning rate {lr:g} is far too small. Raise it (e.g. x100, or find it with a learning-rate "
-                    f"range test)."
-                )
-                return
+        rising = now > before * (1 + MIN_IMPROVEMENT) and now - before > RISE_SIGMAS * _noise(
+            self._optimized, first, last
+        )
+        if self.warned or not (rising or full):
+            return
+        self.warned = True
+        how = "rising" if rising and not full else "not decreasing"
+        if stalled:
             log.v2(
-                f"WARNING learning watch: {facts} Check the learning rate ({lr:g}), the sanity-check and "
-                f"gradient-health warnings, and whether the model can overfit a batch (debug_overfit_batches = 1)."
+                f"WARNING learning watch: the train loss is {how}: {facts} {updates}, although the learning rate "
+                f"({last.lr:g}) is a usual one: the gradients are (near) zero. Check the sanity-check and gradient-"
+                f"health warnings (a loss that does not depend on the parameters' values, weights that get no gradient)."
             )
+            return
+        log.v2(
+            f"WARNING learning watch: the train loss is {how}: {facts} Check the learning rate ({last.lr:g}), the "
+            f"sanity-check and gradient-health warnings, and whether the model can overfit a batch "
+            f"(debug_overfit_batches = 1)."
+        )
 
-    def _check_chance_levels(self, state: RunState) -> None:
-        """Warn when a loss stays at its chance level (e.g. labels that do not belong to their inputs)."""
+    def _tiny_steps(self, state: RunState, lr: float) -> tuple[str, str]:
+        """Why the updates are too small to matter: the update ratio (empty: not tiny) and the rate the optimizer
+        applied (empty: not far below what it typically needs, or its needs are unknown)."""
+        updates = ""
+        update_ratio = state.store.get(UPDATE_RATIO)
+        if update_ratio is not None and update_ratio < TINY_UPDATE:
+            updates = (
+                f"The updates are negligible: no weight changes by more than {update_ratio:.1e} of its norm per update "
+                f"(|dW|/|W|; healthy training is around 1e-3)"
+            )
+        typical = typical_learning_rate(state.optimizer)
+        if typical is None:
+            return updates, ""
+        name, usual = typical
+        if not 0 < lr * FAR_BELOW <= usual:
+            return updates, ""
+        scheduled = state.learning_rate
+        schedule = (
+            f" and {scheduled / lr:.0f}x below the epoch's learning rate {scheduled:g}: a per-step schedule "
+            f"(dynamic_learning_rate) lowers it, and a warmup indexed by the epoch instead of global_train_step gives "
+            f"exactly this"
+            if lr * FAR_BELOW <= scheduled
+            else ""
+        )
+        return updates, (
+            f"{'. ' if updates else ''}The optimizer applied a learning rate of at most {lr:g} in these steps, "
+            f"{usual / lr:.0f}x below the {usual:g} that {name} typically needs{schedule}."
+        )
+
+    def _judge_chance(self, state: RunState, last: dict[str, float], steps: int) -> bool:
+        """Warn (once per loss) when a loss sits at its chance level; whether one does."""
+        at_chance = False
         for name, level in (state.store.get(CHANCE_LEVELS) or {}).items():
-            window_sum, weight = self.carry.get(name, (0.0, 0.0))
-            if weight <= 0 or self.at_chance.get(name) == -1:
+            mean = last.get(name)
+            if mean is None or not level.value * (1 - CHANCE_MARGIN) <= mean <= level.value * (1 + SETTLED_ABOVE):
                 continue
-            mean = window_sum / weight
-            at_chance = abs(mean - level.value) <= CHANCE_MARGIN * level.value
-            self.at_chance[name] = self.at_chance.get(name, 0) + 1 if at_chance else 0
-            if self.at_chance[name] < CHANCE_WINDOWS:
+            peak, peak_steps = self._peak(name)
+            diverged = peak > DIVERGED * level.value
+            # After diverging, a collapsed model predicts the label frequencies imperfectly: a little above them.
+            if mean > level.value * (1 + (SETTLED_ABOVE if diverged else CHANCE_MARGIN)):
                 continue
-            self.at_chance[name] = -1
+            at_chance = True
+            if name in self.chance_warned:
+                continue
+            self.chance_warned.append(name)
+            where = f"mean {mean:.4g} over the last {steps} steps up to step {state.global_step}"
+            if diverged:
+                log.v2(
+                    f"WARNING learning watch: the train loss {name!r} went far above its chance level (a mean of "
+                    f"{peak:.4g} over steps {peak_steps}) and then settled at (or just above) it ({where}; {level.what} "
+                    f"is {level.value:.4g}): the training diverged, and the model collapsed to predicting the label "
+                    f"frequencies (units that no longer respond after huge updates); it has learned nothing from its "
+                    f"input since. Lower the learning rate ({state.optimizer.param_groups[0]['lr']:g}) or clip "
+                    f"gradients (gradient_clip_global_norm), and read the gradient-health warnings."
+                )
+                continue
             log.v2(
-                f"WARNING learning watch: the train loss {name!r} has stayed at its chance level for "
-                f"{CHANCE_WINDOWS * self.window} steps (mean {mean:.4g} over the last {self.window} steps up to step "
-                f"{state.global_step}; {level.what} is {level.value:.4g}): the model predicts the label frequencies "
-                f"and has learned nothing from its input. Labels that do not belong to their inputs do exactly this "
-                f"(inputs and labels shuffled separately, misaligned files or orderings, a label column from another "
-                f"table); so does an input that never reaches the model (detached, zeroed, the wrong key)."
+                f"WARNING learning watch: the train loss {name!r} has stayed at its chance level ({where}; "
+                f"{level.what} is {level.value:.4g}{self._dev_at_chance(state, name, level)}): the model predicts the "
+                f"label frequencies and has learned nothing from its input. Labels that do not belong to their inputs "
+                f"do exactly this (inputs and labels shuffled separately, misaligned files or orderings, a label column "
+                f"from another table); so does an input that never reaches the model (detached, zeroed, the wrong key)."
             )
+        return at_chance
 
-    def _fold(self, state: RunState) -> None:
-        """Add what the epoch sums gained since ``base`` to the window's carry (one host sync)."""
-        sums = state.epoch_scores.state_dict()
-        for name, total in sums["sums"].items():
-            old_sum, old_weight = (self.base["sums"][name], self.base["weights"][name]) if self.base else (0.0, 0.0)
-            carried = self.carry.setdefault(name, [0.0, 0.0])
-            carried[0] += float(total - old_sum)
-            carried[1] += float(sums["weights"][name] - old_weight)
-        self.base = sums
+    def _peak(self, name: str) -> tuple[float, str]:
+        """The highest segment mean of loss ``name`` and the steps that segment ends ("1-5")."""
+        peak, where, end = float("-inf"), "", 0
+        for steps, sums, _ in self.segments:
+            end += steps
+            total, weight = sums.get(name, (0.0, 0.0))
+            if weight > 0 and total / weight > peak:
+                peak, where = total / weight, f"{end - steps + 1}-{end}" if steps > 1 else f"{end}"
+        return peak, where
 
-    def _window_mean(self, state: RunState) -> float | None:
-        """The optimized loss (sum of scale x loss) averaged over the window."""
-        total = 0.0
-        for name, marked in state.run_ctx.losses.items():
-            if marked.as_error or name not in self.carry:
+    @staticmethod
+    def _dev_at_chance(state: RunState, name: str, level: ChanceLevel) -> str:
+        """``; dev_ce 1.39 sits there too`` when this epoch's evaluation has the loss at its chance level."""
+        scores = state.lr_control.scores.get(state.epoch, {})
+        at = [
+            f"{dataset}_{name} {values[name]:.4g}"
+            for dataset, values in scores.items()
+            if dataset != "train" and name in values and values[name] >= level.value * (1 - CHANCE_MARGIN)
+        ]
+        return f"; {', '.join(at)} sits there too" if at else ""
+
+    def _judge_dev(self, state: RunState) -> None:
+        """At an epoch end: a dev loss still at its chance level while the train loss fell well below it."""
+        levels = state.store.get(CHANCE_LEVELS) or {}
+        scores = state.lr_control.scores
+        if not levels or state.epoch not in scores or not self.segments:
+            return
+        last = self._part(min(self.window, max(1, self.total // 2)), from_end=True)
+        for name, level in levels.items():
+            train = last.means.get(name)
+            if name in self.chance_warned or train is None or train > level.value * (1 - MEMORIZED):
                 continue
-            window_sum, weight = self.carry[name]
-            if weight <= 0:
-                return None
-            total += marked.scale * window_sum / weight
-        return total
+            for dataset in scores[state.epoch]:
+                history = [scores[e][dataset][name] for e in sorted(scores) if name in scores[e].get(dataset, {})]
+                if dataset == "train" or not history:
+                    continue
+                if all(value >= level.value * (1 - CHANCE_MARGIN) for value in history):
+                    self.chance_warned.append(name)
+                    log.v2(
+                        f"WARNING learning watch: {dataset}_{name} has stayed at its chance level while train_{name} "
+                        f"fell below it: {dataset}_{name} {history[0]:.4g} -> {history[-1]:.4g} in {len(history)} "
+                        f"epoch(s), train_{name} {train:.4g} over the last {last.steps} steps; {level.what} is "
+                        f"{level.value:.4g}. The model memorizes the training labels and learns nothing that carries "
+                        f"over to {dataset}. Labels that do not belong to their inputs do exactly this (inputs and "
+                        f"labels shuffled separately, misaligned files or orderings, a label column from another "
+                        f"table), and so do inputs that carry no information about the labels: regularizing would not "
+                        f"help; check how the labels are paired with the inputs."
+                    )
+                    break
 
 
 class DevDivergenceWatch(Plugin):
     """Warns when a dev loss rose ``epochs`` epochs in a row while the train loss fell.
 
     An error measure (``as_error``) that rose counts only when no optimized loss of that dataset fell.
+    Nothing is overfitted while a loss with a known chance level sits there: dev never left it (the
+    labels do not belong to their inputs) or train is at it (nothing learned); the loss watch names those.
     """
+
+    needs = (CHANCE_LEVELS,)
 
     def __init__(self, epochs: int):
         self.epochs = epochs
@@ -234,9 +571,22 @@ class DevDivergenceWatch(Plugin):
                 if None in dev or None in train or (name in self.errors and dev_loss_improves):
                     continue
                 rose = all(b > a for a, b in pairwise(dev)) and dev[-1] - dev[0] > MIN_DEV_RISE * abs(dev[0])
-                if rose and all(b < a for a, b in pairwise(train)):
+                if rose and all(b < a for a, b in pairwise(train)) and not self._at_chance(state, dataset):
                     self.warned.add((dataset, name))
                     self._warn(state, f"{dataset}_{name}", dev, f"train_{name}", train)
+
+    @staticmethod
+    def _at_chance(state: RunState, dataset: str) -> bool:
+        """Whether a loss with a known chance level says nothing was learned: ``dataset`` never left it in any
+        epoch, or train sits at it (or above) in this one."""
+        scores = state.lr_control.scores
+        for name, level in (state.store.get(CHANCE_LEVELS) or {}).items():
+            low = level.value * (1 - CHANCE_MARGIN)
+            history = [scores[e][dataset][name] for e in sorted(scores) if name in scores[e].get(dataset, {})]
+            train = scores.get(state.epoch, {}).get("train", {}).get(name)
+            if (history and min(history) >= low) or (train is not None and train >= low):
+                return True
+        return False
 
     def _warn(self, state: RunState, key: str, dev: list[float], train_key: str, train: list[float]) -> None:
         log.v2(

@@ -48,6 +48,8 @@ from framework.inspection.probe import ProbeLimit, real_frames
 from framework.inspection.tensors import format_frame, user_frame
 from framework.options import register
 
+CHECK = "loss-input check"
+
 register(
     "debug_loss_inputs",
     "bool",
@@ -301,30 +303,36 @@ class LossInputsCheck(Plugin):
     def from_config(cls, config: Config, state: RunState) -> LossInputsCheck | None:
         return cls() if config.bool("debug_loss_inputs") else None
 
+    def __init__(self) -> None:
+        self.watch: _FirstStepWatch | None = None
+
+    @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
+    def watch_first_batch(self, state: RunState) -> None:
+        session = state.store.get(PROBE_SESSION)
+        if session is None:
+            return
+        sparse = [k for k, key in state.extern_data.items() if key.sparse_dim is not None and k in state.batch]
+
+        @contextlib.contextmanager
+        def watched(model: torch.nn.Module) -> Iterator[None]:
+            tracker = ModuleTracker(model)
+            self.watch = _FirstStepWatch(tracker, state.batch, sparse)
+            with tracker, self.watch:
+                yield
+
+        session.watch(CHECK, watched)
+
     @on(Event.STEP_START, once=True)
     def check_first_step(self, state: RunState) -> None:
         session = state.store.get(PROBE_SESSION)
         if session is None:
             return
-        sparse = [k for k, key in state.extern_data.items() if key.sparse_dim is not None and k in state.batch]
-        watches: list[_FirstStepWatch] = []
-
-        @contextlib.contextmanager
-        def watched(model: torch.nn.Module) -> Iterator[None]:
-            tracker = ModuleTracker(model)
-            watches.append(_FirstStepWatch(tracker, state.batch, sparse))
-            with tracker, watches[0]:
-                yield
-
         try:
-            run_ctx = session.real_run("loss-input check", observe=(watched,)).run_ctx
+            run_ctx = session.shared_run(CHECK).run_ctx
         except ProbeLimit as exc:
             log.v5(f"Loss input check skipped: the watched run of the first step failed ({exc}).")
             return
-        if not watches:  # another check ran the batch first: its declared order should prevent that
-            log.v5("Loss input check skipped: the first batch was run before the watch was set up.")
-            return
-        watch = watches[0]
+        watch, self.watch = self.watch, None
         if watch.broadcasting:
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")

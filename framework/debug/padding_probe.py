@@ -7,6 +7,10 @@ only that key's padded frames changed, to name it. A loss that changes while the
 stay the same covers the padding: the frames beyond ``key:seq_len`` count in the loss. A change
 of the outputs on the real frames means the model reads the padding (e.g. a convolution over
 the zero padding, an RNN run over it without packing); that is often intended, so it is a note.
+The outputs compared are what the model returns (tensors, tuples, dicts, a Hugging Face
+``ModelOutput``): per-position outputs at the real frames (batch- or time-major, or flattened),
+per-sequence outputs whole, and never a loss the model returns (``ModelOutput.loss``, a 0-dim
+tensor): a GPT-2 given ``labels=input_ids`` with padding counts the padding in that loss.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
 from framework.inspection.probe import ProbeLimit, ProbeSession, padding_mask
-from framework.inspection.tensors import floating_tensors
+from framework.inspection.tensors import named_tensors
 from framework.options import register
 
 register(
@@ -65,11 +69,55 @@ def _changed(a: torch.Tensor, b: torch.Tensor) -> bool:
     return not bool(torch.allclose(a, b, rtol=TOLERANCE, atol=TOLERANCE, equal_nan=True))
 
 
-def _real_frames(t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The entries of a model output at the real frames of ``mask``'s key, if it has its [B, T] axes."""
-    if t.dim() >= 2 and tuple(t.shape[:2]) == tuple(mask.shape):
-        return t[~mask]
-    return t
+def _real_frames(t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+    """What of one model output must stay the same when only the padding of ``mask``'s key changes.
+
+    A per-position output (logits [B, T, V], time-major [T, B, F], flattened [B*T, V], attention
+    [B, H, T, T]) at the real frames; a per-sequence output ([B, C]) whole; None for an output that
+    is not per sequence (no batch axis, e.g. a loss or a statistic over the batch).
+    """
+    batch, time = mask.shape
+    if t.dim() == 0:
+        return None
+    axes = [i for i, n in enumerate(t.shape) if n == batch]
+    if not axes and t.shape[0] == batch * time:
+        t, axes = t.reshape(batch, time, *t.shape[1:]), [0]
+    if not axes:
+        return None
+    time_axis = next((i for i, n in enumerate(t.shape) if n == time and i != axes[0]), None)
+    if time_axis is None:
+        return t
+    return t.movedim((axes[0], time_axis), (0, 1))[~mask]
+
+
+def _is_loss(name: str) -> bool:
+    """An output the model names as a loss (a Hugging Face ModelOutput's ``loss``, ``aux_loss``...)."""
+    return any("loss" in part.lower() for part in name.split("."))
+
+
+def _same_outputs(
+    base: list[tuple[str, torch.Tensor]], changed: list[tuple[str, torch.Tensor]], mask: torch.Tensor
+) -> bool | None:
+    """Whether the model's outputs stayed the same on the real frames (None: it returns nothing to compare).
+
+    A loss the model returns (0-dim, or named like one) is left out: it is what the check judges,
+    not an output of the model on the frames.
+    """
+    if len(base) != len(changed):
+        return False
+    compared = 0
+    for (name, a), (_, b) in zip(base, changed, strict=True):
+        if _is_loss(name):
+            continue
+        if a.shape != b.shape:
+            return False
+        real_a, real_b = _real_frames(a, mask), _real_frames(b, mask)
+        if real_a is None or real_b is None:
+            continue
+        compared += 1
+        if _changed(real_a, real_b):
+            return False
+    return True if compared else None
 
 
 class PaddingProbe(Plugin):
@@ -77,7 +125,6 @@ class PaddingProbe(Plugin):
 
     order = Order.CHECK
     needs = (PROBE_SESSION,)
-    after = ("LossInputsCheck",)  # whose watch must be on in the session's run of the unchanged batch
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> PaddingProbe | None:
@@ -97,35 +144,33 @@ class PaddingProbe(Plugin):
         report_findings(state, "first step", findings, ModelCheckError, False, off="debug_padding_check = False")
 
     def _findings(self, state: RunState, session: ProbeSession, masks: dict[str, torch.Tensor]) -> list[Finding]:
-        covered, read = {}, {}  # key -> how the losses moved
-        base = session.real_run(CHECK)
-        base_losses = {n: v.detach() for n, v in step_losses(base.run_ctx, optimized_only=True).items()}
-        base_outputs = base.outputs
+        covered, read, unknown = {}, {}, {}  # key -> how the losses moved
+        # Its own run of the unchanged batch in eval mode: in training mode, dropout and batch statistics
+        # (batch norm over the padded frames) would move the outputs whatever the padding holds.
+        with session.isolated(CHECK) as model, torch.no_grad():
+            base_losses, base_outputs = self._run(session, model, state.batch)
         if len(masks) > 1:  # all keys' padding changed at once: a healthy model needs no run per key
             batch = state.batch
             for key, mask in masks.items():
                 batch = perturbed(batch, key, mask, state.extern_data[key].sparse_dim)
-            with session.isolated() as model, torch.no_grad():
+            with session.isolated(CHECK) as model, torch.no_grad():
                 losses, _ = self._run(session, model, batch)
             if not any(n in base_losses and _changed(base_losses[n], v) for n, v in losses.items()):
                 return []
         for key, mask in masks.items():
             batch = perturbed(state.batch, key, mask, state.extern_data[key].sparse_dim)
-            with session.isolated() as model, torch.no_grad():
+            with session.isolated(CHECK) as model, torch.no_grad():
                 losses, outputs = self._run(session, model, batch)
             moved = [n for n, v in losses.items() if n in base_losses and _changed(base_losses[n], v)]
             if not moved:
                 continue
-            same_outputs = len(outputs) == len(base_outputs) and not any(
-                _changed(_real_frames(a, mask), _real_frames(b, mask))
-                for a, b in zip(base_outputs, outputs, strict=True)
-            )
+            same_outputs = _same_outputs(base_outputs, outputs, mask)
             change = ", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in moved)
-            (covered if same_outputs else read)[key] = change
-        return self._report(covered, read)
+            {True: covered, False: read, None: unknown}[same_outputs][key] = change
+        return self._report(covered, read, unknown)
 
     @staticmethod
-    def _report(covered: dict[str, str], read: dict[str, str]) -> list[Finding]:
+    def _report(covered: dict[str, str], read: dict[str, str], unknown: dict[str, str]) -> list[Finding]:
         findings = []
         if covered:
             keys = " or ".join(repr(k) for k in covered)
@@ -139,7 +184,8 @@ class PaddingProbe(Plugin):
                     f"same. The padded frames count as data (and dilute the mean). Mask them: e.g. mask = "
                     f"torch.arange(T)[None, :] < extern_data['{first}:seq_len'][:, None] (lengths are on the CPU: "
                     f".to(logits.device) the mask), then compute the loss on "
-                    f"the selected frames (logits[mask], targets[mask]) or give the padded targets ignore_index.",
+                    f"the selected frames (logits[mask], targets[mask]) or give the padded targets ignore_index (-100 in a "
+                    f"Hugging Face model's labels).",
                 )
             )
         for key, change in read.items():
@@ -151,16 +197,26 @@ class PaddingProbe(Plugin):
                     f"the padding without pack_padded_sequence, or a mean over time without a mask, is a bug.",
                 )
             )
+        for key, change in unknown.items():
+            findings.append(
+                Finding(
+                    "note",
+                    f"padding check undecided for {key!r}: changing only its padded frames moves the loss ({change}), "
+                    f"but the model returns no per-frame or per-sequence output (only a loss), so the check cannot "
+                    f"tell a loss that covers padding from a model that reads it. Return the logits too to let it "
+                    f"decide.",
+                )
+            )
         return findings
 
     @staticmethod
     def _run(
         session: ProbeSession, model: torch.nn.Module, batch: dict[str, torch.Tensor]
-    ) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
-        outputs: list[torch.Tensor] = []
+    ) -> tuple[dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
+        outputs: list[tuple[str, torch.Tensor]] = []  # (name in the output, e.g. 'logits'; the tensor)
 
         def keep(_module: Any, _args: Any, output: Any) -> None:
-            outputs.extend(t.detach().clone() for t in floating_tensors(output))
+            outputs.extend((n, t.detach().clone()) for n, t in named_tensors(output) if t.is_floating_point())
 
         handle = model.register_forward_hook(keep)
         try:

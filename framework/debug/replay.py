@@ -20,6 +20,7 @@ from framework.core.run_ctx import RunCtx
 from framework.core.step import call_step, step_function
 from framework.inspection.module_tracker import ModuleTracker, matches_any
 from framework.inspection.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
+from framework.inspection.probe import model_copy
 from framework.inspection.tensors import bad_rows, floating_tensors, has_nonfinite, stats
 
 
@@ -108,7 +109,10 @@ def replay_step(
     """Re-run the current step of ``state`` with detailed checks: a training step forward and backward
     (its gradients are restored after), an evaluation step forward in eval mode."""
     skip_patterns = list(skip_patterns or [])
-    model = state.model
+    try:  # training may go on after a clean replay: the user's modules must not notice it
+        model = model_copy(state.model)
+    except Exception:  # a model that cannot be copied (a lock, a file) is replayed itself, as the step ran it
+        model = state.model
     training = state.run_ctx is None or state.run_ctx.stage == "train"
     indices = state.batch_indices if state.batch_indices is not None else np.arange(0)
     report = NonFiniteReport(state.epoch, state.global_step, [int(i) for i in indices])

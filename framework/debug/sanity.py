@@ -3,8 +3,15 @@
 At startup, on the first batches of every dataset: dtypes, labels within ``sparse_dim``, NaN/Inf,
 value ranges, constant features, train/dev class balance (``data_checks``). On the first
 training step, before its update: losses that cannot be trained, parameters frozen by mistake,
-without gradient or with an all-zero gradient, and ``debug_output_ranges`` (``model_checks``).
-The step is the real first step, so the check costs one step's hooks and no extra compute.
+without gradient, and ``debug_output_ranges`` (``model_checks``). The step is the real first
+step, so the check costs one step's hooks and no extra compute.
+
+A gradient that is exactly zero at step 0 is often the initialisation's design: a zero-initialised
+norm weight, gate or residual branch (timm's ``zero_init_last``, torchvision's
+``zero_init_residual``, ReZero, zero convolutions) blocks the gradient of what comes before it
+until its own first update. Those parameters are watched over the next ``SETTLE_UPDATES``
+updates (their gradient norms summed on the device, one host sync at the end) and named only if
+their gradient stayed exactly zero: dead units, a ReLU that never fires.
 
 Findings are printed as warnings; severe ones stop training with all of them in the message,
 except in the verdict runs (``debug_overfit_batches``, ``debug_synthetic_data``), whose verdict
@@ -15,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
@@ -24,6 +33,7 @@ from framework.core.state import RunState
 from framework.errors import DataError, FrameworkError
 from framework.inspection import data_checks, model_checks
 from framework.inspection.data_checks import Finding
+from framework.inspection.model_checks import SETTLE_UPDATES
 from framework.options import register
 
 register(
@@ -62,6 +72,9 @@ class SanityCheck(Plugin):
         self.strict = True  # findings stop the run, except in a verdict run (VERDICT_RUN), whose verdict decides
         self._capture: Any = None
         self._captured: dict[str, list] = {}
+        self._zero: list[str] = []  # exactly-zero gradient at step 0: judged again over the next updates
+        self._zero_sums: torch.Tensor | None = None  # their gradient norms summed since (on the device)
+        self._zero_updates = 0
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> SanityCheck | None:
@@ -109,10 +122,57 @@ class SanityCheck(Plugin):
 
     @on(Event.AFTER_BACKWARD, once=True)
     def after_first_backward(self, state: RunState) -> None:
-        findings = model_checks.gradient_findings(state.model, self.frozen, state.optimizer)
+        findings = model_checks.gradient_findings(state.model, self.frozen, state.optimizer, zero_gradients=False)
+        self._zero = model_checks.zero_gradient_names(state.model, self.frozen)
+        if self._zero:
+            blocking = [n for n in model_checks.zero_valued_names(state.model) if n not in self._zero]
+            because = (
+                f"; exactly zero at initialisation: {model_checks.by_module(state.model, blocking, limit=3)} (a "
+                f"zero-initialised norm weight, gate or residual branch blocks the gradient until its first update)"
+                if blocking
+                else ""
+            )
+            findings.append(
+                Finding(
+                    "note",
+                    f"{model_checks.by_module(state.model, self._zero)} get a gradient that is exactly zero at step 0"
+                    f"{because}. Judged again over the next {SETTLE_UPDATES} updates: named if it stays zero.",
+                )
+            )
         self._report(state, "first step", findings, ModelCheckError)
         notes = sum(f.level == "note" for f in state.control.findings)
         log.v4(f"Sanity check done: {len(state.control.findings) - notes} finding(s), {notes} note(s) (verbosity 5).")
+
+    @on(Event.BEFORE_OPTIMIZER_STEP)
+    def watch_zero_gradients(self, state: RunState) -> None:
+        """Sum the gradient norms of the parameters whose gradient was exactly zero at step 0; judge at the end."""
+        if not self._zero:
+            return
+        self._zero_updates += 1
+        if self._zero_updates == 1 or state.control.update_skipped:  # step 0's gradient was judged already
+            return
+        params = dict(state.model.named_parameters())
+        present = [(i, params[n].grad) for i, n in enumerate(self._zero) if params[n].grad is not None]
+        if self._zero_sums is None:
+            self._zero_sums = torch.zeros(len(self._zero), device=next(iter(params.values())).device)
+        if present:
+            norms = torch.stack(torch._foreach_norm([g.float() for _, g in present]))
+            index = torch.tensor([i for i, _ in present], device=norms.device)
+            self._zero_sums.index_add_(0, index, norms.to(self._zero_sums.device))
+        if self._zero_updates > SETTLE_UPDATES:
+            self.judge_zero_gradients(state)
+
+    @on(Event.FINISH)
+    def judge_zero_gradients(self, state: RunState) -> None:
+        """Name the parameters whose gradient stayed exactly zero after step 0 (once; a run too short says nothing)."""
+        if not self._zero or self._zero_sums is None:
+            return
+        names, sums, updates = self._zero, self._zero_sums.tolist(), self._zero_updates - 1
+        self._zero, self._zero_sums = [], None
+        still = [n for n, total in zip(names, sums, strict=True) if total == 0]
+        if still:
+            finding = model_checks.zero_gradient_finding(state.model, still, updates=updates)
+            report_findings(state, f"first {updates + 1} updates", [finding], ModelCheckError, strict=False)
 
     @on(Event.EXCEPTION)
     @on(Event.CLOSE)

@@ -4,9 +4,11 @@ At startup every sequence of train and of each evaluation dataset is hashed (all
 bytes and shapes); an evaluation sequence whose hash is among train's is a copy. A dev set that
 overlaps train (a copy of the same files, the same generator seed, a split done twice) scores
 what the model memorized: its score is too good and early stopping trusts it. Reported with the
-count and example index pairs; a handful of natural duplicates (below ``MIN_SHARE`` of the
-set) is a note. In-memory datasets are hashed from their arrays (about 0.1 s per 100k small
-sequences, up to ``LIMIT``); others through ``get_seq``, up to ``READ_LIMIT`` sequences.
+count and example index pairs; natural duplicates are a note: a handful (below ``MIN_SHARE`` of
+the set, or a single sequence), or no more than train repeats its own sequences (short token
+sequences from a small vocabulary do). In-memory datasets are hashed from their arrays (about
+0.1 s per 100k small sequences, up to ``LIMIT``); others through ``get_seq``, up to
+``READ_LIMIT`` sequences.
 """
 
 from __future__ import annotations
@@ -36,13 +38,17 @@ register(
 LIMIT = 1_000_000  # sequences of an in-memory dataset hashed, at most
 READ_LIMIT = 20_000  # sequences of another dataset read and hashed (each one a get_seq call), at most
 MIN_SHARE = 0.01  # an overlap below this share of the evaluation set is a note (natural duplicates)
+NATURAL_FACTOR = 3  # an overlap up to this many times the rate of duplicates within train is a note too
 
 
 def _key_hashes(value: Any, count: int) -> list[int]:
     if isinstance(value, np.ndarray):
         rows = np.ascontiguousarray(value[:count]).reshape(min(count, len(value)), -1)
         return [hash(row.tobytes()) for row in rows]
-    return [hash((a.shape, np.ascontiguousarray(a).tobytes())) for a in value[:count]]
+    # A list of arrays, or Ragged variable-length data (which is indexed one sequence at a time)
+    return [
+        hash((a.shape, np.ascontiguousarray(a).tobytes())) for a in (value[i] for i in range(min(count, len(value))))
+    ]
 
 
 def sequence_hashes(dataset: Any) -> tuple[list[int], bool]:
@@ -60,11 +66,18 @@ def sequence_hashes(dataset: Any) -> tuple[list[int], bool]:
 
 
 def overlap_findings(train: tuple[list[int], bool], others: dict[str, tuple[list[int], bool]]) -> list[Finding]:
-    """Findings for the evaluation datasets whose sequences are also in train."""
+    """Findings for the evaluation datasets whose sequences are also in train.
+
+    Short sequences from a small vocabulary repeat by nature; how often is measured on train itself
+    (the share of train sequences that copy an earlier one): an overlap that this rate explains, or
+    a single sequence, is a note.
+    """
     train_hashes, train_cut = train
     first_in_train: dict[int, int] = {}
     for index, h in enumerate(train_hashes):
         first_in_train.setdefault(h, index)
+    # A sequence drawn like train's meets on average twice as many earlier train sequences as a train sequence does.
+    natural = 2 * (len(train_hashes) - len(first_in_train)) / max(len(train_hashes), 1)
     findings = []
     for option, (hashes, cut) in others.items():
         pairs = [(i, first_in_train[h]) for i, h in enumerate(hashes) if h in first_in_train]
@@ -77,7 +90,9 @@ def overlap_findings(train: tuple[list[int], bool], others: dict[str, tuple[list
             f"{len(pairs)} of the {len(hashes)} sequences of {option!r} ({share:.1%}) are exact copies of train "
             f"sequences{scope}, e.g. {examples}"
         )
-        if share < MIN_SHARE:
+        if share < MIN_SHARE or len(pairs) < 2 or share <= NATURAL_FACTOR * natural:
+            if share >= MIN_SHARE and natural > 0:
+                text += f" (train itself repeats {natural / 2:.1%} of its sequences: natural duplicates)"
             findings.append(Finding("note", text + "."))
             continue
         findings.append(

@@ -202,7 +202,7 @@ class TensorBoardLogger(Plugin):
         self._write_records()
         scores = state.lr_control.scores.get(state.epoch, {})
         values = [(f"epoch/{dataset}/{name}", v) for dataset, losses in scores.items() for name, v in losses.items()]
-        values.append(("epoch/learning_rate", state.learning_rate))
+        values.append(("epoch/learning_rate", float(state.optimizer.param_groups[0]["lr"])))  # applied, not configured
         self.writer.scalars(state.epoch, values)
         self.writer.flush()
 

@@ -6,14 +6,21 @@ batches has a bug in the model, the loss or the optimization. ``debug_synthetic_
 trains on synthetic data of the same ``extern_data`` with a learnable relation and evaluates on
 a synthetic dev set: learns -> look at the real data; does not learn -> look at the model.
 
+A verdict has three outcomes, judged by the way left down to the loss's floor (where known, else
+0): LEARNS (at most the option's ratio left), NOT DECIDED yet (the loss fell several-fold, or close
+enough that the current rate would get there within as long again, and still falls: how much, and
+how many more steps or epochs would decide) and does NOT learn.
+
 Both runs leave the real training alone: no checkpoints, no evaluation datasets, no user
 ``callbacks``, TensorBoard in a subdirectory named after the run. They exit with status 1 when
-the model does not learn, so they can gate a script.
+the model does not learn, so they can gate a script; "not decided" exits with 0.
 """
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +29,7 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
-from framework.core.measurements import LOSS_FLOORS, VERDICT_RUN
+from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.scores import ScoreAccumulator, format_scores
 from framework.core.state import RunState
@@ -73,6 +80,12 @@ register(
 
 SPARK = "▁▂▃▄▅▆▇█"
 MAX_SYNTHETIC_SEQS = 2000
+# A loss still falls when the way left to its floor shrank by at least this fraction over the last quarter of
+# the steps (the last epoch of a synthetic-data run).
+STILL_FALLING = 0.03
+# Not decided yet (rather than "does not learn") while still falling: at most this much of the way left
+# (fell at least 3-fold towards the floor), or the current rate reaching 'learns' within as many steps again.
+UNDECIDED_LEFT = 1 / 3
 
 
 class VerdictError(FrameworkError):
@@ -121,16 +134,62 @@ def _floor_text(floor: float) -> str:
     return f", above its floor of {floor:.4g} (the entropy of the soft targets)" if floor > 0 else ""
 
 
-def still_falling(losses: list[float]) -> str:
-    """A hint for a curve that is still going down at its end (the run may just be too short)."""
+@dataclass
+class Trend:
+    """How the loss moved at the end of a verdict run, and what that rate would take to reach 'learns'."""
+
+    before: float  # the mean of the next-to-last unit (quarter of the steps, or epoch)
+    last: float  # the mean of the last one
+    factor: float  # how much of the way left to the floor the last unit kept (1: none gone)
+    unit: int  # steps per unit (1 for epochs)
+    more: int | None  # units at that rate until 'learns' (None: not falling)
+
+    @property
+    def falling(self) -> bool:
+        return self.more is not None
+
+
+def trend(before: float, last: float, floor: float, left: float, ratio: float, unit: int = 1) -> Trend:
+    """The trend from ``before`` to ``last`` (one unit apart) with ``left`` of the way left now."""
+    factor = (last - floor) / (before - floor) if before > floor and last >= floor else 1.0
+    more = None
+    if factor <= 1 - STILL_FALLING:
+        more = 0 if left <= ratio else math.ceil(math.log(ratio / left) / math.log(factor)) if factor > 0 else 1
+    return Trend(before, last, factor, unit, more)
+
+
+def curve_trend(losses: list[float], floor: float, left: float, ratio: float) -> Trend:
+    """The trend of a training curve over its last two quarters."""
     quarter = max(len(losses) // 4, 1)
-    before, last = np.mean(losses[-2 * quarter : -quarter] or losses[:1]), np.mean(losses[-quarter:])
-    if before > 0 and last < 0.97 * before:
-        return (
-            f" The loss was still falling at the end ({before:.4g} -> {last:.4g} over the last quarter of the "
-            f"steps): it may learn slowly; more steps would tell (debug_overfit_steps)."
-        )
-    return ""
+    before = float(np.mean(losses[-2 * quarter : -quarter] or losses[:1]))
+    return trend(before, float(np.mean(losses[-quarter:])), floor, left, ratio, quarter)
+
+
+def undecided(left: float, run: int, shape: Trend) -> bool:
+    """Still falling after several-fold progress, or at a rate that gets to 'learns' within as long again."""
+    return shape.falling and (left <= UNDECIDED_LEFT or shape.more * shape.unit <= run)
+
+
+def _nice(n: float) -> int:
+    """``n`` rounded up to one significant digit (640 -> 700)."""
+    power = 10 ** max(0, math.floor(math.log10(max(n, 1))))
+    return math.ceil(n / power) * power
+
+
+def _falling_text(shape: Trend, what: str) -> str:
+    """``-14% of the way over the last 75 steps (1.176e+04 -> 1.011e+04)``."""
+    return f"{shape.factor - 1:+.0%} of the way left over the last {what} ({shape.before:.4g} -> {shape.last:.4g})"
+
+
+def still_falling(losses: list[float], floor: float = 0.0, left: float = 1.0, ratio: float = 0.15) -> str:
+    """A hint for a curve that is still going down at its end (the run may just be too short)."""
+    shape = curve_trend(losses, floor, left, ratio)
+    if not shape.falling:
+        return ""
+    return (
+        f" The loss was still falling at the end, too slowly: {_falling_text(shape, f'{shape.unit} steps')}; at "
+        f"that rate 'learns' would take about {shape.more * shape.unit} more steps."
+    )
 
 
 def curve(losses: list[float], points: int = 40) -> str:
@@ -164,7 +223,7 @@ class OverfitVerdict(Plugin):
     The batches are swapped at STARTUP after the sanity check (Order.CHECK) looked at the real data.
     """
 
-    needs = (LOSS_FLOORS,)
+    needs = (LOSS_FLOORS, CHANCE_LEVELS)
     provides = (VERDICT_RUN,)
 
     def __init__(self, config: Config):
@@ -175,6 +234,7 @@ class OverfitVerdict(Plugin):
         self.repeated: RepeatedBatches | None = None
         self.untrained = 0.0
         self.floor = 0.0
+        self.marked: dict[str, Any] = {}  # the marked losses (name -> MarkedLoss) of the latest step
 
     @on(Event.STARTUP, Order.FIRST)
     def announce(self, state: RunState) -> None:
@@ -211,6 +271,7 @@ class OverfitVerdict(Plugin):
                 totals.append(run_ctx.total_loss().float())
         state.model.train()
         self.floor = loss_floor(state, run_ctx)  # floors are known after the first training step
+        self.marked = dict(run_ctx.losses)
         return float(torch.stack(totals).mean())
 
     @on(Event.STEP_END)
@@ -234,10 +295,21 @@ class OverfitVerdict(Plugin):
                 f"does not, look at the data, the learning-rate schedule, regularization or the training length."
             )
             return
+        shape = curve_trend(losses, self.floor, ratio, self.ratio)
+        if undecided(ratio, len(losses), shape):
+            more = shape.more * shape.unit
+            log.v2(
+                f"debug_overfit_batches verdict: NOT DECIDED yet: {facts}. The loss fell x{first / final:.3g} and "
+                f"is still falling: {_falling_text(shape, f'{shape.unit} steps')}; at that rate about {more} more "
+                f"steps would reach 'learns' (likely more: a loss slows down as it falls)"
+                f"{_unknown_floor(self.floor, state, self.marked)}."
+                f" Run again with ++debug_overfit_steps {_nice(len(losses) + 2 * more)} to decide."
+            )
+            return
         raise VerdictError(
             f"debug_overfit_batches verdict: the model does NOT learn: {facts}. A model that cannot memorize a few "
             f"batches has a bug in the model, the loss or the optimization."
-            + still_falling(losses)
+            + still_falling(losses, self.floor, ratio, self.ratio)
             + _findings_hint(state)
             + f" Check that the loss is computed from the model's output (no .detach()), the learning rate "
             f"({state.learning_rate:g}), and the gradient health (debug_grad_health = 1)."
@@ -306,19 +378,44 @@ class SyntheticDataVerdict(Plugin):
             f"on the synthetic dev set after {state.epoch} epoch(s): {changes}{_floor_text(floor)} ('learns' needs "
             f"{key} x{self.ratio:g} or less of the way left)"
         )
-        if remaining(first, final, floor) <= self.ratio:
+        left = remaining(first, final, floor)
+        if left <= self.ratio:
             log.v3(
                 f"debug_synthetic_data verdict: the model LEARNS the synthetic data {facts}. Model and training "
                 f"work; if the real data does not train, look at the data: labels, preprocessing, normalization and "
                 f"the train/dev split (see the sanity check's data warnings)."
             )
             return
+        before = state.lr_control.scores.get(state.epoch - 1, {}).get("dev", {}).get(key, first)
+        shape = trend(before, final, floor, left, self.ratio)
+        falling = f"{key} {_falling_text(shape, 'epoch')}"
+        if undecided(left, state.epoch, shape):
+            log.v2(
+                f"debug_synthetic_data verdict: NOT DECIDED yet {facts}: x{left:.3g} of the way left, still falling: "
+                f"{falling}; at that rate about {shape.more} more epoch(s) would reach 'learns' (likely more: a "
+                f"loss slows down as it falls). Run again with ++num_epochs "
+                f"{state.epoch + 2 * shape.more} to decide."
+            )
+            return
         raise VerdictError(
             f"debug_synthetic_data verdict: the model does NOT learn even synthetic data with a plain relation "
             f"{facts}. Look at the model, the loss and the optimization, not at the data."
+            + (f" Its dev loss was still falling, too slowly ({falling})." if shape.falling else "")
             + _findings_hint(state)
             + " debug_overfit_batches = 1 and debug_grad_health = 1 narrow it down."
         )
+
+
+def _unknown_floor(floor: float, state: RunState, run_ctx_losses: dict[str, Any]) -> str:
+    """Where no floor is known, the way is measured down to 0, which a loss with a floor never reaches (a
+    cross-entropy over class ids, with its chance level known, does reach 0)."""
+    chance = state.store.get(CHANCE_LEVELS) or {}
+    if floor > 0 or all(name in chance for name, marked in run_ctx_losses.items() if not marked.as_error):
+        return ""
+    return (
+        "; the way is measured down to 0, as no floor of this loss is known (one is for a binary cross-entropy "
+        "marked on its own): a loss with soft targets or a sum of terms stops above 0"
+    )
 
 
 def _findings_hint(state: RunState) -> str:

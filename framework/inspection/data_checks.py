@@ -1,7 +1,7 @@
 """Checks of the data before training: dtypes, labels, NaN/Inf, value ranges, constant features, class balance.
 
 They look at the raw arrays of the first batches of each dataset (numpy, no model, no device),
-and at the complete labels of in-memory datasets. Each finding names the dataset, key, class
+and at the complete labels and sequence lengths of in-memory datasets. Each finding names the dataset, key, class
 or feature and says what to check; ``severe`` ones (the data cannot be trained on as it is)
 stop training.
 """
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from framework.datasets.extern_data import DataKey, label_error
+from framework.datasets.numpy_dataset import Ragged
 
 # A dense key whose mean or std is beyond this is far from normalized.
 UNNORMALIZED = 10.0
@@ -41,9 +42,33 @@ class Finding:
         return self.level == "error"
 
 
-def sample_batches(loader: Any, num_batches: int) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+class Sample(list):
+    """Sampled batches, ``[(sequence indices, raw arrays)]``, that know their ``dataset``: a check can ask it
+    what it knows of all its sequences without reading them (their lengths)."""
+
+    def __init__(self, batches: list[tuple[np.ndarray, dict[str, np.ndarray]]], dataset: Any = None):
+        super().__init__(batches)
+        self.dataset = dataset
+
+
+def sample_batches(loader: Any, num_batches: int) -> Sample:
     """The raw arrays of the first ``num_batches`` batches of epoch 1 (as the dataset delivers them)."""
-    return [(indices, loader.dataset.get_batch(indices)) for indices in loader.plan(1)[:num_batches]]
+    return Sample(
+        [(indices, loader.dataset.get_batch(indices)) for indices in loader.plan(1)[:num_batches]], loader.dataset
+    )
+
+
+def key_lengths(dataset: Any, key: str) -> np.ndarray | None:
+    """The length of ``key`` in every sequence of ``dataset``, where known without reading the data: a
+    dataset's ``key_lengths(key)``, or the arrays of a ``NumpyDataset`` (lists of arrays, ``Ragged``); else None."""
+    if hasattr(dataset, "key_lengths"):
+        return np.asarray(dataset.key_lengths(key), dtype=np.int64)
+    value = (getattr(dataset, "arrays", None) or {}).get(key)
+    if isinstance(value, Ragged):
+        return value.lengths
+    if isinstance(value, list):
+        return np.array([np.shape(a)[0] if np.ndim(a) else 1 for a in value], dtype=np.int64)
+    return None
 
 
 def valid_values(key: str, batches: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> np.ndarray:
@@ -64,9 +89,13 @@ def key_findings(
     """Dtype, label range, NaN/Inf, value range, constant features and empty sequences of one key."""
     where = f"dataset {option!r} ({dataset_name}) key {key.name!r}"
     values = valid_values(key.name, batches)
-    if values.size == 0:
-        return [Finding("warning", f"{where}: the first {len(batches)} batches hold no values (all sequences empty?).")]
     findings = _empty_sequence_findings(where, key, batches)
+    if values.size == 0:
+        if any(f.severe for f in findings):
+            return findings
+        return findings + [
+            Finding("warning", f"{where}: the first {len(batches)} batches hold no values (all sequences empty?).")
+        ]
     if key.sparse_dim is not None:
         return findings + _label_findings(where, key, values, batches)
     if values.dtype.kind in "iub" and np.dtype(key.dtype).kind in "iub":
@@ -95,13 +124,41 @@ def key_findings(
 
 
 def _empty_sequence_findings(where: str, key: DataKey, batches: list) -> list[Finding]:
+    """Sequences of length 0 of a variable-length key: of the whole dataset when its lengths are known
+    without reading it (``key_lengths``), else of the sample (a few empty ones in a large dataset are missed)."""
     if not key.variable:
         return []
-    lengths = np.concatenate([raw[key.name + ":seq_len"] for _, raw in batches])
-    empty = int((lengths == 0).sum())
-    if not empty:
+    lengths = key_lengths(getattr(batches, "dataset", None), key.name)
+    whole = lengths is not None
+    if whole:
+        indices, scope = np.arange(len(lengths)), f"{len(lengths)} sequences"
+    elif batches:
+        lengths = np.concatenate([raw[key.name + ":seq_len"] for _, raw in batches])
+        indices = np.concatenate([np.asarray(i) for i, _ in batches])
+        scope = f"{len(lengths)} sequences in the first {len(batches)} batches"
+    else:
         return []
-    return [Finding("warning", f"{where}: {empty} of {len(lengths)} sampled sequences are empty (length 0).")]
+    empty = indices[lengths == 0]
+    if not len(empty):
+        return []
+    if whole and len(empty) == len(lengths):
+        return [
+            Finding(
+                "error",
+                f"{where}: all {len(lengths)} sequences are empty (length 0): there is nothing to train on. Is it "
+                f"the right key, did the feature extraction or tokenization fail?",
+            )
+        ]
+    listed = ", ".join(map(str, empty[:8].tolist())) + (", ..." if len(empty) > 8 else "")
+    return [
+        Finding(
+            "warning",
+            f"{where}: {len(empty)} of {scope} {'is' if len(empty) == 1 else 'are'} empty (length 0), at sequence "
+            f"{'index' if len(empty) == 1 else 'indices'} {listed}. A mean over their "
+            f"frames divides by zero (NaN), attention over no frames gives NaN, pack_padded_sequence rejects them. "
+            f"Drop them in the data pipeline, or make the model and loss handle length 0.",
+        )
+    ]
 
 
 def _label_findings(where: str, key: DataKey, values: np.ndarray, batches: list) -> list[Finding]:

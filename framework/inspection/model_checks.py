@@ -21,6 +21,11 @@ from framework.inspection.tensors import floating_tensors
 
 ROOT = "(model)"
 
+# Gradient judgments that depend on the initialisation wait this many updates after step 0: a
+# zero-initialised norm weight, gate or residual branch blocks the gradient of what comes before it
+# only until its own first update, and a gradient that is tiny by design grows as training moves.
+SETTLE_UPDATES = 8
+
 
 def by_module(model: nn.Module, names: list[str], limit: int = 6) -> str:
     """``module 'enc.1' (Linear): weight, bias; module 'head' (Linear): weight`` for parameter names."""
@@ -55,8 +60,15 @@ def loss_findings(losses: dict[str, Any]) -> list[Finding]:
     ]
 
 
-def gradient_findings(model: nn.Module, frozen: list[str], optimizer: Any = None) -> list[Finding]:
-    """After backward: parameters frozen by mistake, without gradient, with an all-zero gradient, not optimized."""
+def gradient_findings(
+    model: nn.Module, frozen: list[str], optimizer: Any = None, *, zero_gradients: bool = True
+) -> list[Finding]:
+    """After backward: parameters frozen by mistake, without gradient, with an all-zero gradient, not optimized.
+
+    ``zero_gradients=False`` leaves the all-zero gradients out: a caller that can watch later steps
+    judges them there (``zero_gradient_names``), since a zero gradient at step 0 is often the
+    initialisation's design (``zero_gradient_finding``).
+    """
     params = dict(model.named_parameters())
     trainable = {n: p for n, p in params.items() if p.requires_grad}
     findings = []
@@ -87,18 +99,10 @@ def gradient_findings(model: nn.Module, frozen: list[str], optimizer: Any = None
                 f"list it in frozen_params.",
             )
         )
-    with_grad = [(n, p.grad) for n, p in trainable.items() if p.grad is not None and not matches_any(n, frozen)]
-    if with_grad:
-        norms = torch.stack(torch._foreach_norm([g.float() for _, g in with_grad])).tolist()
-        zero = [n for (n, _), norm in zip(with_grad, norms, strict=True) if norm == 0]
+    if zero_gradients:
+        zero = zero_gradient_names(model, frozen)
         if zero:
-            findings.append(
-                Finding(
-                    "warning",
-                    f"{by_module(model, zero)} get a gradient that is exactly zero: dead units (a ReLU that never "
-                    f"fires), a multiplication by zero, or a path masked out on this batch.",
-                )
-            )
+            findings.append(zero_gradient_finding(model, zero, zero_valued_names(model)))
     frozen_trained = [n for n, p in trainable.items() if p.grad is not None and matches_any(n, frozen)]
     if frozen_trained:
         findings.append(
@@ -120,6 +124,56 @@ def gradient_findings(model: nn.Module, frozen: list[str], optimizer: Any = None
                 )
             )
     return findings
+
+
+def zero_gradient_names(model: nn.Module, frozen: list[str]) -> list[str]:
+    """The trainable parameters (not ``frozen``) whose gradient, after backward, is exactly zero (one host sync)."""
+    with_grad = [
+        (n, p.grad)
+        for n, p in model.named_parameters()
+        if p.requires_grad and p.grad is not None and not matches_any(n, frozen)
+    ]
+    if not with_grad:
+        return []
+    norms = torch.stack(torch._foreach_norm([g.float() for _, g in with_grad])).tolist()
+    return [n for (n, _), norm in zip(with_grad, norms, strict=True) if norm == 0]
+
+
+def zero_valued_names(model: nn.Module) -> list[str]:
+    """The trainable parameters other than biases whose every entry is exactly zero (one host sync).
+
+    At initialisation these are the design of zero-initialised norms, gates and residual branches
+    (timm's ``zero_init_last``, torchvision's ``zero_init_residual``, ReZero, zero convolutions):
+    a multiplication by them blocks the gradient of everything before it, until their first update.
+    Biases (zero by default, and added, not multiplied) are left out.
+    """
+    params = [
+        (n, p) for n, p in model.named_parameters() if p.requires_grad and p.numel() and n.rpartition(".")[2] != "bias"
+    ]
+    if not params:
+        return []
+    norms = torch.stack(torch._foreach_norm([p.detach().float() for _, p in params])).tolist()
+    return [n for (n, _), norm in zip(params, norms, strict=True) if norm == 0]
+
+
+def zero_gradient_finding(
+    model: nn.Module, names: list[str], zero_valued: list[str] | None = None, *, updates: int = 0
+) -> Finding:
+    """``names`` got an exactly-zero gradient: at step 0 (``updates`` 0) or at every one of the first ``updates``."""
+    when = f"at step 0 and in each of the {updates} updates after it" if updates else "(at this step)"
+    text = (
+        f"{by_module(model, names)} get a gradient that is exactly zero {when}: dead units (a ReLU that never "
+        f"fires), a multiplication by something that stays zero, or a path masked out on "
+        f"{'every batch' if updates else 'this batch'}."
+    )
+    blocking = [n for n in (zero_valued or []) if n not in names]
+    if blocking and not updates:
+        text += (
+            f" The model has parameters that are exactly zero ({by_module(model, blocking, limit=3)}): a "
+            f"zero-initialised norm weight, gate or residual branch blocks the gradient of what comes before it until "
+            f"its first update (timm's zero_init_last, torchvision's zero_init_residual); judge after one update."
+        )
+    return Finding("warning", text)
 
 
 @contextlib.contextmanager

@@ -89,7 +89,10 @@ class AmpReport:
 def diagnose_step(state: RunState, rng_state: dict[str, Any] | None = None) -> AmpReport:
     """Replay ``state``'s step (eval mode, no gradients) and compare every leaf module with float32."""
     precision = state.precision
-    model = model_copy(state.model)  # the user's modules never see the replay
+    try:
+        model = model_copy(state.model)  # the user's modules never see the replay
+    except Exception:  # a model that cannot be copied (a lock, a file) is replayed itself, as before
+        model = state.model
     leaves = {m: p for p, m in model.named_modules() if not list(m.children())}
     calls: list[tuple[str, torch.nn.Module, tuple, dict, Any]] = []
 

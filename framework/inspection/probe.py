@@ -2,24 +2,28 @@
 
 The first-step checks (loss inputs, padding, batch independence, device) look at the first batch by
 running the user's step again. A check never changes what the user's code does, so each such run
-happens on a copy of the model that shares its parameters and owns everything else (buffers, and
-the Python state of every module: step counters, caches, lazy initialisation), in eval mode, with
-the random generators, the parameters' gradients, output and warnings as they were. All checks of
-a run share one ``ProbeSession``; the run on the unchanged batch happens once for all of them
-(``real_run``). An exception that the user's code raises there is the user's error: it propagates
-from the user's frame (``ipython --pdb`` lands there) with a note naming the check. A run on a
-changed batch or model (fewer sequences, changed padding, meta tensors) that fails is a limit of
-that probe: the check says so in one line.
+happens on a fresh copy of the model that shares its parameters and owns everything else (buffers,
+and the Python state of every module: step counters, caches, lazy initialisation), with the random
+generators, the parameters' gradients, output, log records and warnings as they were, and
+TensorBoard summaries discarded. All checks of a run share one ``ProbeSession``; the run on the
+unchanged batch happens once for all of them, in training mode like the real step
+(``shared_run``). An exception that the user's code raises there is the user's error: it
+propagates from the user's frame (``ipython --pdb`` lands there) with a note naming the check. A
+run on a changed batch or model (fewer sequences, changed padding, meta tensors, eval mode) that
+fails, or a model that cannot be copied, is a limit of that check (``ProbeLimit``): one line says so.
+
+Not isolated: state outside the model (a module-level counter in the config, a file the step
+writes) and parameters changed in place during a forward (``nn.Embedding(max_norm=...)``
+renormalises the rows it looks up): the parameters are shared, not copied.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import os
+import logging
 import sys
 import threading
-import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +33,7 @@ import torch
 
 from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.run_ctx import RunCtx
+from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.inspection.tensors import floating_tensors
@@ -61,9 +66,36 @@ def probing() -> bool:
     return _probing
 
 
+class _OtherThreadsOnly(logging.Filter):
+    """Drops the log records of one thread (the probe's), except the framework's own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self._thread or record.name.startswith("framework")
+
+
+@contextlib.contextmanager
+def _logging_silenced() -> Iterator[None]:
+    """Within the block, what the user's code and its libraries log from this thread is dropped."""
+    handlers = set(logging.root.handlers)
+    for logger in list(logging.Logger.manager.loggerDict.values()):
+        handlers.update(getattr(logger, "handlers", ()))
+    silence = _OtherThreadsOnly()
+    for handler in handlers:
+        handler.addFilter(silence)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(silence)
+
+
 @contextlib.contextmanager
 def unseen() -> Iterator[None]:
-    """Within the block, output and warnings of the user's code are swallowed and RNG states kept."""
+    """Within the block, output, log records and warnings of the user's code are swallowed and RNG states kept."""
     global _probing
     rng = get_rng_state()
     previous, _probing = _probing, True
@@ -71,6 +103,7 @@ def unseen() -> Iterator[None]:
         with (
             contextlib.redirect_stdout(_ThisThreadSilenced(sys.stdout)),
             contextlib.redirect_stderr(_ThisThreadSilenced(sys.stderr)),
+            _logging_silenced(),
             warnings.catch_warnings(),
         ):
             warnings.simplefilter("ignore")
@@ -81,14 +114,27 @@ def unseen() -> Iterator[None]:
 
 
 def model_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """A copy of ``model`` to run the user's code on without changing it: it shares the parameters (no memory
-    for the weights; their gradients are the caller's to restore) and owns everything else (buffers, the
-    Python state of every module)."""
-    return copy.deepcopy(model, {id(p): p for p in model.parameters()})
+    """A copy of ``model`` to run the user's code on without changing it.
+
+    It shares the parameters (no memory for the weights; their gradients are the caller's to
+    restore) and owns everything else: buffers, the Python state of every module, and parameters
+    a lazy module has not initialised yet (the copy initialises its own). Tensors a module keeps
+    from an earlier forward (a stashed activation, part of a graph) are shared detached, as
+    ``deepcopy`` cannot copy them. Raises what ``deepcopy`` raises for a model that cannot be
+    copied (e.g. one holding a lock or an open file).
+    """
+    memo: dict[int, Any] = {
+        id(p): p for p in model.parameters() if not isinstance(p, torch.nn.parameter.UninitializedParameter)
+    }
+    for module in model.modules():
+        for value in vars(module).values():
+            if isinstance(value, torch.Tensor) and not value.is_leaf:
+                memo[id(value)] = value.detach()
+    return copy.deepcopy(model, memo)
 
 
 class ProbeLimit(Exception):
-    """A changed-batch or changed-model run of a check failed: the check cannot judge this model."""
+    """A run of a check could not be made or failed for a reason of the check's: it cannot judge this model."""
 
     def __init__(self, check: str, cause: BaseException):
         super().__init__(f"{check}: {why_not(cause)}")
@@ -96,100 +142,175 @@ class ProbeLimit(Exception):
 
 
 @dataclass
-class ProbeRun:
-    """One run of ``train_step`` on a copy of the model."""
+class SharedRun:
+    """The run of ``train_step`` on the unchanged first batch, on a copy of the model in training mode."""
 
-    model: torch.nn.Module  # the copy it ran on
-    run_ctx: RunCtx
+    run_ctx: RunCtx | None  # with its graph, while a watching check has not had it; None after
+    losses: dict[str, torch.Tensor]  # the optimized losses, detached
     outputs: list[torch.Tensor]  # the floating-point tensors the model's forward returned, detached
 
 
 Observer = Callable[[torch.nn.Module], contextlib.AbstractContextManager]
 
 
+class _DiscardedSummaries:
+    """Where a probe's ``run_ctx.log_scalar`` / ``log_image`` go: nowhere (the real step logs them)."""
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        pass
+
+    def scalars(self, step: int, values: list[tuple[str, float]]) -> None:
+        pass
+
+    def image(self, tag: str, image: Any, step: int, dataformats: str) -> None:
+        pass
+
+
 class ProbeSession:
-    """The first step's re-runs of ``train_step``: each isolated, the unchanged-batch run shared by all checks."""
+    """The first step's re-runs of ``train_step``: each on a fresh copy of the model, the run on the unchanged
+    batch shared by all checks."""
 
     def __init__(self, state: RunState):
         self.state = state
         self.runs: list[str] = []  # the check of each run, in order
-        self._real: ProbeRun | None = None
+        self.limits: list[str] = []  # why runs could not be made or failed (ProbeLimit), in order
+        self._shared: SharedRun | None = None
+        self._uncopyable: ProbeLimit | None = None  # set when the model cannot be copied: no check can run
+        self._watchers: dict[str, Observer] = {}  # check -> its observer of the shared run, until served
+        self._watch_failed: Exception | None = None  # the shared run failed only while observed
 
     @contextlib.contextmanager
-    def isolated(self) -> Iterator[torch.nn.Module]:
-        """A fresh copy of the model in eval mode; within the block the user's output and warnings are
-        swallowed, afterwards the random generators and the parameters' gradients are as they were."""
+    def isolated(self, check: str, train: bool = False) -> Iterator[torch.nn.Module]:
+        """A fresh copy of the model (eval mode, or training mode with ``train``); within the block the user's
+        output, logging and warnings are swallowed, afterwards the random generators and the parameters'
+        gradients are as they were. A model that cannot be copied raises ``ProbeLimit``."""
+        if self._uncopyable is not None:
+            raise self._uncopyable
         grads = [(p, p.grad) for p in self.state.model.parameters()]
-        model = model_copy(self.state.model)
-        model.eval()
+        try:
+            model = model_copy(self.state.model)
+        except Exception as exc:  # deepcopy of a lock, a file, a custom __deepcopy__...: no isolated run possible
+            cause = RuntimeError(f"the model cannot be copied ({why_not(exc)})")
+            self._uncopyable = self._limit(ProbeLimit("every first-step check", cause))
+            raise self._uncopyable from exc
+        model.train(train)
+        versions = [p._version for p, _ in grads]
         try:
             with unseen():
                 yield model
         finally:
             for p, grad in grads:
                 p.grad = grad
+            names = [
+                n for (n, p), v in zip(self.state.model.named_parameters(), versions, strict=True) if p._version != v
+            ]
+            if names:  # shared, not copied: e.g. nn.Embedding(max_norm=...) renormalises the rows it looks up
+                self.limits.append(f"{check}: its run changed parameter {names[0]!r} in place (not undone)")
 
-    def real_run(self, check: str, observe: tuple[Observer, ...] = ()) -> ProbeRun:
-        """``train_step`` on the unchanged first batch (once per session: later calls get the same run).
+    def watch(self, check: str, observer: Observer) -> None:
+        """Enter ``observer`` (a context built on the model copy) during the shared run, whichever check makes it.
 
-        ``observe`` (contexts built on the copy of the model, active during the run) only take
-        effect for the check whose call makes the run. An exception from the user's code
-        propagates, as the user's error, with a note naming ``check``.
+        Register before any check asks for the run (at ``STEP_START`` in an earlier ``Order`` than the
+        checks); the watching check then gets the run, with its graph, from ``shared_run(check)``.
         """
-        if self._real is None:
-            with self.isolated() as model:
-                outputs: list[torch.Tensor] = []
-                handle = model.register_forward_hook(
-                    lambda _m, _a, out: outputs.extend(t.detach().clone() for t in floating_tensors(out))
-                )
-                try:
-                    with contextlib.ExitStack() as stack:
-                        for factory in observe:
-                            stack.enter_context(factory(model))
-                        run_ctx = self._run(check, model, self.state.batch, changed=False)
-                finally:
-                    handle.remove()
-            self._real = ProbeRun(model, run_ctx, outputs)
-        return self._real
+        if self._shared is not None:
+            raise RuntimeError(f"{check} watches the shared run after it was made: register in an earlier Order.")
+        self._watchers[check] = observer
+
+    def shared_run(self, check: str) -> SharedRun:
+        """``train_step`` on the unchanged first batch, in training mode as the real step (once per session).
+
+        Every registered observer is active during it. An exception the user's code raises
+        propagates as the user's error, with a note naming ``check``; a run that fails only while
+        observed is the watchers' limit (``ProbeLimit`` for each of them). The run context (with its
+        graph) is kept until every watcher has had it.
+        """
+        if self._shared is None:
+            self._make_shared_run(check)
+        watched = self._watchers.pop(check, None) is not None
+        run = self._shared
+        if not self._watchers:  # every watcher served: no graph or model copy kept through the first step
+            self._shared = SharedRun(None, run.losses, run.outputs)
+        if watched and self._watch_failed is not None:
+            raise ProbeLimit(check, self._watch_failed)
+        return run
+
+    def _make_shared_run(self, check: str) -> None:
+        observers = tuple(self._watchers.values())
+        try:
+            self._shared = self._run_unchanged(check, observers)
+            return
+        except Exception as exc:
+            if not observers or isinstance(exc, ProbeLimit):
+                raise
+            failed = exc
+        # An observer may be what failed: the unobserved run decides whose error it is (outside the except
+        # block, so that the user's error is not shown chained to the observed run's).
+        self._shared = self._run_unchanged(check, ())
+        self._watch_failed = failed
+        self.limits.append(f"the watched run of the first batch failed only while watched ({why_not(failed)})")
 
     def changed_run(self, check: str, model: torch.nn.Module, batch: dict[str, Any]) -> RunCtx:
         """``train_step`` on a changed batch or model (inside ``isolated``); a failure raises ``ProbeLimit``."""
-        return self._run(check, model, batch, changed=True)
+        try:
+            return self._run(check, model, batch)
+        except Exception as exc:
+            raise self._limit(ProbeLimit(check, exc)) from exc
 
-    def _run(self, check: str, model: torch.nn.Module, batch: dict[str, Any], changed: bool) -> RunCtx:
+    def _run_unchanged(self, check: str, observe: tuple[Observer, ...]) -> SharedRun:
+        with self.isolated(check, train=True) as model:
+            outputs: list[torch.Tensor] = []
+            handle = model.register_forward_hook(
+                lambda _m, _a, out: outputs.extend(t.detach().clone() for t in floating_tensors(out))
+            )
+            try:
+                with contextlib.ExitStack() as stack:
+                    for factory in observe:
+                        stack.enter_context(factory(model))
+                    run_ctx = self._run(check, model, self.state.batch)
+            except Exception as exc:
+                if not observe:  # what the real first step runs, the same way: the user's error
+                    exc.add_note(
+                        f"(Raised while the {check} ran train_step on a copy of the model before the first training "
+                        f"step; the first step would raise it too. debug_first_step_reruns = False turns these runs "
+                        f"off.)"
+                    )
+                raise
+            finally:
+                handle.remove()
+        losses = {n: v.detach() for n, v in step_losses(run_ctx, optimized_only=True).items()}
+        return SharedRun(run_ctx, losses, outputs)
+
+    def _run(self, check: str, model: torch.nn.Module, batch: dict[str, Any]) -> RunCtx:
+        """One counted run of ``train_step`` on ``model`` with its summaries discarded."""
         state = self.state
         self.runs.append(check)
-        try:
-            return run_step(state.config, model, batch, "train", epoch=max(state.epoch, 1), step=state.global_step)
-        except Exception as exc:
-            if changed or raised_by_framework(exc):
-                raise ProbeLimit(check, exc) from exc
-            exc.add_note(
-                f"(Raised while the {check} ran train_step on a copy of the model before the first training step; "
-                f"the first step would raise it too. debug_first_step_reruns = False turns these runs off.)"
-            )
-            raise
-
-    def release(self) -> None:
-        """Drop the shared run (its graph and the model copy)."""
-        self._real = None
-
-    def summary(self) -> str:
-        """How many extra runs of train_step the checks made, and for which check."""
-        counts = {check: self.runs.count(check) for check in dict.fromkeys(self.runs)}
-        detail = ", ".join(f"{check} {n}" for check, n in counts.items())
-        return f"train_step ran {len(self.runs)} extra time(s) on copies of the model" + (
-            f" ({detail})" if detail else ""
+        return run_step(
+            state.config,
+            model,
+            batch,
+            "train",
+            epoch=max(state.epoch, 1),
+            step=state.global_step,
+            summaries=_DiscardedSummaries(),
         )
 
+    def _limit(self, limit: ProbeLimit) -> ProbeLimit:
+        self.limits.append(str(limit))
+        return limit
 
-def raised_by_framework(exc: BaseException) -> bool:
-    """Whether the innermost frame of ``exc`` is the framework's own code (a check's limit, not the user's error)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(_PACKAGE)
+    def release(self) -> None:
+        """Drop the shared run's tensors."""
+        self._shared = None
 
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    def summary(self) -> str:
+        """How many extra runs of train_step the checks made, for which check, and which could not run."""
+        counts = {check: self.runs.count(check) for check in dict.fromkeys(self.runs)}
+        detail = ", ".join(f"{check} {n}" for check, n in counts.items())
+        text = f"train_step ran {len(self.runs)} extra time(s) on copies of the model" + (
+            f" ({detail})" if detail else ""
+        )
+        return text + (f"; could not check: {'; '.join(self.limits)}" if self.limits else "")
 
 
 def why_not(exc: BaseException) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import sysconfig
 import traceback
 import warnings
@@ -52,6 +54,21 @@ def floating_tensors(value: Any) -> list[torch.Tensor]:
     return [t for t in iter_tensors(value) if t.is_floating_point()]
 
 
+def named_tensors(value: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """``(path, tensor)`` for the tensors inside a value, in ``iter_tensors``' order: ``logits``, ``hidden_states.1``.
+
+    A Hugging Face ``ModelOutput`` is a dict, so its fields are named as they are (``loss``, ``logits``).
+    """
+    if isinstance(value, torch.Tensor):
+        yield prefix, value
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from named_tensors(item, f"{prefix}.{i}" if prefix else str(i))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from named_tensors(item, f"{prefix}.{key}" if prefix else str(key))
+
+
 def describe(t: torch.Tensor) -> str:
     """``[64, 512] float32 cpu``."""
     return f"[{', '.join(map(str, t.shape))}] {str(t.dtype).removeprefix('torch.')} {t.device}"
@@ -92,6 +109,22 @@ def is_user_file(filename: str) -> bool:
     """Code of the user (config, model), not of torch, the framework or the standard library."""
     path = os.path.realpath(filename)
     return not path.startswith(_LIBRARY_DIRS) and "site-packages" not in path and "dist-packages" not in path
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_user_source(filename: str) -> bool:
+    return not filename.startswith("<") and is_user_file(filename)
+
+
+def calling_user_frame() -> traceback.FrameSummary | None:
+    """The innermost frame in user code of the current stack, without extracting the whole stack
+    (for code that asks on many ops: the source line is read only when formatted)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if _is_user_source(frame.f_code.co_filename):
+            return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
 
 
 def user_frame(stack: list[traceback.FrameSummary] | None = None) -> traceback.FrameSummary | None:

@@ -14,6 +14,7 @@ TensorBoard; the others log to ``<log>.rank<k>``.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import re
 from typing import Any
@@ -102,6 +103,9 @@ class Distributed:
         """Destroy the process group. Left to interpreter exit, gloo's threads can abort the process (SIGABRT)."""
         if dist.is_initialized():
             dist.destroy_process_group()
+            # Whatever still holds the process group (a DDP wrapper, a copy of the model) lets go now, while
+            # Python is alive: gloo's threads released during interpreter shutdown abort the process.
+            gc.collect()
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
         """``values`` summed over all ranks."""

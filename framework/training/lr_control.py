@@ -1,4 +1,9 @@
-"""Learning-rate control: a rate per epoch (constant, fixed list, newbob) and per-step schedules."""
+"""Learning-rate control: a rate per epoch (constant, fixed list, newbob) and per-step schedules.
+
+The rate the optimizer applied (after ``dynamic_learning_rate`` or any callback that sets it) is
+recorded at every update; the epoch line prints it (``lr 5e-05 -> 0.005`` under a warmup) instead
+of the configured one.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ class LearningRateControl:
         self.min_lr = config.float("min_learning_rate")
         self.epoch_lrs: dict[int, float] = {}
         self.scores: dict[int, Scores] = {}  # epoch -> {dataset: {loss: value}}
+        # epoch -> [first, lowest, highest, latest] rate the optimizer applied at its updates (not checkpointed)
+        self.applied: dict[int, list[float]] = {}
 
     def learning_rate(self, epoch: int) -> float:
         """The rate for ``epoch``; decided once per epoch and remembered (also in checkpoints)."""
@@ -63,6 +70,31 @@ class LearningRateControl:
             )
             return lr
         return previous
+
+    def note_applied(self, epoch: int, rates: list[float]) -> None:
+        """The rates of the optimizer's parameter groups at an update of ``epoch`` (the first group's leads)."""
+        record = self.applied.get(epoch)
+        if record is None:
+            self.applied[epoch] = [rates[0], min(rates), max(rates), rates[0]]
+        else:
+            record[1], record[2], record[3] = min(record[1], *rates), max(record[2], *rates), rates[0]
+
+    def applied_text(self, epoch: int, scheduled: float) -> str:
+        """The rate applied in ``epoch``, for its epoch line: ``0.001``; ``5e-05 -> 0.005`` when it changed
+        (``(max 0.01)`` when it went beyond both ends); ``(learning_rate 0.001)`` when the epoch's scheduled
+        rate is outside what was applied (a per-step schedule that keeps it elsewhere)."""
+        record = self.applied.get(epoch)
+        if record is None:
+            return f"{scheduled:g}"
+        first, low, high, last = record
+        text = f"{first:g}" if low == high else f"{first:g} -> {last:g}"
+        if low < min(first, last):
+            text += f" (min {low:g})"
+        if high > max(first, last):
+            text += f" (max {high:g})"
+        if not low * (1 - 1e-6) <= scheduled <= high * (1 + 1e-6):
+            text += f" (learning_rate {scheduled:g})"
+        return text
 
     def _measure_key(self, scores: Scores) -> tuple[str, str]:
         return score_key(scores, self.error_measure, "learning_rate_control_error_measure")
@@ -127,4 +159,20 @@ class DynamicLearningRate(Plugin):
             group["lr"] = lr
 
 
-PLUGINS = (DynamicLearningRate,)
+class AppliedLearningRate(Plugin):
+    """Records the rate the optimizer applies at each update (for the epoch line), after every callback set it."""
+
+    order = Order.REPORT
+
+    def __init__(self) -> None:
+        self.latest: tuple[int, list[Any]] | None = None  # (epoch, the groups' rates) last noted
+
+    @on(Event.BEFORE_OPTIMIZER_STEP)
+    def record(self, state: Any) -> None:
+        rates = [group["lr"] for group in state.optimizer.param_groups]
+        if self.latest != (state.epoch, rates):  # the same rates again change nothing noted (most updates)
+            self.latest = (state.epoch, rates)
+            state.lr_control.note_applied(state.epoch, [float(rate) for rate in rates])
+
+
+PLUGINS = (DynamicLearningRate, AppliedLearningRate)

@@ -1,0 +1,123 @@
+"""A warning means a bug: zero or tiny gradients by design are not called dead or vanishing.
+
+Healthy standard models trained for a short run with default options print no WARNING line:
+ResNets whose residual blocks start as the identity (timm's zero_init_last, torchvision's
+zero_init_residual), a residual MLP gated by ReZero, a zero-initialised output layer and
+LayerScale, a tiny Hugging Face BERT (its attention query/key weights get tiny gradients from
+BERT's initialisation) and a tiny GPT-2 whose output layer is tied to the token embedding. The
+same checks still name a ReLU that never fires and a gradient that truly vanishes, also inside a
+model whose other zero gradients are by design. Each run is a real Engine run of a config in
+tests/zoo/, in process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+import torch
+
+from conftest import ROOT
+from framework import log
+from framework.config import load_config
+from framework.core.engine import Engine
+from framework.inspection import model_checks
+
+ZOO = os.path.join(ROOT, "tests", "zoo")
+
+HEALTHY = {
+    "timm-style ResNet, zero_init_last": ["resnet_zero_init.py"],
+    "torchvision-style ResNet, zero_init_residual, SGD": ["resnet_zero_init_residual.py"],
+    "ReZero gate, zero-initialised output layer, LayerScale": ["classify.py", "gated_residual.py"],
+    "Hugging Face BertForSequenceClassification": ["hf_bert.py"],
+    "Hugging Face GPT2LMHeadModel, tied embeddings": ["hf_gpt2.py"],
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread, as rnn.py picks on a busy machine: two threads spin-wait on shared cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def output():
+    """Log at verbosity 4; return a function that gives (and forgets) what was logged so far."""
+    log.setup(verbosity=4)
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    log.logger.addHandler(handler)
+
+    def take():
+        text = "\n".join(lines)
+        lines.clear()
+        return text
+
+    yield take
+    log.logger.removeHandler(handler)
+
+
+def _run(files: list[str], **overrides) -> Engine:
+    engine = Engine(load_config([os.path.join(ZOO, f) for f in files], overrides))
+    engine.run("train")
+    return engine
+
+
+def _warnings(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "WARNING" in line]
+
+
+@pytest.mark.parametrize("grad_health", [100, 1], ids=["defaults", "grad_health_every_update"])
+@pytest.mark.parametrize("name", list(HEALTHY))
+def test_a_healthy_model_with_gradients_zero_or_tiny_by_design_gets_no_warning(output, name, grad_health):
+    _run(HEALTHY[name], debug_grad_health=grad_health)
+    assert _warnings(output()) == [], name
+
+
+def test_the_zero_gradients_at_step_0_are_explained_by_the_zero_initialised_weights(output):
+    log.setup(verbosity=5)
+    _run(["resnet_zero_init.py"], num_epochs=1)
+    (note,) = [line for line in output().splitlines() if "exactly zero at step 0" in line]
+    assert "module 'layers.0.conv1' (Conv2d): weight" in note
+    assert "exactly zero at initialisation: module 'layers.0.bn2' (BatchNorm2d): weight" in note
+    assert "Judged again over the next 8 updates" in note
+
+
+def test_a_relu_that_never_fires_is_named(output):
+    _run(["classify.py", "dead_relu.py"], num_epochs=1)
+    (line,) = [w for w in _warnings(output()) if "exactly zero" in w]
+    assert line.startswith("WARNING sanity check (first 9 updates): module '0' (Linear): weight, bias; module '2'")
+    assert "at step 0 and in each of the 8 updates after it: dead units (a ReLU that never fires)" in line
+
+
+def test_a_dead_block_is_named_among_blocks_that_start_at_zero_by_design(output):
+    _run(["resnet_zero_init.py", "resnet_dead_block.py"], num_epochs=1)
+    (line,) = [w for w in _warnings(output()) if "exactly zero" in w]
+    assert "module 'layers.3.conv1' (Conv2d): weight; module 'layers.3.bn1' (BatchNorm2d): weight, bias" in line
+    assert "'layers.0." not in line and "'layers.2." not in line  # zero at step 0 only: by design
+
+
+def test_a_truly_vanishing_gradient_is_named_in_a_short_run(output):
+    _run(["classify.py", "deep_sigmoid.py"], num_epochs=1)
+    lines = [w for w in _warnings(output()) if "vanishing gradients" in w]
+    assert lines, "no vanishing-gradient warning"
+    assert lines[0].startswith(
+        "WARNING gradient health: vanishing gradients from step 0 to step 8: module '0' (Linear)"
+    )
+    assert "below 0.0001 x that of '38.weight'" in lines[0] and "they hardly learn" in lines[0]
+
+
+def test_a_one_step_assertion_names_the_zero_weights_that_block_the_gradient():
+    namespace: dict = {}
+    with open(os.path.join(ZOO, "resnet_zero_init.py"), encoding="utf-8") as f:
+        exec(compile(f.read(), "resnet_zero_init.py", "exec"), namespace)
+    model = namespace["ResNet"]()
+    torch.nn.functional.cross_entropy(model(torch.randn(4, 12, 12)), torch.tensor([0, 1, 2, 0])).backward()
+    (finding,) = model_checks.gradient_findings(model, [])
+    assert "get a gradient that is exactly zero (at this step)" in finding.text
+    assert "parameters that are exactly zero (module 'layers.0.bn2' (BatchNorm2d): weight" in finding.text
