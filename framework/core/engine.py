@@ -128,6 +128,7 @@ class Engine:
         self.callbacks.emit(Event.FINISH, self.state)
 
     def _train_epochs(self, num_epochs: int) -> None:
+        """Epochs after the current one up to ``num_epochs``: train, evaluate, let plugins judge, checkpoint."""
         state = self.state
         for epoch in range(state.epoch + 1, num_epochs + 1):
             if state.control.end_reason is not None:
@@ -438,6 +439,7 @@ class Engine:
         return path, checkpoint.load_checkpoint(path) if path else None
 
     def _restore(self, saved: dict[str, Any], path: str) -> None:
+        """Model, optimizer, learning-rate control, position and RNG from checkpoint ``saved`` (read from ``path``)."""
         state = self.state
         checkpoint.load_model_state(state.model, saved["model"], path)
         try:
@@ -473,11 +475,13 @@ class Engine:
         log.v4(f"Loaded {found[epoch]}")
 
     def _set_learning_rate(self, lr: float) -> None:
+        """The epoch's scheduled rate, into every param group (per-step schedules adjust it from there)."""
         self.state.learning_rate = lr
         for group in self.state.optimizer.param_groups:
             group["lr"] = lr
 
     def _checkpoint_state(self) -> dict[str, Any]:
+        """Everything a resumed run needs, plugins' state included."""
         state = self.state
         return {
             "model": state.model.state_dict(),
@@ -496,6 +500,7 @@ class Engine:
         return self.config.get("model") if distributed is None or distributed.rank == 0 else None
 
     def _save_checkpoint(self) -> None:
+        """Write the epoch's checkpoint (rank 0 only) and drop the interrupted one it supersedes."""
         prefix = self._writes_checkpoints()
         if not prefix:
             return
