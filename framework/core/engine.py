@@ -109,6 +109,7 @@ class Engine:
     def _close(self, state: RunState) -> None:
         """Every CLOSE callback runs, also after one raised; the run's own error stays the one reported."""
         raised = self.callbacks.emit_each(Event.CLOSE, state)
+        self._apply_changes()  # what plugins let go of at CLOSE (e.g. their summary sink) leaves the state too
         propagating = sys.exc_info()[1]  # the run's own error or interruption, on its way out
         for exc in raised[0 if propagating is not None else 1 :]:
             log.v2(f"ERROR while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}")

@@ -328,7 +328,7 @@ class LossInputsCheck(Plugin):
         if session is None:
             return
         try:
-            run_ctx = session.shared_run(CHECK).run_ctx
+            run_ctx = session.shared_run(CHECK)
         except ProbeLimit as exc:
             log.v5(f"Loss input check skipped: the watched run of the first step failed ({exc}).")
             return

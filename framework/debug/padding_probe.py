@@ -147,20 +147,17 @@ class PaddingProbe(Plugin):
         covered, read, unknown = {}, {}, {}  # key -> how the losses moved
         # Its own run of the unchanged batch in eval mode: in training mode, dropout and batch statistics
         # (batch norm over the padded frames) would move the outputs whatever the padding holds.
-        with session.isolated(CHECK) as model, torch.no_grad():
-            base_losses, base_outputs = self._run(session, model, state.batch)
+        base_losses, base_outputs = self._run(session, state.batch)
         if len(masks) > 1:  # all keys' padding changed at once: a healthy model needs no run per key
             batch = state.batch
             for key, mask in masks.items():
                 batch = perturbed(batch, key, mask, state.extern_data[key].sparse_dim)
-            with session.isolated(CHECK) as model, torch.no_grad():
-                losses, _ = self._run(session, model, batch)
+            losses, _ = self._run(session, batch)
             if not any(n in base_losses and _changed(base_losses[n], v) for n, v in losses.items()):
                 return []
         for key, mask in masks.items():
             batch = perturbed(state.batch, key, mask, state.extern_data[key].sparse_dim)
-            with session.isolated(CHECK) as model, torch.no_grad():
-                losses, outputs = self._run(session, model, batch)
+            losses, outputs = self._run(session, batch)
             moved = [n for n, v in losses.items() if n in base_losses and _changed(base_losses[n], v)]
             if not moved:
                 continue
@@ -211,18 +208,20 @@ class PaddingProbe(Plugin):
 
     @staticmethod
     def _run(
-        session: ProbeSession, model: torch.nn.Module, batch: dict[str, torch.Tensor]
+        session: ProbeSession, batch: dict[str, torch.Tensor]
     ) -> tuple[dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
+        """The losses and the model's named floating-point outputs of one eval-mode run on a fresh copy."""
         outputs: list[tuple[str, torch.Tensor]] = []  # (name in the output, e.g. 'logits'; the tensor)
 
         def keep(_module: Any, _args: Any, output: Any) -> None:
             outputs.extend((n, t.detach().clone()) for n, t in named_tensors(output) if t.is_floating_point())
 
-        handle = model.register_forward_hook(keep)
-        try:
-            losses = step_losses(session.changed_run(CHECK, model, batch), optimized_only=True)
-        finally:
-            handle.remove()
+        with session.isolated(CHECK) as model, torch.no_grad():
+            handle = model.register_forward_hook(keep)
+            try:
+                losses = step_losses(session.changed_run(CHECK, model, batch), optimized_only=True)
+            finally:
+                handle.remove()
         return losses, outputs
 
 

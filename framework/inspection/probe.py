@@ -26,17 +26,14 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.run_ctx import RunCtx
-from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.inspection.tensors import floating_tensors
 
 _probing = False
 
@@ -141,15 +138,6 @@ class ProbeLimit(Exception):
         self.cause = cause
 
 
-@dataclass
-class SharedRun:
-    """The run of ``train_step`` on the unchanged first batch, on a copy of the model in training mode."""
-
-    run_ctx: RunCtx | None  # with its graph, while a watching check has not had it; None after
-    losses: dict[str, torch.Tensor]  # the optimized losses, detached
-    outputs: list[torch.Tensor]  # the floating-point tensors the model's forward returned, detached
-
-
 Observer = Callable[[torch.nn.Module], contextlib.AbstractContextManager]
 
 
@@ -174,7 +162,8 @@ class ProbeSession:
         self.state = state
         self.runs: list[str] = []  # the check of each run, in order
         self.limits: list[str] = []  # why runs could not be made or failed (ProbeLimit), in order
-        self._shared: SharedRun | None = None
+        self._made = False  # whether the shared run happened (it happens once)
+        self._shared: RunCtx | None = None  # its run context, with the graph, until every watcher had it
         self._uncopyable: ProbeLimit | None = None  # set when the model cannot be copied: no check can run
         self._watchers: dict[str, Observer] = {}  # check -> its observer of the shared run, until served
         self._watch_failed: Exception | None = None  # the shared run failed only while observed
@@ -213,29 +202,30 @@ class ProbeSession:
         Register before any check asks for the run (at ``STEP_START`` in an earlier ``Order`` than the
         checks); the watching check then gets the run, with its graph, from ``shared_run(check)``.
         """
-        if self._shared is not None:
+        if self._made:
             raise RuntimeError(f"{check} watches the shared run after it was made: register in an earlier Order.")
         self._watchers[check] = observer
 
-    def shared_run(self, check: str) -> SharedRun:
+    def shared_run(self, check: str) -> RunCtx | None:
         """``train_step`` on the unchanged first batch, in training mode as the real step (once per session).
 
         Every registered observer is active during it. An exception the user's code raises
         propagates as the user's error, with a note naming ``check``; a run that fails only while
-        observed is the watchers' limit (``ProbeLimit`` for each of them). The run context (with its
-        graph) is kept until every watcher has had it.
+        observed is the watchers' limit (``ProbeLimit`` for each of them). Returns the run context
+        (with its graph) until every watcher has had it, None after.
         """
-        if self._shared is None:
+        if not self._made:
             self._make_shared_run(check)
         watched = self._watchers.pop(check, None) is not None
-        run = self._shared
-        if not self._watchers:  # every watcher served: no graph or model copy kept through the first step
-            self._shared = SharedRun(None, run.losses, run.outputs)
+        run_ctx = self._shared
+        if not self._watchers:  # every watcher served: no graph kept alive through the first step
+            self._shared = None
         if watched and self._watch_failed is not None:
             raise ProbeLimit(check, self._watch_failed)
-        return run
+        return run_ctx
 
     def _make_shared_run(self, check: str) -> None:
+        self._made = True
         observers = tuple(self._watchers.values())
         try:
             self._shared = self._run_unchanged(check, observers)
@@ -257,17 +247,13 @@ class ProbeSession:
         except Exception as exc:
             raise self._limit(ProbeLimit(check, exc)) from exc
 
-    def _run_unchanged(self, check: str, observe: tuple[Observer, ...]) -> SharedRun:
+    def _run_unchanged(self, check: str, observe: tuple[Observer, ...]) -> RunCtx:
         with self.isolated(check, train=True) as model:
-            outputs: list[torch.Tensor] = []
-            handle = model.register_forward_hook(
-                lambda _m, _a, out: outputs.extend(t.detach().clone() for t in floating_tensors(out))
-            )
             try:
                 with contextlib.ExitStack() as stack:
                     for factory in observe:
                         stack.enter_context(factory(model))
-                    run_ctx = self._run(check, model, self.state.batch)
+                    return self._run(check, model, self.state.batch)
             except Exception as exc:
                 if not observe:  # what the real first step runs, the same way: the user's error
                     exc.add_note(
@@ -276,10 +262,6 @@ class ProbeSession:
                         f"off.)"
                     )
                 raise
-            finally:
-                handle.remove()
-        losses = {n: v.detach() for n, v in step_losses(run_ctx, optimized_only=True).items()}
-        return SharedRun(run_ctx, losses, outputs)
 
     def _run(self, check: str, model: torch.nn.Module, batch: dict[str, Any]) -> RunCtx:
         """One counted run of ``train_step`` on ``model`` with its summaries discarded."""
@@ -300,7 +282,7 @@ class ProbeSession:
         return limit
 
     def release(self) -> None:
-        """Drop the shared run's tensors."""
+        """Drop the shared run's graph (when a watcher never came for it)."""
         self._shared = None
 
     def summary(self) -> str:
