@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, VERDICT_RUN
 from framework.core.plugin import Plugin, on
+from framework.core.run_ctx import RunCtx
 from framework.core.scores import ScoreAccumulator, format_scores
 from framework.core.state import RunState
 from framework.core.step import run_step
@@ -39,6 +41,7 @@ from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import extern_data_from_dataset, parse_extern_data
 from framework.datasets.synthetic_like import SyntheticLike, reference_stats
 from framework.errors import ConfigError, FrameworkError
+from framework.inspection.probe import model_copy
 from framework.options import register
 
 register(
@@ -109,6 +112,28 @@ def _leave_real_run_alone(config: Config, run: str, **changes: Any) -> dict[str,
         tf_log_dir=None,
         **changes,
     )
+
+
+def _eval_steps(
+    state: RunState, batches: Iterable[tuple[Any, dict[str, torch.Tensor]]]
+) -> Iterator[tuple[Any, RunCtx]]:
+    """``train_step`` in eval mode without gradients on each ``(indices, batch)``, as a verdict scores the model.
+
+    It runs on a copy of the model, so that the verdict's own scoring leaves the user's modules (their
+    Python state, buffers, mode) as training left them; a model that cannot be copied is scored itself.
+    """
+    try:
+        model = model_copy(state.model)
+    except Exception:  # a lock or an open file in the model: score the model itself, its mode restored after
+        model = state.model
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for indices, batch in batches:
+                yield indices, run_step(state.config, model, batch, "eval", epoch=state.epoch, step=state.global_step)
+    finally:
+        model.train(was_training)
 
 
 def sparkline(values: list[float]) -> str:
@@ -263,13 +288,9 @@ class OverfitVerdict(Plugin):
 
     def memorized_loss(self, state: RunState) -> float:
         """The loss on the batches in eval mode: what the model memorized, without dropout's noise."""
-        state.model.eval()
         totals = []
-        with torch.no_grad():
-            for _, batch in self.repeated.iterate(self.repeated.batches):
-                run_ctx = run_step(state.config, state.model, batch, "eval", epoch=state.epoch, step=state.global_step)
-                totals.append(run_ctx.total_loss().float())
-        state.model.train()
+        for _, run_ctx in _eval_steps(state, self.repeated.iterate(self.repeated.batches)):
+            totals.append(run_ctx.total_loss().float())
         self.floor = loss_floor(state, run_ctx)  # floors are known after the first training step
         self.marked = dict(run_ctx.losses)
         return float(torch.stack(totals).mean())
@@ -357,13 +378,9 @@ class SyntheticDataVerdict(Plugin):
     @on(Event.STARTUP)
     def score_untrained(self, state: RunState) -> None:
         scores = ScoreAccumulator()
-        state.model.eval()
         loader = state.loaders["dev"]
-        with torch.no_grad():
-            for indices, batch in loader.iterate(loader.plan(1)):
-                run_ctx = run_step(state.config, state.model, batch, "eval", epoch=state.epoch, step=state.global_step)
-                scores.add(run_ctx, len(indices))
-        state.model.train()
+        for indices, run_ctx in _eval_steps(state, loader.iterate(loader.plan(1))):
+            scores.add(run_ctx, len(indices))
         self.before = scores.result()
         log.v3(f"debug_synthetic_data: untrained model on the synthetic dev set: {format_scores(self.before)}")
 
