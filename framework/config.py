@@ -342,6 +342,8 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
                 raise ConfigError(f"Override ++{key}: {refused}.")
             guess = options.closest_name(key, cutoff=0.6)
             hint = f" Did you mean {guess!r}?" if guess else ""
+            if not config.get("plugins"):  # a plugin's options are registered when its module is imported
+                hint += " An option of a plugin of your own exists once the config's plugins = [...] loads it."
             raise ConfigError(
                 f"Override ++{key}: {key!r} is neither a registered option nor a variable of the config.{hint} "
                 f"See rnn.py --help-options."

@@ -50,3 +50,15 @@ class WriteError(FrameworkError):
     """Writing a checkpoint or output file failed (disk full, I/O error); what was written before is intact."""
 
     exit_code = 1
+
+
+class PlantedLinkError(FrameworkError):
+    """A path where the framework creates a file is a symbolic link (or a hard link): nothing was written through it."""
+
+    exit_code = 2
+
+
+class LockLostError(FrameworkError):
+    """The run's lock file or model directory was removed or taken over while it ran: it stopped writing."""
+
+    exit_code = 1

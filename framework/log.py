@@ -3,6 +3,11 @@
 RETURNN's verbosity levels map onto Python logging levels (v1 = CRITICAL ... v5 = DEBUG), so
 ``log_verbosity = 3`` shows epoch summaries, 4 adds setup information and 5 a line per step.
 The logger is the standard ``logging.getLogger("framework")``: users can attach handlers.
+
+Log files are opened without following a link (``framework.training.safe_create``) and appended
+to with one ``write`` per line. A log file that cannot be written (full disk, I/O error) is
+reported once on stderr and the run goes on: stdout still shows everything, and when writing
+works again the file gets a line saying how many lines are missing there and why.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 import sys
 
 from framework.errors import ConfigError
+from framework.training.safe_create import open_kept
 
 logger = logging.getLogger("framework")
 
@@ -33,7 +39,7 @@ def setup(verbosity: int = 4, files: str | list[str] | None = None, stdout: bool
     for path in [files] if isinstance(files, str) else files or []:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            handlers.append(logging.FileHandler(path, mode="a", encoding="utf-8"))
+            handlers.append(LogFile(path))
         except OSError as exc:
             raise ConfigError(
                 f"The log file {path!r} cannot be written ({os.strerror(exc.errno) if exc.errno else exc}). "
@@ -47,11 +53,61 @@ def setup(verbosity: int = 4, files: str | list[str] | None = None, stdout: bool
     logger.propagate = False
 
 
+class LogFile(logging.Handler):
+    """One log file, appended to; a failing write is reported once on stderr, and the gap in the file is marked."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        self._fd: int | None = open_kept(path, "a log file", os.O_WRONLY | os.O_APPEND)
+        self._missing = 0  # lines not written since writing last failed
+        self._reason = ""
+        self._reported = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = (self.format(record) + "\n").encode("utf-8", "backslashreplace")
+        except Exception:  # a record whose message cannot be formatted: logging's own report
+            self.handleError(record)
+            return
+        if self._fd is None:
+            return
+        try:
+            if self._missing:
+                gap = f"[framework] {self._missing} log lines are missing here: writing failed ({self._reason}).\n"
+                self._write(gap.encode("utf-8"))
+                self._missing = 0
+            self._write(line)
+        except OSError as exc:
+            self._missing += 1
+            self._reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            if not self._reported:
+                self._reported = True
+                print(
+                    f"WARNING: the log file {self.path} cannot be written ({self._reason}). The run goes on and "
+                    f"stdout shows everything; the log file misses the lines from here on until writing works "
+                    f"again, and a line there will then say how many are missing. This is reported once.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        super().close()
+
+
 def to_files(message: str) -> None:
     """Append ``message`` to the log files only (e.g. an error already printed to stderr)."""
     record = logger.makeRecord(logger.name, logging.CRITICAL, __file__, 0, message, None, None)
     for handler in logger.handlers:
-        if isinstance(handler, logging.FileHandler) and getattr(handler, _HANDLER_TAG, False):
+        if isinstance(handler, LogFile) and getattr(handler, _HANDLER_TAG, False):
             handler.handle(record)
 
 

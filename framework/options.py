@@ -236,7 +236,14 @@ register(
 )
 
 _C = "framework.core.engine"
-register("device", "str", "auto", "Device to run on: auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps.", _C)
+register(
+    "device",
+    "str",
+    "auto",
+    "Device to run on: auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, or gpu (RETURNN's value: the "
+    "machine's accelerator, an error without one).",
+    _C,
+)
 register(
     "torch_num_threads",
     "int | str",
@@ -489,7 +496,14 @@ register(
 )
 
 _C = "framework.log"
-register("log", "str | list[str] | None", None, "Log file(s) that receive everything printed to stdout (appended).", _C)
+register(
+    "log",
+    "str | list[str] | None",
+    None,
+    "Log file(s) that receive everything printed to stdout (appended); a failing write is reported once on stderr "
+    "and the run goes on.",
+    _C,
+)
 register(
     "log_verbosity",
     "int",
@@ -497,6 +511,17 @@ register(
     "3: epoch summaries, 4: plus setup info, 5: plus a line per step.",
     _C,
     choices=(0, 1, 2, 3, 4, 5),
+)
+
+_C = "framework.training.exit_log"
+register(
+    "stop_grace_seconds",
+    "float",
+    10.0,
+    "How long an ending run waits for the current step after SIGTERM/SIGHUP, and for threads the config left "
+    "running after the task; then it writes every thread's stack to the log and exits (SIGTERM: 143).",
+    _C,
+    range="(0, inf)",
 )
 
 _C = "framework.inspection.tracebacks"

@@ -73,3 +73,10 @@ def start_framework_process(module: str, *args: str, **popen_kwargs: Any) -> sub
 def command_line() -> str:
     """The command that started this process, quoted for a shell: copy it to run the same again."""
     return " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """``text`` read from a file others can write, safe to print: control characters escaped (``\\x1b``), at most
+    ``limit`` characters (``...`` marks a cut)."""
+    escaped = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return escaped if len(escaped) <= limit else escaped[: limit - 3] + "..."

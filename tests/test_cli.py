@@ -110,7 +110,9 @@ def test_corrupted_checkpoint_is_reported_and_left_untouched(tmp_path):
     path.write_bytes(damaged)
     result = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"))
     assert result.returncode == 2
-    assert "model.001.pt cannot be read" in result.stderr and "Traceback" not in result.stderr
+    assert "model.001.pt is damaged: it is not an intact zip archive" in result.stderr and "Traceback" not in (
+        result.stderr
+    )
     assert path.read_bytes() == damaged
 
 
@@ -198,12 +200,5 @@ def test_exception_in_user_code_keeps_its_traceback_and_exits_non_zero(tmp_path)
     assert re.search(rf'File "[^"]*{os.path.basename(config)}", line \d+, in train_step', result.stderr)
     assert "secret_local = 'found-me'" in result.stderr  # the variables of the failing line of the user's frame
     assert "library frame(s): " in result.stderr and "module.py" not in result.stderr.split("RuntimeError")[0][-2000:]
-    # The debugger lands in the user's frame, with its locals.
-    debugged = subprocess.run(
-        [sys.executable, "-m", "pdb", "-c", "continue", os.path.join(ROOT, "rnn.py"), config],
-        input="p secret_local\nquit\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "'found-me'" in debugged.stdout, debugged.stdout[-2000:]
+    assert "reaches your code" not in result.stderr  # raised in the user's frame: a debugger opens there
+    # tests/test_debugger_frames.py runs it under python -m pdb and ipython --pdb.

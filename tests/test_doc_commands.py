@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from devkit.doc_commands import Command, FileBlock, extract, missing_lines
+from devkit.doc_commands import Command, FileBlock, extract, missing_lines, prose_quotes, unprinted_quotes
 
 from conftest import ROOT
 
@@ -68,6 +68,16 @@ def test_quoted_lines_match_loosely_but_not_anything():
     assert missing_lines(["ERROR: x"], "WARNING: x") == ["ERROR: x"]
 
 
+def test_output_quoted_in_prose_must_be_printed_by_some_command():
+    page = "Intro.\n\nAfter 10 epochs: :output:`recon 97.165 kl 5.667`, and :output:`fer 0.06` at the end.\n"
+    quotes = prose_quotes("page.rst", page)
+    assert [(q.line, q.text) for q in quotes] == [(3, "recon 97.165 kl 5.667"), (3, "fer 0.06")]
+    outputs = ["Epoch 9 evaluation: dev: recon 120.0 kl 19.0", "Epoch 10 evaluation: dev: recon 97.18 kl 5.69 (best)"]
+    assert unprinted_quotes(quotes, outputs) == [quotes[1]]  # a fragment of a line, numbers within tolerance
+    assert unprinted_quotes(quotes, [*outputs, "dev: ce 0.21 fer 0.061"]) == []
+    assert unprinted_quotes(quotes[:1], ["Epoch 10 evaluation: dev: recon 97.165 kl 6.5"]) == quotes[:1]
+
+
 @pytest.mark.slow
 def test_every_documented_command_runs_and_prints_what_the_docs_quote():
     result = subprocess.run(
@@ -79,5 +89,6 @@ def test_every_documented_command_runs_and_prints_what_the_docs_quote():
     )
     summary = result.stdout.strip().splitlines()[-1]
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    total, run, passed, failed, illustrative = map(int, re.findall(r"\d+", summary))
+    total, run, passed, failed, illustrative, quotes, unprinted, stray = map(int, re.findall(r"\d+", summary))
     assert failed == 0 and passed == run >= 20 and run + illustrative == total, summary
+    assert quotes >= 8 and unprinted == 0 and stray == 0, summary

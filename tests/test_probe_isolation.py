@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, TINY_CONFIG, run_rnn
 
 COUNTING = os.path.join(ROOT, "tests", "data", "counting_model_config.py")
@@ -22,11 +24,13 @@ def test_the_model_counts_only_real_steps_and_the_probes_are_reported(tmp_path):
     assert result.returncode == 0, result.stderr
     calls, steps = map(int, re.search(r"forward calls (\d+), real steps (\d+)", result.stdout).groups())
     assert calls == steps > 0  # train and dev steps; no probe run touched the model
-    # The probe session says how often train_step ran on copies: the unchanged batch and a smaller batch.
-    assert "First-step checks: train_step ran 2 extra time(s) on copies of the model" in result.stdout
+    # The probe session says how often train_step ran on copies: the unchanged batch, a smaller batch, and a few
+    # sequences as an evaluation runs them.
+    assert "First-step checks: train_step ran 3 extra time(s) on copies of the model" in result.stdout
     assert "Plugin callbacks per event, in the order they run:" in result.stdout
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 def test_diagnostics_that_run_the_model_outside_the_first_step_checks_leave_it_alone_too(tmp_path):
     # The layer template (meta dry runs), TensorBoard's graph (a trace) and the float32 comparison (a replay).
     result = run_rnn(
@@ -64,6 +68,7 @@ def test_an_error_in_the_unchanged_probe_run_is_the_users_and_names_the_check(tm
     assert "Raised while the loss-input check ran train_step on a copy of the model" in result.stderr
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 def test_pdb_stops_in_the_users_frame_at_the_nth_real_call(tmp_path):
     command = [sys.executable, "-m", "pdb", "-c", "continue", os.path.join(ROOT, "rnn.py"), TINY_CONFIG, COUNTING]
     result = subprocess.run(

@@ -123,6 +123,7 @@ def test_bad_mixed_precision_options_are_config_errors():
         Engine(_config(torch_amp={"dtype": "float16", "grad_scaler": {"init": 3}})).init_train()
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 def test_compiled_and_eager_runs_resume_from_each_other(tmp_path):
     prefix = str(tmp_path / "model")
     compiled = {"torch_compile": {"backend": "aot_eager"}, "model": prefix}

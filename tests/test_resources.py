@@ -11,6 +11,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+from framework.training.threads import allowed_cpus
 
 LEAKY = """
 keep_losses = True
@@ -50,6 +51,7 @@ NOISY_MODEL = (
 )
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
     config = tiny_config_with(
         tmp_path,
@@ -92,6 +94,7 @@ def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
     assert "hparam/dev_ce" in hparams.Tags()["scalars"]
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 def test_untraceable_model_graph_is_a_warning_not_a_crash(tmp_path):
     config = tiny_config_with(
         tmp_path,
@@ -195,12 +198,13 @@ def test_slow_data_loading_is_flagged_with_the_fix(tmp_path):
     )
     result = run_rnn(config, "++num_epochs", "1")
     assert result.returncode == 0, result.stderr
-    assert re.search(
+    advice = re.search(
         r"Data loading is a bottleneck: \d+% of epoch 1's typical step time \([\d.]+ ms per step, the median\) is "
         r"spent "
-        r"waiting for batches\. To fix it, .*torch_dataloader_opts = \{'num_workers': 2",
+        r"waiting for batches\. To fix it, .*torch_dataloader_opts = \{'num_workers': (\d+)",
         result.stdout,
     )
+    assert advice and 1 <= int(advice.group(1)) < allowed_cpus()[0]  # never more workers than the cores left free
 
 
 @pytest.mark.slow

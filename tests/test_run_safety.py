@@ -257,6 +257,7 @@ def test_a_read_only_model_directory_is_found_before_anything_is_loaded(tmp_path
     assert "Dataset train" not in result.stdout and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 @needs_mounts
 def test_a_disk_too_small_for_a_checkpoint_is_found_at_startup(tmp_path):
     args = [TINY_CONFIG, "++model", str(tmp_path / "disk" / "model"), "++hidden", "2000"]
@@ -266,6 +267,7 @@ def test_a_disk_too_small_for_a_checkpoint_is_found_at_startup(tmp_path):
     assert "ep 1" not in result.stdout and os.listdir(after) == []
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 @needs_mounts
 def test_a_full_disk_at_a_checkpoint_names_the_reason_removes_the_partial_file_and_keeps_earlier_ones(tmp_path):
     log_file = tmp_path / "train.log"

@@ -254,6 +254,7 @@ def test_the_learning_watch_takes_the_state_of_a_checkpoint_written_before_the_c
     assert watch.warned and watch.chance_warned == ["ce"] and watch.segments == [] and watch.steps == 0
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 def test_the_common_vae_exercise_is_not_decided_yet_not_an_error(tmp_path, output):  # noqa: F811
     _train(tmp_path, VAE, VAE_EXERCISE_LOSS, debug_overfit_batches=1)  # raises VerdictError when it "does NOT learn"
     text = output()

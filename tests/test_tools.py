@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TINY_CONFIG
+from conftest import ROOT, TINY_CONFIG, run_rnn, run_script
 
 TOOLS = sorted(name for name in os.listdir(os.path.join(ROOT, "tools")) if name.endswith(".py"))
 # Run a tool as a script, then report on stderr whether it imported torch on the way.
@@ -93,3 +93,21 @@ def test_check_resume_names_a_signal_it_does_not_know():
     result = _tool("check-resume.py", TINY_CONFIG, "--signals", "KILL,FOO")
     assert result.returncode == 2
     assert "error: --signals: SIGFOO is not a signal" in result.stderr
+
+
+def test_dump_forward_stats_says_when_it_uses_untrained_parameters_beside_trained_ones(tmp_path):
+    prefix = str(tmp_path / "m")
+    untrained = run_script(os.path.join(ROOT, "tools", "dump-forward-stats.py"), TINY_CONFIG, "++model", prefix)
+    assert untrained.returncode == 0 and "NOTE" not in untrained.stderr  # nothing trained yet: nothing to say
+    assert run_rnn(TINY_CONFIG, "++model", prefix, "++num_epochs", "1").returncode == 0
+    args = (TINY_CONFIG, "++model", prefix, "--batches", "1")
+    result = run_script(os.path.join(ROOT, "tools", "dump-forward-stats.py"), *args)
+    assert result.returncode == 0, result.stderr
+    assert "NOTE: without --checkpoint the model has its initial, untrained parameters, although training saved 1 " in (
+        result.stderr
+    )
+    assert f"for the trained ones: --checkpoint {prefix}.001.pt" in result.stderr
+    trained = run_script(
+        os.path.join(ROOT, "tools", "dump-forward-stats.py"), *args, "--checkpoint", f"{prefix}.001.pt"
+    )
+    assert trained.returncode == 0 and "NOTE" not in trained.stderr

@@ -69,6 +69,29 @@ def test_gradient_accumulation_equals_the_larger_batch(optimizer):
     assert not all(torch.allclose(single[k], big[k], atol=1e-4) for k in big)
 
 
+def _summed_train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["data"])
+    ce = nn.functional.cross_entropy(logits, extern_data["classes"], reduction="none")
+    run_ctx.mark_as_loss(name="ce", loss=ce)  # per sequence: RETURNN's convention, the optimizer sees the sum
+
+
+@pytest.mark.parametrize("loss", ["per-sequence", "use_normalized_loss=False"])
+def test_gradient_accumulation_of_summed_losses_equals_the_larger_batch(loss):
+    # Windows of unequal sequence counts (8 + 8 and a last one of 8 + 4): a summed loss's big-batch gradient
+    # is the plain sum of the micro-batches' gradients, not a mix weighted by their shares of sequences.
+    def summed_scalar(*, model, extern_data, run_ctx, **_kwargs):
+        logits = model(extern_data["data"])
+        ce = nn.functional.cross_entropy(logits, extern_data["classes"], reduction="sum")
+        run_ctx.mark_as_loss(name="ce", loss=ce, custom_inv_norm_factor=len(logits), use_normalized_loss=False)
+
+    step = _summed_train_step if loss == "per-sequence" else summed_scalar
+    options = {"optimizer": {"class": "sgd"}, "learning_rate": 1e-3, "num_epochs": 1, "train_step": step}
+    big = _params(_train(batch_size=16, **options))
+    accumulated = _params(_train(batch_size=8, accum_grad_multiple_step=2, **options))
+    for key in big:
+        torch.testing.assert_close(accumulated[key], big[key], rtol=1e-5, atol=1e-6)
+
+
 def test_as_error_losses_are_reported_but_not_optimized():
     def only_error(*, model, extern_data, run_ctx, **_kwargs):
         run_ctx.mark_as_loss(name="fer", loss=model(extern_data["data"]).sum() * 0, as_error=True)

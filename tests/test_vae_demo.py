@@ -16,6 +16,7 @@ VAE = os.path.join(ROOT, "configs", "vae_mnist.py")
 BUGS = os.path.join(ROOT, "configs", "vae_bugs")
 
 
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 def test_the_vae_writes_the_three_pictures_and_logs_them_to_tensorboard(tmp_path):
     result = run_rnn(VAE, "++num_epochs", "3", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -19,6 +19,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from framework.commands import RNN_SCRIPT  # noqa: E402
 from framework.tools.tool_args import ToolParser  # noqa: E402
 
 # What the two runs must not touch: the config's checkpoints, logs and TensorBoard directory.
@@ -27,7 +28,7 @@ NO_SIDE_EFFECTS = ["++model", "None", "++log", "None", "++tensorboard_dir", "Non
 
 def run_once(config_args: list[str], steps: int, path: str) -> subprocess.CompletedProcess:
     """One fingerprinting run of rnn.py."""
-    command = [sys.executable, os.path.join(ROOT, "rnn.py"), *config_args, *NO_SIDE_EFFECTS]
+    command = [sys.executable, RNN_SCRIPT, *config_args, *NO_SIDE_EFFECTS]
     command += ["++task", "train", "++debug_fingerprint_file", path, "++debug_fingerprint_steps", str(steps)]
     return subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 

@@ -22,6 +22,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from framework.commands import RNN_SCRIPT  # noqa: E402
 from framework.tools.tool_args import ToolParser  # noqa: E402
 
 
@@ -50,7 +51,7 @@ EPOCH = re.compile(r"^Epoch (\d+) train: .*, (\d+) steps,")
 def rnn(config_args: list[str], prefix: str) -> list[str]:
     """The rnn.py command of one run: its own model prefix, a progress line per step, no log files."""
     overrides = ["++model", prefix, "++log_verbosity", "5", "++log", "None", "++tensorboard_dir", "None"]
-    return [sys.executable, os.path.join(ROOT, "rnn.py"), *config_args, *overrides]
+    return [sys.executable, RNN_SCRIPT, *config_args, *overrides]
 
 
 def steps_per_epoch(output: str) -> list[int]:

@@ -3,15 +3,19 @@
 itself, on the same data (12AX written to RETURNN HDF files), and print both side by side:
 per epoch the learning rate, the dev scores and the time per training step.
 
-Needs RETURNN (``pip install returnn dm-tree``). Both runs use one thread and run one after the
-other; the order alternates with ``--rounds`` so that a busy machine hurts both alike.
+Needs a checkout of the repository (the two demo configs) and RETURNN with dm-tree, which its
+PyTorch backend imports: ``pip install -e ".[returnn]"``. Both runs use one thread and run one after
+the other; the order alternates with ``--rounds`` so that a busy machine hurts both alike. A failed
+run keeps its directory, whose log the error names.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,12 +26,23 @@ sys.path.insert(0, ROOT)
 
 from framework.tools.tool_args import ToolParser  # noqa: E402
 
+OURS = os.path.join(ROOT, "tests", "returnn", "demo_torch.config")
+THEIRS = os.path.join(ROOT, "tests", "returnn", "demo_torch_returnn.config")
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = ToolParser(__file__, __doc__, takes_config=False, usage_tail="[--epochs 5] [--rounds 1]")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=1, help="runs of each; the order alternates")
-    return parser.parse_tool_args(argv)
+    args = parser.parse_tool_args(argv)
+    missing = [
+        name for name, module in (("returnn", "returnn"), ("dm-tree", "tree")) if not importlib.util.find_spec(module)
+    ]
+    if missing:
+        parser.error(f'needs {" and ".join(missing)}, which the returnn extra installs: pip install -e ".[returnn]"')
+    if not all(map(os.path.isfile, (OURS, THEIRS))):
+        parser.error(f"needs the demo configs of a checkout of the repository: {OURS} is missing")
+    return args
 
 
 if __name__ == "__main__":
@@ -38,9 +53,6 @@ import numpy as np  # noqa: E402
 from framework.datasets.hdf import write_hdf  # noqa: E402
 from framework.datasets.task12ax import Task12AXDataset  # noqa: E402
 from framework.training.lr_file import read_lr_file  # noqa: E402
-
-OURS = os.path.join(ROOT, "tests", "returnn", "demo_torch.config")
-THEIRS = os.path.join(ROOT, "tests", "returnn", "demo_torch_returnn.config")
 
 
 def write_data(out: str) -> None:
@@ -61,7 +73,10 @@ def run(command: list[str], out: str, log_name: str) -> str:
     with open(f"{out}/{log_name}", "w") as f:
         f.write(result.stdout + result.stderr)
     if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}); see {out}/{log_name}")
+        tail = "\n".join(f"  {line}" for line in (result.stdout + result.stderr).splitlines()[-15:])
+        raise SystemExit(
+            f"{' '.join(command)} failed ({result.returncode}); its last lines:\n{tail}\nall in {out}/{log_name}"
+        )
     return result.stdout + result.stderr
 
 
@@ -103,14 +118,15 @@ def theirs(out: str, epochs: int) -> dict[int, dict[str, float]]:
 
 def main(args: argparse.Namespace) -> None:
     results: dict[str, list[dict[int, dict[str, float]]]] = {"ours": [], "RETURNN": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for round_ in range(args.rounds):
-            order = [("ours", ours), ("RETURNN", theirs)]
-            for name, fn in order if round_ % 2 == 0 else order[::-1]:
-                out = f"{tmp}/{name}{round_}"
-                os.makedirs(out)
-                write_data(out)
-                results[name].append(fn(out, args.epochs))
+    tmp = tempfile.mkdtemp(prefix="compare-with-returnn-")  # kept when a run fails: its error names a log in it
+    for round_ in range(args.rounds):
+        order = [("ours", ours), ("RETURNN", theirs)]
+        for name, fn in order if round_ % 2 == 0 else order[::-1]:
+            out = f"{tmp}/{name}{round_}"
+            os.makedirs(out)
+            write_data(out)
+            results[name].append(fn(out, args.epochs))
+    shutil.rmtree(tmp)
     for name, runs in results.items():
         print(f"{name} (round 1):")
         print("  epoch  lr        dev ce  dev fer  sec/step (wall, epoch)")

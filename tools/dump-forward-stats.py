@@ -22,7 +22,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = ToolParser(
         __file__, __doc__, usage_tail="[--checkpoint ckpt.pt] [--dataset NAME] [--batches N] [--train-mode]"
     )
-    parser.add_argument("--checkpoint", metavar="ckpt.pt", help="parameters for the model (default: its initial ones)")
+    parser.add_argument(
+        "--checkpoint",
+        metavar="ckpt.pt",
+        help="parameters for the model (default: its initial ones, with a note when training saved checkpoints)",
+    )
     parser.add_argument("--dataset", default="dev", metavar="NAME", help="dataset option (default: %(default)s)")
     parser.add_argument("--batches", type=int, default=10, metavar="N", help="batches to run (default: %(default)s)")
     parser.add_argument("--train-mode", action="store_true", help="run in train mode (dropout etc.)")
@@ -37,7 +41,7 @@ import torch  # noqa: E402
 from framework.errors import FrameworkError  # noqa: E402
 from framework.inspection.module_tracker import ModuleTracker  # noqa: E402
 from framework.inspection.tensors import iter_tensors  # noqa: E402
-from framework.tools.tooling import case_from_argv  # noqa: E402
+from framework.tools.tooling import case_from_argv, untrained_parameters_note  # noqa: E402
 
 
 class Stats:
@@ -75,6 +79,9 @@ def main(args: argparse.Namespace) -> int:
     except FrameworkError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return exc.exit_code
+    note = untrained_parameters_note(case.config) if args.checkpoint is None else None
+    if note:
+        print(note, file=sys.stderr)
     key = case.input_key
     stats: dict[str, Stats] = {}
 

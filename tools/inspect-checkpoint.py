@@ -3,7 +3,8 @@
 
 For a framework checkpoint: epoch, global step, learning rates and scores per epoch, optimizer
 and RNG state entries, and the model's tensors; a plain state_dict works too. ``--all`` also lists
-the optimizer's per-parameter state. Exit status: 1 if any tensor holds NaN/Inf, else 0.
+the optimizer's per-parameter state. Every record's CRC-32 is checked first: a damaged file is shown
+all the same, under a warning. Exit status: 1 if the file is damaged or any tensor holds NaN/Inf, else 0.
 """
 
 import argparse
@@ -27,6 +28,7 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
+from framework.training.checkpoint_integrity import damage  # noqa: E402
 from framework.training.lr_control import nested_scores  # noqa: E402
 
 
@@ -50,10 +52,13 @@ def tensor_line(name: str, t: torch.Tensor, width: int) -> tuple[str, bool]:
 
 def main(args: argparse.Namespace) -> int:
     try:
+        problem = damage(args.path)
         state = torch.load(args.path, map_location="cpu", weights_only=True)
     except Exception as exc:
         print(f"ERROR: {args.path} cannot be read as a checkpoint ({type(exc).__name__}: {exc}).", file=sys.stderr)
         return 2
+    if problem:
+        print(f"WARNING: {args.path} is damaged: {problem}. What follows is what it holds now, not what was written.")
     if isinstance(state, dict) and "model" in state:
         model = state["model"]
         print(f"{args.path}: framework checkpoint, epoch {state.get('epoch')}, global step {state.get('global_step')}")
@@ -89,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"{len(model)} model tensors, {total:,} values" + (f"; NaN/Inf in {', '.join(bad)}" if bad else "; all finite")
     )
-    return 1 if bad else 0
+    return 1 if bad or problem else 0
 
 
 if __name__ == "__main__":

@@ -21,9 +21,18 @@ from framework.training.distributed import Distributed
 
 
 def select_device(name: str) -> torch.device:
-    """``auto`` is cuda when available, else cpu; an unavailable device is a config error."""
+    """``auto`` is cuda when available, else cpu; ``gpu`` (RETURNN's value) is the machine's accelerator;
+    an unavailable device is a config error."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "gpu":
+        accelerator = _accelerator()
+        if accelerator is None:
+            raise ConfigError(
+                "device 'gpu' (RETURNN's value: train on the GPU) is requested, but torch finds no GPU or other "
+                "accelerator here; use device='auto' (the GPU when there is one, else the CPU) or 'cpu'."
+            )
+        return accelerator
     try:
         device = torch.device(name)
     except RuntimeError:
@@ -31,6 +40,13 @@ def select_device(name: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {name!r} is requested but CUDA is not available here; use device='auto' or 'cpu'.")
     return device
+
+
+def _accelerator() -> torch.device | None:
+    """The machine's accelerator (cuda, xpu, mps, ...), None when it has none."""
+    if hasattr(torch, "accelerator"):  # torch >= 2.6 names whichever backend is present
+        return torch.accelerator.current_accelerator(check_available=True)
+    return torch.device("cuda") if torch.cuda.is_available() else None
 
 
 def run_device(config: Config) -> tuple[torch.device, Distributed | None]:

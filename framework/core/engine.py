@@ -22,7 +22,7 @@ import torch
 
 from framework import log
 from framework.config import Config
-from framework.core import build
+from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
 from framework.core.events import Callbacks, Event, StopTraining
 from framework.core.plugin import Plugin
@@ -233,7 +233,7 @@ class Engine:
         plan = loader.plan(state.epoch)
         if state.distributed is not None:
             plan = state.distributed.train_plan(plan)
-        loss_weights = _accumulation_weights(plan, self.config.int("accum_grad_multiple_step"))
+        shares = accumulation.sequence_shares(plan, self.config.int("accum_grad_multiple_step"))
         scores = state.epoch_scores = ScoreAccumulator()
         start = self._resume_position(len(plan), scores)
         state.dataset, state.steps_in_epoch = "train", len(plan)
@@ -247,9 +247,7 @@ class Engine:
                 self._apply_changes()
             call_step(train_step, state.step_model, run_ctx)
             emit(Event.AFTER_FORWARD, state)
-            loss = run_ctx.total_loss()
-            if loss_weights is not None:
-                loss = loss * loss_weights[i]
+            loss = accumulation.accumulated_loss(run_ctx, shares[i] if shares else None)
             (loss if state.loss_scale is None else loss * state.loss_scale).backward()
             emit(Event.AFTER_BACKWARD, state)
             scores.add(run_ctx, len(indices))
@@ -272,7 +270,12 @@ class Engine:
         """``control.stop``: write the interrupted checkpoint and end with the command that resumes."""
         state = self.state
         path = self.save_interrupted_checkpoint()
-        where = f"Wrote {path}." if path else "No checkpoint written: set the 'model' option to be able to resume."
+        if path:
+            where = f"Wrote {path}."
+        elif self.config.get("model"):  # another rank than 0: rank 0 writes the checkpoint of every rank
+            where = f"Rank 0 writes the checkpoint {checkpoint.interrupted_path(self.config.get('model'))}."
+        else:
+            where = "No checkpoint written: set the 'model' option to be able to resume."
         resume = f" Resume exactly from there by running the same command again:\n    {command_line()}"
         raise TrainingInterrupted(
             f"Training stopped on request ({state.control.stop_reason}) after epoch {state.epoch} step "
@@ -433,11 +436,11 @@ class Engine:
         path = found[max(found)] if found else None
         interrupted = checkpoint.interrupted_path(prefix)
         if os.path.exists(interrupted):
-            saved = checkpoint.load_checkpoint(interrupted)
+            saved = checkpoint.load_training_state(interrupted)
             if saved["epoch"] > (max(found) if found else 0):
                 return interrupted, saved
             checkpoint.remove_interrupted(prefix)  # an epoch checkpoint already covers it
-        return path, checkpoint.load_checkpoint(path) if path else None
+        return path, checkpoint.load_training_state(path) if path else None
 
     def _restore(self, saved: dict[str, Any], path: str) -> None:
         """Model, optimizer, learning-rate control, position and RNG from checkpoint ``saved`` (read from ``path``)."""
@@ -506,6 +509,7 @@ class Engine:
         if not prefix:
             return
         path = checkpoint.checkpoint_path(prefix, self.state.epoch)
+        self._lock.verify(f"writing {path}")
         checkpoint.save_checkpoint(path, self._checkpoint_state())
         log.v4(f"Saved checkpoint {path}")
         checkpoint.remove_interrupted(prefix)
@@ -519,6 +523,7 @@ class Engine:
         saved = self._checkpoint_state()
         saved.update(next_step=self.state.step_in_epoch + 1, scores=self.state.epoch_scores.state_dict())
         path = checkpoint.interrupted_path(prefix)
+        self._lock.verify(f"writing {path}")
         checkpoint.save_checkpoint(path, saved)
         return path
 
@@ -526,19 +531,3 @@ class Engine:
 def format_dataset_scores(scores: Scores) -> str:
     """``dev: ce 0.699 fer 0.508 dev_other: ce 0.8 ...``."""
     return " ".join(f"{dataset}: {format_scores(values)}" for dataset, values in scores.items())
-
-
-def _accumulation_weights(plan: list[np.ndarray], accum: int) -> list[float] | None:
-    """Per batch, its share of the sequences in its accumulation window (None without accumulation).
-
-    Scaling each batch's loss by this share makes the accumulated gradient that of one batch
-    holding the whole window, also when batches differ in size (e.g. the last one).
-    """
-    if accum <= 1:
-        return None
-    weights = []
-    for start in range(0, len(plan), accum):
-        window = plan[start : start + accum]
-        total = sum(len(b) for b in window)
-        weights.extend(len(b) / total for b in window)
-    return weights

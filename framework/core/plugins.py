@@ -36,7 +36,11 @@ def import_user_plugins(config: Config) -> list[type[Plugin]]:
         try:
             module = importlib.import_module(entry)
         except ImportError as exc:
-            raise ConfigError(f"plugins: cannot import {entry!r}: {exc}. Is it on the Python path?") from None
+            raise ConfigError(
+                f"plugins: cannot import {entry!r}: {exc}. Is its directory on the Python path? rnn.py does not "
+                "search the config's directory: set PYTHONPATH, or add it in the config (sys.path.insert(0, "
+                "os.path.dirname(__file__))); see docs/writing_a_diagnostic.rst."
+            ) from None
         classes = getattr(module, "PLUGINS", None)
         if not classes:
             raise ConfigError(f"plugins: module {entry!r} has no PLUGINS = (MyPlugin, ...) listing its plugin classes.")

@@ -6,18 +6,24 @@ for class ids); other keys live in ``targets/data/<key>`` with ``targets/size`` 
 ``[dim, ndim]``; ``seqLengths`` [sequences, 1 + keys] holds each sequence's length per key
 (``inputs`` first, then the other keys sorted by name); ``seqTags`` names the sequences; the
 attributes ``numSeqs``, ``numTimesteps``, ``inputPattSize`` and ``numLabels`` describe ``inputs``.
+
+Files written here carry HDF5's Fletcher-32 checksum on every numeric dataset (RETURNN and any
+h5py reader read them unchanged); reading verifies it, so a damaged file is an error naming the
+file, key and sequence instead of silently changed data. Files without checksums (RETURNN's own)
+cannot be verified.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from framework.datasets.base import Dataset
-from framework.errors import ConfigError
+from framework.errors import ConfigError, DataError
 from framework.training.disk import write_atomically
+from framework.util import printable
 
 
 class HDFDataset(Dataset):
@@ -28,8 +34,6 @@ class HDFDataset(Dataset):
 
     def __init__(self, files: str | list[str], **kwargs: Any):
         super().__init__(**kwargs)
-        import h5py
-
         self.files = [files] if isinstance(files, str) else list(files)
         if not self.files:
             raise ConfigError("HDFDataset: 'files' is empty; give the path of at least one HDF file.")
@@ -42,25 +46,16 @@ class HDFDataset(Dataset):
         self._info: dict[str, dict[str, Any]] | None = None
         self._columns: dict[str, tuple[str, int]] = {}
         for number, path in enumerate(self.files):
-            try:
-                f = h5py.File(path, "r")
-            except OSError as exc:
-                raise ConfigError(f"HDFDataset: cannot open {path!r} ({exc}). Is it an HDF file?") from None
-            with f:
-                info, columns = _describe(f, path)
-                if self._info is not None and info != self._info:
-                    raise ConfigError(f"HDFDataset: {path} holds {info}, but {self.files[0]} holds {self._info}.")
-                self._info, self._columns = info, columns
-                lengths = np.asarray(f["seqLengths"][...], dtype=np.int64).reshape(int(f.attrs["numSeqs"]), -1)
-                starts = np.zeros((len(lengths) + 1, lengths.shape[1]), dtype=np.int64)
-                np.cumsum(lengths, axis=0, out=starts[1:])
-                self._lengths.append(lengths)
-                self._starts.append(starts)
-                if "seqTags" in f:
-                    self._tags.extend(_decode(t) for t in f["seqTags"][...])
-                else:
-                    self._tags.extend(f"{os.path.basename(path)}/seq-{i}" for i in range(len(lengths)))
-                self._locations.extend((number, i) for i in range(len(lengths)))
+            info, columns, lengths, tags = _read_index(path)
+            if self._info is not None and info != self._info:
+                raise ConfigError(f"HDFDataset: {path} holds {info}, but {self.files[0]} holds {self._info}.")
+            self._info, self._columns = info, columns
+            starts = np.zeros((len(lengths) + 1, lengths.shape[1]), dtype=np.int64)
+            np.cumsum(lengths, axis=0, out=starts[1:])
+            self._lengths.append(lengths)
+            self._starts.append(starts)
+            self._tags.extend(tags)
+            self._locations.extend((number, i) for i in range(len(lengths)))
         self.name = f"HDFDataset({', '.join(os.path.basename(p) for p in self.files)})"
 
     @property
@@ -83,7 +78,14 @@ class HDFDataset(Dataset):
         seq = {}
         for key, (path, column) in self._columns.items():
             start, length = self._starts[number][i, column], self._lengths[number][i, column]
-            seq[key] = np.asarray(f[path][start : start + length])
+            try:
+                seq[key] = np.asarray(f[path][start : start + length])
+            except OSError as exc:  # h5py's checksum failure ("filter returned failure") and read errors
+                raise DataError(
+                    f"HDFDataset: {self.files[number]} cannot be read at key {key!r} ({path}), sequence {i} "
+                    f"({self._tags[index]!r}): {printable(str(exc))}. The file is damaged (a failed checksum or a "
+                    f"truncated file). Write it again, or restore it from a copy."
+                ) from None
         return seq
 
     def _file(self, number: int) -> Any:
@@ -101,6 +103,37 @@ class HDFDataset(Dataset):
         return {**self.__dict__, "_handles": {}}
 
 
+def _read_index(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, int]], np.ndarray, list[str]]:
+    """What one file holds: key info, columns, sequence lengths [sequences, keys] and tags."""
+    import h5py
+
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise ConfigError(f"HDFDataset: cannot open {path!r} ({exc}). Is it an HDF file?") from None
+    with f:
+        try:
+            info, columns = _describe(f, path)
+            lengths = np.asarray(f["seqLengths"][...], dtype=np.int64).reshape(int(f.attrs["numSeqs"]), -1)
+            if "seqTags" in f:
+                tags = [_decode(t) for t in f["seqTags"][...]]
+            else:
+                tags = [f"{os.path.basename(path)}/seq-{i}" for i in range(len(lengths))]
+        except KeyError as exc:  # h5py's KeyError names the object but not the file
+            missing = printable(str(exc.args[0] if exc.args else exc))
+            raise ConfigError(
+                f"HDFDataset: {path} is not a complete RETURNN HDF file: {missing}. Every key in targets/size needs "
+                f"its data in targets/data/<key> and the reverse; write the file again (e.g. with RETURNN's "
+                f"SimpleHDFWriter)."
+            ) from None
+        except OSError as exc:  # a failed checksum, a truncated file
+            raise DataError(
+                f"HDFDataset: {path} cannot be read ({printable(str(exc))}). The file is damaged; write it again or "
+                f"restore it from a copy."
+            ) from None
+    return info, columns, lengths, tags
+
+
 def _describe(f: Any, path: str) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, int]]]:
     """Key info and, per key, (HDF path, column in seqLengths) of one RETURNN HDF file."""
     if "seqLengths" not in f or "numSeqs" not in f.attrs:
@@ -116,6 +149,9 @@ def _describe(f: Any, path: str) -> tuple[dict[str, dict[str, Any]], dict[str, t
     if "targets" in f:
         keys = sorted(set(f["targets/data"].keys()) | set(f["targets/size"].attrs.keys()))
         for column, key in enumerate(keys, start=first):
+            if key not in f["targets/data"] or key not in f["targets/size"].attrs:
+                where = "targets/data" if key not in f["targets/data"] else "the attributes of targets/size"
+                raise KeyError(f"key {key!r} is missing in {where}")
             data = f["targets/data"][key]
             dim, ndim = (list(f["targets/size"].attrs[key]) + [None, None])[:2]
             sparse = data.ndim == 1 and ndim == 1 and data.dtype.kind in "iu"
@@ -141,18 +177,19 @@ def write_hdf(
 ) -> None:
     """Write per-sequence arrays [T_i, ...] in RETURNN's format: ``main`` as the inputs, the rest as targets.
 
-    Atomic: written to a temporary file, then renamed. ``sparse_dims`` gives the class count of id keys.
+    Atomic: written to a temporary file, then renamed; numeric datasets carry a Fletcher-32 checksum.
+    ``sparse_dims`` gives the class count of id keys.
     """
     import h5py
 
     sparse_dims = sparse_dims or {}
     others = sorted(k for k in outputs if k != main)
 
-    def write(tmp: str) -> None:
-        with h5py.File(tmp, "w") as f:
+    def write(file: BinaryIO) -> None:
+        with h5py.File(file, "w") as f:
             rows = outputs[main]
             inputs = np.concatenate(rows, axis=0) if rows else np.zeros((0,))
-            f.create_dataset("inputs", data=inputs)
+            f.create_dataset("inputs", data=inputs, fletcher32=True)
             dim = sparse_dims.get(main) if inputs.ndim == 1 else int(np.prod(inputs.shape[1:]))
             f.attrs["inputPattSize"] = f.attrs["numLabels"] = dim or 1
             f.attrs["numDims"] = 1
@@ -162,14 +199,15 @@ def write_hdf(
             lengths = [[len(r) for r in rows]] + [[len(r) for r in outputs[k]] for k in others]
             if not others:  # RETURNN's reader expects a column for its default target even when there is none
                 lengths.append(lengths[0])
-            f.create_dataset("seqLengths", data=np.array(lengths, dtype=np.int32).T.reshape(len(rows), -1))
+            seq_lengths = np.array(lengths, dtype=np.int32).T.reshape(len(rows), -1)
+            f.create_dataset("seqLengths", data=seq_lengths, fletcher32=True)
             f.create_dataset("seqTags", data=np.array(tags, dtype=object), dtype=h5py.string_dtype())
             if others:
                 for group in ("targets/data", "targets/size", "targets/labels"):
                     f.create_group(group)
             for key in others:
                 data = np.concatenate(outputs[key], axis=0)
-                f["targets/data"].create_dataset(key, data=data)
+                f["targets/data"].create_dataset(key, data=data, fletcher32=True)
                 key_dim = sparse_dims.get(key, 1) if data.ndim == 1 else data.shape[-1]
                 f["targets/size"].attrs[key] = [key_dim, data.ndim]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +13,7 @@ import torch
 from framework.datasets.base import Dataset
 from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import DataKey, label_error, one_hot_keys
+from framework.datasets.worker_seeding import worker_init
 from framework.errors import DataError
 
 
@@ -42,6 +45,13 @@ class BatchLoader:
         self.dataloader_opts = dict(dataloader_opts or {})
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
+        self.reseeded: tuple[str, ...] = ()  # the dataset's generators reseeded in each worker (worker_seeding)
+
+    def reseeding(self, paths: tuple[str, ...]) -> BatchLoader:
+        """This loader, with the dataset's generators at ``paths`` reseeded in each DataLoader worker."""
+        loader = copy.copy(self)
+        loader.reseeded = tuple(paths)
+        return loader
 
     def plan(self, epoch: int) -> list[np.ndarray]:
         """The batches of ``epoch`` as arrays of sequence indices (do not modify them).
@@ -87,9 +97,10 @@ class BatchLoader:
         """Yield each planned batch on the device, loading in worker processes if configured."""
         non_blocking = self.device.type == "cuda"
         if self.dataloader_opts.get("num_workers", 0) > 0:
-            loader = torch.utils.data.DataLoader(
-                _PlannedBatches(self, plan), batch_size=None, shuffle=False, **self.dataloader_opts
-            )
+            opts = dict(self.dataloader_opts)
+            if self.reseeded:
+                opts["worker_init_fn"] = functools.partial(worker_init, self.reseeded, opts.get("worker_init_fn"))
+            loader = torch.utils.data.DataLoader(_PlannedBatches(self, plan), batch_size=None, shuffle=False, **opts)
             source = zip(plan, loader, strict=True)
         else:
             source = ((indices, self.tensor_batch(indices)) for indices in plan)

@@ -80,6 +80,13 @@ class NumpyDataset(Dataset):
         if len(set(counts.values())) != 1:
             raise ConfigError(f"{self.name}: all keys need the same number of sequences, got {counts}.")
         self._num_seqs = next(iter(counts.values()))
+        empty_lists = [key for key, value in self.arrays.items() if isinstance(value, list) and not value]
+        if empty_lists:  # the shape and dtype of variable-length data are taken from its first sequence
+            raise ConfigError(
+                f"{self.name}: the lists of {', '.join(map(repr, empty_lists))} are empty: a dataset needs at least "
+                f"one sequence, and the shape and dtype of a key are taken from its data. Give the sequences, or "
+                f"leave this dataset out of the config."
+            )
         self.sparse_dims = dict(sparse_dims or {})
         self._lengths: np.ndarray | None = None
 

@@ -10,7 +10,8 @@
 - ``watch_stall = seconds``: when no step finishes within that time, every thread's stack is
   printed, and again each further interval while the stall lasts; the run is not killed. It uses
   faulthandler's C-level watchdog, which fires even while the main thread is stuck inside native
-  code holding the GIL.
+  code holding the GIL. The log files get the same stacks from a Python thread (a batch job's log
+  must show the stall; that thread needs the GIL, so stderr is the place to look when it is held).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from framework.core.events import Event
 from framework.core.plugin import TASKS, Plugin, on
 from framework.core.state import RunState
 from framework.options import register
+from framework.training.exit_log import thread_stacks
 
 register(
     "watch_stall",
@@ -120,28 +122,51 @@ def label_stack_dumps(label: str) -> None:
 
 
 class StallWatch(Plugin):
-    """``watch_stall``: re-arms faulthandler's watchdog whenever a step (training, evaluation, forward) finishes."""
+    """``watch_stall``: re-arms faulthandler's watchdog whenever a step (training, evaluation, forward) finishes,
+    and a thread that writes the same stacks to the log files."""
 
     tasks = TASKS
 
     def __init__(self, seconds: float):
         self.seconds = seconds
+        self.progress = threading.Event()  # a step ended (or the run closed) within the current interval
+        self.closed = False
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> StallWatch | None:
         return cls(config.float("watch_stall")) if config.get("watch_stall") else None
 
     @on(Event.STARTUP)
+    def start(self, state: RunState) -> None:
+        self.arm(state)
+        threading.Thread(target=self._log_stalls, name="stall-watch-log", daemon=True).start()
+
     @on(Event.STEP_END)
     @on(Event.EVAL_STEP_END)
     @on(Event.FORWARD_STEP_END)
     @on(Event.EPOCH_END)
     def arm(self, state: RunState) -> None:
         faulthandler.dump_traceback_later(self.seconds, repeat=True, file=_stack_dumps, exit=False)
+        self.progress.set()
 
     @on(Event.CLOSE)
     def disarm(self, state: RunState) -> None:
         faulthandler.cancel_dump_traceback_later()
+        self.closed = True
+        self.progress.set()
+
+    def _log_stalls(self) -> None:
+        stalled = 0.0
+        while not self.closed:
+            if self.progress.wait(self.seconds):
+                stalled = 0.0
+            elif not self.closed:
+                stalled += self.seconds
+                log.to_files(
+                    f"watch_stall: no step ended for {stalled:g} s (watch_stall = {self.seconds:g}). Where every "
+                    f"thread is:\n{thread_stacks()}"
+                )
+            self.progress.clear()
 
 
 def log_crash_handler_status(status: str) -> None:

@@ -8,6 +8,7 @@ still lands in the frame that raised it.
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Any
 
@@ -19,6 +20,7 @@ from framework.core.plugin import TASKS, Plugin, on
 from framework.core.state import RunState
 from framework.errors import FrameworkError
 from framework.inspection.tensors import describe
+from framework.inspection.tracebacks import debugger_hint
 
 _MODULE_MACHINERY = nn.modules.module.__file__  # _call_impl and friends, whose locals hold the module too
 
@@ -108,6 +110,17 @@ _HINTS = {
     ),
 }
 
+# RETURNN's Tensor API used on a batch here, whose values are plain torch tensors (a RETURNN config run unedited).
+_RETURNN_TENSOR_API = re.compile(
+    r"'Tensor' object has no attribute '(raw_tensor|dims|dims_set|dim_tags|feature_dim|batch_dim|sparse_dim|"
+    r"placeholder|get_time_dim_tag|get_sequence_lengths|copy_template)'"
+)
+_RETURNN_HINT = (
+    "[framework] .{attribute} is RETURNN's Tensor API; a batch here holds plain torch tensors: extern_data['data'] "
+    "is the tensor (RETURNN's .raw_tensor) and extern_data['data:seq_len'] its lengths (RETURNN's "
+    "dims[1].dyn_size_ext.raw_tensor). docs/from_returnn.rst shows the lines of a RETURNN config to change."
+)
+
 
 class ExceptionContext(Plugin):
     """Attaches the context note to an exception from user code, in every task."""
@@ -120,9 +133,15 @@ class ExceptionContext(Plugin):
         if exc is None or isinstance(exc, FrameworkError):
             return
         exc.add_note(describe_context(state, exc))
+        debugger = debugger_hint(exc.__traceback__)  # the frames below the engine's are all there now
+        if debugger:
+            exc.add_note(debugger)
         for text, hint in _HINTS.items():
             if text in str(exc):
                 exc.add_note(hint)
+        returnn_api = _RETURNN_TENSOR_API.search(str(exc)) if isinstance(exc, AttributeError) else None
+        if returnn_api:
+            exc.add_note(_RETURNN_HINT.format(attribute=returnn_api.group(1)))
 
 
 PLUGINS = (ExceptionContext,)

@@ -1,16 +1,23 @@
 """The first-step probe session (``debug_first_step_reruns``, on by default).
 
 Before the first training step, the checks that look at the first batch by running ``train_step``
-again (loss inputs, padding, batch independence, device) share one ``ProbeSession``
-(``framework.inspection.probe``): every such run happens on a fresh copy of the model, the run on
-the unchanged batch once for all of them. With default options on a batch without padding, that
-is 2 extra runs (the unchanged batch, also watched by the device check; a smaller batch); padding adds an unchanged
-and a changed-padding run in eval mode (and one per padded key when a loss moves). At verbosity 4
-one line counts them and says what could not be checked. ``debug_first_step_reruns = False`` turns
+again (loss inputs, padding, batch independence, device, target leakage, unregistered parameters,
+eval mode) share one ``ProbeSession`` (``framework.inspection.probe``): every such run happens on
+a fresh copy of the model, the run on the unchanged batch once for all of them. With default
+options on a batch without padding, that is 3 extra runs (the unchanged batch, watched by several
+checks; a smaller batch; a few sequences in eval mode); padding adds an unchanged and a
+changed-padding run in eval mode (and one per padded key when a loss moves). At verbosity 4 one
+line counts them and says what could not be checked. ``debug_first_step_reruns = False`` turns
 every one of them off.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import torch
 
 from framework import log
 from framework.config import Config
@@ -18,7 +25,7 @@ from framework.core.events import Event, Order
 from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.inspection.probe import ProbeSession
+from framework.inspection.probe import ProbeLimit, ProbeSession
 from framework.options import register
 
 register(
@@ -26,7 +33,7 @@ register(
     "bool",
     True,
     "Before the first step, checks rerun train_step on copies of the model (loss inputs, padding, batch "
-    "independence, device); False turns every rerun off.",
+    "independence, device, target leakage, eval mode); False turns every rerun off.",
     __name__,
 )
 
@@ -65,6 +72,60 @@ class FirstStepProbes(Plugin):
             self.session.release()
             state.store.put(PROBE_SESSION, None, by=self)
             self.session = None
+
+
+class SharedRunCheck(Plugin):
+    """A first-step check that watches the probe session's run of the unchanged first batch, on the model copy.
+
+    A subclass names its ``check`` (as the session's summary shows it) and gives ``observe``, a
+    context manager entered around the run that yields what it records, and ``conclude``, which
+    judges that after the run. ``applies`` says whether the check has anything to watch in this run.
+    """
+
+    order = Order.CHECK
+    needs = (PROBE_SESSION,)
+    check: ClassVar[str]
+
+    def applies(self, state: RunState) -> bool:
+        """Whether this run's first batch gives the check anything to watch."""
+        return True
+
+    def observe(self, state: RunState, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
+        """Entered around the shared run on ``model`` (the copy); yields what it records."""
+        raise NotImplementedError
+
+    def conclude(self, state: RunState, seen: Any) -> None:
+        """Judge what ``observe`` recorded."""
+        raise NotImplementedError
+
+    @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
+    def watch_shared_run(self, state: RunState) -> None:
+        session = state.store.get(PROBE_SESSION)
+        self._seen: Any = None
+        self._watching = session is not None and self.applies(state)
+        if not self._watching:
+            return
+
+        @contextlib.contextmanager
+        def observer(model: torch.nn.Module) -> Iterator[None]:
+            with self.observe(state, model) as seen:
+                self._seen = seen
+                yield
+
+        session.watch(self.check, observer)
+
+    @on(Event.STEP_START, once=True)
+    def judge_shared_run(self, state: RunState) -> None:
+        if not self._watching:
+            return
+        try:
+            state.store.get(PROBE_SESSION).shared_run(self.check)
+        except ProbeLimit as exc:
+            log.v5(f"The {self.check} skipped: the watched run of the first step failed ({exc}).")
+            return
+        seen, self._seen = self._seen, None
+        if seen is not None:  # None: the model could not be copied (the session's summary says so)
+            self.conclude(state, seen)
 
 
 PLUGINS = (FirstStepProbes,)

@@ -51,6 +51,14 @@ from framework.options import register
 CHECK = "loss-input check"
 
 register(
+    "debug_loss_on_class_ids",
+    "bool",
+    True,
+    "First step: a regression loss (mse, l1, smooth_l1, huber) whose target holds the class ids of a sparse key.",
+    __name__,
+)
+
+register(
     "debug_loss_inputs",
     "bool",
     True,
@@ -88,6 +96,8 @@ _REGRESSION_LOSSES = {
     F.poisson_nll_loss,
 }
 _CLASS_LOSSES = {F.cross_entropy, F.nll_loss}
+# Losses that treat their target as a number on a scale: class ids (more than two classes) have none.
+_DISTANCE_LOSSES = {F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss}
 _BROADCAST_WARNING = r"Using a target size .* that is different to the input size"
 
 
@@ -122,8 +132,15 @@ class _ClassLossCall:
 class _FirstStepWatch(TorchFunctionMode):
     """Inspects loss-function calls, tags squashing ops with their module and line, records backward calls."""
 
-    def __init__(self, tracker: ModuleTracker, batch: dict[str, torch.Tensor], sparse_keys: list[str]):
+    def __init__(
+        self,
+        tracker: ModuleTracker,
+        batch: dict[str, torch.Tensor],
+        sparse_keys: list[str],
+        class_ids: dict[str, int] | None = None,
+    ):
         super().__init__()
+        self.class_ids = class_ids or {}  # sparse key -> its number of classes, for the regression-on-ids check
         self.tracker = tracker
         self.batch = batch
         self.sparse_keys = sparse_keys
@@ -139,6 +156,8 @@ class _FirstStepWatch(TorchFunctionMode):
             self.backward_calls.append(format_frame(user_frame()))
         if func in _REGRESSION_LOSSES:
             self._check_broadcast(func, args, kwargs)
+        if func in _DISTANCE_LOSSES and self.class_ids:
+            self._check_class_ids(func, args, kwargs)
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor) and type(out.grad_fn).__name__ in _SQUASHING:
             out.grad_fn.metadata.setdefault(
@@ -179,6 +198,32 @@ class _FirstStepWatch(TorchFunctionMode):
                 f"shape {t}; they broadcast to {b}, so every prediction is compared with every target and the loss "
                 f"is wrong without an error. Give both the same shape (e.g. prediction.squeeze(-1), or "
                 f"target.view_as(prediction)).",
+            )
+        )
+
+    def _check_class_ids(self, func: Any, args: tuple, kwargs: dict) -> None:
+        """A distance loss whose target holds the same values as the labels of a sparse key: class ids as numbers."""
+        target = _argument(args, kwargs, 1, "target")
+        if not isinstance(target, torch.Tensor) or not target.is_floating_point() or target.numel() < 2:
+            return
+        with torch.no_grad():
+            values = target.detach().flatten()
+            if not bool((values == values.round()).all()):
+                return
+            ids = values.long().sort().values
+            key = next((k for k in self.class_ids if _same_labels(self.batch, k, ids)), None)
+        if key is None:
+            return
+        n = self.class_ids[key]
+        self.findings.append(
+            Finding(
+                "warning",
+                f"{func.__name__} at {format_frame(user_frame())} regresses on the class ids of the sparse key {key!r} "
+                f"({n} classes) as if they were numbers: its target holds the batch's {key!r} labels. Class ids have "
+                f"no order or distance (a prediction of 2.5 between classes 2 and 3 means nothing), so the loss pulls "
+                f"every prediction toward the mean id and the model learns another task without an error. Output {n} "
+                f"logits and use cross_entropy(logits, labels); for a target that is a number, declare it without "
+                f"sparse_dim. (debug_loss_on_class_ids = False turns this check off.)",
             )
         )
 
@@ -264,6 +309,14 @@ def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
     return args[position] if len(args) > position else kwargs.get(name)
 
 
+def _same_labels(batch: dict[str, torch.Tensor], key: str, ids: torch.Tensor) -> bool:
+    """Whether the sorted ``ids`` are the labels of ``key`` (with or without its padding)."""
+    for labels in (_valid_labels(batch, key), batch[key].flatten()):
+        if labels.numel() == ids.numel() and torch.equal(labels.sort().values.to(ids.device), ids):
+            return True
+    return False
+
+
 def _valid_labels(batch: dict[str, torch.Tensor], key: str) -> torch.Tensor:
     real = real_frames(batch, key)
     return batch[key].flatten() if real is None else batch[key][real].flatten()
@@ -301,10 +354,11 @@ class LossInputsCheck(Plugin):
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> LossInputsCheck | None:
-        return cls() if config.bool("debug_loss_inputs") else None
+        return cls(config.bool("debug_loss_on_class_ids")) if config.bool("debug_loss_inputs") else None
 
-    def __init__(self) -> None:
+    def __init__(self, class_ids: bool = True) -> None:
         self.watch: _FirstStepWatch | None = None
+        self.class_ids = class_ids
 
     @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
     def watch_first_batch(self, state: RunState) -> None:
@@ -316,7 +370,8 @@ class LossInputsCheck(Plugin):
         @contextlib.contextmanager
         def watched(model: torch.nn.Module) -> Iterator[None]:
             tracker = ModuleTracker(model)
-            self.watch = _FirstStepWatch(tracker, state.batch, sparse)
+            ids = {k: state.extern_data[k].sparse_dim for k in sparse if state.extern_data[k].sparse_dim > 2}
+            self.watch = _FirstStepWatch(tracker, state.batch, sparse, ids if self.class_ids else None)
             with tracker, self.watch:
                 yield
 

@@ -71,22 +71,28 @@ class StaleGradients(Plugin):
         if self.checks_left <= 0:
             self.callbacks.off(Event.STEP_START, self.check)
             self.callbacks.off(Event.AFTER_OPTIMIZER_STEP, self.after_update)
-        stale = [n for n, p in state.model.named_parameters() if p.grad is not None]
+        stale = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None]
         if not stale:
             return
         self.callbacks.off(Event.STEP_START, self.check)
         self.callbacks.off(Event.AFTER_OPTIMIZER_STEP, self.after_update)
+        held = {id(p) for group in state.optimizer.param_groups for p in group["params"]}
         override = zero_grad_override(state.optimizer)
-        cause = (
-            f"{type(state.optimizer).__name__}.zero_grad (defined at {override}) does not clear them"
-            if override
-            else "something puts .grad back after optimizer.zero_grad (a hook, or a wrapper that keeps gradients)"
-        )
+        if not any(id(p) in held for _, p in stale):
+            cause = (
+                "they are in none of the optimizer's param groups, and optimizer.zero_grad clears only the tensors it "
+                "holds (the optimizer was built over other tensors; see the first step's findings)"
+            )
+        elif override:
+            cause = f"{type(state.optimizer).__name__}.zero_grad (defined at {override}) does not clear them"
+        else:
+            cause = "something puts .grad back after optimizer.zero_grad (a hook, or a wrapper that keeps gradients)"
         text = (
-            f"gradients are not cleared between updates: {by_module(state.model, stale)} still hold a gradient at "
-            f"the start of step {state.global_step}, after the engine's optimizer.zero_grad(set_to_none=True); "
-            f"{cause}. Every update then adds up all earlier gradients: the gradient norm grows with the step count "
-            f"while the loss does not improve. Let zero_grad set p.grad = None (or zero it)."
+            f"gradients are not cleared between updates: {by_module(state.model, [n for n, _ in stale])} still hold "
+            f"a gradient at the start of step {state.global_step}, after the engine's "
+            f"optimizer.zero_grad(set_to_none=True); {cause}. Every update then adds up all earlier gradients: the "
+            f"gradient norm grows with the step count while the loss does not improve. Let zero_grad set "
+            f"p.grad = None (or zero it)."
         )
         report_findings(state, "training", [Finding("warning", text)], ModelCheckError, False)
 

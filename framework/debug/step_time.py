@@ -1,4 +1,5 @@
-"""Where step time goes: data wait, forward, backward, optimizer; a warning for a data bottleneck.
+"""Where step time goes: data wait, forward, backward, optimizer; a warning for a data bottleneck, whose advice
+fits this machine's cores and, when workers load the data, a comparison with batches built without them.
 
 Always on (four clock reads per step). The per-step split goes into the step line at
 ``log_verbosity = 5``; the epoch summary gives the split in percent. On CUDA these are host
@@ -10,16 +11,22 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.training.threads import allowed_cpus
+
+if TYPE_CHECKING:
+    from framework.datasets.loader import BatchLoader
 
 PHASES = ("data", "forward", "backward", "optimizer")
 _BOTTLENECK_SHARE = 0.2
 _BOTTLENECK_WAIT = 0.002  # median seconds per step: below that, waiting for data costs nothing worth fixing
+_MEASURE_BATCHES, _MEASURE_SEC = 5, 1.0  # batches built without workers to compare with the wait for them
 
 
 class StepTimer(Plugin):
@@ -100,17 +107,56 @@ class StepTimer(Plugin):
         # otherwise make data look like a bottleneck; a real one slows every step.
         wait, step_time = statistics.median(self.data_waits), statistics.median(self.step_times)
         if wait > _BOTTLENECK_SHARE * step_time and wait > _BOTTLENECK_WAIT:
-            opts = state.config.get("torch_dataloader_opts") or {}
-            hint = (
-                "load batches in background processes with torch_dataloader_opts = {'num_workers': 2, "
-                "'pin_memory': True} (pin_memory helps on CUDA)"
-                if not opts.get("num_workers")
-                else f"use more workers than num_workers={opts['num_workers']}, or make the dataset's get_batch faster"
-            )
             log.v2(
                 f"Data loading is a bottleneck: {100 * wait / step_time:.0f}% of epoch {state.epoch}'s typical step "
-                f"time ({1e3 * wait:.1f} ms per step, the median) is spent waiting for batches. To fix it, {hint}."
+                f"time ({1e3 * wait:.1f} ms per step, the median) is spent waiting for batches. To fix it, "
+                f"{_advice(state, wait)}."
             )
+
+
+def _advice(state: RunState, wait: float) -> str:
+    """What to change, judged on this machine's cores and, with workers, on a batch built without them.
+
+    Workers overlap loading with training only on cores that training leaves free; on a small machine
+    they compete with it, and a step can wait longer for them than it takes to build a batch in-process.
+    """
+    cores = allowed_cpus()[0]
+    workers = (state.config.get("torch_dataloader_opts") or {}).get("num_workers", 0)
+    faster = "make the dataset's get_batch faster (precompute features, memory-mapped files: NumpyDataset)"
+    if not workers:
+        if cores < 2:
+            return f"{faster}; with 1 core, background workers would only take turns with training"
+        return (
+            f"load batches in background processes with torch_dataloader_opts = {{'num_workers': {min(4, cores - 1)}, "
+            f"'pin_memory': True}} (pin_memory helps on CUDA; this machine has {cores} cores, and workers beyond "
+            f"the cores training leaves free compete with it), or {faster}"
+        )
+    loader = state.loaders.get("train")
+    built = _in_process_batch_time(loader, loader.plan(state.epoch)) if loader is not None else None
+    if built is not None and built < wait:
+        return (
+            f"use fewer workers: without workers a batch takes {1e3 * built:.1f} ms to build in this process (measured "
+            f"after the epoch), less than the {1e3 * wait:.1f} ms each step waited for num_workers={workers} on "
+            f"{cores} cores, where the workers compete with training for the CPU; num_workers=0 is faster here"
+        )
+    if workers + 1 < cores:
+        return f"use more workers than num_workers={workers} (at most {cores - 1} on {cores} cores), or {faster}"
+    return (
+        f"{faster}; num_workers={workers} already uses the {cores} cores, and more workers would compete with training"
+    )
+
+
+def _in_process_batch_time(loader: BatchLoader, plan: list) -> float | None:
+    """Median seconds to build one of ``plan``'s batches in this process: a few batches, about a second at most."""
+    times: list[float] = []
+    deadline = time.perf_counter() + _MEASURE_SEC
+    for indices in plan[:_MEASURE_BATCHES]:
+        start = time.perf_counter()
+        loader.tensor_batch(indices)
+        times.append(time.perf_counter() - start)
+        if time.perf_counter() > deadline:
+            break
+    return statistics.median(times) if times else None
 
 
 PLUGINS = (StepTimer,)

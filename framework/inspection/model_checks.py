@@ -113,6 +113,7 @@ def gradient_findings(
             )
         )
     if optimizer is not None:
+        findings += optimizer_findings(model, optimizer)
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
         left_out = [n for n, p in trainable.items() if id(p) not in optimized and not matches_any(n, frozen)]
         if left_out:
@@ -123,6 +124,41 @@ def gradient_findings(
                     f"change. Is the optimizer built from a subset of the parameters?",
                 )
             )
+    return findings
+
+
+def optimizer_findings(model: nn.Module, optimizer: Any) -> list[Finding]:
+    """Tensors the optimizer updates twice, or that are not the model's parameters (another copy's)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    counts: dict[int, int] = {}
+    foreign = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            counts[id(p)] = counts.get(id(p), 0) + 1
+            if id(p) not in names and counts[id(p)] == 1:
+                foreign.append(p)
+    findings = []
+    twice = [names[i] for i, n in counts.items() if n > 1 and i in names]
+    if twice:
+        findings.append(
+            Finding(
+                "warning",
+                f"{by_module(model, twice)} are listed more than once in the optimizer's param groups, so every "
+                f"update changes them more than once (with momentum state mixed between the copies). List each "
+                f"parameter in one group.",
+            )
+        )
+    if foreign:
+        shapes = ", ".join(str(list(p.shape)) for p in foreign[:4]) + (" ..." if len(foreign) > 4 else "")
+        findings.append(
+            Finding(
+                "warning",
+                f"the optimizer updates {len(foreign)} tensor(s) that are not parameters of the model the step "
+                f"trains (shapes {shapes}): an optimizer built over another copy of the model (one made before a "
+                f"deepcopy, a reload or a conversion), or over tensors replaced since. The model's own parameters "
+                f"are then never changed by it.",
+            )
+        )
     return findings
 
 

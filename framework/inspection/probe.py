@@ -240,10 +240,12 @@ class ProbeSession:
         self._watch_failed = failed
         self.limits.append(f"the watched run of the first batch failed only while watched ({why_not(failed)})")
 
-    def changed_run(self, check: str, model: torch.nn.Module, batch: dict[str, Any]) -> RunCtx:
-        """``train_step`` on a changed batch or model (inside ``isolated``); a failure raises ``ProbeLimit``."""
+    def changed_run(self, check: str, model: torch.nn.Module, batch: dict[str, Any], stage: str = "train") -> RunCtx:
+        """``train_step`` on a changed batch or model (inside ``isolated``); a failure raises ``ProbeLimit``.
+
+        ``stage="eval"`` runs it as the evaluation of a dev set does (``run_ctx.train_flag`` is False)."""
         try:
-            return self._run(check, model, batch)
+            return self._run(check, model, batch, stage)
         except Exception as exc:
             raise self._limit(ProbeLimit(check, exc)) from exc
 
@@ -263,7 +265,7 @@ class ProbeSession:
                     )
                 raise
 
-    def _run(self, check: str, model: torch.nn.Module, batch: dict[str, Any]) -> RunCtx:
+    def _run(self, check: str, model: torch.nn.Module, batch: dict[str, Any], stage: str = "train") -> RunCtx:
         """One counted run of ``train_step`` on ``model`` with its summaries discarded."""
         state = self.state
         self.runs.append(check)
@@ -271,7 +273,7 @@ class ProbeSession:
             state.config,
             model,
             batch,
-            "train",
+            stage,
             epoch=max(state.epoch, 1),
             step=state.global_step,
             summaries=_DiscardedSummaries(),

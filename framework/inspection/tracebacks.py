@@ -80,6 +80,46 @@ def compact_excepthook(etype: type[BaseException], value: BaseException, tb: Any
     print(format_compact(value), file=sys.stderr, end="")
 
 
+def show_compactly_in_ipython(exc: BaseException) -> None:
+    """Under ``ipython rnn.py``, show ``exc`` with the compact traceback too.
+
+    IPython formats an uncaught exception itself (its verbose traceback, a hundred lines for a shape
+    error) and never calls ``sys.excepthook``; it prints what an exception's ``_render_traceback_``
+    returns instead. Only that attribute is added: type, traceback and ``--pdb`` stay as they are.
+    """
+    ipython = sys.modules.get("IPython")
+    if sys.excepthook is not compact_excepthook or ipython is None or ipython.get_ipython() is None:
+        return
+    with contextlib.suppress(AttributeError):  # an exception class without __dict__
+        exc._render_traceback_ = lambda: format_compact(exc).rstrip("\n").split("\n")  # type: ignore[attr-defined]
+
+
+def debugger_hint(tb: types.TracebackType | None) -> str | None:
+    """How a post-mortem debugger gets from the frame that raised to the innermost frame of the user's code.
+
+    ``python -m pdb`` and ``ipython --pdb`` open in the innermost frame, which for an error raised by
+    torch (a shape error in ``Linear.forward``) is torch's; ``up N`` moves N frames out. None when
+    the exception was raised in the user's code, or never passed through it.
+    """
+    entries = list(_walk(tb))
+    user = [i for i, (summary, _) in enumerate(entries) if _is_user_frame(summary.filename)]
+    if not user or user[-1] == len(entries) - 1:
+        return None
+    mine, raised = entries[user[-1]][0], entries[-1][0]
+    return (
+        f"  in a debugger (python -m pdb, ipython --pdb), which opens where it was raised ({_short(raised.filename)}:"
+        f"{raised.lineno} in {raised.name}): up {len(entries) - 1 - user[-1]} reaches your code, "
+        f"{display_path(mine.filename)}:{mine.lineno} in {mine.name}"
+    )
+
+
+def _walk(tb: types.TracebackType | None) -> Iterator[tuple[traceback.FrameSummary, types.TracebackType]]:
+    """(summary, traceback entry) of each frame of ``tb``, outermost first."""
+    while tb is not None:
+        yield traceback.FrameSummary(tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame.f_code.co_name), tb
+        tb = tb.tb_next
+
+
 def format_compact(exc: BaseException) -> str:
     """The compact traceback of ``exc``, with the exceptions it was chained from first (as Python does)."""
     parts = []
@@ -88,12 +128,7 @@ def format_compact(exc: BaseException) -> str:
     elif exc.__context__ is not None and not exc.__suppress_context__:
         parts += [format_compact(exc.__context__), "\nDuring handling of the above exception, another occurred:\n\n"]
     lines = ["Traceback (most recent call last; library frames folded):"]
-    entries = []
-    tb = exc.__traceback__
-    while tb is not None:
-        summary = traceback.FrameSummary(tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame.f_code.co_name)
-        entries.append((summary, tb))
-        tb = tb.tb_next
+    entries = list(_walk(exc.__traceback__))
     user = [_is_user_frame(summary.filename) for summary, _ in entries]
     shown = _setting_frame(entries, user)
     folded: list[traceback.FrameSummary] = []

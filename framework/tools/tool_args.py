@@ -10,10 +10,20 @@ import argparse
 import os
 
 CONFIG_USAGE = "config.py [more.py ...] [++key value ...]"
+_command: str | None = None  # how the tool was started, when not as ``python tools/NAME.py``
+
+
+def started_as(command: str) -> None:
+    """Name the tool ``command`` in its usage and errors (``framework-NAME``, ``python -m framework NAME``)."""
+    global _command
+    _command = command
 
 
 class ToolParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` for a tool: usage ``python tools/NAME config.py ... [options]``, its docstring as help.
+
+    Started as a command (``framework-NAME``, ``python -m framework NAME``: ``framework.commands``),
+    the usage names the command instead.
 
     With ``takes_config``, everything that is not an option (config files, ``++key value`` pairs)
     is collected into ``args.config_args``; an unknown ``--option`` is an error rather than being
@@ -22,7 +32,7 @@ class ToolParser(argparse.ArgumentParser):
 
     def __init__(self, tool_file: str, doc: str, *, takes_config: bool = True, usage_tail: str = "[options]"):
         self.takes_config = takes_config
-        prog = f"python tools/{os.path.basename(tool_file)}"
+        prog = _command or f"python tools/{os.path.basename(tool_file)}"
         head = f"{prog} {CONFIG_USAGE} " if takes_config else f"{prog} "
         super().__init__(
             prog=prog,

@@ -64,3 +64,15 @@ def case_from_argv(argv: list[str], **kwargs: Any) -> ConfigCase:
     """``load_case`` for the ``config.py [more.py] [++key value]`` part of a tool's command line."""
     files, overrides = parse_args(argv)
     return load_case(files, overrides, **kwargs)
+
+
+def untrained_parameters_note(config: Any) -> str | None:
+    """For a tool about to use the model's initial parameters: a note when training saved checkpoints of it."""
+    prefix = config.get("model")
+    saved = checkpoint.list_checkpoints(prefix) if prefix else {}
+    if not saved:
+        return None
+    return (
+        f"NOTE: without --checkpoint the model has its initial, untrained parameters, although training saved "
+        f"{len(saved)} checkpoint(s) of it ({prefix}.*.pt); for the trained ones: --checkpoint {saved[max(saved)]}"
+    )

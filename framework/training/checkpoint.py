@@ -2,10 +2,15 @@
 
 A checkpoint holds everything a resumed run needs to continue bit for bit: model and
 optimizer state, epoch, global step, RNG states and the learning-rate control state. It is
-written to a temporary file, flushed to disk and renamed, so a crash at any moment leaves
-either the complete new file or none; files load with ``torch.load(weights_only=True)``.
-Ctrl-C or SIGTERM arriving during a write take effect after it, and a failed write (disk full,
-I/O error) removes its temporary file and says so, leaving every earlier checkpoint untouched.
+written to a temporary file (created without following a link, ``safe_create``), flushed to
+disk and renamed, so a crash at any moment leaves either the complete new file or none. Ctrl-C
+or SIGTERM arriving during a write take effect after it, and a failed write (disk full, I/O
+error) removes its temporary file and says so, leaving every earlier checkpoint untouched.
+
+A file is trusted only once verified: every record's CRC-32 (``checkpoint_integrity``) before
+``torch.load(weights_only=True)``, the entries a resume needs, and finite parameters. A damaged
+file is refused with the newest intact checkpoint named; nothing resumes from an older one
+without the user moving the damaged file away.
 """
 
 from __future__ import annotations
@@ -14,18 +19,25 @@ import contextlib
 import glob
 import os
 import re
+import shlex
 import signal
+import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.utils.serialization.config as serialization_config
 
 from framework import log
 from framework.errors import CheckpointError, ConfigError, WriteError
 from framework.training import disk
+from framework.training.checkpoint_integrity import damage
+from framework.training.safe_create import create_new
+from framework.util import printable
 
 _TMP_SUFFIX = ".tmp"
+_writes_in_progress = 0
 
 
 def checkpoint_path(prefix: str, epoch: int) -> str:
@@ -44,6 +56,19 @@ def remove_interrupted(prefix: str) -> None:
     if os.path.exists(path):
         log.v4(f"Removing {path}: superseded by a complete epoch checkpoint.")
         os.remove(path)
+
+
+def newest_checkpoint(prefix: str) -> str | None:
+    """The file a resume of ``prefix`` starts from: the mid-epoch checkpoint if any, else the newest epoch's."""
+    if os.path.exists(interrupted_path(prefix)):
+        return interrupted_path(prefix)
+    found = list_checkpoints(prefix)
+    return found[max(found)] if found else None
+
+
+def write_in_progress() -> bool:
+    """Whether a checkpoint is being written now (in any thread)."""
+    return _writes_in_progress > 0
 
 
 def list_checkpoints(prefix: str) -> dict[int, str]:
@@ -87,12 +112,18 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
 
     WriteError if the write fails; the temp file is removed and nothing else touched.
     """
+    global _writes_in_progress
     directory = os.path.dirname(os.path.abspath(path))
     tmp = f"{path}{_TMP_SUFFIX}{os.getpid()}"
+    _writes_in_progress += 1
     with signals_deferred(f"the write of {path}"):
         try:
             os.makedirs(directory, exist_ok=True)
-            with open(tmp, "wb") as f:
+            # The CRC-32s are what a load verifies: on even if a config switched them off for its own saves.
+            with (
+                os.fdopen(create_new(tmp, "a checkpoint being written"), "wb") as f,
+                serialization_config.patch({"save.compute_crc32": True}),
+            ):
                 torch.save(state, f)
                 f.flush()
                 os.fsync(f.fileno())
@@ -106,6 +137,8 @@ def save_checkpoint(path: str, state: dict[str, Any]) -> None:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
             raise WriteError(_write_failure_message(path, exc, state)) from None
+        finally:
+            _writes_in_progress -= 1
 
 
 def _write_failure_message(path: str, exc: BaseException, state: dict[str, Any]) -> str:
@@ -194,20 +227,118 @@ def signals_deferred(what: str) -> Iterator[None]:
                 signal.raise_signal(signum)
 
 
+# What a resumed training reads from a checkpoint (Engine._checkpoint_state writes them), what it can do
+# without (written by older versions) and what a mid-epoch (interrupted) checkpoint adds.
+RESUME_KEYS = {
+    "model": "the parameters",
+    "optimizer": "the optimizer state",
+    "epoch": "the epoch",
+    "global_step": "the step count",
+    "rng": "the random generators' states",
+    "learning_rate_control": "the learning rates and scores so far",
+}
+OPTIONAL_KEYS = ("options", "plugins")
+MID_EPOCH_KEYS = ("next_step", "scores")
+_NEW_TRAINING = "give it as ++import_model_train_epoch1 {path} with a new ++model prefix to train from its parameters"
+
+
 def load_checkpoint(path: str) -> dict[str, Any]:
-    """Load a checkpoint on the CPU with ``weights_only=True``; CheckpointError if unreadable."""
-    if not os.path.isfile(path):
-        raise CheckpointError(f"Checkpoint {path} does not exist.")
+    """Load a checkpoint on the CPU after verifying every record's CRC-32; CheckpointError if it cannot be trusted."""
+    _check_loadable(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many kinds (pickle, zip, runtime) for a damaged file
+    except Exception as exc:  # torch raises many kinds (pickle, zip, runtime) for a file it cannot take
         raise CheckpointError(
             f"Checkpoint {path} cannot be read ({_load_failure_reason(exc)}). It is damaged or not a checkpoint "
-            f"of this framework. It was left untouched; move it away to resume from the previous epoch's checkpoint."
+            f"of this framework, and was left untouched. {_newest_other_advice(path, _is_intact, 'intact')}"
         ) from None
     if not isinstance(state, dict) or "model" not in state or "epoch" not in state:
         raise CheckpointError(f"Checkpoint {path} is not a framework checkpoint (no 'model'/'epoch' entries).")
     return state
+
+
+def load_training_state(path: str) -> dict[str, Any]:
+    """``load_checkpoint`` for a resume: CheckpointError if entries a resume reads are missing or unknown ones present.
+
+    Unknown entries come from a newer version: resuming would drop them at the next checkpoint.
+    """
+    state = load_checkpoint(path)
+    needed = list(RESUME_KEYS) + (list(MID_EPOCH_KEYS) if any(k in state for k in MID_EPOCH_KEYS) else [])
+    missing = [key for key in needed if key not in state]
+    if missing:
+        what = ", ".join(f"{key!r} ({RESUME_KEYS.get(key, 'where the epoch stopped')})" for key in missing)
+        raise CheckpointError(
+            f"Checkpoint {path} lacks {what}, which a resumed training needs. It was written by an older version "
+            f"of the framework or by another tool, so this run cannot continue it exactly and did not start; "
+            f"nothing was changed. Continue it with the version that wrote it, or "
+            f"{_NEW_TRAINING.format(path=shlex.quote(path))}."
+        )
+    unknown = sorted(set(state) - set(RESUME_KEYS) - set(OPTIONAL_KEYS) - set(MID_EPOCH_KEYS), key=str)
+    if unknown:
+        raise CheckpointError(
+            f"Checkpoint {path} holds entries this version of the framework does not know: "
+            f"{printable(', '.join(map(repr, unknown)))}. It was probably written by a newer version; resuming "
+            f"here would drop them at the next checkpoint, so this run did not start and nothing was changed. "
+            f"Continue it with the version that wrote it, or {_NEW_TRAINING.format(path=shlex.quote(path))}."
+        )
+    return state
+
+
+def _check_loadable(path: str) -> None:
+    """CheckpointError unless ``path`` is a readable regular file whose records all match their CRC-32."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"Checkpoint {path} does not exist.") from None
+    except OSError as exc:
+        raise CheckpointError(_unreadable_message(path, exc)) from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise CheckpointError(
+            f"{path} is {kind}, but its name is that of a checkpoint, so it is taken for one. Nothing was loaded or "
+            f"changed. Move it away (mv {shlex.quote(path)} {shlex.quote(path + '.moved')}) or give the model "
+            f"another prefix."
+        )
+    try:
+        problem = damage(path)
+    except OSError as exc:
+        raise CheckpointError(_unreadable_message(path, exc)) from None
+    if problem:
+        raise CheckpointError(
+            f"Checkpoint {path} is damaged: {printable(problem)}. It was not loaded and was left untouched. "
+            f"{_newest_other_advice(path, _is_intact, 'intact')}"
+        )
+
+
+def _unreadable_message(path: str, exc: OSError) -> str:
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return (
+        f"Checkpoint {path} cannot be read ({reason}). The file may well be intact; nothing was loaded or changed. "
+        f"Make it readable for this user (ls -l {shlex.quote(path)} shows its owner and permissions), or run as the "
+        f"user who wrote it."
+    )
+
+
+def _is_intact(path: str) -> bool:
+    try:
+        return damage(path) is None
+    except OSError:
+        return False
+
+
+def _newest_other_advice(path: str, usable: Callable[[str], bool], adjective: str) -> str:
+    """Which other checkpoint of the same prefix to continue from, and how (a path of no prefix: restore it)."""
+    match = re.fullmatch(r"(.+)\.(\d{3,}|interrupted)\.pt", path)
+    if match is None:
+        return "Restore it from a copy or write it again."
+    prefix, moved = match.group(1), f"mv {shlex.quote(path)} {shlex.quote(path + '.damaged')}"
+    for epoch, other in sorted(list_checkpoints(prefix).items(), reverse=True):
+        if other != path and usable(other):
+            return (
+                f"The newest {adjective} checkpoint is {other} (epoch {epoch}). To continue from it, move this one "
+                f"away ({moved}) and run the same command again; what came after epoch {epoch} is trained again."
+            )
+    return f"No other checkpoint of {prefix!r} is {adjective}: move this one away ({moved}) and train from the start."
 
 
 def _load_failure_reason(exc: Exception) -> str:
@@ -220,7 +351,7 @@ def _load_failure_reason(exc: Exception) -> str:
             f"it holds Python objects other than tensors and plain data{what}, and checkpoints are loaded without "
             f"running code from the file"
         )
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+    return printable(f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}")  # it may quote the file
 
 
 def load_model_state(model: torch.nn.Module, state_dict: dict[str, torch.Tensor], path: str) -> None:
@@ -245,4 +376,39 @@ def load_model_state(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]
             f"Checkpoint {path} does not fit the model from get_model ({'. '.join(parts)}). Did the model definition "
             f"change since it was written? Use another 'model' path to train from scratch."
         )
+    bad = non_finite_entries(model, state_dict)
+    if bad:
+        advice = _newest_other_advice(path, lambda other: _has_finite_parameters(model, other), "finite")
+        raise CheckpointError(
+            f"Checkpoint {path} holds non-finite values: {'; '.join(bad)}. A model with them computes NaN from its "
+            f"first step, so it was not loaded. The run that wrote it diverged without debug_check_numerics, or "
+            f"the file was changed after writing. {advice}"
+        )
     model.load_state_dict(state_dict)
+
+
+def non_finite_entries(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
+    """``0.weight: 3 NaN, 1 inf of 32 values`` for each parameter holding NaN or inf, and each buffer holding NaN
+    (buffers may hold inf on purpose, e.g. an attention mask)."""
+    parameters = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    found = []
+    for name, value in state_dict.items():
+        if not (isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())):
+            continue
+        if bool(torch.isfinite(value).all()):  # one pass over the healthy ones; counting only for the report
+            continue
+        nan = int(torch.isnan(value).sum())
+        inf = int(torch.isinf(value).sum()) if name in parameters else 0
+        if nan or inf:
+            counts = ", ".join(f"{n} {kind}" for n, kind in ((nan, "NaN"), (inf, "inf")) if n)
+            kind = "parameter" if name in parameters else "buffer"
+            found.append(f"{kind} {name}: {counts} of {value.numel()} values")
+    return found
+
+
+def _has_finite_parameters(model: torch.nn.Module, path: str) -> bool:
+    try:
+        saved = load_checkpoint(path)
+    except CheckpointError:
+        return False
+    return not non_finite_entries(model, saved["model"])

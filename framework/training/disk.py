@@ -11,8 +11,10 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable
+from typing import BinaryIO
 
 from framework.errors import ConfigError, WriteError
+from framework.training.safe_create import create_new
 
 
 def probe_directory(directory: str, what: str, option: str) -> None:
@@ -21,7 +23,7 @@ def probe_directory(directory: str, what: str, option: str) -> None:
     probe = os.path.join(directory, f".write-probe-{os.getpid()}")
     try:
         os.makedirs(directory, exist_ok=True)
-        with open(probe, "wb") as f:
+        with os.fdopen(create_new(probe, f"the write probe of the {what}"), "wb") as f:
             f.write(b"probe")
             f.flush()
             os.fsync(f.fileno())
@@ -63,16 +65,19 @@ def format_size(num_bytes: float) -> str:
     raise AssertionError("unreachable")
 
 
-def write_atomically(path: str, write: Callable[[str], None], what: str, advice: str) -> None:
-    """``write(tmp)`` into a temporary file beside ``path``, then rename it over ``path``.
+def write_atomically(path: str, write: Callable[[BinaryIO], None], what: str, advice: str) -> None:
+    """``write(f)`` into a new temporary file ``f`` beside ``path``, then rename it over ``path``.
 
     A crash or a full disk leaves the previous file (or none), never a truncated one; the error
-    is a WriteError naming ``what`` and ending with ``advice``.
+    is a WriteError naming ``what`` and ending with ``advice``. The temporary file is created
+    without following a link (``safe_create``), and ``write`` gets it open, not its name, so
+    nothing can swap it for a link in between.
     """
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        write(tmp)
+        with os.fdopen(create_new(tmp, what), "w+b") as f:
+            write(f)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):

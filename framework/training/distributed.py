@@ -8,7 +8,8 @@ model; diagnostics keep the plain one, so parameter names do not change), or wit
 same batches for an epoch and takes every N-th, so N ranks with batch B see, step by step, the
 sequences that one process with batch N x B sees; epoch scores are summed over all ranks. Only
 rank 0 writes checkpoints (of the plain model, so any number of ranks can resume from them) and
-TensorBoard; the others log to ``<log>.rank<k>``.
+TensorBoard; the others log to ``<log>.rank<k>``. That the ranks' replicas stay equal (so rank 0's
+checkpoint stands for all) is checked by ``framework.debug.replicas``, with what ``prepare`` records.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ class Distributed:
             atexit.register(self.close)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.find_unused_parameters = bool(options.get("find_unused_parameters", False))
+        self.wrapped_params: dict[int, bool] = {}  # id(parameter) -> requires_grad, when the model was prepared
+        # Whether the replicas should be equal now: always with DDP; with param_sync_step right after an averaging.
+        self.params_in_sync = True
+        self._updates = 0
 
     def train_plan(self, plan: list[np.ndarray]) -> list[np.ndarray]:
         """This rank's batches: every N-th, in whole groups of N so that all ranks take the same number of steps."""
@@ -79,6 +84,9 @@ class Distributed:
         """The model as the train_step sees it: wrapped in DDP, or (``param_sync_step``) the model itself,
         whose parameters are averaged over the ranks every K updates."""
         callbacks.on(Event.EXCEPTION, lambda state: _name_unused_parameters(state.exception, model))
+        # What DDP was built with: it averages the gradients of exactly these, the ones that required a gradient
+        # then (a later change of the model is not seen by it). The ids stay valid: DDP holds the parameters.
+        self.wrapped_params = {id(p): p.requires_grad for p in model.parameters()}
         if self.param_sync_step is None:
             device_ids = [model_device(model).index] if model_device(model).type == "cuda" else None
             return torch.nn.parallel.DistributedDataParallel(
@@ -86,18 +94,17 @@ class Distributed:
             )
         for p in model.parameters():  # start equal (DDP does this itself)
             dist.broadcast(p.data, src=0)
-        updates = 0
-
-        def average(state: Any) -> None:
-            nonlocal updates
-            updates += 1
-            if updates % self.param_sync_step == 0:
-                for p in model.parameters():
-                    dist.all_reduce(p.data)
-                    p.data /= self.size
-
-        callbacks.on(Event.AFTER_OPTIMIZER_STEP, average, Order.TRAINING)
+        callbacks.on(Event.AFTER_OPTIMIZER_STEP, self.average, Order.TRAINING, owner=__name__)
         return model
+
+    def average(self, state: Any) -> None:
+        """``param_sync_step``: after every K-th update, every rank's parameters are the average over the ranks."""
+        self._updates += 1
+        self.params_in_sync = self._updates % self.param_sync_step == 0
+        if self.params_in_sync:
+            for p in state.model.parameters():
+                dist.all_reduce(p.data)
+                p.data /= self.size
 
     def close(self) -> None:
         """Destroy the process group. Left to interpreter exit, gloo's threads can abort the process (SIGABRT)."""

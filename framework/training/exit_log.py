@@ -6,18 +6,28 @@ KeyboardInterrupt, SystemExit) is written with its traceback and then propagates
 ``ipython --pdb`` still stops in the failing frame. Training turns SIGTERM into a checkpoint and
 a clean stop; outside training, SIGTERM and SIGHUP end the run through ``Terminated``, so the
 log says where the run was. Only SIGKILL (and the OOM killer's) cannot be logged by anyone.
+
+Two endings cannot wait for Python to unwind: a step that is stuck when the run is asked to stop
+(``end_stuck_run``), and threads the config started and never stopped, which Python would wait
+for forever at exit (``watch_leftover_threads``). Both write every thread's stack and the reason
+to the log and end the process with ``os._exit`` after ``stop_grace_seconds``.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
+import threading
+import time
 import traceback
 from typing import Any
 
-from framework import log
+from framework import log, options
 
 _installed_by: int | None = None
+_exit_status: int | BaseException = 1  # what the run ends with, for the leftover-thread check at exit
+_leftover_grace: float | None = None  # seconds; set when the check is registered
 
 
 class Terminated(BaseException):
@@ -58,3 +68,102 @@ def log_fatal(exc: BaseException) -> None:
     """Write ``exc`` with its traceback and notes to the log files (stdout/stderr get it from Python)."""
     text = "".join(traceback.format_exception(exc)).rstrip()
     log.to_files(f"FATAL: the run ended with {type(exc).__name__}:\n{text}")
+
+
+def thread_stacks(threads: list[threading.Thread] | None = None) -> str:
+    """Each thread's name and Python stack, most recent call last (default: every thread but a calling watchdog)."""
+    frames = sys._current_frames()
+    by_ident = {thread.ident: thread for thread in threading.enumerate()}
+    caller = threading.current_thread()
+    if threads is None:
+        idents = [i for i in frames if caller is threading.main_thread() or i != caller.ident]
+        idents.sort(key=lambda i: i != threading.main_thread().ident)  # where the run is stuck comes first
+    else:
+        idents = [thread.ident for thread in threads]
+    parts = []
+    for ident in idents:
+        if ident not in frames:
+            continue
+        thread = by_ident.get(ident)
+        name = f"Thread {thread.name!r}" if thread is not None else f"Thread {ident}"
+        daemon = " (daemon)" if thread is not None and thread.daemon else ""
+        parts.append(f"{name}{daemon}, most recent call last:\n" + "".join(traceback.format_stack(frames[ident])))
+    return "".join(parts).rstrip()
+
+
+def end_stuck_run(status: int, reason: str) -> None:
+    """Write ``reason`` and every thread's stack to the log and stderr, then end the process with ``status`` at once.
+
+    For a run that cannot unwind (a step stuck in data loading or a collective): no cleanup runs,
+    no checkpoint of the unfinished step is written; the lock file stays behind, and the kernel
+    frees its lock.
+    """
+    message = f"{reason}\nWhere every thread was:\n{thread_stacks()}"
+    log.v1(message)
+    print(message, file=sys.stderr)
+    _flush_and_exit(status)
+
+
+def exiting_with(status: Any) -> Any:
+    """Record what the run ends with (an exit status, or the exception propagating) for the leftover-thread check;
+    returns ``status``."""
+    global _exit_status
+    _exit_status = status
+    return status
+
+
+def watch_leftover_threads(grace: float | None = None) -> None:
+    """Before Python waits for non-daemon threads at exit: name them with their stacks in the log, give them
+    ``grace`` seconds (default ``stop_grace_seconds``'s), then end the process with the run's status.
+
+    Without this, a config that starts a thread and never stops it keeps the process alive forever
+    after its last checkpoint, with nothing in the log.
+    """
+    global _leftover_grace
+    if _leftover_grace is None:
+        # Python runs these right before joining the non-daemon threads (atexit would run after).
+        threading._register_atexit(_end_leftover_threads)  # type: ignore[attr-defined]
+    _leftover_grace = grace if grace is not None else options.get("stop_grace_seconds").default
+
+
+def _end_leftover_threads() -> None:
+    left = [t for t in threading.enumerate() if not t.daemon and t is not threading.current_thread()]
+    if not left:
+        return
+    names = ", ".join(repr(thread.name) for thread in left)
+    log.v1(
+        f"The run is over, but {len(left)} thread(s) it started still run: {names}. Python would wait for them "
+        f"forever; waiting {_leftover_grace:g} s (stop_grace_seconds) for them to end. Where they are:\n"
+        f"{thread_stacks(left)}"
+    )
+    deadline = time.monotonic() + _leftover_grace
+    for thread in left:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    still = [thread for thread in left if thread.is_alive()]
+    if not still:
+        log.v1("They ended; the run ends normally.")
+        return
+    status = _status_of(_exit_status)
+    log.v1(
+        f"Ending the process with exit status {status}, as the run would have, although thread(s) "
+        f"{', '.join(repr(t.name) for t in still)} still run. Make such threads daemon threads "
+        f"(threading.Thread(..., daemon=True)) or stop them when the run ends."
+    )
+    _flush_and_exit(status)
+
+
+def _status_of(ending: int | BaseException) -> int:
+    if isinstance(ending, SystemExit):
+        return ending.code if isinstance(ending.code, int) else (0 if ending.code is None else 1)
+    if isinstance(ending, KeyboardInterrupt):  # what a shell shows for a process that Ctrl-C ended
+        return 128 + signal.SIGINT
+    return ending if isinstance(ending, int) else 1
+
+
+def _flush_and_exit(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream must not keep the process alive
+            pass
+    os._exit(status)

@@ -16,7 +16,7 @@ feature dimension and whether axis 1 has a variable length; each step's outputs 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -77,9 +77,8 @@ class OutputCollector:
             else:
                 arrays[name] = np.stack(rows)
 
-        def write(tmp: str) -> None:
-            with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
+        def write(f: BinaryIO) -> None:
+            np.savez(f, **arrays)
 
         write_atomically(path, write, "the forward output", "Free space or choose another path with 'output_file'.")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import math
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 from framework import log
 from framework.config import Config
@@ -56,9 +56,8 @@ def format_lr_file(epoch_lrs: dict[int, float], scores: dict[int, Scores]) -> st
 def write_lr_file(path: str, epoch_lrs: dict[int, float], scores: dict[int, Scores]) -> None:
     """Write atomically: a crash mid-write leaves the previous file, as RETURNN does."""
 
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(format_lr_file(epoch_lrs, scores))
+    def write(f: BinaryIO) -> None:
+        f.write(format_lr_file(epoch_lrs, scores).encode("utf-8"))
 
     write_atomically(path, write, "the learning_rate_file", "Free space or point learning_rate_file elsewhere.")
 

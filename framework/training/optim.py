@@ -48,7 +48,10 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
     check_kwargs(factory, kwargs, "optimizer")
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise ConfigError("The model from get_model has no parameters that require gradients; nothing to train.")
+        raise ConfigError(
+            "The model from get_model has no parameters that require gradients; nothing to train. (Modules kept in "
+            "a plain list or dict are not registered: use nn.ModuleList / nn.ModuleDict.)"
+        )
     lr = config.float("learning_rate")
     if factory in OPTIMIZERS.values() and not {"fused", "foreach", "differentiable"} & set(kwargs):
         try:  # torch's fused kernels: faster, and they skip an update on a device flag without a host sync

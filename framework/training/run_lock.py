@@ -9,6 +9,12 @@ one at the path (removed or replaced meanwhile) tries again, so two runs never h
 
 flock is advisory and, on some network file systems, local to one host; the holder's host is
 named so a user can tell.
+
+The lock binds only while its file is the one at the path: a user or script that deletes the model
+directory (or the lock file) mid-run frees the prefix for a second run. ``verify`` notices, and the
+engine calls it before every checkpoint, so the run stops instead of writing beside another. The
+file is opened without following a link (``safe_create``); what it says about another holder is
+printed with control characters escaped.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import os
 import socket
 import time
 
-from framework.errors import ModelInUseError
-from framework.util import command_line
+from framework.errors import LockLostError, ModelInUseError
+from framework.training.safe_create import open_kept
+from framework.util import command_line, printable
 
 
 def lock_path(prefix: str) -> str:
@@ -35,16 +42,17 @@ class RunLock:
         self.prefix = prefix
         self.path = lock_path(prefix)
         self._fd: int | None = None
+        self._written = b""  # what this run wrote into the file: it must still be there
 
     def acquire(self) -> None:
         """Take the lock or raise ModelInUseError naming the holder; OSError if the file cannot be written."""
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_kept(self.path, "the lock of this model prefix", os.O_RDWR)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+                holder = printable(os.pread(fd, 4096, 0).decode("utf-8", "replace").strip())
                 os.close(fd)
                 raise ModelInUseError(self._in_use_message(holder)) from None
             except BaseException:
@@ -56,13 +64,37 @@ class RunLock:
         try:
             started = time.strftime("%Y-%m-%d %H:%M:%S")
             text = f"pid {os.getpid()} on {socket.gethostname()} since {started}: {command_line()}\n"
+            self._written = text.encode("utf-8")
             os.ftruncate(fd, 0)
-            os.pwrite(fd, text.encode("utf-8"), 0)
+            os.pwrite(fd, self._written, 0)
             os.fsync(fd)
         except BaseException:
             os.close(fd)  # closing releases the lock
             raise
         self._fd = fd
+
+    def verify(self, before: str) -> None:
+        """LockLostError unless the lock file at the path is still this run's, saying what this run did not do.
+
+        ``before`` completes "This run stopped before ...", e.g. "writing model.003.pt".
+        """
+        if self._fd is None:
+            return
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            problem = f"the model directory {directory} was deleted"
+        elif not _same_file(self._fd, self.path):
+            problem = f"its lock file {self.path} was deleted or replaced"
+        elif os.pread(self._fd, len(self._written) + 1, 0) != self._written:
+            problem = f"its lock file {self.path} was overwritten"
+        else:
+            return
+        raise LockLostError(
+            f"This run no longer holds the lock of model {self.prefix!r}: {problem} while it ran. Another run may "
+            f"already be writing this prefix, so this run stopped before {before} instead of writing beside it; "
+            f"files written so far were left as they are. Find out who removed it; to go on, make sure no other run "
+            f"trains this prefix and run the same command again (it resumes from the newest checkpoint there)."
+        )
 
     def release(self) -> None:
         """Remove the lock file and give the lock back (the kernel gives it back if the process dies)."""

@@ -31,4 +31,11 @@ BUG_CHECKS_OFF = {
     "debug_split_overlap": False,
     "debug_stale_gradients": False,
     "debug_device_check": False,
+    "debug_target_leakage": False,
+    "debug_update_integrity": False,
+    "debug_accumulation_check": False,
+    "debug_eval_mode": False,
+    "debug_input_layout": False,
+    "debug_worker_randomness": False,
+    "debug_loss_on_class_ids": False,
 }

@@ -11,6 +11,11 @@ before a block changes how it is run (comments do not show in the rendered page)
 
 Quoted output is compared loosely: each quoted line must match some printed line, ``...`` stands
 for any text, and numbers agree within a tolerance (see ``numbers_agree``).
+
+Prose quotes output with the ``output`` role (a page declares ``.. role:: output(literal)``, which
+renders it as code): ``:output:`recon 97.165 kl 5.667``` must appear, with the same tolerance, in
+a line that some command of the pages printed. A number from a run that no command of the pages
+repeats (a benchmark, a test) is not quoted in prose this way.
 """
 
 from __future__ import annotations
@@ -32,6 +37,19 @@ class FileBlock:
     line: int
     path: str
     content: str
+
+
+@dataclass
+class ProseQuote:
+    """Output quoted in a page's prose with the ``output`` role: some command of the pages must print it."""
+
+    page: str
+    line: int
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
 
 @dataclass
@@ -69,6 +87,15 @@ def extract(page: str, text: str) -> list[Command | FileBlock]:
         marker = None
         i = start + len(block)
     return commands
+
+
+def prose_quotes(page: str, text: str) -> list[ProseQuote]:
+    """The ``:output:`...``` quotes of one page, in the order written."""
+    return [
+        ProseQuote(page, number, found.group(1))
+        for number, line in enumerate(text.split("\n"), 1)
+        for found in re.finditer(r":output:`([^`]+)`", line)
+    ]
 
 
 def _literal_block(lines: list[str], i: int) -> tuple[int, list[str]]:
@@ -158,6 +185,17 @@ def missing_lines(expected: list[str], output: str) -> list[str]:
         pattern, numbers = line_pattern(quoted)
         if not any(_matches(pattern, numbers, line) for line in printed):
             missing.append(quoted)
+    return missing
+
+
+def unprinted_quotes(quotes: list[ProseQuote], outputs: list[str]) -> list[ProseQuote]:
+    """The prose quotes that no line of ``outputs`` holds (as a part of the line, numbers within tolerance)."""
+    printed = [line.strip() for output in outputs for line in output.splitlines()]
+    missing = []
+    for quote in quotes:
+        pattern, numbers = line_pattern(f"... {quote.text} ...")
+        if not any(_matches(pattern, numbers, line) for line in printed):
+            missing.append(quote)
     return missing
 
 

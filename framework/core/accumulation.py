@@ -1,0 +1,49 @@
+"""Gradient accumulation (``accum_grad_multiple_step``): how much each micro-batch's losses count.
+
+The accumulated gradient of a window must be the gradient of one batch holding all of its
+sequences. For a loss the optimizer sees as a sum (a per-frame loss by RETURNN's convention, or
+``use_normalized_loss=False``) that is the plain sum of the micro-batches' gradients: each counts
+fully. A normalized loss (a mean) is a mean over its own micro-batch, so each micro-batch counts
+by its share of the window's sequences; that is exact when the loss is a mean over sequences, and
+only approximate when it is a mean over frames of varying lengths (the update-integrity check
+names that case on the first window: ``framework.debug.update_integrity``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from framework.core.run_ctx import RunCtx
+
+
+def sequence_shares(plan: list[np.ndarray], accum: int) -> list[float] | None:
+    """Per batch of ``plan``, its share of the sequences of its accumulation window (None: no accumulation)."""
+    if accum <= 1:
+        return None
+    shares = []
+    for start in range(0, len(plan), accum):
+        window = plan[start : start + accum]
+        total = sum(len(b) for b in window)
+        shares.extend(len(b) / total for b in window)
+    return shares
+
+
+def loss_weights(run_ctx: RunCtx, share: float) -> dict[str, float]:
+    """Per optimized loss of a micro-batch, the factor it counts with in the window (``share``: its sequences')."""
+    return {name: 1.0 if m.optimize_sum else share for name, m in run_ctx.losses.items() if not m.as_error}
+
+
+def accumulated_loss(run_ctx: RunCtx, share: float | None) -> torch.Tensor:
+    """What the engine backpropagates for one micro-batch: its total loss, each loss weighted for the window."""
+    if share is None:
+        return run_ctx.total_loss()
+    weights = loss_weights(run_ctx, share)
+    if all(w == share for w in weights.values()):  # also none optimized: total_loss raises its clear error
+        return run_ctx.total_loss() * share
+    total = None
+    for name, weight in weights.items():
+        marked = run_ctx.losses[name]
+        term = marked.optimized() * (marked.scale * weight)
+        total = term if total is None else total + term
+    return total

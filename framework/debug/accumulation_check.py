@@ -1,0 +1,180 @@
+"""Is the accumulated gradient the gradient of the whole window? (``debug_accumulation_check``, on by default.)
+
+With ``accum_grad_multiple_step > 1``, before the first update, the first window's batches run
+again on a copy of the model in eval mode (deterministic: no dropout): each batch on its own,
+and all of them merged into one batch (variable-length keys padded to the longest). The window's
+gradient must be the engine's weighted sum of the batches' gradients. When it is not, the weights
+that do reproduce it are found by least squares over the batches' gradients and named: e.g. a
+loss that is a mean over each batch's own number of frames, which the engine (which knows
+sequences, not frames) weights by sequences, so frames of short batches count more. A window
+whose merged gradient is not a weighted sum of the batches' at all (padding or batch statistics
+change the outputs) is not judged here: the padding and batch-independence checks cover that.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from framework import log
+from framework.config import Config
+from framework.core.accumulation import loss_weights
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
+from framework.inspection.probe import ProbeLimit, ProbeSession
+from framework.options import register
+
+CHECK = "accumulation check"
+
+register(
+    "debug_accumulation_check",
+    "bool",
+    True,
+    "With accum_grad_multiple_step > 1: check on the first window that the accumulated gradient is that of one "
+    "batch holding the window, and name the normalization that differs.",
+    __name__,
+)
+
+SAMPLED = 1 << 20  # gradient entries compared (a fixed sample for bigger models)
+EXPLAINED = 1e-3  # relative residual below which the window's gradient is a weighted sum of the batches'
+MATERIAL = 0.1  # relative difference of a batch's weight that matters
+
+
+def merge_batches(batches: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor] | None:
+    """One batch holding the sequences of ``batches`` (variable-length keys padded with zeros), None if impossible."""
+    merged = {}
+    for key in batches[0]:
+        parts = [b[key] for b in batches]
+        if key.endswith(":seq_len") or key + ":seq_len" not in batches[0]:
+            if any(p.shape[1:] != parts[0].shape[1:] for p in parts):
+                return None
+            merged[key] = torch.cat(parts)
+            continue
+        length = max(p.shape[1] for p in parts)
+        padded = [torch.nn.functional.pad(p, (0, 0) * (p.dim() - 2) + (0, length - p.shape[1])) for p in parts]
+        merged[key] = torch.cat(padded)
+    return merged
+
+
+class _Gradients:
+    """The model's gradients as one vector: every entry, or every k-th of each parameter for big models."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.stride = max(1, sum(p.numel() for p in self.params) // SAMPLED)
+        for p in self.params:  # the real step's gradients (the probe session puts them back afterwards)
+            p.grad = None
+
+    def take(self) -> torch.Tensor:
+        """The current gradients (zeros where none), then cleared."""
+        parts = [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).flatten()[:: self.stride].double().cpu()
+            for p in self.params
+        ]
+        for p in self.params:
+            p.grad = None
+        return torch.cat(parts)
+
+
+def _candidates(batches: list[dict[str, torch.Tensor]], sizes: list[int]) -> dict[str, np.ndarray]:
+    """Weightings a loss's normalization may imply, by what they are."""
+    found = {"its share of the window's sequences": np.array(sizes) / sum(sizes)}
+    for key in batches[0]:
+        if key.endswith(":seq_len"):
+            frames = np.array([float(b[key].sum()) for b in batches])
+            if frames.sum() > 0:
+                found[f"its share of the window's frames of {key[: -len(':seq_len')]!r}"] = frames / frames.sum()
+    found["1 each (the batches' losses added)"] = np.ones(len(batches))
+    found[f"1/{len(batches)} each (the batches' losses averaged)"] = np.full(len(batches), 1 / len(batches))
+    return found
+
+
+def _describe(weights: np.ndarray, candidates: dict[str, np.ndarray]) -> str:
+    text = ", ".join(f"{w:.3g}" for w in weights)
+    for what, values in candidates.items():
+        if np.abs(weights - values).max() <= 0.02 * np.abs(values).max():
+            return f"{what} ({text})"
+    return f"({text})"
+
+
+class AccumulationCheck(Plugin):
+    """Keeps the first window's batches and compares its accumulated gradient with the merged batch's."""
+
+    order = Order.CHECK
+
+    def __init__(self, accum: int):
+        self.accum = accum
+        self.batches: list[tuple[dict[str, torch.Tensor], int]] = []  # the first window's, until judged
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> AccumulationCheck | None:
+        accum = config.int("accum_grad_multiple_step")
+        return cls(accum) if config.bool("debug_accumulation_check") and accum > 1 else None
+
+    @on(Event.STEP_START)
+    def keep(self, state: RunState) -> None:
+        self.batches.append((state.batch, len(state.batch_indices)))
+
+    @on(Event.BEFORE_OPTIMIZER_STEP)
+    def judge(self, state: RunState) -> None:
+        batches, self.batches = self.batches, []
+        self.callbacks.off(Event.STEP_START, self.keep)  # judged once: no cost on later steps
+        self.callbacks.off(Event.BEFORE_OPTIMIZER_STEP, self.judge)
+        if len(batches) < 2:
+            return
+        session = ProbeSession(state)
+        try:
+            text = self._compare(state, session, [b for b, _ in batches], [n for _, n in batches])
+        except ProbeLimit as exc:
+            log.v5(f"Accumulation check skipped: {exc}.")
+            return
+        if text:
+            log.v2(f"WARNING accumulation check: {text} (debug_accumulation_check = False turns this check off.)")
+
+    def _compare(
+        self, state: RunState, session: ProbeSession, batches: list[dict[str, torch.Tensor]], sizes: list[int]
+    ) -> str | None:
+        merged = merge_batches(batches)
+        if merged is None:
+            log.v5("Accumulation check skipped: the window's batches cannot be merged into one.")
+            return None
+        with session.isolated(CHECK) as model, torch.enable_grad():
+            grads = _Gradients(model)
+            each, engine = [], []
+            for batch, size in zip(batches, sizes, strict=True):
+                run_ctx = session.changed_run(CHECK, model, batch)
+                weights = set(loss_weights(run_ctx, size / sum(sizes)).values())
+                if len(weights) != 1:
+                    log.v5("Accumulation check skipped: the window's losses are weighted differently (sums and means).")
+                    return None
+                run_ctx.total_loss().backward()
+                each.append(grads.take())
+                engine.append(weights.pop())
+            session.changed_run(CHECK, model, merged).total_loss().backward()
+            whole = grads.take()
+            losses = [name for name, marked in run_ctx.losses.items() if not marked.as_error]
+        basis = torch.stack(each, dim=1)
+        solution = torch.linalg.lstsq(basis, whole.unsqueeze(1)).solution.squeeze(1)
+        residual = float((basis @ solution - whole).norm() / whole.norm().clamp_min(1e-30))
+        fitted, used = solution.numpy(), np.array(engine)
+        if residual > EXPLAINED:
+            log.v5(
+                f"Accumulation check: the window's gradient is no weighted sum of its batches' (residual {residual:.2g})."
+            )
+            return None
+        if np.abs(fitted - used).max() <= MATERIAL * np.abs(used).max():
+            return None
+        candidates = _candidates(batches, sizes)
+        return (
+            f"the accumulated gradient of the first window ({len(batches)} batches, accum_grad_multiple_step = "
+            f"{self.accum}) is not the gradient of one batch holding the same {sum(sizes)} sequences: that weights "
+            f"each batch by {_describe(fitted, candidates)}, the engine by {_describe(used, candidates)}. The loss "
+            f"({', '.join(losses)}) is normalized within each batch by something other than the engine weights by "
+            f"(e.g. a mean over each batch's own number of frames or tokens), so some frames count more than others. "
+            f"Mark the loss per frame (reduction='none') or as a sum with use_normalized_loss=False: the engine then "
+            f"adds the batches' sums, which is exactly the window's."
+        )
+
+
+PLUGINS = (AccumulationCheck,)

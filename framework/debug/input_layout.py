@@ -1,0 +1,159 @@
+"""Is the data's layout what the model reads? (``debug_input_layout``, on by default.)
+
+``extern_data`` declares the axes of each key: an image batch as ``(H, W, 3)`` (channels last), a
+sequence of features as ``(None, F)``. A model that wants another layout (a Conv2d: channels
+first; a Conv1d: features first) needs the axes moved with ``permute``. Written as ``.view`` or
+``.reshape`` to the wanted shape, the code runs and the model learns from scrambled inputs: a
+view never moves an axis, it cuts the same memory anew.
+
+In the probe session's run of the first batch, a torch function mode follows each dense batch key
+through the ops that keep its shape (casts, scaling, normalisation) and names a ``view`` or
+``reshape`` that turns it into the same sizes in another order, with its line and the
+``permute`` that was meant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from framework import log
+from framework.config import Config
+from framework.core.events import Event, Order
+from framework.core.measurements import PROBE_SESSION
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
+from framework.debug.sanity import ModelCheckError, report_findings
+from framework.inspection.data_checks import Finding
+from framework.inspection.probe import ProbeLimit
+from framework.inspection.tensors import format_frame, user_frame
+from framework.options import register
+
+CHECK = "input-layout check"
+
+register(
+    "debug_input_layout",
+    "bool",
+    True,
+    "First step: a batch key reshaped with .view/.reshape into its own sizes in another order (a permute was meant).",
+    __name__,
+)
+
+_RESHAPES = {"view", "reshape"}
+
+
+def moved_axes(before: tuple[int, ...], after: tuple[int, ...]) -> list[int] | None:
+    """The permutation of ``before``'s axes that gives ``after``'s sizes, if ``after`` has the same sizes (those
+    above 1) in another order; None for a real reshape (sizes merged or split) or the same order."""
+    kept = [n for n in before if n != 1]
+    new = [n for n in after if n != 1]
+    if kept == new or sorted(kept) != sorted(new) or len(before) != len(after):
+        return None
+    free = list(range(len(before)))
+    order = []
+    for n in after:
+        index = next(i for i in free if before[i] == n)
+        free.remove(index)
+        order.append(index)
+    return order
+
+
+class _LayoutWatch(TorchFunctionMode):
+    """Follows the dense batch keys through shape-keeping ops; records reshapes that reorder their sizes."""
+
+    def __init__(self, batch: dict[str, torch.Tensor], declared: dict[str, tuple]):
+        super().__init__()
+        self.declared = declared
+        self.origin: dict[int, str] = {}  # id of a followed tensor -> its batch key
+        self._alive: list[torch.Tensor] = []  # followed tensors stay alive: their ids must not be reused
+        for key in declared:
+            self._follow(batch[key], key)
+        self.findings: list[Finding] = []
+
+    def _follow(self, tensor: torch.Tensor, key: str) -> None:
+        self.origin[id(tensor)] = key
+        self._alive.append(tensor)
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        source = next((a for a in args if isinstance(a, torch.Tensor) and id(a) in self.origin), None)
+        if source is None or not isinstance(out, torch.Tensor):
+            return out
+        key = self.origin[id(source)]
+        if getattr(func, "__name__", "") in _RESHAPES:
+            order = moved_axes(tuple(source.shape), tuple(out.shape))
+            if order is not None and not self.findings:
+                self.findings.append(self._finding(key, func.__name__, source, out, order))
+        elif out.shape == source.shape:
+            self._follow(out, key)
+        return out
+
+    def _finding(self, key: str, how: str, source: torch.Tensor, out: torch.Tensor, order: list[int]) -> Finding:
+        before, after = list(source.shape), list(out.shape)
+        return Finding(
+            "warning",
+            f"batch key {key!r} (declared shape {self.declared[key]}, here {before}) is turned into {after} by "
+            f".{how} at {format_frame(user_frame())}: the same sizes in another order. A view or reshape does not "
+            f"move axes, it cuts the memory anew, so every position of the new axes mixes pieces of the old ones "
+            f"(an image stored height x width x channels read as channels x height x width scrambles every pixel) "
+            f"and the model learns from scrambled inputs without an error. Move the axes with "
+            f".permute({', '.join(map(str, order))}) instead. (debug_input_layout = False turns this check off.)",
+        )
+
+
+class InputLayoutCheck(Plugin):
+    """Watches the probe session's run of the first batch for reshapes that reorder a batch key's axes."""
+
+    order = Order.CHECK
+    needs = (PROBE_SESSION,)
+
+    def __init__(self) -> None:
+        self.watching = False  # a watcher of the shared run is registered
+        self.watch: _LayoutWatch | None = None  # made when the shared run starts
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> InputLayoutCheck | None:
+        return cls() if config.bool("debug_input_layout") else None
+
+    @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
+    def watch_first_batch(self, state: RunState) -> None:
+        session = state.store.get(PROBE_SESSION)
+        declared = {
+            name: key.shape
+            for name, key in state.extern_data.items()
+            if key.sparse_dim is None and len(key.shape) >= 2 and name in state.batch
+        }
+        if session is None or not declared:
+            return
+
+        @contextlib.contextmanager
+        def watched(model: torch.nn.Module) -> Iterator[None]:
+            self.watch = _LayoutWatch(state.batch, declared)
+            with self.watch:
+                yield
+
+        session.watch(CHECK, watched)
+        self.watching = True
+
+    @on(Event.STEP_START, once=True)
+    def check_first_step(self, state: RunState) -> None:
+        session = state.store.get(PROBE_SESSION)
+        if session is None or not self.watching:
+            return
+        try:
+            session.shared_run(CHECK)
+        except ProbeLimit as exc:
+            log.v5(f"Input layout check skipped: the watched run of the first step failed ({exc}).")
+            return
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            report_findings(
+                state, "first step", watch.findings, ModelCheckError, False, off="debug_input_layout = False"
+            )
+
+
+PLUGINS = (InputLayoutCheck,)

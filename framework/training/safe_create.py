@@ -1,0 +1,96 @@
+"""Creating files in a directory that others may write to: never through a planted link.
+
+In a shared model directory (group-writable, a team's scratch space) anyone can put a symbolic
+link where a run is about to create a file, ``model.lock -> ~/.bashrc``; a run that opened the
+path as usual would write its lock, probe or checkpoint into the link's target. Every file the
+framework creates is therefore opened with ``O_NOFOLLOW`` (a link at the path is an error that
+names it) and, where the file must be new (temporary files, probes), with ``O_EXCL``: a fresh
+file, never someone else's. Files it keeps writing to (the lock, logs) must be regular files with
+no second name (a hard link would make the writes land in another file too). Finished files are
+renamed into place with ``os.replace``, which replaces a link at the target without following it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import stat
+
+from framework.errors import ConfigError, PlantedLinkError
+
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def create_new(path: str, what: str, mode: int = 0o666) -> int:
+    """A new, empty file at ``path`` opened for reading and writing (its fd).
+
+    A regular file already there (a temporary file of a killed run that had this PID) is replaced;
+    a link is a PlantedLinkError naming it. Other OSErrors (permissions, a full disk) propagate.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NO_FOLLOW | _CLOEXEC
+    try:
+        return os.open(path, flags, mode)
+    except FileExistsError:
+        refuse_unless_regular(path, what, os.lstat(path))
+        os.remove(path)
+        try:
+            return os.open(path, flags, mode)
+        except FileExistsError:  # created again at once: someone races this run for the name
+            refuse_unless_regular(path, what, os.lstat(path))
+            raise
+
+
+def open_kept(path: str, what: str, flags: int, mode: int = 0o644) -> int:
+    """Open (creating it if missing) a file that the run keeps writing to, e.g. its lock or log (its fd).
+
+    ``flags`` are added to ``O_CREAT | O_NOFOLLOW``. A link, a file with a second name (hard link)
+    or something other than a regular file or device at ``path`` is refused with a message naming it.
+    """
+    try:
+        fd = os.open(path, flags | os.O_CREAT | _NO_FOLLOW | _CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR):
+            refuse_unless_regular(path, what, os.lstat(path))
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISCHR(info.st_mode):  # /dev/null or /dev/full as a log file is the user's choice
+            refuse_unless_regular(path, what, info)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def refuse_unless_regular(path: str, what: str, info: os.stat_result) -> None:
+    """PlantedLinkError for a link or a hard-linked file at ``path``, ConfigError for a directory or the like."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if stat.S_ISLNK(info.st_mode):
+        raise PlantedLinkError(
+            f"{path} ({what}) is a symbolic link to {_link_target(path)!r}. The framework creates this file "
+            f"itself and never writes through a link: anyone who can write to {directory} could make the run "
+            f"overwrite the link's target this way. Nothing was written through it. Remove the link "
+            f"(rm {shlex.quote(path)}) and keep the directory writable only by people you trust, or choose "
+            f"another directory."
+        )
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise PlantedLinkError(
+            f"{path} ({what}) is a file with {info.st_nlink} names (hard links): writing it would change the "
+            f"other names' contents too. Nothing was written to it. Remove it (rm {shlex.quote(path)}; its other "
+            f"names keep their content) and keep {directory} writable only by people you trust."
+        )
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ConfigError(
+            f"{path} ({what}) is {kind}, and the framework needs to create a file of this name there. Nothing was "
+            f"written. Move it away (mv {shlex.quote(path)} {shlex.quote(path + '.moved')}) or choose another path."
+        )
+
+
+def _link_target(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
