@@ -53,6 +53,7 @@ def test_rerun_resumes_from_the_newest_checkpoint_and_appends_to_the_log(tmp_pat
     assert (tmp_path / "train.log").read_text().startswith(first_log)
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_runs_of_different_configs_and_debug_flags_write_to_their_own_directories(tmp_path):
     # A config that names its outputs the way the shipped ones do, and a second file that changes it.
     base = tiny_config_with(

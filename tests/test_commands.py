@@ -44,6 +44,7 @@ def test_each_installed_command_answers_help_under_its_own_name(name):
     assert result.stdout.startswith(f"usage: framework-{name} ")
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_rnn_command_trains_a_config_like_rnn_py(tmp_path):
     result = _run([os.path.join(BIN, "rnn")], TINY_CONFIG, "++num_epochs", "1", "++model", "None", cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr

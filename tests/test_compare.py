@@ -4,6 +4,7 @@ import os
 import re
 import sys
 
+import pytest
 import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, run_script
@@ -30,6 +31,7 @@ def _reference_weights(tmp_path):
     return str(path)
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_import_then_compare_matches_and_names_the_planted_math_difference(tmp_path):
     weights, imported = _reference_weights(tmp_path), str(tmp_path / "imported.pt")
     reference = ["--reference", f"{REFERENCE}:Model", "--state-dict", weights]

@@ -77,6 +77,7 @@ def _assert_ended_stuck(tmp_path, run: subprocess.Popen, stderr: str, why: str) 
     return log
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_sigterm_ends_a_run_stuck_in_data_loading_after_the_grace_period_with_the_stacks_in_the_log(tmp_path):
     config, marker = _hanging_config(tmp_path)
     run = _start(tmp_path, config, "++stop_grace_seconds", "1")
@@ -90,6 +91,7 @@ def test_sigterm_ends_a_run_stuck_in_data_loading_after_the_grace_period_with_th
     assert "SIGTERM: stopping after the current step and writing a checkpoint" in log
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_a_second_sigterm_ends_a_stuck_run_at_once(tmp_path):
     config, marker = _hanging_config(tmp_path)
     run = _start(tmp_path, config, "++stop_grace_seconds", "600")
@@ -104,6 +106,7 @@ def test_a_second_sigterm_ends_a_stuck_run_at_once(tmp_path):
     _assert_ended_stuck(tmp_path, run, stderr, "SIGTERM arrived again, after SIGTERM.")
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_the_stall_watch_writes_to_the_log_and_sigterm_during_a_long_stall_ends_at_once(tmp_path):
     config, marker = _hanging_config(tmp_path)
     run = _start(tmp_path, config, "++watch_stall", "1", "++stop_grace_seconds", "0.5")
@@ -122,6 +125,7 @@ def test_the_stall_watch_writes_to_the_log_and_sigterm_during_a_long_stall_ends_
     assert "stopping after the current step" not in log
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 @pytest.mark.parametrize("step_fails", [False, True])
 def test_threads_the_config_leaves_running_are_named_in_the_log_and_the_run_ends_with_its_status(tmp_path, step_fails):
     extra = (

@@ -107,6 +107,7 @@ def test_what_a_lock_file_says_about_its_holder_is_printed_with_control_characte
 
 
 # ---------------------------------------------------------------------------- the lock, all run long
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 @pytest.mark.parametrize("removed", ["directory", "lock file"])
 def test_a_run_whose_model_directory_or_lock_is_removed_stops_before_its_next_checkpoint(tmp_path, removed):
     directory, marker, fifo = tmp_path / "models", str(tmp_path / "holding"), str(tmp_path / "release")

@@ -98,6 +98,12 @@ HEALTHY = {
 }
 
 
+def _heavy_last(cases: dict) -> list:
+    """The case names; those with a Hugging Face BERT/ViT, a ResNet or an EMA copy run in the full suite only."""
+    heavy = ("BERT", "Bert", "ViT", "ResNet", "EMA")
+    return [pytest.param(n, marks=pytest.mark.slow) if any(h in n for h in heavy) else n for n in cases]
+
+
 @pytest.fixture
 def output():
     """Log at verbosity 5 (a check that cannot run says so there); return what was logged."""
@@ -114,14 +120,14 @@ def _train(files: list[str]) -> None:
     Engine(load_config([os.path.join(ZOO, f) for f in files], {"model": None})).run("train")
 
 
-@pytest.mark.parametrize("name", list(BUGS))
+@pytest.mark.parametrize("name", _heavy_last(BUGS))
 def test_the_bug_is_named_on_the_library_model(output, name):
     files, pattern = BUGS[name]
     _train(files)
     assert re.search(pattern, output()), f"{name}: no match for {pattern!r} in:\n{output()[-4000:]}"
 
 
-@pytest.mark.parametrize("name", list(HEALTHY))
+@pytest.mark.parametrize("name", _heavy_last(HEALTHY))
 def test_the_healthy_library_model_is_quiet_and_every_check_runs_on_it(output, name):
     _train(HEALTHY[name])
     text = output()

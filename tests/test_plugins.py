@@ -54,6 +54,7 @@ def test_the_documented_example_plugin_names_a_dead_relu_and_stays_quiet_on_a_he
     assert "dead ReLU" not in output()
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_a_plugins_options_are_validated_like_the_frameworks(tmp_path):
     config = tiny_config_with(tmp_path, USE_EXAMPLE)
     result = run_rnn(config, "++debug_dead_relu_interval", "-1")

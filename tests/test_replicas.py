@@ -88,8 +88,7 @@ def test_the_same_bug_with_the_check_off_trains_to_the_end_with_diverged_replica
     assert result.returncode == 0 and os.path.exists(tmp_path / "m.001.pt"), result.stderr  # what users got
 
 
-HEALTHY = {
-    "plain DDP": ([], []),
+HEALTHY = {  # plain DDP is the base of the first: not run on its own (each torchrun costs seconds)
     "batch norm, a frozen layer, an expert some ranks skip": (["silent_ddp_healthy.py"], []),
     "parameter averaging": ([], ["++torch_distributed", "{'param_sync_step': 4}"]),
 }

@@ -247,6 +247,7 @@ def _run_on_tmpfs(tmp_path, mount_options: str, *args: str) -> tuple[subprocess.
     return result, str(after)
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 @needs_mounts
 def test_a_read_only_model_directory_is_found_before_anything_is_loaded(tmp_path):
     result, _ = _run_on_tmpfs(tmp_path, "ro,size=1m", TINY_CONFIG, "++model", str(tmp_path / "disk" / "model"))
@@ -299,6 +300,7 @@ def test_an_exception_in_user_code_is_written_to_the_log_with_the_frameworks_not
     assert "[framework] raised during train step at epoch 1, global step 0" in text
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_sigterm_outside_training_is_logged_with_where_the_run_was(tmp_path):
     config, holding, _ = _config_holding_at(tmp_path, "startup")
     log_file = tmp_path / "train.log"
@@ -356,19 +358,19 @@ def test_check_resume_tool_stops_a_run_with_sighup_a_closed_terminal_and_finds_t
 
 
 @pytest.mark.slow
-def test_check_resume_tool_finds_a_float16_run_with_a_moving_loss_scale_bitwise_equal_after_sigkill_and_ctrl_c():
+def test_check_resume_tool_finds_a_float16_run_with_a_moving_loss_scale_bitwise_equal_after_ctrl_c():
     # The scale grows every 2 clean steps and halves on each overflow: a resume that restarted it from init_scale
-    # would skip other updates. SIGKILL resumes from the epoch-1 checkpoint, Ctrl-C from a mid-epoch one.
+    # would skip other updates. Ctrl-C resumes from a mid-epoch checkpoint, where the scale is furthest from its
+    # initial value (SIGKILL's resume from an epoch checkpoint is tested in test_cli).
     amp = "{'dtype': 'float16', 'grad_scaler': {'growth_interval': 2}}"
     result = subprocess.run(
         [sys.executable, os.path.join(ROOT, "tools", "check-resume.py"), TINY_CONFIG, "++torch_amp", amp]
-        + ["++step_sleep", "0.1", "--signals", "KILL,INT", "--points", "1"],
+        + ["++step_sleep", "0.1", "--signals", "INT", "--points", "1"],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = result.stdout.splitlines()[1:]
-    assert len(rows) == 2, result.stdout
-    assert rows[0].startswith("SIGKILL ") and rows[0].endswith(" -9      1  bitwise equal")
-    assert rows[1].startswith("SIGINT ") and rows[1].endswith(" 130      1  bitwise equal")
+    assert len(rows) == 1, result.stdout
+    assert rows[0].startswith("SIGINT ") and rows[0].endswith(" 130      1  bitwise equal")

@@ -173,6 +173,7 @@ def test_healthy_two_epoch_smoke_runs_stay_quiet(tmp_path, output, name):  # noq
     assert _warnings(output()) == []
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_a_warmup_indexed_by_epoch_is_named_and_every_epoch_line_shows_the_applied_rate(tmp_path, output):  # noqa: F811
     _train(tmp_path, MNIST, WARMUP_BY_EPOCH, num_epochs=2, tensorboard_dir=str(tmp_path / "tb"))
     text = output()
@@ -192,6 +193,7 @@ def test_a_warmup_indexed_by_epoch_is_named_and_every_epoch_line_shows_the_appli
     assert events.Scalars("train/learning_rate")[-1].value == pytest.approx(2e-6)
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_the_epoch_line_shows_a_per_step_warmup_and_a_fixed_schedule_as_applied(tmp_path, output):  # noqa: F811
     warmup = (
         "def dynamic_learning_rate(*, global_train_step, learning_rate, **_kwargs):\n"

@@ -183,6 +183,7 @@ def _train(files: list[str], **overrides) -> None:
     Engine(load_config(paths, {"model": None, **overrides})).run("train")
 
 
+@pytest.mark.slow  # real runs of each zoo config: the full suite runs them
 @pytest.mark.parametrize("name", list(BUGS))
 def test_the_bug_is_named(output, name):
     files, patterns = BUGS[name]
@@ -191,6 +192,7 @@ def test_the_bug_is_named(output, name):
         assert re.search(pattern, output()), f"{name}: no match for {pattern!r} in:\n{output()[-4000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(HEALTHY))
 def test_the_healthy_twin_is_quiet(output, name):
     _train(HEALTHY[name])
@@ -212,6 +214,7 @@ def test_the_checks_are_switched_off_by_their_options(output):
     assert not re.search(MINE, output())
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_the_vae_demo_that_samples_in_evaluation_is_quiet(output, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the demo writes its pictures below the working directory
     pixels = {"class": "NumpyDataset", "arrays": {"data": np.random.default_rng(0).random((64, 784), np.float32)}}

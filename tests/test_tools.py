@@ -77,6 +77,7 @@ def test_an_unknown_option_is_not_taken_for_a_config_file():
     assert "error: unknown option --batchez" in result.stderr
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_a_negative_override_value_is_not_an_option():
     result = _tool("dump-dataset.py", TINY_CONFIG, "++learning_rate", "-1", "--batches", "1")
     assert result.returncode == 2
@@ -95,6 +96,7 @@ def test_check_resume_names_a_signal_it_does_not_know():
     assert "error: --signals: SIGFOO is not a signal" in result.stderr
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_dump_forward_stats_says_when_it_uses_untrained_parameters_beside_trained_ones(tmp_path):
     prefix = str(tmp_path / "m")
     untrained = run_script(os.path.join(ROOT, "tools", "dump-forward-stats.py"), TINY_CONFIG, "++model", prefix)

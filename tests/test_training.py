@@ -133,6 +133,7 @@ def test_optimizers_by_name_module_path_and_returnn_spelling():
         _train(optimizer="adamm")
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_gradient_clipping_bounds_every_update():
     norms = []
     values = []
@@ -155,6 +156,7 @@ def test_gradient_clipping_bounds_every_update():
     assert values and max(values) <= 0.001 * (1 + 1e-6)  # float32 rounding of the bound
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_newbob_decays_when_the_dev_score_does_not_improve_enough():
     common = dict(learning_rate_control="newbob", learning_rate=1e-3, num_epochs=5, optimizer={"class": "sgd"})
     # A threshold of -1 demands an impossible improvement of 100%: every decision decays.

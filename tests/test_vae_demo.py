@@ -39,6 +39,7 @@ def test_the_vae_writes_the_three_pictures_and_logs_them_to_tensorboard(tmp_path
     assert "Wrote orig_data.png, reconstructions.png, generated_samples.png to output/vae_mnist/" in result.stdout
 
 
+@pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
 def test_the_device_bug_is_found_on_a_cpu_by_the_layer_template(tmp_path):
     bug = os.path.join(BUGS, "device.py")
     result = run_rnn(VAE, bug, "++num_epochs", "1", "++debug_print_layer_output_template", "True", cwd=tmp_path)
