@@ -86,6 +86,7 @@ HEALTHY = {
     "transformer language model with a causal mask": ["silent_lm.py", "silent_lm_transformer.py"],
     "Hugging Face GPT2LMHeadModel with labels=input_ids": ["lib_gpt2.py"],
     "Hugging Face BertForMaskedLM, 15% of the tokens masked": ["lib_gpt2.py", "silent_bert_mlm.py"],
+    "Hugging Face T5 copying its input (an encoder-decoder)": ["lib_gpt2.py", "silent_t5_copy.py"],
     "accumulation of a per-frame loss": ["sequences.py", "silent_accum_frame_sum.py"],
     "hidden layers in nn.ModuleList": ["classify.py", "silent_module_list.py"],
     "sequence tagger (targets from their own key)": ["sequences.py"],

@@ -98,15 +98,19 @@ class _Watch(TorchFunctionMode):
         self.batch_size = batch_size
         self.names = {id(m): name or "(model)" for name, m in model.named_modules()}
         self.entry: _Entry | None = None
+        self.second: str | None = None  # the module another token sequence entered (a decoder's inputs)
         self.calls: list[_LossCall] = []
 
     def hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
-        if self.entry is not None or not isinstance(output, torch.Tensor) or not output.is_floating_point():
+        if not isinstance(output, torch.Tensor) or not output.is_floating_point():
             return None
         tokens = next((t for t in iter_tensors(args) if not t.is_floating_point() and t.dim() == 2), None)
-        if tokens is None or output.shape[:2] != tokens.shape or not output.requires_grad:
+        if tokens is None or output.shape[:2] != tokens.shape or self.batch_size not in tokens.shape:
             return None
-        if self.batch_size not in tokens.shape:
+        if self.entry is not None:
+            self._another_sequence(module, tokens)
+            return None
+        if not output.requires_grad:
             return None
         if tokens.shape[0] == tokens.shape[1]:  # as long as the batch: a transposed view is time-major
             time_major = tokens.stride(0) < tokens.stride(1)
@@ -116,6 +120,19 @@ class _Watch(TorchFunctionMode):
         batch_first = tokens.t() if time_major else tokens
         self.entry = _Entry(leaf, batch_first.detach(), time_major, self.names.get(id(module), type(module).__name__))
         return leaf
+
+    def _another_sequence(self, module: nn.Module, tokens: torch.Tensor) -> None:
+        """Notes a second token sequence entering the model (an encoder-decoder's decoder inputs); token-type ids
+        (one value), position ids and the first sequence embedded again do not count."""
+        batch_first = tokens.t() if self.entry.time_major else tokens
+        if self.second is not None or batch_first.shape[0] != self.batch_size or len(tokens.unique()) < 2:
+            return
+        first = self.entry.tokens
+        if (batch_first == batch_first[:1]).all() or (
+            batch_first.shape == first.shape and torch.equal(batch_first, first)
+        ):
+            return  # position ids (every row alike), or the first sequence embedded again
+        self.second = self.names.get(id(module), type(module).__name__)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -302,6 +319,9 @@ class TargetLeakage(SharedRunCheck):
     def _judge(state: RunState, watch: _Watch) -> str | None:
         entry = watch.entry
         if entry is None or not watch.calls:
+            return None
+        if watch.second is not None:  # the decoder reads the source by design; a copy task copies on purpose
+            log.v5(f"Target leakage check: a second token sequence enters module {watch.second!r}; not judged.")
             return None
         sparse = [
             k for k, key in state.extern_data.items() if key.sparse_dim is not None and state.batch.get(k) is not None
