@@ -36,14 +36,4 @@ def loss_weights(run_ctx: RunCtx, share: float) -> dict[str, float]:
 
 def accumulated_loss(run_ctx: RunCtx, share: float | None) -> torch.Tensor:
     """What the engine backpropagates for one micro-batch: its total loss, each loss weighted for the window."""
-    if share is None:
-        return run_ctx.total_loss()
-    weights = loss_weights(run_ctx, share)
-    if all(w == share for w in weights.values()):  # also none optimized: total_loss raises its clear error
-        return run_ctx.total_loss() * share
-    total = None
-    for name, weight in weights.items():
-        marked = run_ctx.losses[name]
-        term = marked.optimized() * (marked.scale * weight)
-        total = term if total is None else total + term
-    return total
+    return run_ctx.total_loss() if share is None else run_ctx.total_loss(loss_weights(run_ctx, share))

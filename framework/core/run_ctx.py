@@ -145,8 +145,9 @@ class RunCtx:
         global _current
         _current = self._previous
 
-    def total_loss(self) -> torch.Tensor:
-        """Sum of scale * normalized loss over the losses that are optimized."""
+    def total_loss(self, weights: dict[str, float] | None = None) -> torch.Tensor:
+        """Sum of scale * normalized loss over the losses that are optimized, each also times ``weights[name]``
+        when given (how much each loss of a micro-batch counts in its accumulation window)."""
         optimized = [m for m in self.losses.values() if not m.as_error]
         if not optimized:
             names = ", ".join(self.losses) or "none"
@@ -154,9 +155,11 @@ class RunCtx:
                 f"train_step marked no loss to optimize (marked: {names}); call "
                 f"run_ctx.mark_as_loss(loss, name) with as_error=False for at least one loss"
             )
-        total = optimized[0].optimized() * optimized[0].scale if optimized[0].scale != 1.0 else optimized[0].optimized()
-        for marked in optimized[1:]:
-            total = total + marked.optimized() * marked.scale
+        total = None
+        for marked in optimized:
+            factor = marked.scale * (weights[marked.name] if weights is not None else 1.0)
+            term = marked.optimized() if factor == 1.0 else marked.optimized() * factor
+            total = term if total is None else total + term
         return total
 
 
