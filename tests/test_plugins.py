@@ -197,8 +197,8 @@ def test_explain_plugins_prints_the_resolved_order_and_trains_nothing(tmp_path):
     assert "Plugin callbacks per event, in the order they run:" in result.stdout
     step_start = next(line for line in result.stdout.splitlines() if line.strip().startswith("step_start:"))
     order = step_start.split(":", 1)[1].replace(" ", "").split(",")
-    assert order.index("FirstStepProbes.open_session") < order.index("LossInputsCheck.check_first_step")
-    assert order.index("LossInputsCheck.check_first_step") < order.index("PaddingProbe.probe")
+    assert order.index("FirstStepProbes.open_session") < order.index("LossInputsCheck.judge_shared_run")
+    assert order.index("LossInputsCheck.judge_shared_run") < order.index("PaddingProbe.probe")
     assert order.index("BatchIndependence.probe") < order.index("NumericsGuard.on_step_start")  # declared: after
     assert "chance_levels: provided by LossInputsCheck" in result.stdout
     assert "Epoch 1" not in result.stdout and not list(tmp_path.glob("model.*.pt"))

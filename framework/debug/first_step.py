@@ -24,6 +24,7 @@ from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
+from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.inspection.probe import ProbeLimit, ProbeSession
 from framework.options import register
@@ -94,8 +95,8 @@ class SharedRunCheck(Plugin):
         """Entered around the shared run on ``model`` (the copy); yields what it records."""
         raise NotImplementedError
 
-    def conclude(self, state: RunState, seen: Any) -> None:
-        """Judge what ``observe`` recorded."""
+    def conclude(self, state: RunState, seen: Any, run_ctx: RunCtx | None) -> None:
+        """Judge what ``observe`` recorded (``run_ctx``: the shared run's context, with its marked losses)."""
         raise NotImplementedError
 
     @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
@@ -119,13 +120,13 @@ class SharedRunCheck(Plugin):
         if not self._watching:
             return
         try:
-            state.store.get(PROBE_SESSION).shared_run(self.check)
+            run_ctx = state.store.get(PROBE_SESSION).shared_run(self.check)
         except ProbeLimit as exc:
             log.v5(f"The {self.check} skipped: the watched run of the first step failed ({exc}).")
             return
         seen, self._seen = self._seen, None
         if seen is not None:  # None: the model could not be copied (the session's summary says so)
-            self.conclude(state, seen)
+            self.conclude(state, seen, run_ctx)
 
 
 PLUGINS = (FirstStepProbes,)

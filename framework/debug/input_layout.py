@@ -21,15 +21,12 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from framework import log
 from framework.config import Config
-from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
-from framework.core.plugin import Plugin, on
+from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
+from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
-from framework.inspection.probe import ProbeLimit
 from framework.inspection.tensors import format_frame, user_frame
 from framework.options import register
 
@@ -105,55 +102,34 @@ class _LayoutWatch(TorchFunctionMode):
         )
 
 
-class InputLayoutCheck(Plugin):
+class InputLayoutCheck(SharedRunCheck):
     """Watches the probe session's run of the first batch for reshapes that reorder a batch key's axes."""
 
-    order = Order.CHECK
-    needs = (PROBE_SESSION,)
-
-    def __init__(self) -> None:
-        self.watching = False  # a watcher of the shared run is registered
-        self.watch: _LayoutWatch | None = None  # made when the shared run starts
+    check = CHECK
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> InputLayoutCheck | None:
         return cls() if config.bool("debug_input_layout") else None
 
-    @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
-    def watch_first_batch(self, state: RunState) -> None:
-        session = state.store.get(PROBE_SESSION)
-        declared = {
+    @staticmethod
+    def _declared(state: RunState) -> dict[str, tuple]:
+        """The dense batch keys of two or more declared axes, with their declared shapes."""
+        return {
             name: key.shape
             for name, key in state.extern_data.items()
             if key.sparse_dim is None and len(key.shape) >= 2 and name in state.batch
         }
-        if session is None or not declared:
-            return
 
-        @contextlib.contextmanager
-        def watched(model: torch.nn.Module) -> Iterator[None]:
-            self.watch = _LayoutWatch(state.batch, declared)
-            with self.watch:
-                yield
+    def applies(self, state: RunState) -> bool:
+        return bool(self._declared(state))
 
-        session.watch(CHECK, watched)
-        self.watching = True
+    @contextlib.contextmanager
+    def observe(self, state: RunState, model: torch.nn.Module) -> Iterator[_LayoutWatch]:
+        with _LayoutWatch(state.batch, self._declared(state)) as watch:
+            yield watch
 
-    @on(Event.STEP_START, once=True)
-    def check_first_step(self, state: RunState) -> None:
-        session = state.store.get(PROBE_SESSION)
-        if session is None or not self.watching:
-            return
-        try:
-            session.shared_run(CHECK)
-        except ProbeLimit as exc:
-            log.v5(f"Input layout check skipped: the watched run of the first step failed ({exc}).")
-            return
-        watch, self.watch = self.watch, None
-        if watch is not None:
-            report_findings(
-                state, "first step", watch.findings, ModelCheckError, False, off="debug_input_layout = False"
-            )
+    def conclude(self, state: RunState, watch: _LayoutWatch, run_ctx: RunCtx | None) -> None:
+        report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_input_layout = False")
 
 
 PLUGINS = (InputLayoutCheck,)

@@ -33,18 +33,16 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from framework import log
 from framework.config import Config
-from framework.core.events import Event, Order
-from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, PROBE_SESSION, ChanceLevel
-from framework.core.plugin import Plugin, on
+from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, ChanceLevel
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
+from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection import data_checks
 from framework.inspection.data_checks import Finding
 from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import ProbeLimit, real_frames
+from framework.inspection.probe import real_frames
 from framework.inspection.tensors import format_frame, user_frame
 from framework.options import register
 
@@ -344,50 +342,29 @@ def label_entropy(counts: np.ndarray) -> float:
     return float(-(p * np.log(p)).sum())
 
 
-class LossInputsCheck(Plugin):
+class LossInputsCheck(SharedRunCheck):
     """Runs the first batch's step once, watched, before the real first step (which runs unwatched)."""
 
     provides = (CHANCE_LEVELS, LOSS_FLOORS)
-    needs = (PROBE_SESSION,)
-
-    order = Order.CHECK
+    check = CHECK
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> LossInputsCheck | None:
         return cls(config.bool("debug_loss_on_class_ids")) if config.bool("debug_loss_inputs") else None
 
     def __init__(self, class_ids: bool = True) -> None:
-        self.watch: _FirstStepWatch | None = None
         self.class_ids = class_ids
 
-    @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
-    def watch_first_batch(self, state: RunState) -> None:
-        session = state.store.get(PROBE_SESSION)
-        if session is None:
-            return
+    @contextlib.contextmanager
+    def observe(self, state: RunState, model: torch.nn.Module) -> Iterator[_FirstStepWatch]:
         sparse = [k for k, key in state.extern_data.items() if key.sparse_dim is not None and k in state.batch]
+        ids = {k: state.extern_data[k].sparse_dim for k in sparse if state.extern_data[k].sparse_dim > 2}
+        tracker = ModuleTracker(model)
+        watch = _FirstStepWatch(tracker, state.batch, sparse, ids if self.class_ids else None)
+        with tracker, watch:
+            yield watch
 
-        @contextlib.contextmanager
-        def watched(model: torch.nn.Module) -> Iterator[None]:
-            tracker = ModuleTracker(model)
-            ids = {k: state.extern_data[k].sparse_dim for k in sparse if state.extern_data[k].sparse_dim > 2}
-            self.watch = _FirstStepWatch(tracker, state.batch, sparse, ids if self.class_ids else None)
-            with tracker, self.watch:
-                yield
-
-        session.watch(CHECK, watched)
-
-    @on(Event.STEP_START, once=True)
-    def check_first_step(self, state: RunState) -> None:
-        session = state.store.get(PROBE_SESSION)
-        if session is None:
-            return
-        try:
-            run_ctx = session.shared_run(CHECK)
-        except ProbeLimit as exc:
-            log.v5(f"Loss input check skipped: the watched run of the first step failed ({exc}).")
-            return
-        watch, self.watch = self.watch, None
+    def conclude(self, state: RunState, watch: _FirstStepWatch, run_ctx: RunCtx | None) -> None:
         if watch.broadcasting:
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")

@@ -35,6 +35,7 @@ from torch.overrides import TorchFunctionMode
 
 from framework import log
 from framework.config import Config
+from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
@@ -309,7 +310,7 @@ class TargetLeakage(SharedRunCheck):
             for handle in handles:
                 handle.remove()
 
-    def conclude(self, state: RunState, watch: _Watch) -> None:
+    def conclude(self, state: RunState, watch: _Watch, run_ctx: RunCtx | None) -> None:
         text = self._judge(state, watch)
         if text:
             off = "debug_target_leakage = False"

@@ -33,6 +33,7 @@ from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import on
+from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
@@ -146,7 +147,7 @@ class UpdateIntegrity(SharedRunCheck):
         with tracker, watch:
             yield watch
 
-    def conclude(self, state: RunState, watch: _UnregisteredWatch) -> None:
+    def conclude(self, state: RunState, watch: _UnregisteredWatch, run_ctx: RunCtx | None) -> None:
         if watch.loose:
             finding = unregistered_finding(list(watch.loose.values()))
             report_findings(
