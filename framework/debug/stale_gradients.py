@@ -10,17 +10,13 @@ or something that puts ``.grad`` back (a hook, a wrapper that keeps gradients).
 
 from __future__ import annotations
 
-import inspect
-
-import torch
-
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
-from framework.inspection.model_checks import by_module
+from framework.inspection.model_checks import by_module, optimized_ids, overridden_at
 from framework.options import register
 
 register(
@@ -32,17 +28,6 @@ register(
 )
 
 WINDOWS = 3  # accumulation windows checked after the first update
-
-
-def zero_grad_override(optimizer: torch.optim.Optimizer) -> str | None:
-    """Where the optimizer's class defines its own ``zero_grad`` (None: torch's own)."""
-    method = type(optimizer).zero_grad
-    if getattr(method, "__module__", "").startswith("torch."):
-        return None
-    try:
-        return f"{inspect.getsourcefile(method)}:{inspect.getsourcelines(method)[1]}"
-    except (OSError, TypeError):
-        return type(optimizer).__qualname__
 
 
 class StaleGradients(Plugin):
@@ -76,8 +61,8 @@ class StaleGradients(Plugin):
             return
         self.callbacks.off(Event.STEP_START, self.check)
         self.callbacks.off(Event.AFTER_OPTIMIZER_STEP, self.after_update)
-        held = {id(p) for group in state.optimizer.param_groups for p in group["params"]}
-        override = zero_grad_override(state.optimizer)
+        held = optimized_ids(state.optimizer)
+        override = overridden_at(state.optimizer, "zero_grad")
         if not any(id(p) in held for _, p in stale):
             cause = (
                 "they are in none of the optimizer's param groups, and optimizer.zero_grad clears only the tensors it "

@@ -21,7 +21,6 @@ judged by the sanity check after the first backward (``model_checks.optimizer_fi
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -38,8 +37,9 @@ from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
+from framework.inspection.model_checks import optimized_ids, overridden_at
 from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.tensors import display_path, format_frame, iter_tensors, user_frame
+from framework.inspection.tensors import format_frame, iter_tensors, user_frame
 from framework.options import register
 
 CHECK = "update-integrity check"
@@ -181,9 +181,9 @@ class UpdateIntegrity(SharedRunCheck):
         accum = state.config.int("accum_grad_multiple_step")
         if accum > 1 and not first:
             which += f" (a partial accumulation window of {state.step_in_epoch % accum + 1} of {accum} batches)"
-        step = type(state.optimizer).step
-        own = "" if getattr(step, "__module__", "").startswith("torch.") else f" (its step() is {_defined_at(step)})"
-        held = {id(p) for group in state.optimizer.param_groups for p in group["params"]}
+        step = overridden_at(state.optimizer, "step")
+        own = f" (its step() is defined at {step})" if step else ""
+        held = optimized_ids(state.optimizer)
         if not any(id(p) in held for p in updated):
             cause = (
                 "None of them is in the optimizer's param groups: it updates other tensors (see the first step's "
@@ -206,14 +206,6 @@ def _fingerprint(params: list[nn.Parameter]) -> torch.Tensor:
     """A few values of each parameter: an update changes them, a skipped one does not."""
     parts = [p.detach().flatten()[:FINGERPRINT].float() for p in params]
     return torch.cat([t.to(parts[0].device) for t in parts]) if parts else torch.empty(0)
-
-
-def _defined_at(function: object) -> str:
-    function = inspect.unwrap(function)  # torch wraps an optimizer's step() for its hooks
-    try:
-        return f"defined at {display_path(inspect.getsourcefile(function))}:{inspect.getsourcelines(function)[1]}"
-    except (OSError, TypeError):
-        return f"{getattr(function, '__qualname__', function)}"
 
 
 PLUGINS = (UpdateIntegrity,)

@@ -8,6 +8,7 @@ line naming the module and its parameters, not one line per tensor.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +18,7 @@ from torch import nn
 
 from framework.inspection.data_checks import Finding
 from framework.inspection.module_tracker import matches_any
-from framework.inspection.tensors import floating_tensors
+from framework.inspection.tensors import display_path, floating_tensors
 
 ROOT = "(model)"
 
@@ -114,7 +115,7 @@ def gradient_findings(
         )
     if optimizer is not None:
         findings += optimizer_findings(model, optimizer)
-        optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        optimized = optimized_ids(optimizer)
         left_out = [n for n, p in trainable.items() if id(p) not in optimized and not matches_any(n, frozen)]
         if left_out:
             findings.append(
@@ -125,6 +126,22 @@ def gradient_findings(
                 )
             )
     return findings
+
+
+def optimized_ids(optimizer: Any) -> set[int]:
+    """The ids of the tensors in the optimizer's param groups."""
+    return {id(p) for group in optimizer.param_groups for p in group["params"]}
+
+
+def overridden_at(optimizer: Any, method: str) -> str | None:
+    """Where the optimizer's class defines its own ``method`` (``zero_grad``, ``step``); None: torch's own."""
+    function = inspect.unwrap(getattr(type(optimizer), method))  # torch wraps step() for its hooks
+    if getattr(function, "__module__", "").startswith("torch."):
+        return None
+    try:
+        return f"{display_path(inspect.getsourcefile(function))}:{inspect.getsourcelines(function)[1]}"
+    except (OSError, TypeError):
+        return type(optimizer).__qualname__
 
 
 def optimizer_findings(model: nn.Module, optimizer: Any) -> list[Finding]:
