@@ -1,9 +1,13 @@
-"""Shared helpers: running rnn.py and the tools as child processes (tools/devkit/preloaded.py), and the tiny test config."""
+"""Shared helpers: running rnn.py and the tools as child processes (tools/devkit/preloaded.py), the tiny test
+config, and capturing the framework's log of an in-process run."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,6 +16,22 @@ TINY_CONFIG = os.path.join(ROOT, "tests", "data", "tiny_config.py")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the development harness lives in tools/devkit
 
 from devkit.preloaded import run_rnn, run_script  # noqa: E402, F401  (the tests import them from here)
+
+from framework import log  # noqa: E402
+
+
+@contextlib.contextmanager
+def captured_log(verbosity: int, stdout: bool = True) -> Iterator[list[str]]:
+    """The framework's log at ``verbosity``; within the block, its messages are appended to the yielded list."""
+    log.setup(verbosity=verbosity, stdout=stdout)
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    log.logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        log.logger.removeHandler(handler)
 
 
 @pytest.fixture

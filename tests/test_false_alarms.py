@@ -12,13 +12,12 @@ tests/zoo/, in process.
 
 from __future__ import annotations
 
-import logging
 import os
 
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, captured_log
 from framework import log
 from framework.config import load_config
 from framework.core.engine import Engine
@@ -47,19 +46,14 @@ def one_thread():
 @pytest.fixture
 def output():
     """Log at verbosity 4; return a function that gives (and forgets) what was logged so far."""
-    log.setup(verbosity=4)
-    lines = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    log.logger.addHandler(handler)
+    with captured_log(4) as lines:
 
-    def take():
-        text = "\n".join(lines)
-        lines.clear()
-        return text
+        def take():
+            text = "\n".join(lines)
+            lines.clear()
+            return text
 
-    yield take
-    log.logger.removeHandler(handler)
+        yield take
 
 
 def _run(files: list[str], **overrides) -> Engine:

@@ -1,13 +1,12 @@
 """Model and data health checks, in process: each fires on a config with the problem and stays silent without."""
 
-import logging
 import re
 
 import numpy as np
 import pytest
 from torch import nn
 
-from framework import log
+from conftest import captured_log
 from framework.config import Config
 from framework.core.engine import Engine
 from framework.datasets import NumpyDataset
@@ -19,19 +18,14 @@ from framework.errors import ConfigError, DataError
 @pytest.fixture
 def output():
     """Log at verbosity 4; return a function that gives (and forgets) what was logged so far."""
-    log.setup(verbosity=4)
-    lines = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    log.logger.addHandler(handler)
+    with captured_log(4) as lines:
 
-    def take():
-        text = "\n".join(lines)
-        lines.clear()
-        return text
+        def take():
+            text = "\n".join(lines)
+            lines.clear()
+            return text
 
-    yield take
-    log.logger.removeHandler(handler)
+        yield take
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

@@ -11,7 +11,6 @@ Each run is a real Engine run of a config, in process, for a few steps.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 
@@ -20,8 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import ROOT
-from framework import log
+from conftest import ROOT, captured_log
 from framework.config import load_config
 from framework.core.engine import Engine
 from framework.datasets.numpy_dataset import NumpyDataset
@@ -107,13 +105,8 @@ def _heavy_last(cases: dict) -> list:
 @pytest.fixture
 def output():
     """Log at verbosity 5 (a check that cannot run says so there); return what was logged."""
-    log.setup(verbosity=5)
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    log.logger.addHandler(handler)
-    yield lambda: "\n".join(lines)
-    log.logger.removeHandler(handler)
+    with captured_log(5) as lines:
+        yield lambda: "\n".join(lines)
 
 
 def _train(files: list[str]) -> None:

@@ -8,15 +8,13 @@ for one epoch.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 
 import pytest
 import torch
 
-from conftest import ROOT
-from framework import log
+from conftest import ROOT, captured_log
 from framework.config import load_config
 from framework.core.engine import Engine
 from framework.debug.accumulation_check import merge_batches
@@ -96,13 +94,8 @@ HEALTHY = {
 @pytest.fixture
 def output():
     """Log at verbosity 5; return what was logged."""
-    log.setup(verbosity=5)
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    log.logger.addHandler(handler)
-    yield lambda: "\n".join(lines)
-    log.logger.removeHandler(handler)
+    with captured_log(5) as lines:
+        yield lambda: "\n".join(lines)
 
 
 def _train(files: list[str]) -> None:

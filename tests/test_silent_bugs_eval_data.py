@@ -9,7 +9,6 @@ Engine runs in process, with default options.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 
@@ -17,8 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT
-from framework import log
+from conftest import ROOT, captured_log
 from framework.config import load_config
 from framework.core.engine import Engine
 from framework.core.rng import get_rng_state
@@ -169,13 +167,8 @@ MINE = (
 @pytest.fixture
 def output():
     """Log at verbosity 5 into a list; return what was logged."""
-    log.setup(verbosity=5, stdout=False)
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    log.logger.addHandler(handler)
-    yield lambda: "\n".join(lines)
-    log.logger.removeHandler(handler)
+    with captured_log(5, stdout=False) as lines:
+        yield lambda: "\n".join(lines)
 
 
 def _train(files: list[str], **overrides) -> None:
