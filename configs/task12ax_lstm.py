@@ -6,8 +6,9 @@
 # closes the pattern chosen by the last digit (1: A then X, 2: B then Y). Solving it needs memory
 # of the last digit, so a feed-forward model cannot; an LSTM gets the frame error rate near 0.
 # Shows the variable-length conventions: extern_data["data:seq_len"] holds the lengths, losses
-# are sums over valid frames normalized with custom_inv_norm_factor (RETURNN's convention), and
-# "laplace:.N" seq ordering (buckets of N sequences) groups similar lengths to save padding.
+# are sums over valid frames normalized with custom_inv_norm_factor (RETURNN's convention),
+# computed without a host sync (no boolean-mask indexing), and "laplace:.N" seq ordering
+# (buckets of N sequences) groups similar lengths to save padding.
 import torch
 from torch import nn
 
@@ -56,8 +57,10 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     lengths = extern_data["classes:seq_len"]
     mask = torch.arange(targets.shape[1], device=targets.device)[None, :] < lengths.to(targets.device)[:, None]
     frames = mask.sum()
-    ce = nn.functional.cross_entropy(logits[mask], targets[mask], reduction="sum")
-    errors = (logits.argmax(-1) != targets)[mask].sum().float()
+    # Padding frames are left out by ignore_index and the mask's product, not by indexing with the mask
+    # (logits[mask]): its size depends on the data, so on a GPU the host would wait for it at each use.
+    ce = nn.functional.cross_entropy(logits.transpose(1, 2), targets.masked_fill(~mask, -100), reduction="sum")
+    errors = ((logits.argmax(-1) != targets) & mask).sum().float()
     run_ctx.mark_as_loss(name="ce", loss=ce, custom_inv_norm_factor=frames)
     run_ctx.mark_as_loss(name="fer", loss=errors, custom_inv_norm_factor=frames, as_error=True)
 

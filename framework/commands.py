@@ -32,7 +32,9 @@ PROJECT_TOOLS = {
     "benchmark-data": "startup time and memory over many variable-length sequences",
     "compare-with-returnn": "the RETURNN demo trained here and with RETURNN itself (extra: returnn)",
     "checkpoint-bitflips": "flip bits in a checkpoint: is every damaged copy refused or harmless?",
+    "check-elastic": "SIGKILL ranks of elastic torchrun jobs: does every job resume and end bit for bit the same?",
     "check-docs": "run every command of README.rst and docs/ and check what they quote",
+    "check-accelerator": "the accelerator checks of the test suite on a device: emulated, or a real one (cuda)",
     "generate-options-doc": "write docs/options.rst from the option registry",
 }
 # Started as a script by tools that run training in child processes (``python <this file> config.py``).

@@ -281,7 +281,8 @@ register(
     "torch_distributed",
     "dict | None",
     None,
-    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, 'param_sync_step': K}.",
+    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, "
+    "'param_sync_step': K}, or with FSDP2 {'fsdp': {fully_shard options}} (docs/fsdp.rst).",
     "framework.training.distributed",
 )
 register(
@@ -522,6 +523,43 @@ register(
     "running after the task; then it writes every thread's stack to the log and exits (SIGTERM: 143).",
     _C,
     range="(0, inf)",
+)
+
+_C = "framework.training.periodic_checkpoints"
+register(
+    "checkpoint_every_n_steps",
+    "int | None",
+    None,
+    "Also write <model>.interrupted.pt inside an epoch, every N training steps (at an update boundary); a restart "
+    "resumes from it bit for bit. None: epoch checkpoints only.",
+    _C,
+    range="[1, inf)",
+)
+register(
+    "checkpoint_every_n_minutes",
+    "float | None",
+    None,
+    "Also write <model>.interrupted.pt inside an epoch when this many minutes passed since the last checkpoint.",
+    _C,
+    range="(0, inf)",
+)
+
+_C = "framework.training.preemption"
+register(
+    "requeue_signal",
+    "str | int | None",
+    None,
+    "A signal (e.g. 'SIGUSR2', sent by SLURM's --signal=USR2@90) on which training writes its checkpoint at the "
+    "next update boundary, runs requeue_command on rank 0 and exits 130. None: off (SIGUSR1 dumps the stacks).",
+    _C,
+)
+register(
+    "requeue_command",
+    "list[str] | None",
+    None,
+    "The command that requeues the job after a requeue_signal stop. None: scontrol requeue $SLURM_JOB_ID when "
+    "running under SLURM, else none.",
+    _C,
 )
 
 _C = "framework.inspection.tracebacks"

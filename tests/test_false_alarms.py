@@ -4,7 +4,10 @@ Healthy standard models trained for a short run with default options print no WA
 ResNets whose residual blocks start as the identity (timm's zero_init_last, torchvision's
 zero_init_residual), a residual MLP gated by ReZero, a zero-initialised output layer and
 LayerScale, a tiny Hugging Face BERT (its attention query/key weights get tiny gradients from
-BERT's initialisation) and a tiny GPT-2 whose output layer is tied to the token embedding. The
+BERT's initialisation), a tiny GPT-2 whose output layer is tied to the token embedding, and two
+models initialised as timm initialises them (a ResNet-18 whose last stage sees 1x1 feature maps,
+where only the centre tap of each 3x3 kernel gets a gradient; a ViT whose class token starts at
+1e-6 scale). The
 same checks still name a ReLU that never fires and a gradient that truly vanishes, also inside a
 model whose other zero gradients are by design. Each run is a real Engine run of a config in
 tests/zoo/, in process.
@@ -71,6 +74,32 @@ def _warnings(text: str) -> list[str]:
 def test_a_healthy_model_with_gradients_zero_or_tiny_by_design_gets_no_warning(output, name, grad_health):
     _run(HEALTHY[name], debug_grad_health=grad_health)
     assert _warnings(output()) == [], name
+
+
+def test_parameters_a_library_creates_frozen_are_no_finding_and_a_users_freeze_names_its_line(output):
+    """Marian's sinusoidal position tables are parameters created with requires_grad=False by the library."""
+    _run(["lib_marian.py"], num_epochs=1)
+    assert _warnings(output()) == []
+    _run(["lib_marian.py"], num_epochs=1, get_model=_marian_with_frozen_encoder)
+    warnings = _warnings(output())
+    assert len(warnings) == 1 and "module 'model.encoder.layers.0.self_attn.k_proj'" in warnings[0], warnings
+    assert "frozen at tests/test_false_alarms.py" in warnings[0] and "p.requires_grad = False" in warnings[0]
+
+
+def _marian_with_frozen_encoder(**kwargs):
+    model = load_config([os.path.join(ZOO, "lib_marian.py")]).get("get_model")(**kwargs)
+    for p in model.model.encoder.parameters():
+        p.requires_grad = False
+    return model
+
+
+@pytest.mark.parametrize("model", ["timm_resnet18.py", "timm_vit.py"])
+def test_models_initialised_as_timm_initialises_them_get_no_warning_in_a_two_epoch_run(output, model):
+    """Found on timm's own resnet18 and vit_tiny on a GPU: the last stage of a ResNet-18 sees 1x1 feature
+    maps (only the centre tap of each 3x3 kernel gets a gradient, which evenly spaced samples missed), and
+    the ViT's class token starts at 1e-6 scale (Adam's first update dwarfs its norm)."""
+    _run(["quadrants.py", model])
+    assert _warnings(output()) == [], model
 
 
 def test_the_zero_gradients_at_step_0_are_explained_by_the_zero_initialised_weights(output):

@@ -1,9 +1,11 @@
 """Layer output template (meta dry run), device bugs, per-step shapes, exception context."""
 
+import dataclasses
 import os
 import re
 
 import pytest
+import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework import log
@@ -75,15 +77,26 @@ def test_template_prints_symbolic_shapes_of_every_module():
 
     config = load_config([os.path.join(ROOT, "configs", "task12ax_lstm.py")], {"model": None})
     engine = Engine(config)
+    masked = load_config([config.files[0]], {"model": None, "train_step": _masked_train_step})
     with engine.running():  # CLOSE gives back what STARTUP took (signal handlers)
         engine.init_train()
         text = layer_output_template(engine.state)
+        # A boolean mask needs real values: the dry run stops there and says where.
+        masked_text = layer_output_template(dataclasses.replace(engine.state, config=masked))
     assert "extern_data data: [B, T] int64 sparse_dim=9" in text
     assert re.search(r"embed +Embedding -> \[B, T, 16\] float32", text)
     assert re.search(r"lstm +LSTM -> \[B, T, 32\] float32, \[1, B, 32\] float32, \[1, B, 32\] float32", text)
     assert re.search(r"output +Linear -> \[B, T, 2\] float32", text)
-    assert "The dry run stopped early" in text and "task12ax_lstm.py" in text  # boolean mask in the loss
+    assert "stopped early" not in text  # its loss leaves the padding out without a boolean mask
+    assert re.search(r"The dry run stopped early: .* at .*test_layer_debug\.py:\d+ in _masked_train_step", masked_text)
     assert all(p.device.type == "cpu" for p in engine.state.model.parameters())  # real parameters are back
+
+
+def _masked_train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits, targets = model(extern_data["data"]), extern_data["classes"]
+    lengths = extern_data["classes:seq_len"].to(targets.device)
+    mask = torch.arange(targets.shape[1], device=targets.device)[None, :] < lengths[:, None]
+    run_ctx.mark_as_loss(name="ce", loss=torch.nn.functional.cross_entropy(logits[mask], targets[mask]))
 
 
 def test_template_reports_a_device_bug_with_module_and_line_on_cpu(buggy_config):

@@ -6,8 +6,8 @@ thread, training epochs of all variants alternating, same initial parameters. Va
 
     off             every check off (stop_on_nonfinite_train_score = False)
     default         the defaults (the loss is checked every step)
-    on_output       debug_add_check_numerics_on_output = True   (target <= 1.15)
-    ops             debug_add_check_numerics_ops = True         (target <= 3)
+    on_output       debug_add_check_numerics_on_output = True   (target <= 1.10)
+    ops             debug_add_check_numerics_ops = True         (target <= 1.3)
     detect_anomaly  every check off, inside torch.autograd.detect_anomaly() for comparison
     off_again       the same as off, run last in each round: how far apart two identical runs are
 
@@ -24,6 +24,10 @@ the default.
 at STARTUP and during the first training step (data checks, split overlap, the meta dry run,
 the padding and batch-independence probes, the loss-input watch), defaults against the bug
 checks off (target <= 1 s on the MNIST demo).
+
+--profile-plugins prints, per variant, the time in each plugin's callbacks per training step,
+per plugin and per event (``Callbacks.profile``): what a new check costs, and where.
+Each line's "callbacks" column is the total of that table.
 """
 
 import argparse
@@ -45,12 +49,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         __file__,
         __doc__,
         takes_config=False,
-        usage_tail="[--rounds 7] [--models mlp,lstm] [--group numerics|resources|health] [--startup]",
+        usage_tail="[--rounds 7] [--clock wall|cpu] [--models mlp,lstm] [--group numerics|resources|health] [--startup] "
+        "[--profile-plugins]",
     )
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--clock", choices=("wall", "cpu"), default="wall", help="time rounds by wall clock or CPU time"
+    )
     parser.add_argument("--models", default="mlp,lstm")
     parser.add_argument("--group", choices=("numerics", "resources", "health"), default="numerics")
     parser.add_argument("--startup", action="store_true", help="one-off cost of the default checks")
+    parser.add_argument("--profile-plugins", action="store_true", help="per variant, the cost of each callback")
     return parser.parse_tool_args(argv)
 
 
@@ -58,7 +67,7 @@ if __name__ == "__main__":
     ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
 import torch  # noqa: E402
-from devkit.benchmarking import BUG_CHECKS_OFF, alternate  # noqa: E402
+from devkit.benchmarking import BUG_CHECKS_OFF, CLOCKS, alternate  # noqa: E402
 
 from framework import log  # noqa: E402
 from framework.config import load_config  # noqa: E402
@@ -97,7 +106,7 @@ GROUPS = {"numerics": NUMERICS, "resources": RESOURCES, "health": HEALTH}
 WARMUP = 4  # epochs before measuring (the leak check's one-off baseline scan happens at step 150)
 
 
-def make_runner(config_path: str, variant: str, options: dict, initial_state: dict | None, tmp: str):
+def make_runner(config_path: str, variant: str, options: dict, initial_state: dict | None, tmp: str, clock: str):
     options = {k: v.format(tmp=tmp) if isinstance(v, str) else v for k, v in options.items()}
     overrides = {
         "model": None,
@@ -110,37 +119,24 @@ def make_runner(config_path: str, variant: str, options: dict, initial_state: di
     }
     engine = Engine(load_config([os.path.join(ROOT, config_path)], overrides))
     engine.init_train()
-    spent = _time_callbacks(engine)
+    profile = engine.callbacks.profile(CLOCKS[clock])  # the time in callbacks: what the diagnostics add to a step
     if initial_state is not None:
         engine.state.model.load_state_dict(initial_state)
+    steps = [0]
 
     def run(epoch: int) -> int:
         if epoch == WARMUP + 1:  # measured rounds begin; one-off costs (graph trace, leak baseline) are behind
-            spent[:] = [0.0, 0]
+            profile.reset()
+            steps[0] = 0
         engine.state.epoch = epoch
         anomaly = torch.autograd.detect_anomaly() if variant == "detect_anomaly" else contextlib.nullcontext()
         with anomaly:
             engine.train_epoch()
+        steps[0] += engine.state.steps_in_epoch
         return engine.state.steps_in_epoch
 
-    run.callback_seconds = spent  # type: ignore[attr-defined]
+    run.profile, run.steps = profile, steps  # type: ignore[attr-defined]
     return run, engine
-
-
-def _time_callbacks(engine: Engine) -> list[float]:
-    """Measure the time spent in event callbacks (what the diagnostics add to the training process)."""
-    spent = [0.0, 0]  # seconds, steps
-    emit = engine.callbacks.emit
-
-    def timed_emit(event, engine_):
-        start = time.perf_counter()
-        emit(event, engine_)
-        spent[0] += time.perf_counter() - start
-        if event is Event.STEP_END:
-            spent[1] += 1
-
-    engine.callbacks.emit = timed_emit
-    return spent
 
 
 def startup_seconds(config_path: str, options: dict) -> float:
@@ -193,19 +189,26 @@ def main(args: argparse.Namespace) -> None:
     for model_name in args.models.split(","):
         runners, initial = {}, None
         for variant, options in variants.items():
-            runners[variant], engine = make_runner(MODELS[model_name], variant, options, initial, tmp)
+            runners[variant], engine = make_runner(MODELS[model_name], variant, options, initial, tmp, args.clock)
             initial = initial or {k: v.clone() for k, v in engine.state.model.state_dict().items()}
-        results = alternate(runners, args.rounds, warmup=WARMUP)
+        results = alternate(runners, args.rounds, warmup=WARMUP, clock=args.clock)
         best_off, median_off = results["off"]
-        print(f"{model_name} ({MODELS[model_name]}), 1 thread, {args.rounds} alternating epochs per variant:")
+        print(
+            f"{model_name} ({MODELS[model_name]}), 1 thread, {args.rounds} alternating epochs per variant, "
+            f"{args.clock} clock:"
+        )
         for variant, (best, median) in results.items():
-            seconds, steps = runners[variant].callback_seconds
-            callbacks = seconds / max(steps, 1)
+            profile, steps = runners[variant].profile, runners[variant].steps[0]
+            callbacks = profile.total() / max(steps, 1)
             print(
                 f"  {variant:<15} fastest {best * 1e3:7.3f} ms/step  ratio {best / best_off:.3f}   "
                 f"(median {median * 1e3:7.3f}, ratio {median / median_off:.3f})   "
                 f"callbacks {callbacks * 1e6:7.1f} us/step = {100 * callbacks / best_off:5.2f}% of off"
             )
+        if args.profile_plugins:
+            for variant in results:
+                print(f"{model_name} {variant}: time in callbacks per training step, per plugin and event")
+                print(runners[variant].profile.format(runners[variant].steps[0]))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ where an uninterrupted run ends.
 
 One uninterrupted reference run, then for each signal and each of N points spread over the
 training steps: a run that receives the signal after that step's progress line, then reruns of
-the same command until training is complete. The final checkpoints' parameters, optimizer
+the same command until training is complete. The stopped runs write mid-epoch checkpoints every
+``--checkpoint-every`` steps (``checkpoint_every_n_steps``; 0: off), so a SIGKILLed run resumes
+mid-epoch too; the table says which checkpoint the first rerun resumed from. The final checkpoints' parameters, optimizer
 states and plugin states (e.g. the loss scale and growth tracker of a float16 run's gradient
 scaler, ``++torch_amp "{'dtype': 'float16'}"``) are compared with the reference's. Runs write into a temporary directory (no logs, no
 TensorBoard). Prints a table; exit status 0 when every case matches, 1 if one does not, 2 on
@@ -27,10 +29,18 @@ from framework.tools.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = ToolParser(__file__, __doc__, usage_tail="[--signals KILL,TERM,INT] [--points N]")
+    parser = ToolParser(__file__, __doc__, usage_tail="[--signals KILL,TERM,INT] [--points N] [--checkpoint-every N]")
     parser.add_argument("--signals", default="KILL,TERM,INT", help="signals to stop runs with (default: %(default)s)")
     parser.add_argument("--points", type=int, default=3, help="stopping points per signal (default: %(default)s)")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=2,
+        help="mid-epoch checkpoint every N steps, 0: off (default: %(default)s)",
+    )
     args = parser.parse_tool_args(argv)
+    if args.checkpoint_every < 0:
+        parser.error("--checkpoint-every: give a number of steps >= 1, or 0 for none")
     names = ["SIG" + name.strip().upper().removeprefix("SIG") for name in args.signals.split(",")]
     unknown = [name for name in names if name not in signal.Signals.__members__]
     if unknown:
@@ -46,6 +56,7 @@ import torch  # noqa: E402
 
 PROGRESS = re.compile(r"^ep (\d+) train, step (\d+),")
 EPOCH = re.compile(r"^Epoch (\d+) train: .*, (\d+) steps,")
+RESUMED = re.compile(r"^Resuming from \S+?\.(\w+)\.pt: epoch (\d+), global step (\d+)", re.MULTILINE)
 
 
 def rnn(config_args: list[str], prefix: str) -> list[str]:
@@ -80,11 +91,17 @@ def _as_from_a_terminal() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
-def finish(command: list[str], attempts: int = 5) -> int:
-    """Rerun ``command`` until it exits 0; the number of reruns."""
+def finish(command: list[str], attempts: int = 5) -> tuple[int, str]:
+    """Rerun ``command`` until it exits 0: the number of reruns, and where the first resumed from."""
+    resumed_from = "start"
     for attempt in range(1, attempts + 1):
-        if subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL).returncode == 0:
-            return attempt
+        rerun = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        found = RESUMED.search(rerun.stdout)
+        if attempt == 1 and found:
+            kind, epoch, step = found.groups()
+            resumed_from = f"{'mid-epoch' if kind == 'interrupted' else 'epoch ' + kind.lstrip('0')} @{step}"
+        if rerun.returncode == 0:
+            return attempt, resumed_from
     raise RuntimeError(f"{' '.join(command)} did not complete in {attempts} attempts")
 
 
@@ -115,20 +132,21 @@ def main(args: argparse.Namespace) -> int:
         epochs = steps_per_epoch(reference.stdout)
         final = f"{tmp}/ref/model.{len(epochs):03d}.pt"
         points = _points(epochs, args.points)
-        print(f"{'signal':8} {'stopped after':>22} {'exit':>5} {'reruns':>6}  result")
+        print(f"{'signal':8} {'stopped after':>22} {'resumed from':>16} {'exit':>5} {'reruns':>6}  result")
+        periodic = ["++checkpoint_every_n_steps", str(args.checkpoint_every)] if args.checkpoint_every else []
         failures = 0
         for signum in args.signals:
             for epoch, step in points:
                 prefix = f"{tmp}/{signum.name}_{epoch}_{step}/model"
-                command = rnn(args.config_args, prefix)
+                command = rnn([*args.config_args, *periodic], prefix)
                 code = interrupted_run(command, epoch, step, signum)
-                reruns = finish(command)
+                reruns, resumed_from = finish(command)
                 equal = same_state(final, f"{prefix}.{len(epochs):03d}.pt")
                 # Exit 0: the run completed before the signal came, so no resume was tested.
                 result = "NOT STOPPED (slow the run down)" if code == 0 else "bitwise equal" if equal else "DIFFERS"
                 failures += code == 0 or not equal
                 where = f"epoch {epoch} step {step}"
-                print(f"{signum.name:8} {where:>22} {code:>5} {reruns:>6}  {result}")
+                print(f"{signum.name:8} {where:>22} {resumed_from:>16} {code:>5} {reruns:>6}  {result}")
         return 1 if failures else 0
 
 

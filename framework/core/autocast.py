@@ -93,12 +93,14 @@ def native_bfloat16(device: str | torch.device | None = None) -> bool:
 
     True on CUDA GPUs with bfloat16 support (Ampere and later) and on CPUs with AVX512-BF16 or
     AMX. Other CPUs emulate bfloat16 matrix multiplications, about 10x slower than float32.
-    None: the device that ``device = "auto"`` picks (CUDA if available, else the CPU).
+    None: the device that ``device = "auto"`` picks (the accelerator if there is one, else the CPU).
     """
-    device_type = torch.device(device).type if device is not None else None
-    if device_type == "cuda" or (device_type is None and torch.cuda.is_available()):
+    if device is None:
+        device = torch.accelerator.current_accelerator(check_available=True) or "cpu"
+    device_type = torch.device(device).type
+    if device_type == "cuda":  # a capability of CUDA GPUs, asked of CUDA
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
-    if device_type not in (None, "cpu"):
+    if device_type != "cpu":  # other accelerators do not say; assume emulated
         return False
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())

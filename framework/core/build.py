@@ -13,18 +13,20 @@ import torch
 
 from framework import log
 from framework.config import Config
+from framework.core.accelerator import is_accelerator
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader
 from framework.errors import ConfigError
+from framework.inspection.freezes import record_freezes
 from framework.training.distributed import Distributed
 
 
 def select_device(name: str) -> torch.device:
-    """``auto`` is cuda when available, else cpu; ``gpu`` (RETURNN's value) is the machine's accelerator;
-    an unavailable device is a config error."""
+    """``auto`` is the machine's accelerator (cuda, xpu, mps, ...) when it has one, else cpu; ``gpu`` (RETURNN's
+    value) is that accelerator or a config error; an unavailable device is a config error."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return _accelerator() or torch.device("cpu")
     if name == "gpu":
         accelerator = _accelerator()
         if accelerator is None:
@@ -37,16 +39,17 @@ def select_device(name: str) -> torch.device:
         device = torch.device(name)
     except RuntimeError:
         raise ConfigError(f"device {name!r} is not a torch device name (auto, cpu, cuda, cuda:1, mps).") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} is requested but CUDA is not available here; use device='auto' or 'cpu'.")
+    if is_accelerator(device) and (_accelerator() is None or _accelerator().type != device.type):
+        raise ConfigError(
+            f"device {name!r} is requested but torch finds no {device.type} device here "
+            f"(accelerator: {_accelerator() or 'none'}); use device='auto' or 'cpu'."
+        )
     return device
 
 
 def _accelerator() -> torch.device | None:
-    """The machine's accelerator (cuda, xpu, mps, ...), None when it has none."""
-    if hasattr(torch, "accelerator"):  # torch >= 2.6 names whichever backend is present
-        return torch.accelerator.current_accelerator(check_available=True)
-    return torch.device("cuda") if torch.cuda.is_available() else None
+    """The machine's accelerator (cuda, xpu, mps, a PrivateUse1 backend, ...), None when it has none."""
+    return torch.accelerator.current_accelerator(check_available=True)
 
 
 def run_device(config: Config) -> tuple[torch.device, Distributed | None]:
@@ -54,8 +57,8 @@ def run_device(config: Config) -> tuple[torch.device, Distributed | None]:
     device = select_device(config.get("device"))
     if config.get("torch_distributed") is None:
         return device, None
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if is_accelerator(device):  # one device per process: the local rank's
+        device = torch.device(device.type, int(os.environ.get("LOCAL_RANK", "0")))
     return device, Distributed(config.get("torch_distributed"), device)
 
 
@@ -129,7 +132,8 @@ def build_model(config: Config, device: torch.device, epoch: int, step: int) -> 
     get_model = config.get("get_model")
     if get_model is None:
         raise ConfigError("The config defines no get_model(*, epoch, step, **kwargs) returning an nn.Module.")
-    model = get_model(epoch=epoch, step=step)
+    with record_freezes():  # parameters a library freezes by design are no finding of the sanity check
+        model = get_model(epoch=epoch, step=step)
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(f"get_model returned {type(model).__name__}, not a torch.nn.Module.")
     model = model.to(device)

@@ -13,6 +13,8 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.training.unusual_values",
     "framework.debug.exception_context",
     "framework.debug.interrupt",
+    "framework.training.periodic_checkpoints",
+    "framework.training.preemption",
     "framework.debug.shell",
     "framework.debug.crash",
     "framework.debug.numerics",

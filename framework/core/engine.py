@@ -34,7 +34,7 @@ from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
 from framework.errors import CheckpointError, ConfigError, FrameworkError, TrainingInterrupted
-from framework.training import checkpoint, disk, forward, resume
+from framework.training import checkpoint, disk, forward, fsdp, resume
 from framework.training.lr_control import LearningRateControl
 from framework.training.optim import create_optimizer, step_unless
 from framework.training.run_lock import RunLock
@@ -251,7 +251,8 @@ class Engine:
             (loss if state.loss_scale is None else loss * state.loss_scale).backward()
             emit(Event.AFTER_BACKWARD, state)
             scores.add(run_ctx, len(indices))
-            if state.at_update_boundary():
+            boundary = state.at_update_boundary()
+            if boundary:
                 emit(Event.BEFORE_OPTIMIZER_STEP, state)
                 if not control.update_skipped:
                     step_unless(state.optimizer, control.skip_flag)
@@ -260,11 +261,21 @@ class Engine:
                 emit(Event.AFTER_OPTIMIZER_STEP, state)
             state.global_step += 1
             emit(Event.STEP_END, state)
-            if control.stop_reason is not None and state.at_update_boundary():
-                self._stop_with_checkpoint()
+            if control.checkpoint_asked and boundary:
+                self._checkpoint_mid_epoch()
         if not plan:
             raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {state.epoch}.")
         return scores.result(self._total)
+
+    def _checkpoint_mid_epoch(self) -> None:
+        """``control.checkpoint``: write the mid-epoch checkpoint and go on; ``control.stop``: write it and end."""
+        control = self.state.control
+        if control.stop_reason is not None:
+            self._stop_with_checkpoint()
+        path = self.save_interrupted_checkpoint()
+        if path:
+            log.v4(f"Saved mid-epoch checkpoint {path} ({control.checkpoint_reason}).")
+        control.checkpoint_reason = None
 
     def _stop_with_checkpoint(self) -> None:
         """``control.stop``: write the interrupted checkpoint and end with the command that resumes."""
@@ -294,8 +305,7 @@ class Engine:
         scores = ScoreAccumulator()
         state.model.eval()
         plan = loader.plan(max(state.epoch, 1))
-        # Fewer batches than ranks: every rank scores all of them (no rank without scores to sum).
-        shard = state.distributed is not None and len(plan) >= state.distributed.size
+        shard = state.distributed is not None and state.distributed.shards_eval(len(plan))
         if shard:
             plan = state.distributed.eval_plan(plan)
         train_step = step_function(self.config, "eval")
@@ -401,12 +411,13 @@ class Engine:
         # An interrupted checkpoint is mid-epoch: that epoch is continued, not skipped.
         next_epoch = 1 if saved is None else saved["epoch"] + ("next_step" not in saved)
         self.build_model(epoch=next_epoch, step=0 if saved is None else saved["global_step"])
-        state.optimizer = create_optimizer(self.config, state.model)
-        if self._writes_checkpoints():
-            checkpoint.check_room(prefix, state.model, state.optimizer)
         state.step_model = (
             state.model if state.distributed is None else state.distributed.prepare(state.model, self.callbacks)
         )
+        # After prepare: FSDP replaces the parameters by their shards, which the optimizer must hold.
+        state.optimizer = create_optimizer(self.config, state.model)
+        if self._writes_checkpoints():
+            checkpoint.check_room(prefix, state.model, state.optimizer)
         if saved is None and self.config.get("import_model_train_epoch1"):
             imported = self.config.get("import_model_train_epoch1")
             checkpoint.load_model_state(state.model, checkpoint.load_checkpoint(imported)["model"], imported)
@@ -431,7 +442,9 @@ class Engine:
 
     def _newest_training_state(self, prefix: str) -> tuple[str | None, dict[str, Any] | None]:
         """The newest epoch checkpoint, or an interrupted (mid-epoch) one if that is newer."""
-        checkpoint.remove_stale_temp_files(prefix)
+        writes = self._writes_checkpoints()
+        if writes:
+            checkpoint.remove_stale_temp_files(prefix)
         found = checkpoint.list_checkpoints(prefix)
         path = found[max(found)] if found else None
         interrupted = checkpoint.interrupted_path(prefix)
@@ -439,7 +452,9 @@ class Engine:
             saved = checkpoint.load_training_state(interrupted)
             if saved["epoch"] > (max(found) if found else 0):
                 return interrupted, saved
-            checkpoint.remove_interrupted(prefix)  # an epoch checkpoint already covers it
+            # An epoch checkpoint covers it. Other ranks may be reading it now: there, the next epoch's write removes it.
+            if writes and self.state.distributed is None:
+                checkpoint.remove_interrupted(prefix)
         return path, checkpoint.load_training_state(path) if path else None
 
     def _restore(self, saved: dict[str, Any], path: str) -> None:
@@ -447,7 +462,7 @@ class Engine:
         state = self.state
         checkpoint.load_model_state(state.model, saved["model"], path)
         try:
-            state.optimizer.load_state_dict(saved["optimizer"])
+            checkpoint.load_optimizer_state(state.optimizer, saved["optimizer"])
         except (ValueError, KeyError) as exc:
             raise CheckpointError(
                 f"Checkpoint {path}: the optimizer state does not fit the configured optimizer "
@@ -487,9 +502,10 @@ class Engine:
     def _checkpoint_state(self) -> dict[str, Any]:
         """Everything a resumed run needs, plugins' state included."""
         state = self.state
+        model, optimizer = fsdp.full_state_dicts(state.model, state.optimizer)
         return {
-            "model": state.model.state_dict(),
-            "optimizer": state.optimizer.state_dict(),
+            "model": model,
+            "optimizer": optimizer,
             "epoch": state.epoch,
             "global_step": state.global_step,
             "rng": get_rng_state(),
@@ -503,10 +519,16 @@ class Engine:
         distributed = self.state.distributed
         return self.config.get("model") if distributed is None or distributed.rank == 0 else None
 
+    def _help_gather(self) -> None:
+        """On a rank that writes no checkpoint: take part in gathering rank 0's (a collective under FSDP)."""
+        if self.state.distributed is not None and self.state.distributed.fsdp is not None:
+            fsdp.full_state_dicts(self.state.model, self.state.optimizer)
+
     def _save_checkpoint(self) -> None:
         """Write the epoch's checkpoint (rank 0 only) and drop the interrupted one it supersedes."""
         prefix = self._writes_checkpoints()
         if not prefix:
+            self._help_gather()
             return
         path = checkpoint.checkpoint_path(prefix, self.state.epoch)
         self._lock.verify(f"writing {path}")
@@ -519,6 +541,7 @@ class Engine:
         """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch."""
         prefix = self._writes_checkpoints()
         if not prefix:
+            self._help_gather()
             return None
         saved = self._checkpoint_state()
         saved.update(next_step=self.state.step_in_epoch + 1, scores=self.state.epoch_scores.state_dict())

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import enum
 import heapq
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from framework.core.callback_profile import CallbackProfile
 
 
 class Event(enum.Enum):
@@ -102,6 +105,7 @@ class Callbacks:
         self._later: dict[str, set[str]] = {}  # owner -> owners whose callbacks must run after its own
         self._reach: dict[str, set[str]] = {}  # the same, transitively
         self._added = 0
+        self._profile: CallbackProfile | None = None  # set by profile(): emit then runs timing wrappers
 
     def on(
         self,
@@ -160,6 +164,15 @@ class Callbacks:
                 raised.append(exc)
         return raised
 
+    def profile(self, clock: Callable[[], float] = time.perf_counter) -> CallbackProfile:
+        """Time every callback from now on with ``clock``, per event and callback (``tools/benchmark-debug.py
+        --profile-plugins``); without it, ``emit`` calls the callbacks themselves and times nothing."""
+        if self._profile is None:
+            self._profile = CallbackProfile(clock)
+            for event in self._entries:
+                self._resolve(event)
+        return self._profile
+
     def order_of(self, event: Event) -> list[str]:
         """The callbacks of ``event`` as they run, named ``owner.method``."""
         return [e.label for e in self._sorted(event)]
@@ -172,7 +185,11 @@ class Callbacks:
         return text + ("\n  constraints: " + "; ".join(constraints) if constraints else "")
 
     def _resolve(self, event: Event) -> None:
-        self._handlers[event] = tuple(e.callback for e in self._sorted(event))
+        entries, profile = self._sorted(event), self._profile
+        if profile is None:
+            self._handlers[event] = tuple(e.callback for e in entries)
+        else:
+            self._handlers[event] = tuple(profile.timed(event.value, e.label, e.callback) for e in entries)
 
     def _sorted(self, event: Event) -> list[_Entry]:
         """Kahn's topological sort over the owners' constraints, taking the lowest (order, added) that is free.

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from framework.core.accelerator import default_generator, device_module
+
 
 def seed_everything(seed: int) -> None:
     """Seed Python's, numpy's and torch's (all devices) generators."""
@@ -19,8 +21,10 @@ def seed_everything(seed: int) -> None:
 def get_rng_state() -> dict[str, Any]:
     """Every generator's state, in a form that ``torch.load(weights_only=True)`` accepts."""
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    accelerator = torch.accelerator.current_accelerator()
+    module = getattr(torch, accelerator.type, None) if accelerator is not None else None
+    if module is not None and hasattr(module, "get_rng_state_all") and module.is_initialized():
+        state["accelerator"] = {"type": accelerator.type, "states": module.get_rng_state_all()}
     kind, keys, pos, has_gauss, cached_gauss = np.random.get_state()
     state.update(
         {
@@ -40,36 +44,44 @@ def get_rng_state() -> dict[str, Any]:
 def capture_step_rng(device: torch.device) -> dict[str, Any]:
     """torch's generators of the CPU and ``device``, to replay one step: every step, so without a host sync.
 
-    A CUDA generator is snapshot with ``clone_state`` (its seed and offset live on the host);
-    ``get_rng_state_all`` would touch every GPU. ``saveable_rng`` turns it into tensors for a file.
+    An accelerator's generator is snapshot with ``clone_state`` (on CUDA its seed and offset live on the
+    host); ``get_rng_state_all`` would touch every device. A backend without its own default generator
+    draws from the CPU's. ``saveable_rng`` turns the snapshot into tensors for a file.
     """
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
-    if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        state["cuda_generator"] = (index, torch.cuda.default_generators[index].clone_state())
+    generator = default_generator(device)
+    if generator is not None:
+        state["device_generator"] = (generator, generator.clone_state())
     return state
 
 
 def saveable_rng(state: dict[str, Any]) -> dict[str, Any]:
     """``capture_step_rng``'s snapshot as tensors (for ``torch.save`` and ``weights_only`` loading)."""
-    if "cuda_generator" not in state:
+    if "device_generator" not in state:
         return state
     state = dict(state)
-    index, generator = state.pop("cuda_generator")
-    state["cuda_device"] = {"index": index, "state": generator.get_state()}
+    generator, snapshot = state.pop("device_generator")
+    state["device_rng"] = {"device": str(generator.device), "state": snapshot.get_state()}
     return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     """Restore what ``get_rng_state`` or ``capture_step_rng`` captured."""
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
+    if "cuda" in state and torch.cuda.is_available():  # written by get_rng_state before it named the accelerator
         torch.cuda.set_rng_state_all(state["cuda"])
-    if "cuda_generator" in state:
-        index, generator = state["cuda_generator"]
-        torch.cuda.set_rng_state(generator.get_state(), index)
-    if "cuda_device" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda_device"]["state"], state["cuda_device"]["index"])
+    saved = state.get("accelerator")
+    module = getattr(torch, saved["type"], None) if saved is not None else None
+    if module is not None and module.is_available():  # a run resumed without that accelerator draws anew there
+        module.set_rng_state_all(saved["states"])
+    if "device_generator" in state:
+        generator, snapshot = state["device_generator"]
+        generator.set_state(snapshot.get_state())
+    if "device_rng" in state:  # a saved step, replayed in a new process: the device may not be initialized yet
+        device = torch.device(state["device_rng"]["device"])
+        module = device_module(device)
+        if module is not None and module.is_available():
+            module.set_rng_state(state["device_rng"]["state"], device)
     if "python" not in state:
         return
     random.setstate(_as_tuples(state["python"]))

@@ -43,6 +43,7 @@ class Control:
         self.update_skipped = False
         self.skip_flag: torch.Tensor | None = None  # on the device: skip the update where true
         self.stop_reason: str | None = None
+        self.checkpoint_reason: str | None = None  # a mid-epoch checkpoint was asked for (and not yet written)
         self.end_reason: str | None = None
         self.findings: list[Any] = []
         self.step_notes: dict[str, str] = {}
@@ -69,8 +70,12 @@ class Control:
         self.update_skipped = True
 
     def skip_update_if(self, flag: torch.Tensor) -> None:
-        """Skip this step's update where the device tensor ``flag`` is true, decided on the device (no host sync)."""
-        self.skip_flag = flag if self.skip_flag is None else self.skip_flag | flag
+        """Skip this step's update where the device tensor ``flag`` is true, decided on the device (no host sync).
+
+        ``flag`` is a bool, or a float32 that is 1.0 or 0.0: the form fused optimizers read (``found_inf``), which
+        ``optim.step_unless`` then hands over without converting it.
+        """
+        self.skip_flag = flag if self.skip_flag is None else (self.skip_flag != 0) | (flag != 0)
 
     def update_done(self) -> None:
         """The engine's mark after each update boundary: the next update is not skipped unless asked again."""
@@ -79,6 +84,15 @@ class Control:
     def stop(self, reason: str) -> None:
         """Stop training at the next update boundary with a checkpoint to resume from (like Ctrl-C)."""
         self.stop_reason = reason
+
+    def checkpoint(self, reason: str) -> None:
+        """Write the mid-epoch checkpoint at the next update boundary and go on training."""
+        self.checkpoint_reason = reason
+
+    @property
+    def checkpoint_asked(self) -> bool:
+        """Whether a mid-epoch checkpoint is due at the next update boundary: asked for, or to stop with."""
+        return self.checkpoint_reason is not None or self.stop_reason is not None
 
     def end_training(self, reason: str) -> None:
         """End training after the current epoch, whose checkpoint is written (e.g. early stopping)."""

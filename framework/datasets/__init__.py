@@ -7,21 +7,19 @@ returns one.
 
 from __future__ import annotations
 
-import difflib
-from typing import Any
-
-from framework.datasets.base import SEQ_ORDERINGS, Dataset, valid_seq_ordering
+from framework.datasets.base import Dataset
+from framework.datasets.concat import ConcatDataset
+from framework.datasets.distribute_files import DistributeFilesDataset
 from framework.datasets.hdf import HDFDataset
 from framework.datasets.mnist import MnistDataset
 from framework.datasets.numpy_dataset import NumpyDataset
+from framework.datasets.registry import DATASET_CLASSES, init_dataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
 from framework.datasets.task12ax import Task12AXDataset
 from framework.datasets.text import CharTextDataset
-from framework.errors import ConfigError
-from framework.util import accepted_kwargs, check_kwargs, import_by_name
 
-DATASET_CLASSES: dict[str, type[Dataset]] = {
-    cls.__name__: cls
+DATASET_CLASSES.update(
+    (cls.__name__, cls)
     for cls in (
         NumpyDataset,
         HDFDataset,
@@ -31,71 +29,9 @@ DATASET_CLASSES: dict[str, type[Dataset]] = {
         GaussianClustersDataset,
         ObjectPatchesDataset,
         CharTextDataset,
+        ConcatDataset,
+        DistributeFilesDataset,
     )
-}
+)
 
 __all__ = ["DATASET_CLASSES", "Dataset", "init_dataset", *DATASET_CLASSES]
-
-
-def _resolve_class(name: Any, option: str) -> Any:
-    if callable(name):
-        return name
-    if not isinstance(name, str):
-        raise ConfigError(f"{option}['class'] must be a class name, 'module.Class' or a callable, got {name!r}.")
-    if name in DATASET_CLASSES:
-        return DATASET_CLASSES[name]
-    if "." in name:
-        return import_by_name(name, option)
-    close = difflib.get_close_matches(name, list(DATASET_CLASSES), n=1, cutoff=0.5)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(
-        f"{option}: unknown dataset class {name!r}.{hint} Known: {', '.join(DATASET_CLASSES)}; "
-        f"or give 'module.Class' or a callable."
-    )
-
-
-def _construct(cls: type, kwargs: dict[str, Any], option: str) -> Dataset:
-    """``cls(**kwargs)``; a built-in dataset refusing its parameters is a config error (a user's class raises as is)."""
-    if not cls.__module__.startswith("framework."):
-        return cls(**kwargs)
-    try:
-        return cls(**kwargs)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(
-            f"{option}: {cls.__name__} cannot be built with {kwargs} ({type(exc).__name__}: {exc}). Check its "
-            f"parameters (sizes and counts at least 1, probabilities in [0, 1])."
-        ) from None
-
-
-def init_dataset(spec: Any, *, option: str, random_seed: int, train_ordering: str | None = None) -> Dataset:
-    """Build the dataset that option ``option`` (train, dev, ...) describes.
-
-    ``train_ordering`` (RETURNN's ``batching``) is the train dataset's seq_ordering unless it sets its own.
-    """
-    if isinstance(spec, Dataset):
-        dataset = spec
-    elif isinstance(spec, str):
-        return init_dataset({"class": spec}, option=option, random_seed=random_seed, train_ordering=train_ordering)
-    elif callable(spec) and not isinstance(spec, dict):
-        dataset = spec()
-    elif isinstance(spec, dict):
-        kwargs = dict(spec)
-        if "class" not in kwargs:
-            raise ConfigError(
-                f"{option} = {spec!r} has no 'class'; e.g. {{'class': 'MnistDataset', 'split': 'train'}}."
-            )
-        cls = _resolve_class(kwargs.pop("class"), option)
-        check_kwargs(cls, kwargs, option)
-        accepted = accepted_kwargs(cls)
-        if accepted is not None and "random_seed" in accepted:
-            kwargs.setdefault("random_seed", random_seed)
-        dataset = _construct(cls, kwargs, option)
-    else:
-        raise ConfigError(f"{option} must be a dataset dict, a Dataset or a callable returning one, got {spec!r}.")
-    if not isinstance(dataset, Dataset):
-        raise ConfigError(f"{option} did not produce a framework.datasets.Dataset but {type(dataset).__name__}.")
-    if dataset.seq_ordering is None:
-        if option == "train" and train_ordering is not None and not valid_seq_ordering(train_ordering):
-            raise ConfigError(f"batching = {train_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)}.")
-        dataset.seq_ordering = (train_ordering or "random") if option == "train" else "default"
-    return dataset

@@ -29,6 +29,10 @@ class Dataset:
     :param fixed_random_seed: RETURNN's parameter: shuffle with this seed, whatever ``random_seed`` is.
     """
 
+    #: True for a dataset that gives each rank of a torch.distributed run only its own share (its plan is that
+    #: rank's batches, not to be split again; see ``BatchLoader.plan``).
+    sharded_by_rank = False
+
     def __init__(
         self,
         *,
@@ -66,6 +70,13 @@ class Dataset:
         raise NotImplementedError
 
     # -- generic implementations ----------------------------------------------------------------
+    def use_epoch(self, epoch: int) -> None:
+        """Make ``get_seq``/``get_batch`` read the sequences of (sub-)epoch ``epoch``.
+
+        Nothing to do for a dataset that holds the same sequences every epoch; ``DistributeFilesDataset`` holds
+        other files in each sub-epoch. The loader calls it before it reads a batch of an epoch's plan.
+        """
+
     def seq_lengths(self) -> np.ndarray:
         """Frames per sequence (the longest variable axis; 1 for fixed-shape data), for batching.
 

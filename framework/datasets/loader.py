@@ -10,11 +10,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from framework.core.accelerator import is_accelerator
 from framework.datasets.base import Dataset
 from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import DataKey, label_error, one_hot_keys
 from framework.datasets.worker_seeding import worker_init
 from framework.errors import DataError
+from framework.inspection.host_syncs import mark_host_side
+
+
+class RankPlan(list):
+    """A batch plan of this rank's own data only (a dataset ``sharded_by_rank``): torch.distributed takes it as it
+    is, not every N-th batch of it (``Distributed.train_plan``)."""
 
 
 class BatchLoader:
@@ -60,11 +67,16 @@ class BatchLoader:
         """
         if self._last_plan is None or self._last_plan[0] != epoch:
             order = self.dataset.get_seq_order(epoch)
-            self._last_plan = epoch, make_batches(order, self.dataset.seq_lengths(), self.batch_size, self.max_seqs)
+            batches = make_batches(order, self.dataset.seq_lengths(), self.batch_size, self.max_seqs)
+            self._last_plan = epoch, RankPlan(batches) if self.dataset.sharded_by_rank else batches
+        self.dataset.use_epoch(epoch)  # the batches of this plan are what get_batch reads now
         return self._last_plan[1]
 
-    def numpy_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        """The declared keys of sequences ``indices``, converted to the declared dtypes and checked."""
+    def numpy_batch(self, indices: np.ndarray, epoch: int | None = None) -> dict[str, np.ndarray]:
+        """The declared keys of sequences ``indices`` (of ``epoch``'s plan; by default the latest plan's),
+        converted to the declared dtypes and checked."""
+        if epoch is not None:
+            self.dataset.use_epoch(epoch)
         raw = self.dataset.get_batch(indices)
         batch = {}
         for key, declared in self.extern_data.items():
@@ -89,21 +101,31 @@ class BatchLoader:
                 where = f"dataset {self.option!r} ({self.dataset.name})"
                 raise DataError(label_error(key, int(values[bad].flat[0]), int(seq_index), sparse_dim, where))
 
-    def tensor_batch(self, indices: np.ndarray) -> dict[str, torch.Tensor]:
+    def tensor_batch(self, indices: np.ndarray, epoch: int | None = None) -> dict[str, torch.Tensor]:
         """Like ``numpy_batch``, as CPU tensors."""
-        return {key: torch.from_numpy(np.ascontiguousarray(a)) for key, a in self.numpy_batch(indices).items()}
+        return {key: torch.from_numpy(np.ascontiguousarray(a)) for key, a in self.numpy_batch(indices, epoch).items()}
 
     def iterate(self, plan: list[np.ndarray]) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
-        """Yield each planned batch on the device, loading in worker processes if configured."""
-        non_blocking = self.device.type == "cuda"
+        """Yield each planned batch on the device, loading in worker processes if configured.
+
+        ``plan`` is (part of) the latest plan: its epoch's sequences are read even if a check plans another epoch
+        while this one runs (``DistributeFilesDataset`` holds other sequences in each sub-epoch).
+        """
+        return self._iterate(plan, self._last_plan[0] if self._last_plan is not None else 1)
+
+    def _iterate(self, plan: list[np.ndarray], epoch: int) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
+        # Asynchronous on any accelerator: torch stages a pageable source itself, so the copy is safe either way.
+        non_blocking = is_accelerator(self.device)
         if self.dataloader_opts.get("num_workers", 0) > 0:
             opts = dict(self.dataloader_opts)
             if self.reseeded:
                 opts["worker_init_fn"] = functools.partial(worker_init, self.reseeded, opts.get("worker_init_fn"))
-            loader = torch.utils.data.DataLoader(_PlannedBatches(self, plan), batch_size=None, shuffle=False, **opts)
+            loader = torch.utils.data.DataLoader(
+                _PlannedBatches(self, plan, epoch), batch_size=None, shuffle=False, **opts
+            )
             source = zip(plan, loader, strict=True)
         else:
-            source = ((indices, self.tensor_batch(indices)) for indices in plan)
+            source = ((indices, self.tensor_batch(indices, epoch)) for indices in plan)
         for indices, batch in source:
             yield indices, to_device(batch, self.device, non_blocking=non_blocking)
 
@@ -111,18 +133,22 @@ class BatchLoader:
 def to_device(batch: dict[str, torch.Tensor], device: torch.device, non_blocking: bool = False) -> dict:
     """The batch's data on ``device``; the ``:seq_len`` lengths stay on the CPU, as in RETURNN:
     pack_padded_sequence wants them there, and reading them (max length, masks) costs no device sync."""
-    return {key: t if key.endswith(":seq_len") else t.to(device, non_blocking=non_blocking) for key, t in batch.items()}
+    return {
+        key: mark_host_side(t) if key.endswith(":seq_len") else t.to(device, non_blocking=non_blocking)
+        for key, t in batch.items()
+    }
 
 
 class _PlannedBatches(torch.utils.data.Dataset):
     """The batch plan as a map-style torch dataset, one item per batch, for DataLoader workers."""
 
-    def __init__(self, loader: BatchLoader, plan: list[np.ndarray]):
+    def __init__(self, loader: BatchLoader, plan: list[np.ndarray], epoch: int):
         self.loader = loader
         self.plan = plan
+        self.epoch = epoch
 
     def __len__(self) -> int:
         return len(self.plan)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return self.loader.tensor_batch(self.plan[i])
+        return self.loader.tensor_batch(self.plan[i], self.epoch)

@@ -21,6 +21,7 @@ from framework.core.events import Event, Order, StopTraining
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.inspection.module_tracker import ModuleTracker
+from framework.inspection.sharded import full
 from framework.inspection.tensors import iter_tensors
 from framework.options import register
 
@@ -38,8 +39,9 @@ register(
 
 
 def fingerprint(kind: str, name: str, t: torch.Tensor) -> list[Any]:
-    """``[kind, name, hash, shape, dtype, mean, max |x|]`` of a tensor."""
-    t = t.detach()
+    """``[kind, name, hash, shape, dtype, mean, max |x|]`` of a tensor (of the whole tensor under FSDP: gathered
+    from every rank, which all fingerprint the same tensors in the same order)."""
+    t = full(t.detach())
     data = t.cpu().contiguous()
     digest = hashlib.blake2b(data.reshape(-1).view(torch.uint8).numpy().tobytes(), digest_size=8).hexdigest()
     values = data.double() if not data.is_complex() else data.abs().double()

@@ -1,7 +1,7 @@
 """Gradient health during training (``debug_grad_health``: every N updates, and at the first).
 
-At a check, right before the optimizer step, each parameter's gradient norm is taken and up to
-4096 evenly spaced entries of it are copied; right after the step, the update ratio |dW| / |W|
+At a check, right before the optimizer step, each parameter's gradient norm is taken and about
+4096 entries of it (drawn at random once) are copied; right after the step, the update ratio |dW| / |W|
 of those entries. One host sync per check and no copy of the model. Warnings (once per
 parameter and kind) name the layers whose gradients vanish or explode (an update larger than the
 weight itself, or the global gradient norm jumping far above its earlier values). At the first
@@ -20,7 +20,7 @@ gradient: the layer learns), and both still hold ``SETTLE_UPDATES`` updates late
 gradient having grown ``RECOVERING`` times (a gradient blocked by a weight that starts at zero grows
 as that weight moves); a check that finds such suspects schedules the one that confirms them.
 "Never changed" is judged after ``SETTLE_UPDATES`` updates at the earliest, and a weight that
-starts at zero is not called exploding while its norm grows from zero.
+starts at or near zero (``TINY_INIT``) is not called exploding while its norm grows from there.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from framework.core.events import Event
 from framework.core.measurements import UPDATE_RATIO
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.inspection import sharded
 from framework.inspection.model_checks import SETTLE_UPDATES, by_module, fingerprints
 from framework.inspection.module_tracker import matches_any
 from framework.options import register
@@ -57,18 +58,32 @@ VANISHING = 1e-4
 SLOW_UPDATE = 1e-2
 # and still so SETTLE_UPDATES updates later, its gradient RMS not grown this many times (not recovering).
 RECOVERING = 10.0
+# A weight whose initial RMS is at most this fraction of the typical weight's starts (near) zero by design: timm's
+# class token (std 1e-6), a zero-initialised output layer. An optimizer's first updates dwarf its norm.
+TINY_INIT = 1e-3
 # An update larger than this times the parameter's norm is exploding.
 EXPLODING_UPDATE = 1.0
 # A global gradient norm this many times its earlier median is exploding.
 EXPLODING_JUMP = 1e3
-# Update ratios are measured on at most this many evenly spaced entries per parameter (no model copy).
+# Update ratios are measured on about this many entries per parameter (no model copy).
 SAMPLE = 4096
 
 
-def _sample(p: torch.Tensor) -> torch.Tensor:
-    """A strided view of at most about SAMPLE entries of ``p``."""
-    flat = p.detach().reshape(-1)
-    return flat[:: max(1, flat.numel() // SAMPLE)]
+def _sample_index(p: torch.Tensor) -> torch.Tensor | None:
+    """About SAMPLE entries of ``p``'s flat view (of this rank's slice if FSDP shards it), drawn at random once;
+    None: all of them. Evenly spaced entries would alias with the layout: a stride that is a multiple of 9 reads
+    one tap of each 3x3 kernel only, the one that gets no gradient where the feature map is 1x1."""
+    numel = sharded.local(p).numel()
+    if numel <= SAMPLE:
+        return None
+    drawn = torch.randint(numel, (SAMPLE,), generator=torch.Generator().manual_seed(numel))
+    return torch.unique(drawn).to(p.device)  # sorted: a gather in memory order
+
+
+def _sample(p: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
+    """The entries of ``p`` at ``index`` (from ``_sample_index``)."""
+    flat = sharded.local(p).detach().reshape(-1)
+    return flat if index is None else flat[index]
 
 
 class GradHealth(Plugin):
@@ -85,7 +100,8 @@ class GradHealth(Plugin):
         self.pending: tuple[list[str], torch.Tensor, list[torch.Tensor]] | None = None
         self.global_norms: list[float] = []
         self.warned: set[tuple[str, str]] = set()
-        self.zero_init: set[str] = set()  # weights exactly zero at startup: their norm grows from zero
+        self.sample_index: dict[str, torch.Tensor | None] = {}  # parameter name -> the entries its updates are read at
+        self.zero_init: set[str] = set()  # weights (near) zero at startup (TINY_INIT): their norm grows from zero
         self.suspects: dict[str, tuple[int, int, float]] = {}  # vanishing, unconfirmed: update, step, RMS ratio then
         self.recheck_at: int | None = None  # the update of the check that confirms or clears the suspects
 
@@ -101,8 +117,14 @@ class GradHealth(Plugin):
         frozen = [n for n in params if matches_any(n, self.frozen)]
         self.initial = (trainable, fingerprints([params[n] for n in trainable]))
         self.frozen_initial = (frozen, fingerprints([params[n] for n in frozen]))
-        norms = self.initial[1][:, 1].tolist()
-        self.zero_init = {n for n, norm in zip(trainable, norms, strict=True) if norm == 0 and params[n].numel()}
+        rms = [
+            norm / math.sqrt(max(params[n].numel(), 1))
+            for n, norm in zip(trainable, self.initial[1][:, 1].tolist(), strict=True)
+        ]
+        typical = statistics.median([r for n, r in zip(trainable, rms, strict=True) if params[n].dim() >= 2] or [0.0])
+        self.zero_init = {
+            n for n, r in zip(trainable, rms, strict=True) if r <= TINY_INIT * typical and params[n].numel()
+        }
 
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def before_update(self, state: RunState) -> None:
@@ -116,8 +138,12 @@ class GradHealth(Plugin):
         named = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None]
         if not named:
             return
-        grad_norms = torch.stack(torch._foreach_norm([p.grad.float() for _, p in named]))
-        self.pending = ([n for n, _ in named], grad_norms, [_sample(p).clone() for _, p in named])
+        grad_norms = sharded.norms([p.grad for _, p in named])
+        for n, p in named:
+            if n not in self.sample_index:
+                self.sample_index[n] = _sample_index(p)
+        samples = [_sample(p, self.sample_index[n]).clone() for n, p in named]
+        self.pending = ([n for n, _ in named], grad_norms, samples)
 
     @on(Event.AFTER_OPTIMIZER_STEP)
     def after_update(self, state: RunState) -> None:
@@ -126,9 +152,14 @@ class GradHealth(Plugin):
         names, grad_norms, before = self.pending
         self.pending = None
         params = dict(state.model.named_parameters())
-        after = [_sample(params[n]) for n in names]
-        update_norms = torch.stack(torch._foreach_norm(torch._foreach_sub(after, before)))
-        param_norms = torch.stack(torch._foreach_norm(before))
+        after = [_sample(params[n], self.sample_index[n]) for n in names]
+        sampled = [params[n] for n in names]  # under FSDP, the samples of every rank's slice make one sample
+        update_norms = sharded.summed_over_shards(
+            torch.stack(torch._foreach_norm(torch._foreach_sub(after, before))).double().square(), sampled
+        ).sqrt()
+        param_norms = sharded.summed_over_shards(
+            torch.stack(torch._foreach_norm(before)).double().square(), sampled
+        ).sqrt()
         grads, updates, weights = torch.stack([grad_norms, update_norms.float(), param_norms.float()]).tolist()
         self._analyze(state, names, grads, updates, weights, [params[n] for n in names])
         if self.updates >= max(self.interval, SETTLE_UPDATES):
@@ -158,7 +189,7 @@ class GradHealth(Plugin):
         if len(weight_rms) > 1:
             self._judge_vanishing(state, weight_rms, dict(zip(names, ratios, strict=True)))
         # Weights only: a bias starting near zero has a large ratio after any first update; so has a weight that
-        # starts at zero (a zero-initialised output layer) in each of its first updates, by design.
+        # starts at or near zero (a zero-initialised output layer, a class token) in its first updates, by design.
         settled = self.updates > SETTLE_UPDATES
         exploding = [
             n

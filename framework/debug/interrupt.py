@@ -1,7 +1,8 @@
 """Ctrl-C (SIGINT), SIGTERM and SIGHUP during training: finish the step, write a checkpoint, say how to resume.
 
 The first signal asks the engine to stop (``state.control.stop``); at the next update boundary
-(after an optimizer step, so no accumulated gradient is lost) it writes
+(after an optimizer step, so no accumulated gradient is lost; under torchrun, the first one that
+every rank reaches knowing of the request) it writes
 ``<model>.interrupted.pt`` with everything needed to continue mid-epoch, prints the command that
 resumes, and exits with status 130. Rerunning the same command continues exactly where it
 stopped. A second Ctrl-C exits at once.
@@ -26,7 +27,7 @@ from framework.config import Config
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.training import checkpoint, exit_log
+from framework.training import checkpoint, distributed, exit_log
 
 
 class GracefulStop(Plugin):
@@ -58,7 +59,8 @@ class GracefulStop(Plugin):
     @on(Event.EVAL_STEP_END)
     def step_ended(self, state: RunState) -> None:
         self.step_began = time.monotonic()
-        self.progress.set()
+        if self.stop_asked is not None:  # only the grace watch, started by a stop request, waits for it
+            self.progress.set()
 
     @on(Event.CLOSE)
     def restore_signals(self, state: RunState) -> None:
@@ -77,7 +79,7 @@ class GracefulStop(Plugin):
             if running > self.grace:
                 self._end_stuck(state, signum, f"{name} arrived while the current step had run for {running:.0f} s")
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
-        state.control.stop(name)
+        distributed.ask_to_stop(state, name)
         log.v1(f"{name}: stopping after the current step and writing a checkpoint; press Ctrl-C again to exit at once.")
         if signum != signal.SIGINT and self.stop_asked is None:
             self.stop_asked = name

@@ -2,8 +2,8 @@
 
 Leak detection samples, every ``debug_leak_check_interval`` steps, the process RSS, the number
 of memory blocks Python has allocated (``sys.getallocatedblocks``, which walks Python's memory
-arenas: ~0.7 ms with torch loaded, hence the sparse sampling) and on CUDA the allocated device
-memory. When one of them grows at (nearly) every sample over a window, it warns
+arenas: ~0.7 ms with torch loaded, hence the sparse sampling) and on an accelerator with memory
+statistics the allocated device memory. When one of them grows at (nearly) every sample over a window, it warns
 once with the growth rate. For Python objects it then counts the live tensors (a one-off garbage
 collector scan) and names what piles up, e.g. "+40 tensors of shape [] with grad_fn
 NllLossBackward0": losses stored with their autograd graph.
@@ -24,6 +24,7 @@ import torch
 
 from framework import log
 from framework.config import Config
+from framework.core.accelerator import is_accelerator, memory_allocated, memory_stats
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
@@ -34,7 +35,8 @@ register(
     "torch_log_memory_usage",
     "bool",
     False,
-    "Memory per step in the step line (CUDA allocated, else process RSS) and current/peak per epoch.",
+    "Memory per step in the step line (device memory allocated where the accelerator keeps statistics, else process "
+    "RSS) and current/peak per epoch.",
     __name__,
 )
 
@@ -47,7 +49,11 @@ register(
 )
 
 register(
-    "debug_leak_check", "bool", True, "Warn once when RSS, CUDA memory or live Python objects grow steadily.", __name__
+    "debug_leak_check",
+    "bool",
+    True,
+    "Warn once when RSS, device memory or live Python objects grow steadily.",
+    __name__,
 )
 
 register(
@@ -79,14 +85,23 @@ def rss() -> int:
 
 
 class MemoryLog(Plugin):
-    """``torch_log_memory_usage``: ``mem_usage:cuda 1.2GB`` / ``mem_usage:rss 812MB`` per step, summary per epoch."""
+    """``torch_log_memory_usage``: ``mem_usage:cuda 1.2GB`` / ``mem_usage:rss 812MB`` per step, summary per epoch.
 
-    def __init__(self, cuda: bool):
-        self.cuda = cuda
+    Device memory comes from ``torch.accelerator``'s statistics; an accelerator without them (its
+    allocator is not torch's caching allocator) gets the process RSS, and the log says so once.
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = device if memory_stats(device) is not None else None
+        if is_accelerator(device) and self.device is None:
+            log.v3(
+                f"torch_log_memory_usage: the {device.type} backend keeps no memory statistics "
+                f"(torch.accelerator.memory_allocated); the process RSS is logged instead."
+            )
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> MemoryLog | None:
-        return cls(state.device.type == "cuda") if config.bool("torch_log_memory_usage") else None
+        return cls(state.device) if config.bool("torch_log_memory_usage") else None
 
     def subscribe(self, callbacks: Any) -> None:
         super().subscribe(callbacks)
@@ -94,8 +109,8 @@ class MemoryLog(Plugin):
             callbacks.on(Event.STEP_END, self.on_step_end, Order.REPORT)  # after the step timer's field
 
     def on_step_end(self, state: RunState) -> None:
-        if self.cuda:
-            state.control.note_step("mem_usage:cuda", format_bytes(torch.cuda.memory_allocated(state.device)))
+        if self.device is not None:
+            state.control.note_step(f"mem_usage:{self.device.type}", format_bytes(memory_allocated(self.device)))
         else:
             state.control.note_step("mem_usage:rss", format_bytes(rss()))
 
@@ -103,12 +118,12 @@ class MemoryLog(Plugin):
     def on_epoch_end(self, state: RunState) -> None:
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
         text = f"Epoch {state.epoch} memory: rss {format_bytes(rss())} (peak {format_bytes(peak_rss)})"
-        if self.cuda:
-            d = state.device
+        stats = memory_stats(self.device) if self.device is not None else None
+        if stats is not None:
             text += (
-                f", cuda allocated {format_bytes(torch.cuda.memory_allocated(d))} (peak "
-                f"{format_bytes(torch.cuda.max_memory_allocated(d))}), reserved "
-                f"{format_bytes(torch.cuda.memory_reserved(d))} (peak {format_bytes(torch.cuda.max_memory_reserved(d))})"
+                f", {self.device.type} allocated {format_bytes(stats['allocated'])} (peak "
+                f"{format_bytes(stats['max_allocated'])}), reserved {format_bytes(stats['reserved'])} (peak "
+                f"{format_bytes(stats['max_reserved'])})"
             )
         log.v3(text)
 
@@ -129,7 +144,7 @@ def _live_tensors() -> Counter:
 class LeakDetector(Plugin):
     """Warns once per metric when memory grows steadily across samples.
 
-    RSS and CUDA memory count from the second epoch on (allocators and caches fill up during the
+    RSS and device memory count from the second epoch on (allocators and caches fill up during the
     first). Growth of Python objects alone is common early on (lazy caches), so it leads to a
     warning only when a scan confirms that live tensors pile up too.
     """
@@ -137,9 +152,9 @@ class LeakDetector(Plugin):
     WINDOW = 8  # samples; growth at all but one of them counts as steady
     WARMUP = 3  # samples before the baseline scan of live tensors
 
-    def __init__(self, interval: int, cuda: bool = False):
+    def __init__(self, interval: int, device: torch.device | None = None):
         self.interval = interval
-        self.cuda = cuda
+        self.device = device if device is not None and memory_stats(device) is not None else None
         # Only the last window is kept: a growing list of samples would itself look like a leak.
         self.samples: deque[tuple[int, int, dict[str, float]]] = deque(maxlen=self.WINDOW)
         self.taken = 0
@@ -153,15 +168,15 @@ class LeakDetector(Plugin):
     def from_config(cls, config: Config, state: RunState) -> LeakDetector | None:
         if not config.bool("debug_leak_check"):
             return None
-        return cls(config.int("debug_leak_check_interval"), state.device.type == "cuda")
+        return cls(config.int("debug_leak_check_interval"), state.device)
 
     @on(Event.STEP_END)
     def on_step_end(self, state: RunState) -> None:
         if state.global_step % self.interval:
             return
         sample = {"rss": float(rss()), "python": float(sys.getallocatedblocks())}
-        if self.cuda:
-            sample["cuda"] = float(torch.cuda.memory_allocated(state.device))
+        if self.device is not None:
+            sample["device"] = float(memory_allocated(self.device))
         self.samples.append((state.epoch, state.global_step, sample))
         self.taken += 1
         if self.taken == self.WARMUP:
@@ -173,7 +188,7 @@ class LeakDetector(Plugin):
         steps = window[-1][1] - window[0][1]
         # A leak of one tensor per step adds ~5 Python blocks per step; cyclic garbage waiting for
         # the next full collection and slowly growing bookkeeping stay below ~1.5 per step.
-        for metric, threshold in (("rss", 16 * _MB), ("cuda", 16 * _MB), ("python", 2 * steps)):
+        for metric, threshold in (("rss", 16 * _MB), ("device", 16 * _MB), ("python", 2 * steps)):
             if metric in self.warned or metric not in window[0][2]:
                 continue
             if metric != "python" and window[0][0] < 2:
@@ -190,7 +205,7 @@ class LeakDetector(Plugin):
                 if message is None:
                     continue
             else:
-                name = "process RSS" if metric == "rss" else "CUDA allocated memory"
+                name = "process RSS" if metric == "rss" else f"{self.device.type} allocated memory"
                 message = (
                     f"{name} grew steadily by {format_bytes(growth / steps)}/step ({format_bytes(values[0])} "
                     f"at step {window[0][1]} to {format_bytes(values[-1])} at step {window[-1][1]})."

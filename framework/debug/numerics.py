@@ -6,7 +6,10 @@ after backward, a device flag says whether an optimized loss (and, with
 honours it on the device (``optim.step_unless``: fused optimizers skip the update in their
 kernel, like under ``GradScaler``), so parameters never take a non-finite update. The host
 reads the flag one step later (``LaggedFlag``), when it is long computed, and at the last step
-of an epoch. The debug flags check every module output (``debug_add_check_numerics_on_output``)
+of an epoch. Per step that is two small kernels on the losses (``0 * loss`` is NaN exactly when
+the loss is not finite; NaN becomes the flag's 1.0), the flag's copy and a snapshot of torch's RNG
+state: the flag is the fused optimizer's ``found_inf`` as it is (``tools/benchmark-debug.py
+--profile-plugins`` shows the cost). The debug flags check every module output (``debug_add_check_numerics_on_output``)
 or every op output (``debug_add_check_numerics_ops``) plus the gradients, and decide at once
 with one sync per step. When a check fails, the step is replayed with every check on
 (``replay.py``) to name module, op, source line, parameter and batch entries; the batch,
@@ -41,6 +44,7 @@ from framework.inspection.host_syncs import LaggedFlag
 from framework.inspection.module_tracker import ModuleTracker, matches_any
 from framework.inspection.op_checks import OpSums
 from framework.inspection.precision import diagnose_step
+from framework.inspection.sharded import local
 from framework.inspection.step_sums import Producer, StepSums
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
@@ -109,7 +113,7 @@ class NonFiniteError(FrameworkError):
 class CheckedStep:
     """A step whose verdict is on its way to the host, with what it takes to replay the step."""
 
-    bad_ranks: LaggedFlag  # per rank (one entry without distributed training): non-finite loss or gradient
+    bad_ranks: LaggedFlag  # per rank, or one flag without distributed training: non-finite loss or gradient
     grad_norms: dict[str, torch.Tensor] | None  # parameter name -> gradient norm on the device (gradients checked)
     rng_state: dict[str, Any]
     fields: dict[str, Any]  # the RunState fields of the step (_STEP_FIELDS)
@@ -124,6 +128,11 @@ class CheckedStep:
     ) -> CheckedStep:
         """The step ``state`` is at, with its verdict ``bad_ranks`` (a device tensor) on its way to the host."""
         return cls(LaggedFlag(bad_ranks), grad_norms, rng_state, {n: getattr(state, n) for n in _STEP_FIELDS})
+
+    def flagged_ranks(self) -> list[int]:
+        """The ranks whose step was bad (reads the verdict: it waits only for its copy)."""
+        flags = self.bad_ranks.read().tolist()
+        return [rank for rank, bad in enumerate(flags if isinstance(flags, list) else [flags]) if bad]
 
     def as_state(self, state: RunState) -> RunState:
         """A view of the run at this step (the guard reads a step's verdict one step later), for the replay and
@@ -195,7 +204,7 @@ class NumericsGuard(Plugin):
         """
         consecutive = self.consecutive_invalid
         if self.pending is not None:
-            consecutive = consecutive + 1 if any(self.pending.bad_ranks.read().tolist()) else 0
+            consecutive = consecutive + 1 if self.pending.flagged_ranks() else 0
         return {"consecutive_invalid": consecutive}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -265,15 +274,20 @@ class NumericsGuard(Plugin):
         if self.check_grads:
             named = [(n, p.grad) for n, p in state.model.named_parameters() if p.grad is not None]
             if named:
-                norms = torch._foreach_norm([g for _, g in named])
+                norms = torch._foreach_norm([local(g) for _, g in named])  # this rank's slices (FSDP)
                 grad_norms = dict(zip([n for n, _ in named], norms, strict=True))
                 values += norms
-        bad_ranks = self._bad_ranks(state, ~torch.isfinite(_total(values)))
-        bad = bad_ranks.any()
-        self.window_bad = bad if self.window_bad is None else self.window_bad | bad
+        bad = bad_ranks = _nonfinite(values)  # without distributed training: the step's flag is its one rank's
+        if state.distributed is not None:
+            bad_ranks = self._bad_ranks(state, bad > 0)
+            bad = bad_ranks.any()
+        if self.window_bad is not None:
+            bad = torch.maximum(self.window_bad, bad.float())
         if state.at_update_boundary():
-            state.control.skip_update_if(self.window_bad)
+            state.control.skip_update_if(bad)
             self.window_bad = None
+        else:
+            self.window_bad = bad.float()
         previous = self.pending
         self.pending = CheckedStep.record(state, bad_ranks, self.rng_state, grad_norms)
         if previous is not None:
@@ -292,7 +306,7 @@ class NumericsGuard(Plugin):
 
     def _settle(self, state: RunState, step: CheckedStep) -> None:
         """Act on a step's verdict: its update was skipped on the device; count, log, or stop with a report."""
-        bad_ranks = [rank for rank, bad in enumerate(step.bad_ranks.read().tolist()) if bad]
+        bad_ranks = step.flagged_ranks()
         if not bad_ranks:
             self.consecutive_invalid = 0
             return
@@ -350,7 +364,7 @@ class NumericsGuard(Plugin):
             self._report_eval(state, self.rng_state, maybe_false_alarm=not culprits and self._all_finite(values))
             return
         previous = self.pending_eval
-        self.pending_eval = CheckedStep.record(state, ~torch.isfinite(_total(values)).reshape(1), self.rng_state)
+        self.pending_eval = CheckedStep.record(state, _nonfinite(values), self.rng_state)
         if previous is not None:
             self._settle_eval(state, previous)
 
@@ -361,7 +375,7 @@ class NumericsGuard(Plugin):
             self._settle_eval(state, last)
 
     def _settle_eval(self, state: RunState, step: CheckedStep) -> None:
-        if step.bad_ranks.read().tolist()[0]:
+        if step.flagged_ranks():
             self._report_eval(step.as_state(state), step.rng_state, maybe_false_alarm=False)
 
     def _report_eval(self, state: RunState, rng_state: dict[str, Any], maybe_false_alarm: bool) -> None:
@@ -381,14 +395,18 @@ class NumericsGuard(Plugin):
     def _decide(self, state: RunState) -> tuple[int, list[Any]]:
         """OK, SKIP (an allowed invalid update) or STOP for this step, and the flagged producers."""
         values = list(step_losses(state.run_ctx, optimized_only=True).values())
-        if self.check_grads:
-            grads = [p.grad for p in state.model.parameters() if p.grad is not None]
-            values += torch._foreach_norm(grads) if grads else []
+        # Every gradient is the output of an op whose sum the op check took (checked for Inf too, unless NaN-only;
+        # a collective's output may not be final when summed): the gradient norms are needed only on failure.
+        grads_in_sums = self.on_ops and not self.nan_only and state.distributed is None
+        if self.check_grads and not grads_in_sums:
+            values += _grad_norms(state)
         if self._all_finite(values):
             self.sums.clear()
             return OK, []
         culprits = self.sums.culprits()
         self.sums.clear()
+        if self.check_grads and grads_in_sums:
+            values += _grad_norms(state)
         losses_and_grads_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
         if losses_and_grads_finite and (not culprits or not self._confirmed(state, culprits)):
             return OK, culprits  # infinities passed on from skipped modules, or a false alarm
@@ -397,7 +415,8 @@ class NumericsGuard(Plugin):
     def _confirmed(self, state: RunState, culprits: list[Any]) -> bool:
         """Replay a step whose losses and gradients are finite but where an intermediate value was
         flagged: the update would do no harm, so a clean replay means a false alarm of the fast check."""
-        if replay_step(state, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns).reproduced:
+        report = replay_step(state, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
+        if report.reproduced or report.not_replayed:  # not replayed (FSDP): no way to call it a false alarm
             return True
         log.v2(
             f"ep {state.epoch} step {state.step_in_epoch}: the fast numerics check flagged "
@@ -406,27 +425,28 @@ class NumericsGuard(Plugin):
         return False
 
     def _all_finite(self, values: list[torch.Tensor]) -> bool:
-        """One host sync for losses, gradient norms and every recorded sum: a sum of terms is finite
-        iff each term is (NaN-only mode checks the recorded sums for NaN separately)."""
-        terms = values if self.nan_only else values + self.sums.sums
-        if not terms:
-            return True
-        total = _total(terms)
-        if self.nan_only and self.sums.sums:
-            total = total + torch.where(self.sums.produced_bad_flag(), float("nan"), 0.0)
-        return math.isfinite(total.item())
+        """One host sync for losses, gradient norms and every recorded sum, all stacked into one tensor
+        (NaN-only mode: the recorded sums are checked for NaN only)."""
+        sums = self.sums.sums
+        terms = values if self.nan_only else values + sums
+        finite = torch.isfinite(torch.stack(terms)).all() if terms else None
+        if self.nan_only and sums:
+            no_nan = ~torch.isnan(torch.stack(sums)).any()
+            finite = no_nan if finite is None else finite & no_nan
+        return finite is None or bool(finite)
 
     def _stop(self, state: RunState, rng_state: dict[str, Any]) -> None:
         report = replay_step(state, rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
         text = report.format()
-        if state.precision is not None:  # under autocast: where the values leave the low-precision range
+        replayed = report.not_replayed is None  # under FSDP, neither a replay nor a save of the whole parameters
+        if state.precision is not None and replayed:  # under autocast: where the values leave the low-precision range
             text += "\n" + diagnose_step(state, rng_state).format()
-        saved = save_offending_step(state, rng_state, text)
+        saved = save_offending_step(state, rng_state, text) if replayed else None
         prefix = state.config.get("model")
         newest = checkpoint.list_checkpoints(prefix) if prefix else {}
         last = f"the last checkpoint ({newest[max(newest)]}) is intact" if newest else "no checkpoint was written yet"
         context = f" after {self.allowed_invalid} skipped updates" if self.allowed_invalid else ""
-        if not report.reproduced:
+        if not report.reproduced and replayed:
             context += (
                 " (the replay with the same batch, parameters and RNG state was clean: the failure is not "
                 "deterministic, e.g. uninitialized memory or randomness outside torch's seeded RNGs, or a "
@@ -438,8 +458,10 @@ class NumericsGuard(Plugin):
                 f"\nSaved batch, parameters and RNG state of the step to {saved}; replay it with:\n"
                 f"    python tools/replay-step.py {files} {saved}"
             )
-        else:
+        elif replayed:
             where = "\nSet the 'model' option to keep the offending batch for replay."
+        else:
+            where = ""
         on_rank = f" on rank {state.distributed.rank}" if state.distributed is not None else ""
         error = NonFiniteError(
             f"Non-finite values{on_rank} in training step {state.step_in_epoch} of epoch {state.epoch} (global step "
@@ -450,11 +472,21 @@ class NumericsGuard(Plugin):
         raise error
 
 
-def _total(values: list[torch.Tensor]) -> torch.Tensor:
-    """The sum of ``values`` on the device (0 for none): finite iff each of them is."""
+def _grad_norms(state: RunState) -> list[torch.Tensor]:
+    """The norm of each gradient (this rank's slices under FSDP), on the device."""
+    grads = [local(p.grad) for p in state.model.parameters() if p.grad is not None]
+    return list(torch._foreach_norm(grads)) if grads else []
+
+
+def _nonfinite(values: list[torch.Tensor]) -> torch.Tensor:
+    """1.0 where one of ``values`` is NaN or Inf, else 0.0: a float32 flag on the device, as fused optimizers
+    take it (``found_inf``). Two or three dispatches: ``0 * x`` is 0 for a finite ``x`` and NaN otherwise, and
+    sums of zeros never overflow."""
     if not values:
         return torch.zeros(())
-    return values[0].float() if len(values) == 1 else torch.stack([v.float() for v in values]).sum()
+    zeros = values[0].mul(0) if len(values) == 1 else torch.stack(values).mul(0).sum()
+    flag = zeros.nan_to_num(nan=1.0)
+    return flag if flag.dtype == torch.float32 else flag.float()
 
 
 def _raise_for_other_ranks(state: RunState, ranks: list[int]) -> None:
@@ -475,7 +507,7 @@ def _what_is_bad(state: RunState, grad_norms: dict[str, torch.Tensor] | None, cu
         params = [
             n
             for n, p in state.model.named_parameters()
-            if p.grad is not None and not bool(torch.isfinite(p.grad).all())
+            if p.grad is not None and not bool(torch.isfinite(local(p.grad)).all())
         ]
     parts = []
     if losses:

@@ -52,10 +52,20 @@ register(
 _DEFAULTS = {"wait": 1, "warmup": 1, "active": 3, "record_shapes": False, "profile_memory": False, "with_stack": False}
 
 
+def _device_activities(device: torch.device) -> list[torch.profiler.ProfilerActivity]:
+    """The profiler activity of the run's accelerator (CUDA, XPU, MTIA, an out-of-tree backend's PrivateUse1),
+    where this torch build can trace it."""
+    if device.type == "cpu":
+        return []
+    name = device.type.upper() if hasattr(torch.profiler.ProfilerActivity, device.type.upper()) else "PrivateUse1"
+    activity = getattr(torch.profiler.ProfilerActivity, name, None)
+    return [activity] if activity in torch.profiler.supported_activities() else []
+
+
 class TorchProfile(Plugin):
     """One torch.profiler window over the first steps after ``wait``."""
 
-    def __init__(self, spec: bool | dict, out_dir: str, tensorboard_dir: str | None):
+    def __init__(self, spec: bool | dict, out_dir: str, tensorboard_dir: str | None, device: torch.device):
         options = dict(_DEFAULTS, **(spec if isinstance(spec, dict) else {}))
         unknown = set(options) - set(_DEFAULTS) - {"activities"}
         if unknown:
@@ -64,9 +74,7 @@ class TorchProfile(Plugin):
             raise ConfigError(
                 f"torch_profile: unknown keys {sorted(unknown)}; allowed: {sorted(_DEFAULTS)} and activities."
             )
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        activities = [torch.profiler.ProfilerActivity.CPU, *_device_activities(device)]
         names = options.pop("activities", None)
         if names is not None:
             activities = [getattr(torch.profiler.ProfilerActivity, n.upper()) for n in names]
@@ -93,7 +101,7 @@ class TorchProfile(Plugin):
         model_dir = os.path.dirname(config.get("model") or "") or "."
         out_dir = config.get("torch_profile_dir") or os.path.join(model_dir, "profile")
         tensorboard_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
-        return cls(config.get("torch_profile"), out_dir, tensorboard_dir)
+        return cls(config.get("torch_profile"), out_dir, tensorboard_dir, state.device)
 
     @on(Event.STARTUP)
     def start(self, state: RunState) -> None:

@@ -18,6 +18,7 @@ from framework.core.autocast import autocast_factory
 from framework.core.rng import set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.step import call_step, step_function
+from framework.inspection import sharded
 from framework.inspection.module_tracker import ModuleTracker, matches_any
 from framework.inspection.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
 from framework.inspection.probe import model_copy
@@ -48,6 +49,7 @@ class NonFiniteReport:
     forward_op: OpFinding | None = None
     param: str | None = None
     backward_op: OpFinding | None = None
+    not_replayed: str | None = None  # why the step was not replayed (the losses are the step's own)
 
     @property
     def reproduced(self) -> bool:
@@ -69,6 +71,11 @@ class NonFiniteReport:
             f"Replay of epoch {self.epoch}, global step {self.global_step} "
             f"(batch of {len(self.seq_indices)} sequences):"
         ]
+        if self.not_replayed:
+            losses = ", ".join(f"{k} = {v}" for k, v in self.losses.items())
+            lines[0] = lines[0].replace("Replay of", "Step of", 1)
+            lines += [f"  not replayed: {self.not_replayed}"] + ([f"  non-finite losses: {losses}"] if losses else [])
+            return "\n".join(lines)
         if not self.reproduced:
             lines.append("  no non-finite values occurred in the replay")
             return "\n".join(lines)
@@ -109,6 +116,8 @@ def replay_step(
     """Re-run the current step of ``state`` with detailed checks: a training step forward and backward
     (its gradients are restored after), an evaluation step forward in eval mode."""
     skip_patterns = list(skip_patterns or [])
+    if any(sharded.is_sharded(p) for p in state.model.parameters()):
+        return _not_replayed(state)
     try:  # training may go on after a clean replay: the user's modules must not notice it
         model = model_copy(state.model)
     except Exception:  # a model that cannot be copied (a lock, a file) is replayed itself, as the step ran it
@@ -175,4 +184,21 @@ def replay_step(
         for p, grad in saved_grads.items():
             p.grad = grad
     report.forward_op, report.backward_op = ops.forward, ops.backward
+    return report
+
+
+def _not_replayed(state: Any) -> NonFiniteReport:
+    """The report of a step of a sharded (FSDP) model: its own non-finite losses, without a replay. A replay on
+    one rank would run the model's all-gathers, which the other ranks, stopped, never join."""
+    indices = state.batch_indices if state.batch_indices is not None else np.arange(0)
+    report = NonFiniteReport(state.epoch, state.global_step, [int(i) for i in indices])
+    report.not_replayed = (
+        "FSDP shards the model, and a replay on this rank alone would wait for the other ranks' parameter "
+        "shards; replay the step in one process from the last checkpoint (same config without 'fsdp')"
+    )
+    if state.run_ctx is not None:
+        for name, marked in state.run_ctx.losses.items():
+            value = marked.normalized().detach()
+            if has_nonfinite(value, False):
+                report.losses[name] = float(value)
     return report

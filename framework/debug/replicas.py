@@ -23,7 +23,8 @@ Not compared: buffers (DDP broadcasts rank 0's at each forward, so running stati
 between ranks after every training forward by design) and, with ``param_sync_step = K``, the
 replicas between two averagings (they differ there by design; gradients are not averaged at all).
 The interrupted checkpoint is not preceded by a check: a stop request may reach the ranks at
-different steps, and a collective on only some of them would hang.
+different steps, and a collective on only some of them would hang. Under FSDP there are no replicas
+(each rank holds a slice of every parameter), so there is nothing to compare: the check is off.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ class ReplicaCheck(Plugin):
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> ReplicaCheck | None:
         interval = config.int("debug_replica_check_interval")
-        return cls(interval) if interval and state.distributed is not None else None
+        replicated = state.distributed is not None and state.distributed.fsdp is None
+        return cls(interval) if interval and replicated else None
 
     @on(Event.BEFORE_OPTIMIZER_STEP, once=True)
     def compare_gradients(self, state: RunState) -> None:

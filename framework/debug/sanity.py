@@ -31,7 +31,7 @@ from framework.core.measurements import VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.errors import DataError, FrameworkError
-from framework.inspection import data_checks, model_checks
+from framework.inspection import data_checks, model_checks, sharded
 from framework.inspection.data_checks import Finding
 from framework.inspection.model_checks import SETTLE_UPDATES
 from framework.options import register
@@ -146,7 +146,8 @@ class SanityCheck(Plugin):
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def watch_zero_gradients(self, state: RunState) -> None:
         """Sum the gradient norms of the parameters whose gradient was exactly zero at step 0; judge at the end."""
-        if not self._zero:
+        if not self._zero:  # none, or judged: no cost on later steps
+            self.callbacks.off(Event.BEFORE_OPTIMIZER_STEP, self.watch_zero_gradients)
             return
         self._zero_updates += 1
         if self._zero_updates == 1 or state.control.update_skipped:  # step 0's gradient was judged already
@@ -156,7 +157,7 @@ class SanityCheck(Plugin):
         if self._zero_sums is None:
             self._zero_sums = torch.zeros(len(self._zero), device=next(iter(params.values())).device)
         if present:
-            norms = torch.stack(torch._foreach_norm([g.float() for _, g in present]))
+            norms = sharded.norms([g for _, g in present])  # of the whole gradients, also under FSDP
             index = torch.tensor([i for i, _ in present], device=norms.device)
             self._zero_sums.index_add_(0, index, norms.to(self._zero_sums.device))
         if self._zero_updates > SETTLE_UPDATES:

@@ -23,6 +23,7 @@ import torch
 
 from framework import log
 from framework.config import Config
+from framework.core.accelerator import memory_allocated
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.rng import get_rng_state, set_rng_state
@@ -159,8 +160,9 @@ class TensorBoardLogger(Plugin):
         ]
         if step % (10 * self.interval) == 0:  # memory changes slowly; reading RSS costs ~20 us
             host.append(("memory/rss_mb", rss() / 1024**2))
-            if state.device.type == "cuda":
-                host.append(("memory/cuda_allocated_mb", torch.cuda.memory_allocated(state.device) / 1024**2))
+            allocated = memory_allocated(state.device)  # None: the backend keeps no statistics (RSS above)
+            if allocated is not None:
+                host.append((f"memory/{state.device.type}_allocated_mb", allocated / 1024**2))
         device = [(f"train/{name}", value) for name, value in step_losses(state.run_ctx).items()]
         device += [(f"train/{name}", value.detach()) for name, value in state.step_metrics.items()]
         values = torch.stack([v.float() for _, v in device]) if device else torch.zeros(0)

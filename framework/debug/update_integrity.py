@@ -36,6 +36,7 @@ from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
+from framework.inspection import sharded
 from framework.inspection.data_checks import Finding
 from framework.inspection.model_checks import optimized_ids, overridden_at
 from framework.inspection.module_tracker import ModuleTracker
@@ -172,7 +173,8 @@ class UpdateIntegrity(SharedRunCheck):
             return
         updated, self.updated = self.updated, []
         first, self.checked_first = not self.checked_first, True
-        if before.numel() == 0 or not torch.equal(before, _fingerprint(updated)):  # a host sync, twice an epoch
+        changed = before.numel() == 0 or not torch.equal(before, _fingerprint(updated))  # a host sync, twice an epoch
+        if sharded.on_any_rank(changed, updated):  # under FSDP: changed in some rank's slice
             return
         if self.skip_flag is not None and bool(self.skip_flag):
             return  # skipped on purpose (non-finite gradients)
@@ -203,8 +205,9 @@ class UpdateIntegrity(SharedRunCheck):
 
 
 def _fingerprint(params: list[nn.Parameter]) -> torch.Tensor:
-    """A few values of each parameter: an update changes them, a skipped one does not."""
-    parts = [p.detach().flatten()[:FINGERPRINT].float() for p in params]
+    """A few values of each parameter (of this rank's slice under FSDP): an update changes them, a skipped one
+    does not."""
+    parts = [sharded.local(p).detach().flatten()[:FINGERPRINT].float() for p in params]
     return torch.cat([t.to(parts[0].device) for t in parts]) if parts else torch.empty(0)
 
 

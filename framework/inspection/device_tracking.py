@@ -38,12 +38,13 @@ from torch.overrides import TorchFunctionMode
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.tensors import calling_user_frame, format_frame
 
+# Tensor methods that move a tensor to an accelerator: tensor.cuda(), .xpu(), ... (and a PrivateUse1 backend's).
+_TO_ACCELERATOR = {"cuda", "xpu", "mps", "hpu", "mtia"}
 # Calls that take tensors of different devices on purpose: they are never a mix.
-_TAKES_OTHER_DEVICES = {
+_TAKES_OTHER_DEVICES = _TO_ACCELERATOR | {
     "to",
     "type_as",
     "copy_",
-    "cuda",
     "cpu",
     "new_tensor",
     "__setitem__",
@@ -81,6 +82,12 @@ def op_label(func: Any) -> str:
             name = _OPERATOR_NAMES.get(name[1:], name[1:]) + "_"
         name = _OPERATOR_NAMES.get(name, name)
     return f"torch.{name}" if name in _PYTHON_FACTORIES else f"aten.{name}"
+
+
+def _moves_to_accelerator(name: str) -> bool:
+    """Whether tensor method ``name`` moves a tensor to an accelerator (``.cuda()``, ``.xpu()``, a renamed
+    PrivateUse1 backend's method, registered after this module was imported)."""
+    return name in _TO_ACCELERATOR or name == torch._C._get_privateuse1_backend_name()
 
 
 def _tensors_in(value: Any, found: list[torch.Tensor], depth: int = 0) -> list[torch.Tensor]:
@@ -266,7 +273,11 @@ class DeviceTracker(TorchFunctionMode):
         if not outputs:
             return out
         this = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        if name in ("cpu", "cuda", "to", "type_as") and this is not None and isinstance(out, torch.Tensor):
+        if (
+            (name in ("cpu", "to", "type_as") or _moves_to_accelerator(name))
+            and this is not None
+            and isinstance(out, torch.Tensor)
+        ):
             return self._moved(name, this, args, kwargs, out)
         if not inputs:  # a factory
             explicit = kwargs.get("device") is not None or not self._default_is_cpu
@@ -300,7 +311,7 @@ class DeviceTracker(TorchFunctionMode):
             target, origin = "fixed", self.origin(this)
             if origin is None:
                 origin = f"moved to the CPU by .cpu() at {format_frame(calling_user_frame())}"
-        elif name == "cuda":
+        elif _moves_to_accelerator(name):
             target = "run"
         elif other is not None:  # .to(x), .type_as(x): x's device
             origin = self.origin(other)

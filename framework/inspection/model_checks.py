@@ -16,9 +16,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from framework.inspection import sharded
 from framework.inspection.data_checks import Finding
+from framework.inspection.freezes import freeze_origin
 from framework.inspection.module_tracker import matches_any
-from framework.inspection.tensors import display_path, floating_tensors
+from framework.inspection.tensors import display_path, floating_tensors, format_frame
 
 ROOT = "(model)"
 
@@ -73,13 +75,16 @@ def gradient_findings(
     params = dict(model.named_parameters())
     trainable = {n: p for n, p in params.items() if p.requires_grad}
     findings = []
-    mistaken = [n for n, p in params.items() if not p.requires_grad and not matches_any(n, frozen)]
+    origins = {n: freeze_origin(p) for n, p in params.items() if not p.requires_grad and not matches_any(n, frozen)}
+    mistaken = [n for n, origin in origins.items() if origin is None or not origin.by_design]
     if mistaken:
+        lines = [origins[n].frame for n in mistaken if origins[n] is not None and origins[n].frame is not None]
+        cause = f"frozen at {format_frame(lines[0])}" if lines else "requires_grad_(False) somewhere"
         findings.append(
             Finding(
                 "warning",
                 f"{by_module(model, mistaken)} do not require grad, but frozen_params does not list them: frozen by "
-                f"mistake (requires_grad_(False) somewhere)? If they are meant to be frozen, add them to frozen_params.",
+                f"mistake ({cause})? If they are meant to be frozen, add them to frozen_params.",
             )
         )
     no_grad = [n for n, p in trainable.items() if p.grad is None and not matches_any(n, frozen)]
@@ -188,7 +193,7 @@ def zero_gradient_names(model: nn.Module, frozen: list[str]) -> list[str]:
     ]
     if not with_grad:
         return []
-    norms = torch.stack(torch._foreach_norm([g.float() for _, g in with_grad])).tolist()
+    norms = sharded.norms([g for _, g in with_grad]).tolist()
     return [n for (n, _), norm in zip(with_grad, norms, strict=True) if norm == 0]
 
 
@@ -205,7 +210,7 @@ def zero_valued_names(model: nn.Module) -> list[str]:
     ]
     if not params:
         return []
-    norms = torch.stack(torch._foreach_norm([p.detach().float() for _, p in params])).tolist()
+    norms = sharded.norms([p.detach() for _, p in params]).tolist()
     return [n for (n, _), norm in zip(params, norms, strict=True) if norm == 0]
 
 
@@ -286,14 +291,15 @@ def range_findings(
 
 
 def fingerprints(params: list[torch.Tensor]) -> torch.Tensor:
-    """[N, 2] float64 sum and norm of each tensor: compared later, they tell which changed, without a copy."""
+    """[N, 2] float64 sum and norm of each tensor: compared later, they tell which changed, without a copy.
+    Of a sharded tensor, over all its slices (a collective under FSDP: every rank calls it with the same tensors)."""
     if not params:
         return torch.zeros(0, 2, dtype=torch.float64)
-    return torch.stack(
+    rows = torch.stack(
         [
-            torch.stack(
-                [p.detach().sum(dtype=torch.float64), torch.linalg.vector_norm(p.detach(), dtype=torch.float64)]
-            )
-            for p in params
+            torch.stack([t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, dtype=torch.float64).square()])
+            for t in (sharded.local(p).detach() for p in params)
         ]
     )
+    rows = sharded.summed_over_shards(rows, params)
+    return torch.stack([rows[:, 0], rows[:, 1].sqrt()], dim=1)

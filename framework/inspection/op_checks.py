@@ -30,7 +30,9 @@ class OpSums(TorchDispatchMode):
 
     Inputs are never re-read: an op's inputs count as finite when the ops that produced them
     had finite outputs; tensors from outside the step (parameters, the batch) count as finite
-    (the replay checks them exactly). Views alias their base and are not summed again.
+    (the replay checks them exactly). Views alias their base and are not summed again. Per op
+    this is one sum (below autograd: nothing to detach) and a few dictionary lookups, as little
+    Python as the dispatch mode itself costs.
     """
 
     def __init__(self, sums: StepSums, skip_patterns: list[str], tracker: ModuleTracker | None):
@@ -40,22 +42,40 @@ class OpSums(TorchDispatchMode):
         self.tracker = tracker
         self.producer: dict[int, int] = {}  # id(tensor) -> position of its sum
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in a dynamo-disabling wrapper that costs every op two more
+        # calls; the op check keeps the model eager (EAGER_ONLY), so nothing is compiled under it anyway.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func.overloadpacket in UNINITIALIZED_OPS:
+        kind = _KINDS.get(func)
+        if kind is None:
+            kind = _KINDS[func] = _kind(func)
+        if kind is _UNINITIALIZED:
             return out
-        outs = [t for t in floating_tensors(out) if t.numel()]
+        if isinstance(out, torch.Tensor):
+            outs = [out] if out.is_floating_point() and out.numel() else []
+        else:
+            outs = [t for t in floating_tensors(out) if t.numel()]
         if not outs:
             return out
-        parents = [self.producer[id(t)] for t in floating_tensors((args, kwargs)) if id(t) in self.producer]
-        if _is_view_op(func):
+        producer = self.producer
+        parents = _parents(producer, args)
+        if kwargs:
+            parents += _parents(producer, kwargs.values())
+        if kind is _VIEW:
             if parents:
                 for t in outs:
-                    self.producer[id(t)] = parents[0]
+                    producer[id(t)] = parents[0]
             return out
-        positions = [self.sums.add(t) for t in outs]
-        for t, position in zip(outs, positions, strict=True):
-            self.producer[id(t)] = position
+        sums = self.sums.sums
+        positions = []
+        for t in outs:
+            sums.append(t.sum(dtype=_FLOAT32))
+            producer[id(t)] = len(sums) - 1
+            positions.append(len(sums) - 1)
         skipped = self.tracker is not None and skipped_by(self.tracker.stack, self.skip_patterns)
         self.sums.producers.append(Producer(func.overloadpacket, parents, positions, skipped))
         return out
@@ -63,6 +83,19 @@ class OpSums(TorchDispatchMode):
     def clear(self) -> None:
         """Forget the step's tensors."""
         self.producer.clear()
+
+
+def _parents(producer: dict[int, int], values: Any) -> list[int]:
+    """Positions of the recorded tensors among ``values`` (tensors, or lists and tuples of them)."""
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            position = producer.get(id(value))
+            if position is not None:
+                found.append(position)
+        elif isinstance(value, (list, tuple)):
+            found += _parents(producer, value)
+    return found
 
 
 # Ops returning uninitialized memory (filled later, e.g. through out=): any bit pattern, NaN included.
@@ -75,15 +108,20 @@ UNINITIALIZED_OPS = {
     torch.ops.aten.empty_permuted,
 }
 
-_VIEW_OPS: dict[Any, bool] = {}
+_UNINITIALIZED, _VIEW, _COMPUTES = "uninitialized", "view", "computes"
+_FLOAT32 = torch.float32
+_KINDS: dict[Any, str] = {}  # aten overload -> its kind, from its schema (looked up once per op)
 
 
-def _is_view_op(func: Any) -> bool:
-    """Whether every output of an aten op is a read-only alias of an input (a view)."""
-    if func not in _VIEW_OPS:
-        returns = func._schema.returns
-        _VIEW_OPS[func] = bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-    return _VIEW_OPS[func]
+def _kind(func: Any) -> str:
+    """Whether an aten op returns uninitialized memory, only read-only aliases of its inputs (a view), or
+    computes (new tensors, or in place)."""
+    if func.overloadpacket in UNINITIALIZED_OPS:
+        return _UNINITIALIZED
+    returns = func._schema.returns
+    if returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+        return _VIEW
+    return _COMPUTES
 
 
 @dataclass

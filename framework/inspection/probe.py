@@ -34,6 +34,7 @@ from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import run_step
+from framework.inspection.sharded import is_sharded
 
 _probing = False
 
@@ -175,6 +176,14 @@ class ProbeSession:
         gradients are as they were. A model that cannot be copied raises ``ProbeLimit``."""
         if self._uncopyable is not None:
             raise self._uncopyable
+        if any(is_sharded(p) for p in self.state.model.parameters()):
+            # A copy cannot hold the shards, and a run would gather the parameters: a collective of all ranks.
+            cause = RuntimeError(
+                "FSDP shards the model, which cannot be copied: run the config in one process or under DDP for these "
+                "checks"
+            )
+            self._uncopyable = self._limit(ProbeLimit("every first-step check", cause))
+            raise self._uncopyable
         grads = [(p, p.grad) for p in self.state.model.parameters()]
         try:
             model = model_copy(self.state.model)
@@ -184,8 +193,11 @@ class ProbeSession:
             raise self._uncopyable from exc
         model.train(train)
         versions = [p._version for p, _ in grads]
+        # cuDNN's RNN kernels take no backward pass in eval mode; the checks that take gradients through an
+        # eval-mode copy would fail where the user's training runs (on a GPU), so that copy uses torch's own.
+        rnn_kernels = contextlib.nullcontext() if train else torch.backends.cudnn.flags(enabled=False)
         try:
-            with unseen():
+            with unseen(), rnn_kernels:
                 yield model
         finally:
             for p, grad in grads:

@@ -1,11 +1,13 @@
 """Cheap device-side NaN/Inf detection for a whole step: one float32 sum per checked tensor.
 
 A tensor holding NaN or Inf has a non-finite sum, and a sum is one fast vectorized pass (CPU
-boolean reductions such as ``isfinite(x).any()`` are 20x slower). The sums stay on the device;
-``all_finite()`` syncs once per step. Only when that fails are the individual sums read and the
-recorded producers (modules or ops) checked for "finite inputs, non-finite output". A false
-alarm (a finite tensor whose sum overflows float32) is possible in principle; the replay that
-follows a detection uses exact checks and says so.
+boolean reductions such as ``isfinite(x).any()`` are 20x slower, and ``torch._foreach_norm`` is
+slower than a sum for anything but the 2-norm, whose squares overflow already at 1.8e19). The
+sums stay on the device; the numerics guard checks them with the losses in one stacked tensor,
+with one sync per step. Only when that fails are the individual sums read and the recorded
+producers (modules or ops) checked for "finite inputs, non-finite output". A false alarm (a
+finite tensor whose sum overflows float32) is possible in principle; the replay that follows a
+detection uses exact checks and says so.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 
-@dataclass
+@dataclass(slots=True)
 class Producer:
     """A module call or op: positions of its input and output sums; skipped ones may be non-finite."""
 
@@ -30,7 +32,7 @@ class StepSums:
 
     def __init__(self, nan_only: bool):
         self.nan_only = nan_only
-        self.sums: list[torch.Tensor] = []
+        self.sums: list[torch.Tensor] = []  # float32 sums on the device (OpSums appends its own: no detach needed)
         self.producers: list[Producer] = []
         self._position: dict[int, int] = {}  # id(tensor) -> position of its latest sum
 
@@ -47,12 +49,6 @@ class StepSums:
 
     def _bad(self, values: torch.Tensor) -> torch.Tensor:
         return torch.isnan(values) if self.nan_only else ~torch.isfinite(values)
-
-    def produced_bad_flag(self) -> torch.Tensor | None:
-        """Device flag, True iff some recorded tensor is non-finite (cheap; no producer analysis)."""
-        if not self.sums:
-            return None
-        return self._bad(torch.stack(self.sums)).any()
 
     def culprits(self) -> list[str]:
         """Producers with finite inputs and a non-finite output, in order (syncs; call after a failed check)."""

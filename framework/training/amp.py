@@ -25,6 +25,7 @@ from framework.core.autocast import amp_settings
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.inspection import sharded
 from framework.inspection.host_syncs import LaggedFlag
 from framework.inspection.precision import diagnose_step
 from framework.options import register
@@ -108,8 +109,11 @@ class GradScaling(Plugin):
                 groups.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
         for grads in groups.values():
             found = torch.zeros(1, device=grads[0].device)
-            torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv_scale.to(grads[0].device))
+            slices = [sharded.local(g) for g in grads]  # under FSDP, this rank's: unscaled in place
+            torch._amp_foreach_non_finite_check_and_unscale_(slices, found, inv_scale.to(grads[0].device))
             self.found_inf = self.found_inf + found.to(self.found_inf.device).reshape(())
+        # Under FSDP each rank checked its slices: all ranks skip (and scale) alike when any slice overflowed.
+        self.found_inf = sharded.summed_over_ranks(self.found_inf, [g for grads in groups.values() for g in grads])
         state.control.skip_update_if(self.found_inf > 0)
 
     @on(Event.AFTER_OPTIMIZER_STEP)
@@ -140,6 +144,13 @@ class GradScaling(Plugin):
             f"update skipped, scale now {scale * self.backoff_factor:g} (normal under float16 loss scaling)"
         )
         if self.consecutive_skips == COLLAPSE_STEPS:
+            if any(sharded.is_sharded(p) for p in state.model.parameters()):  # its replay would run one rank alone
+                log.v2(
+                    f"WARNING the loss scale keeps collapsing: {COLLAPSE_STEPS} updates in a row were skipped because "
+                    f"the gradients overflowed (scale now {scale * self.backoff_factor:g}). FSDP shards the model, "
+                    f"so the replay that names the module is not run: run the config in one process to have it."
+                )
+                return
             report = diagnose_step(state)
             log.v2(
                 f"WARNING the loss scale keeps collapsing: {COLLAPSE_STEPS} updates in a row were skipped because the "

@@ -31,7 +31,7 @@ import torch.utils.serialization.config as serialization_config
 
 from framework import log
 from framework.errors import CheckpointError, ConfigError, WriteError
-from framework.training import disk
+from framework.training import disk, fsdp
 from framework.training.checkpoint_integrity import damage
 from framework.training.safe_create import create_new
 from framework.util import printable
@@ -384,7 +384,7 @@ def load_model_state(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]
             f"first step, so it was not loaded. The run that wrote it diverged without debug_check_numerics, or "
             f"the file was changed after writing. {advice}"
         )
-    model.load_state_dict(state_dict)
+    model.load_state_dict(fsdp.sharded_like(own, state_dict))  # under FSDP: this rank's slices
 
 
 def non_finite_entries(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
@@ -412,3 +412,8 @@ def _has_finite_parameters(model: torch.nn.Module, path: str) -> bool:
     except CheckpointError:
         return False
     return not non_finite_entries(model, saved["model"])
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
+    """Load a checkpoint's optimizer state (whole tensors) into ``optimizer``, cut like its parameters if sharded."""
+    optimizer.load_state_dict(fsdp.sharded_optimizer_state(optimizer, saved))

@@ -6,7 +6,8 @@ Gradients are synchronized by ``DistributedDataParallel`` (the ``train_step`` ge
 model; diagnostics keep the plain one, so parameter names do not change), or with
 ``param_sync_step = K`` the parameters are averaged every K updates. Every rank plans the
 same batches for an epoch and takes every N-th, so N ranks with batch B see, step by step, the
-sequences that one process with batch N x B sees; epoch scores are summed over all ranks. Only
+sequences that one process with batch N x B sees (a dataset sharded by rank, ``DistributeFilesDataset``
+with ``distrib_shard_files``, plans each rank's own batches instead); epoch scores are summed over all ranks. Only
 rank 0 writes checkpoints (of the plain model, so any number of ranks can resume from them) and
 TensorBoard; the others log to ``<log>.rank<k>``. That the ranks' replicas stay equal (so rank 0's
 checkpoint stands for all) is checked by ``framework.debug.replicas``, with what ``prepare`` records.
@@ -24,8 +25,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from framework import log
+from framework.core.accelerator import is_accelerator
 from framework.core.events import Event, Order
+from framework.datasets.loader import RankPlan
 from framework.errors import ConfigError
+from framework.training import fsdp
+from framework.training.optim import trainable_parameters
 
 
 def rank_from_env() -> int:
@@ -48,23 +54,37 @@ class Distributed:
                 "torch_distributed is set, but this process was not started by torchrun (no RANK/WORLD_SIZE in "
                 "the environment). Run: torchrun --nproc_per_node=N rnn.py config.py"
             )
-        unknown = set(options) - {"backend", "find_unused_parameters", "param_sync_step"}
+        unknown = set(options) - {"backend", "find_unused_parameters", "param_sync_step", "fsdp"}
         if unknown:
             raise ConfigError(
                 f"torch_distributed: unknown entries {sorted(unknown)}; known: backend, find_unused_parameters, "
-                f"param_sync_step."
+                f"param_sync_step, fsdp."
             )
+        # FSDP2 (framework.training.fsdp): the options of fully_shard, validated before the process group exists.
+        self.fsdp = None if options.get("fsdp") is None else fsdp.fully_shard_options(options["fsdp"], device)
+        if self.fsdp is not None:
+            fsdp.refuse_ddp_options(options)
         self.param_sync_step = options.get("param_sync_step")
         if self.param_sync_step is not None and (not isinstance(self.param_sync_step, int) or self.param_sync_step < 1):
             raise ConfigError(
                 f"torch_distributed['param_sync_step'] must be an int >= 1, got {self.param_sync_step!r}."
             )
-        backend = options.get("backend") or ("nccl" if device.type == "cuda" else "gloo")
+        try:  # the device's own collective library (nccl on CUDA, xccl on XPU), gloo on the CPU
+            backend = options.get("backend") or dist.get_default_backend_for_device(device)
+        except ValueError:
+            raise ConfigError(
+                f"torch_distributed: torch has no process-group backend for device {device}; name one with "
+                f"torch_distributed = {{'backend': ...}}, or train on a device that has one (cuda, xpu, cpu)."
+            ) from None
         if not dist.is_initialized():
-            dist.init_process_group(backend)
+            _init_process_group(backend)
             # Every exit path, also an error before the engine's task starts: gloo left alone aborts at exit.
             atexit.register(self.close)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        # Where the ranks agree on a stop: a CPU all-reduce, never a wait for the device.
+        self._cpu_group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+        self._stop_asked: str | None = None  # a signal asked this rank to stop; not yet agreed on by all
+        self.device = device
         self.find_unused_parameters = bool(options.get("find_unused_parameters", False))
         self.wrapped_params: dict[int, bool] = {}  # id(parameter) -> requires_grad, when the model was prepared
         # Whether the replicas should be equal now: always with DDP; with param_sync_step right after an averaging.
@@ -72,7 +92,21 @@ class Distributed:
         self._updates = 0
 
     def train_plan(self, plan: list[np.ndarray]) -> list[np.ndarray]:
-        """This rank's batches: every N-th, in whole groups of N so that all ranks take the same number of steps."""
+        """This rank's batches: every N-th, in whole groups of N so that all ranks take the same number of steps.
+
+        A plan of this rank's own data (``RankPlan``, from a dataset sharded by rank) is cut to the length of the
+        shortest rank's instead: the ranks' plans differ, and a rank that took more steps would wait forever.
+        """
+        if isinstance(plan, RankPlan):
+            steps = torch.tensor([len(plan)], device=self.device)
+            dist.all_reduce(steps, op=dist.ReduceOp.MIN)
+            steps = int(steps.item())
+            if steps < len(plan):
+                log.v4(
+                    f"Rank {self.rank} leaves out its last {len(plan) - steps} of {len(plan)} batches: every rank "
+                    f"takes as many steps as the rank with the fewest batches ({steps})."
+                )
+            return plan[:steps]
         steps = len(plan) // self.size
         return [plan[step * self.size + self.rank] for step in range(steps)]
 
@@ -80,15 +114,26 @@ class Distributed:
         """This rank's share of an evaluation: every N-th batch, none dropped (scores are summed after)."""
         return plan[self.rank :: self.size]
 
+    def shards_eval(self, num_batches: int) -> bool:
+        """Whether the ranks split an evaluation of ``num_batches`` (``eval_plan``) or each scores all of them:
+        they split it unless some rank would get none (no scores to sum) or, under FSDP, unless the shares are
+        equal (each forward of a sharded model is a collective of all ranks)."""
+        return num_batches >= self.size and (self.fsdp is None or num_batches % self.size == 0)
+
     def prepare(self, model: torch.nn.Module, callbacks: Any) -> torch.nn.Module:
         """The model as the train_step sees it: wrapped in DDP, or (``param_sync_step``) the model itself,
         whose parameters are averaged over the ranks every K updates."""
+        trainable_parameters(model)  # a model with nothing to train is a config error, not DDP's or FSDP's
         callbacks.on(Event.EXCEPTION, lambda state: _name_unused_parameters(state.exception, model))
+        callbacks.on(Event.STEP_END, self.agree_on_stop, Order.TRAINING, owner=__name__)
         # What DDP was built with: it averages the gradients of exactly these, the ones that required a gradient
         # then (a later change of the model is not seen by it). The ids stay valid: DDP holds the parameters.
         self.wrapped_params = {id(p): p.requires_grad for p in model.parameters()}
+        if self.fsdp is not None:  # sharded in place: train_step and the diagnostics see the same module
+            fsdp.shard(model, self.fsdp)
+            return model
         if self.param_sync_step is None:
-            device_ids = [model_device(model).index] if model_device(model).type == "cuda" else None
+            device_ids = [model_device(model).index] if is_accelerator(model_device(model)) else None
             return torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=device_ids, find_unused_parameters=self.find_unused_parameters
             )
@@ -96,6 +141,23 @@ class Distributed:
             dist.broadcast(p.data, src=0)
         callbacks.on(Event.AFTER_OPTIMIZER_STEP, self.average, Order.TRAINING, owner=__name__)
         return model
+
+    def ask_to_stop(self, reason: str) -> None:
+        """A stop asked of this rank (a signal); every rank stops at the first update boundary after all know of it.
+
+        Signals reach the ranks at different moments, and a rank may be a step ahead of another: stopping
+        on its own, a rank would leave the others waiting in the next step's collectives for a peer that left.
+        """
+        self._stop_asked = self._stop_asked or reason
+
+    def agree_on_stop(self, state: Any) -> None:
+        """At each update boundary, whether any rank was asked to stop (one all-reduce of a flag on the CPU)."""
+        if not state.at_update_boundary():
+            return
+        asked = torch.tensor([self._stop_asked is not None], dtype=torch.int32)
+        dist.all_reduce(asked, op=dist.ReduceOp.MAX, group=self._cpu_group)
+        if asked.item() and state.control.stop_reason is None:
+            state.control.stop(self._stop_asked or "a stop asked of another rank")
 
     def average(self, state: Any) -> None:
         """``param_sync_step``: after every K-th update, every rank's parameters are the average over the ranks."""
@@ -119,6 +181,30 @@ class Distributed:
         values = values.clone()
         dist.all_reduce(values)
         return values
+
+
+def _init_process_group(backend: str) -> None:
+    """The process group on the store of torchrun's rendezvous, under a prefix of this attempt.
+
+    An elastic restart (``torchrun --max-restarts``) reuses the agent's store, which still holds the
+    failed attempt's keys: gloo then connects to the dead workers' addresses ("connectFullMesh ...
+    Connection refused"). Keys under ``TORCHELASTIC_RESTART_COUNT`` are this attempt's alone.
+    """
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None:  # not started by torchrun's agent: no earlier attempt's keys to avoid
+        dist.init_process_group(backend)
+        return
+    store, rank, size = next(dist.rendezvous("env://"))
+    dist.init_process_group(backend, store=dist.PrefixStore(f"attempt{attempt}", store), rank=rank, world_size=size)
+
+
+def ask_to_stop(state: Any, reason: str) -> None:
+    """Stop training with a checkpoint at the next update boundary; under torch.distributed, at the first one
+    that every rank stops at (``Distributed.ask_to_stop``)."""
+    if state.distributed is None:
+        state.control.stop(reason)
+    else:
+        state.distributed.ask_to_stop(reason)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

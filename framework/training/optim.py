@@ -10,6 +10,7 @@ from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.errors import ConfigError
+from framework.inspection import sharded
 from framework.util import check_kwargs, import_by_name
 
 OPTIMIZERS = {
@@ -46,12 +47,7 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
     if "lr" in kwargs:
         raise ConfigError("optimizer: set the learning rate with the 'learning_rate' option, not optimizer['lr'].")
     check_kwargs(factory, kwargs, "optimizer")
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ConfigError(
-            "The model from get_model has no parameters that require gradients; nothing to train. (Modules kept in "
-            "a plain list or dict are not registered: use nn.ModuleList / nn.ModuleDict.)"
-        )
+    params = trainable_parameters(model)
     lr = config.float("learning_rate")
     if factory in OPTIMIZERS.values() and not {"fused", "foreach", "differentiable"} & set(kwargs):
         try:  # torch's fused kernels: faster, and they skip an update on a device flag without a host sync
@@ -59,6 +55,17 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
         except (RuntimeError, ValueError, TypeError):  # no fused kernel for this class, device or dtype
             pass
     return factory(params, lr=lr, **kwargs)
+
+
+def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters of ``model`` that require gradients; ConfigError when there are none."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ConfigError(
+            "The model from get_model has no parameters that require gradients; nothing to train. (Modules kept in "
+            "a plain list or dict are not registered: use nn.ModuleList / nn.ModuleDict.)"
+        )
+    return params
 
 
 def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor | None) -> None:
@@ -70,7 +77,8 @@ def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor | None) -> 
     if skip is None:
         optimizer.step()
     elif getattr(optimizer, "_step_supports_amp_scaling", False):
-        optimizer.found_inf = skip.to(torch.float32).reshape(())
+        converted = skip.dtype != torch.float32 or skip.dim() != 0  # a 1.0/0.0 float32 flag goes as it is
+        optimizer.found_inf = skip.to(torch.float32).reshape(()) if converted else skip
         try:
             optimizer.step()
         finally:
@@ -99,7 +107,8 @@ class GradientClipping(Plugin):
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def clip(self, state: Any) -> None:
         if self.max_norm is not None:
-            state.step_metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.max_norm)
+            norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.max_norm)
+            state.step_metrics["grad_norm"] = sharded.full(norm)  # under FSDP a DTensor, replicated: no communication
         if self.max_value is not None:
             torch.nn.utils.clip_grad_value_(state.model.parameters(), self.max_value)
 

@@ -17,7 +17,17 @@ from framework.training.lr_control import LearningRateControl
 
 _LEARNING_RATE_OPTIONS = ("learning_rate", "learning_rates")
 # Never worth a line: how this particular process runs, not what it trains.
-_NOT_REPORTED = {"config", "task", "resume_learning_rate", "log", "log_verbosity"}
+_NOT_REPORTED = {
+    "config",
+    "task",
+    "resume_learning_rate",
+    "log",
+    "log_verbosity",
+    "checkpoint_every_n_steps",
+    "checkpoint_every_n_minutes",
+    "requeue_signal",
+    "requeue_command",
+}
 
 
 def recorded_options(config: Config) -> dict[str, Any]:

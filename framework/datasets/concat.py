@@ -1,0 +1,54 @@
+"""RETURNN's ``ConcatDataset``: the sequences of several datasets, one dataset after the other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from framework.datasets.base import Dataset
+from framework.datasets.registry import init_dataset
+from framework.errors import ConfigError
+
+
+class ConcatDataset(Dataset):
+    """The sequences of ``datasets`` one after the other, e.g. the ``.npy`` shards of one sub-epoch of a
+    ``DistributeFilesDataset``.
+
+    :param datasets: dataset dicts (or ``Dataset`` instances) with the same keys; sequence 0 of the second
+        follows the last of the first. This dataset's ``seq_ordering`` orders the concatenation ("default"
+        keeps the datasets' order, as RETURNN does); the parts' own orderings are not used.
+    """
+
+    def __init__(self, datasets: list[Any], **kwargs: Any):
+        super().__init__(**kwargs)
+        if not datasets:
+            raise ConfigError("ConcatDataset: 'datasets' is empty; give at least one dataset dict.")
+        self.datasets = [
+            init_dataset(spec, option=f"ConcatDataset datasets[{i}]", random_seed=self.random_seed)
+            for i, spec in enumerate(datasets)
+        ]
+        info = self.datasets[0].key_info()
+        for i, dataset in enumerate(self.datasets[1:], start=1):
+            if dataset.key_info() != info:
+                raise ConfigError(
+                    f"ConcatDataset: datasets[{i}] ({dataset.name}) holds {dataset.key_info()}, but datasets[0] "
+                    f"({self.datasets[0].name}) holds {info}; concatenated datasets need the same keys, shapes and "
+                    f"dtypes."
+                )
+        self._starts = np.cumsum([0] + [dataset.num_seqs for dataset in self.datasets])
+        self.name = f"ConcatDataset({', '.join(dataset.name for dataset in self.datasets)})"
+
+    @property
+    def num_seqs(self) -> int:
+        return int(self._starts[-1])
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        return self.datasets[0].key_info()
+
+    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+        part = int(np.searchsorted(self._starts, index, side="right")) - 1
+        return self.datasets[part].get_seq(index - int(self._starts[part]))
+
+    def seq_lengths(self) -> np.ndarray:
+        return np.concatenate([dataset.seq_lengths() for dataset in self.datasets]).astype(np.int64)
