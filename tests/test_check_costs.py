@@ -13,6 +13,7 @@ from framework.config import load_config
 from framework.core.engine import Engine
 from framework.core.events import Callbacks, Event, Order
 from framework.debug.numerics import NonFiniteError, _nonfinite
+from framework.inspection.host_syncs import HostSyncCounter, LaggedFlag
 from framework.inspection.op_checks import OpSums
 from framework.inspection.step_sums import Producer, StepSums
 from framework.training.optim import step_unless
@@ -88,6 +89,16 @@ class _Plugin:
 
     def fail(self, state):
         raise state
+
+
+def test_a_lagged_flag_on_the_cpu_holds_the_value_itself_and_marks_only_its_own_alias():
+    value = torch.tensor(1.0)
+    flag = LaggedFlag(value)
+    assert flag.read().data_ptr() == value.data_ptr() and float(flag.read()) == 1.0  # no copy per step
+    with HostSyncCounter("cpu") as counter:
+        flag.read().tolist()  # the flag is read on the host by design: not a sync
+        value.tolist()  # the caller's tensor stands for a device value on a CPU run: still counted
+    assert counter.count == 1, counter.calls
 
 
 def test_the_callback_profile_times_each_callback_and_costs_nothing_while_off():

@@ -1,6 +1,8 @@
 """torchrun with 2 CPU processes (gloo): same results as one process, and failures that end every rank."""
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,18 +35,29 @@ def torchrun(*args, timeout=120, sync="{}"):
     )
 
 
-def test_two_ranks_match_one_process_with_twice_the_batch_and_one_rank_resumes(tmp_path):
-    config = tiny_config_with(tmp_path, PLAIN_SGD)
-    two = torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "two/m"), "++log", str(tmp_path / "two/log"))
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """One 2-rank run of the plain SGD config (batch 8 per rank, 2 epochs): (config, its model directory)."""
+    directory = tmp_path_factory.mktemp("two_ranks")
+    config = tiny_config_with(directory, PLAIN_SGD)
+    two = torchrun(
+        config, "++batch_size", "8", "++model", str(directory / "two/m"), "++log", str(directory / "two/log")
+    )
     assert two.returncode == 0, two.stdout + two.stderr
+    return config, two, directory / "two"
+
+
+def test_two_ranks_match_one_process_with_twice_the_batch_and_one_rank_resumes(tmp_path, two_ranks):
+    config, two, two_dir = two_ranks
     one = run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "one/m"))
     assert one.returncode == 0, one.stderr
     final = [line for line in two.stdout.splitlines() if line.startswith("Epoch 2 evaluation")]
     assert final and final == [line for line in one.stdout.splitlines() if line.startswith("Epoch 2 evaluation")]
-    a, b = torch.load(tmp_path / "two/m.002.pt")["model"], torch.load(tmp_path / "one/m.002.pt")["model"]
+    a, b = torch.load(two_dir / "m.002.pt")["model"], torch.load(tmp_path / "one/m.002.pt")["model"]
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
-    assert sorted(os.listdir(tmp_path / "two")) == ["log", "log.rank1", "m.001.pt", "m.002.pt"]  # rank 0 writes
-    assert "Epoch 2 train" in (tmp_path / "two/log.rank1").read_text()
+    assert sorted(os.listdir(two_dir)) == ["log", "log.rank1", "m.001.pt", "m.002.pt"]  # rank 0 writes
+    assert "Epoch 2 train" in (two_dir / "log.rank1").read_text()
+    shutil.copytree(two_dir, tmp_path / "two")  # the module's run stays as it is for the other tests
     resumed = run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "two/m"), "++num_epochs", "3")
     assert resumed.returncode == 0 and "Resuming from" in resumed.stdout and "Epoch 3 train" in resumed.stdout
 
@@ -137,3 +150,27 @@ def test_sigusr1_dumps_the_stacks_of_every_rank_labelled_by_rank(tmp_path):
     assert job.returncode == 0, out  # training goes on after the dump
     for rank in (0, 1):
         assert f"[rank {rank}] Current thread" in out and f"[rank {rank}]   File " in out
+
+
+def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step_and_the_rerun_ends_equal(tmp_path, two_ranks):
+    # A SIGTERM reaches rank 1 alone (a node's scheduler, a user's kill): stopping on its own, rank 1 would leave
+    # rank 0 waiting in the next step's gradient all-reduce. Both must stop at one step, with one checkpoint.
+    term_on_rank_1 = (
+        "\nimport os as _os, signal as _signal, torch.distributed as _dist\n"
+        "_train_step = train_step\n"
+        "def train_step(*, model, extern_data, run_ctx, **kwargs):\n"
+        "    if _dist.get_rank() == 1 and run_ctx.step == 3:\n"
+        "        _os.kill(_os.getpid(), _signal.SIGTERM)\n"
+        "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
+    )
+    config = tiny_config_with(tmp_path, PLAIN_SGD + term_on_rank_1)
+    stopped = torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "m"), "++log", str(tmp_path / "log"))
+    assert stopped.returncode != 0, stopped.stdout + stopped.stderr
+    logs = [(tmp_path / name).read_text() for name in ("log", "log.rank1")]
+    steps = [re.findall(r"Training stopped on request \((.*?)\) after epoch 1 step (\d+)", log) for log in logs]
+    assert steps == [[("a stop asked of another rank", "4")], [("SIGTERM", "4")]], logs  # flags read an update later
+    assert os.path.exists(tmp_path / "m.interrupted.pt")
+    resumed = torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "m"), "++num_epochs", "2")
+    assert resumed.returncode == 0 and "Resuming from" in resumed.stdout, resumed.stdout + resumed.stderr
+    a, b = torch.load(tmp_path / "m.002.pt")["model"], torch.load(two_ranks[2] / "m.002.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)

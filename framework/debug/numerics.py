@@ -7,8 +7,8 @@ honours it on the device (``optim.step_unless``: fused optimizers skip the updat
 kernel, like under ``GradScaler``), so parameters never take a non-finite update. The host
 reads the flag one step later (``LaggedFlag``), when it is long computed, and at the last step
 of an epoch. Per step that is two small kernels on the losses (``0 * loss`` is NaN exactly when
-the loss is not finite; NaN becomes the flag's 1.0), the flag's copy and a snapshot of torch's RNG
-state: the flag is the fused optimizer's ``found_inf`` as it is (``tools/benchmark-debug.py
+the loss is not finite; NaN becomes the flag's 1.0), the flag's copy to the host (none on the CPU)
+and a snapshot of torch's RNG state: the flag is the fused optimizer's ``found_inf`` as it is (``tools/benchmark-debug.py
 --profile-plugins`` shows the cost). The debug flags check every module output (``debug_add_check_numerics_on_output``)
 or every op output (``debug_add_check_numerics_ops``) plus the gradients, and decide at once
 with one sync per step. When a check fails, the step is replayed with every check on

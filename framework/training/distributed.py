@@ -84,6 +84,7 @@ class Distributed:
         # Where the ranks agree on a stop: a CPU all-reduce, never a wait for the device.
         self._cpu_group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
         self._stop_asked: str | None = None  # a signal asked this rank to stop; not yet agreed on by all
+        self._stop_flags: tuple[Any, torch.Tensor] | None = None  # the last boundary's all-reduce, in flight
         self.device = device
         self.find_unused_parameters = bool(options.get("find_unused_parameters", False))
         self.wrapped_params: dict[int, bool] = {}  # id(parameter) -> requires_grad, when the model was prepared
@@ -151,13 +152,29 @@ class Distributed:
         self._stop_asked = self._stop_asked or reason
 
     def agree_on_stop(self, state: Any) -> None:
-        """At each update boundary, whether any rank was asked to stop (one all-reduce of a flag on the CPU)."""
+        """At each update boundary, whether any rank was asked to stop by the previous one.
+
+        The flags go round in the background (one all-reduce on the CPU, started at a boundary and read at the
+        next, long arrived by then), so no step waits for the slowest rank's flag; every rank reads the same
+        result at the same boundary and stops there, one update after the first rank was asked. An epoch's
+        last boundary reads its own flags: none is left in flight through evaluation and checkpoint.
+        """
         if not state.at_update_boundary():
             return
-        asked = torch.tensor([self._stop_asked is not None], dtype=torch.int32)
-        dist.all_reduce(asked, op=dist.ReduceOp.MAX, group=self._cpu_group)
-        if asked.item() and state.control.stop_reason is None:
+        flags = [self._stop_flags or self._share_stop_flag()]  # an epoch's first boundary: its own, at once
+        if state.step_in_epoch + 1 == state.steps_in_epoch:
+            flags.append(self._share_stop_flag())
+            self._stop_flags = None
+        else:
+            self._stop_flags = self._share_stop_flag()
+        for work, _ in flags:
+            work.wait()
+        if any(asked.item() for _, asked in flags) and state.control.stop_reason is None:
             state.control.stop(self._stop_asked or "a stop asked of another rank")
+
+    def _share_stop_flag(self) -> tuple[Any, torch.Tensor]:
+        asked = torch.tensor([self._stop_asked is not None], dtype=torch.int32)
+        return dist.all_reduce(asked, op=dist.ReduceOp.MAX, group=self._cpu_group, async_op=True), asked
 
     def average(self, state: Any) -> None:
         """``param_sync_step``: after every K-th update, every rank's parameters are the average over the ranks."""
@@ -170,6 +187,7 @@ class Distributed:
 
     def close(self) -> None:
         """Destroy the process group. Left to interpreter exit, gloo's threads can abort the process (SIGABRT)."""
+        self._stop_flags = None  # in flight only when a rank failed mid-epoch: its peers never complete it
         if dist.is_initialized():
             dist.destroy_process_group()
             # Whatever still holds the process group (a DDP wrapper, a copy of the model) lets go now, while
