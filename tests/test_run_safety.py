@@ -354,7 +354,8 @@ def test_check_resume_tool_stops_a_run_with_sighup_a_closed_terminal_and_finds_t
     )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = result.stdout.splitlines()[1:]
-    assert len(rows) == 1 and rows[0].startswith("SIGHUP ") and rows[0].endswith(" 130      1  bitwise equal")
+    assert len(rows) == 1 and rows[0].startswith("SIGHUP "), result.stdout
+    assert rows[0].endswith(" 130      1  bitwise equal"), result.stdout + result.stderr
 
 
 @pytest.mark.slow

@@ -71,18 +71,25 @@ def steps_per_epoch(output: str) -> list[int]:
 
 
 def interrupted_run(command: list[str], epoch: int, step: int, signum: int) -> int:
-    """Start a run and send ``signum`` once it reports ``step`` of ``epoch``; its exit code."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=_as_from_a_terminal
-    )
-    signalled = False
-    for line in process.stdout:  # read to the end: a closed pipe would break the run's own prints
-        match = PROGRESS.match(line)
-        if not signalled and match and (int(match.group(1)), int(match.group(2))) >= (epoch, step):
-            process.send_signal(signum)
-            signalled = True
-    process.stdout.close()
-    return process.wait()
+    """Start a run and send ``signum`` once it reports ``step`` of ``epoch``; its exit code. A run that ends
+    otherwise than a stop with a checkpoint (130) or the kill itself has the end of its stderr printed."""
+    with tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, preexec_fn=_as_from_a_terminal
+        )
+        signalled = False
+        for line in process.stdout:  # read to the end: a closed pipe would break the run's own prints
+            match = PROGRESS.match(line)
+            if not signalled and match and (int(match.group(1)), int(match.group(2))) >= (epoch, step):
+                process.send_signal(signum)
+                signalled = True
+        process.stdout.close()
+        code = process.wait()
+        if code not in (0, 130, -signal.SIGKILL):
+            stderr.seek(0)
+            print(f"The run stopped by {signal.Signals(signum).name} exited {code}; its stderr ended:", file=sys.stderr)
+            print(stderr.read()[-4000:], file=sys.stderr)
+    return code
 
 
 def _as_from_a_terminal() -> None:
