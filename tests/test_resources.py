@@ -199,7 +199,7 @@ def test_slow_data_loading_is_flagged_with_the_fix(tmp_path):
     result = run_rnn(config, "++num_epochs", "1")
     assert result.returncode == 0, result.stderr
     advice = re.search(
-        r"Data loading is a bottleneck: \d+% of epoch 1's typical step time \([\d.]+ ms per step, the median\) is "
+        r"Data loading is a bottleneck: \d+% of epoch 1's typical step time \([\d.]+ ms per step, typically\) is "
         r"spent "
         r"waiting for batches\. To fix it, .*torch_dataloader_opts = \{'num_workers': (\d+)",
         result.stdout,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 PHASES = ("data", "forward", "backward", "optimizer")
 _BOTTLENECK_SHARE = 0.2
-_BOTTLENECK_WAIT = 0.002  # median seconds per step: below that, waiting for data costs nothing worth fixing
+_BOTTLENECK_WAIT = 0.002  # typical seconds per step: below that, waiting for data costs nothing worth fixing
 _MEASURE_BATCHES, _MEASURE_SEC = 5, 1.0  # batches built without workers to compare with the wait for them
 
 
@@ -44,7 +44,7 @@ class StepTimer(Plugin):
     def __init__(self, per_step: bool):
         self.per_step = per_step
         self.totals = dict.fromkeys(PHASES, 0.0)
-        self.data_waits: list[float] = []  # per step, and each step's total: the bottleneck is judged on medians
+        self.data_waits: list[float] = []  # per step, and each step's total: the bottleneck is judged on _typical
         self.step_times: list[float] = []
         # perf_counter() of the marks: attributes, not a dict, as five of them are taken every step
         self.end = self.fetched = self.start = self.forward = self.backward = self.noted = 0.0
@@ -118,15 +118,24 @@ class StepTimer(Plugin):
             f"Epoch {state.epoch} training steps took {total:.1f} sec in all: "
             + ", ".join(f"{p} {100 * share:.0f}%" for p, share in shares.items())
         )
-        # Medians, not sums: on a shared machine a few steps descheduled while fetching a batch would
-        # otherwise make data look like a bottleneck; a real one slows every step.
-        wait, step_time = statistics.median(self.data_waits), statistics.median(self.step_times)
+        # Means without the slowest tenth of the steps, not sums: on a shared machine a few steps descheduled
+        # while fetching a batch would otherwise make data look like a bottleneck. Not medians: workers in
+        # lockstep make every other step wait (N batches arrive at once), a real bottleneck a median can miss.
+        wait, step_time = _typical(self.data_waits), _typical(self.step_times)
         if wait > _BOTTLENECK_SHARE * step_time and wait > _BOTTLENECK_WAIT:
             log.v2(
                 f"Data loading is a bottleneck: {100 * wait / step_time:.0f}% of epoch {state.epoch}'s typical step "
-                f"time ({1e3 * wait:.1f} ms per step, the median) is spent waiting for batches. To fix it, "
+                f"time ({1e3 * wait:.1f} ms per step, typically) is spent waiting for batches. To fix it, "
                 f"{_advice(state, wait)}."
             )
+
+
+def _typical(values: list[float]) -> float:
+    """The mean of an epoch's per-step ``values`` without the first step (workers starting, the first batches
+    prefetched) and without the largest tenth of the rest, at least one (steps descheduled on a shared machine)."""
+    rest = sorted(values[1:])
+    kept = rest[: len(rest) - max(1, len(rest) // 10)] if len(rest) > 2 else rest
+    return statistics.fmean(kept) if kept else 0.0
 
 
 def _advice(state: RunState, wait: float) -> str:
