@@ -190,6 +190,18 @@ def assert_can_overfit(
         )
 
 
+def bitwise_equal(a: Any, b: Any) -> bool:
+    """Whether two nested states (dicts, lists, tuples of tensors and plain values: a checkpoint, an optimizer's
+    or a plugin's state) are equal bit for bit, tensors of the same dtype and shape included."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(bitwise_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(bitwise_equal, a, b))
+    return a == b
+
+
 def _nonfinite_count(t: torch.Tensor) -> int:
     return int((~torch.isfinite(t)).sum()) if t.is_floating_point() or t.is_complex() else 0
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_CONFIG
+from framework.testing import bitwise_equal
 
 pytestmark = pytest.mark.slow  # real torchrun jobs, seconds each
 
@@ -36,16 +37,6 @@ def _free_port() -> int:
 def _rank(job: subprocess.Popen, rank: int) -> psutil.Process:
     workers = [p for p in psutil.Process(job.pid).children(recursive=True) if RNN in p.cmdline()]
     return next(p for p in workers if p.environ().get("RANK") == str(rank))
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(map(_same, a, b))
-    return a == b
 
 
 def test_killed_ranks_restart_resume_mid_epoch_and_match_a_two_node_job(tmp_path):
@@ -93,4 +84,4 @@ def test_killed_ranks_restart_resume_mid_epoch_and_match_a_two_node_job(tmp_path
     assert f"Resuming from {interrupted}: epoch 2, global step " in out and "Continuing epoch 2 at step " in out
     assert not interrupted.exists()  # the final epoch checkpoint superseded it
     reference, resumed = (torch.load(tmp_path / f"{d}/m.002.pt", weights_only=True) for d in ("ref", "job"))
-    assert all(_same(reference[key], resumed[key]) for key in ("model", "optimizer", "plugins", "rng"))
+    assert all(bitwise_equal(reference[key], resumed[key]) for key in ("model", "optimizer", "plugins", "rng"))

@@ -8,6 +8,7 @@ import torch
 
 from conftest import run_rnn, tiny_config_with
 from framework.errors import ConfigError
+from framework.testing import bitwise_equal
 from framework.training.preemption import parse_signal
 
 # The run SIGKILLs itself (or sends itself a signal) in the train_step of one global step: a real signal at a
@@ -22,16 +23,6 @@ SIGNAL_AT_STEP = (
     "        _os.kill(_os.getpid(), getattr(_signal, signal_to_send))\n"
     "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
 )
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(map(_same, a, b))
-    return a == b
 
 
 @pytest.mark.slow
@@ -52,7 +43,9 @@ def test_a_run_killed_mid_epoch_resumes_from_its_newest_mid_epoch_checkpoint_bit
     assert "Continuing epoch 2 at step 6 of 10." in resumed.stdout
     assert not (tmp_path / "run/m.interrupted.pt").exists()  # the epoch checkpoint superseded it
     a, b = (torch.load(tmp_path / f"{d}/m.002.pt", weights_only=True) for d in ("ref", "run"))
-    assert all(_same(a[key], b[key]) for key in ("model", "optimizer", "plugins", "rng", "learning_rate_control"))
+    assert all(
+        bitwise_equal(a[key], b[key]) for key in ("model", "optimizer", "plugins", "rng", "learning_rate_control")
+    )
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from framework.core.engine import Engine
 from framework.core.events import Event
 from framework.debug.numerics import NonFiniteError
 from framework.errors import TrainingInterrupted
+from framework.testing import bitwise_equal
 from framework.training import checkpoint
 
 # The scale grows every 2 clean steps and halves on each overflow: it moves all through the run.
@@ -43,17 +44,6 @@ def _states(engine: Engine) -> dict:
     return {plugin.name: plugin.state_dict() for plugin in engine.plugins if plugin.state_dict() is not None}
 
 
-def _same(a, b) -> bool:
-    """Bitwise equality of nested states (tensors included)."""
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same, a, b))
-    return a == b
-
-
 def test_a_float16_run_stopped_mid_epoch_resumes_with_the_scale_and_every_plugin_where_they_were(tmp_path):
     reference = _engine(tmp_path / "ref", **FLOAT16)
     reference.run("train")
@@ -70,12 +60,14 @@ def test_a_float16_run_stopped_mid_epoch_resumes_with_the_scale_and_every_plugin
     at_resume = []
     resumed.callbacks.on(Event.STARTUP, lambda state: at_resume.append(_scaler_state(resumed)))
     resumed.run("train")
-    assert _same(at_resume, [at_stop])  # at its start
+    assert bitwise_equal(at_resume, [at_stop])  # at its start
 
-    assert _same(_states(resumed), _states(reference))  # scaler, learning watches, numerics guard
+    assert bitwise_equal(_states(resumed), _states(reference))  # scaler, learning watches, numerics guard
     assert {"GradScaling", "LossWindowWatch", "DevDivergenceWatch", "NumericsGuard"} <= _states(reference).keys()
     final = [checkpoint.load_checkpoint(str(path / "model.003.pt")) for path in (tmp_path / "ref", tmp_path / "run")]
-    assert _same(final[0]["model"], final[1]["model"]) and _same(final[0]["plugins"], final[1]["plugins"])
+    assert bitwise_equal(final[0]["model"], final[1]["model"]) and bitwise_equal(
+        final[0]["plugins"], final[1]["plugins"]
+    )
 
 
 def _nan_at(steps: set[int]):

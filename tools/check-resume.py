@@ -54,6 +54,8 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
+from framework.testing import bitwise_equal  # noqa: E402
+
 PROGRESS = re.compile(r"^ep (\d+) train, step (\d+),")
 EPOCH = re.compile(r"^Epoch (\d+) train: .*, (\d+) steps,")
 RESUMED = re.compile(r"^Resuming from \S+?\.(\w+)\.pt: epoch (\d+), global step (\d+)", re.MULTILINE)
@@ -115,17 +117,7 @@ def finish(command: list[str], attempts: int = 5) -> tuple[int, str]:
 def same_state(a: str, b: str) -> bool:
     """Whether two checkpoints hold bitwise-identical parameters, optimizer and plugin states."""
     first, second = (torch.load(p, map_location="cpu", weights_only=True) for p in (a, b))
-    return all(_equal(first[key], second[key]) for key in ("model", "optimizer", "plugins"))
-
-
-def _equal(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_equal, a, b))
-    return a == b
+    return all(bitwise_equal(first[key], second[key]) for key in ("model", "optimizer", "plugins"))
 
 
 def main(args: argparse.Namespace) -> int:
