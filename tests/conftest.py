@@ -35,6 +35,19 @@ def captured_log(verbosity: int, stdout: bool = True) -> Iterator[list[str]]:
 
 
 @pytest.fixture
+def output():
+    """Log at verbosity 4; return a function that gives (and forgets) what was logged so far."""
+    with captured_log(4) as lines:
+
+        def take():
+            text = "\n".join(lines)
+            lines.clear()
+            return text
+
+        yield take
+
+
+@pytest.fixture
 def tiny_config() -> str:
     """Path of the tiny training config."""
     return TINY_CONFIG

@@ -20,7 +20,7 @@ import os
 import pytest
 import torch
 
-from conftest import ROOT, captured_log
+from conftest import ROOT
 from framework import log
 from framework.config import load_config
 from framework.core.engine import Engine
@@ -44,19 +44,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def output():
-    """Log at verbosity 4; return a function that gives (and forgets) what was logged so far."""
-    with captured_log(4) as lines:
-
-        def take():
-            text = "\n".join(lines)
-            lines.clear()
-            return text
-
-        yield take
 
 
 def _run(files: list[str], **overrides) -> Engine:

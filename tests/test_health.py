@@ -6,26 +6,12 @@ import numpy as np
 import pytest
 from torch import nn
 
-from conftest import captured_log
 from framework.config import Config
 from framework.core.engine import Engine
 from framework.datasets import NumpyDataset
 from framework.datasets.base import Dataset
 from framework.debug.sanity import ModelCheckError
 from framework.errors import ConfigError, DataError
-
-
-@pytest.fixture
-def output():
-    """Log at verbosity 4; return a function that gives (and forgets) what was logged so far."""
-    with captured_log(4) as lines:
-
-        def take():
-            text = "\n".join(lines)
-            lines.clear()
-            return text
-
-        yield take
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_health import output  # noqa: F401  (a fixture)
 
 from conftest import TINY_CONFIG
 from framework.config import load_config

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_health import _memorizable, _noisy_clusters, _train, _wide, output  # noqa: F401  (output is a fixture)
+from test_health import _noisy_clusters, _train, _wide
 from torch import nn
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with

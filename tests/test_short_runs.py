@@ -9,7 +9,6 @@ import re
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from test_health import output  # noqa: F401  (a fixture)
 
 from conftest import ROOT, write_config
 from framework.config import load_config

@@ -67,7 +67,7 @@ if __name__ == "__main__":
     ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
 import torch  # noqa: E402
-from devkit.benchmarking import BUG_CHECKS_OFF, CLOCKS, alternate  # noqa: E402
+from devkit.benchmarking import BUG_CHECKS_OFF, CLOCKS, STEPS_ONLY, alternate  # noqa: E402
 
 from framework import log  # noqa: E402
 from framework.config import load_config  # noqa: E402
@@ -109,12 +109,7 @@ WARMUP = 4  # epochs before measuring (the leak check's one-off baseline scan ha
 def make_runner(config_path: str, variant: str, options: dict, initial_state: dict | None, tmp: str, clock: str):
     options = {k: v.format(tmp=tmp) if isinstance(v, str) else v for k, v in options.items()}
     overrides = {
-        "model": None,
-        "log": None,
-        "dev": None,
-        "device": "cpu",
-        "learning_rate_control": "constant",
-        "num_epochs": 10**6,
+        **STEPS_ONLY,
         **options,
     }
     engine = Engine(load_config([os.path.join(ROOT, config_path)], overrides))

@@ -65,7 +65,7 @@ if __name__ == "__main__":
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from devkit.benchmarking import BUG_CHECKS_OFF, alternate  # noqa: E402
+from devkit.benchmarking import BUG_CHECKS_OFF, STEPS_ONLY, alternate  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.utils.rnn import pad_sequence  # noqa: E402
 
@@ -203,12 +203,7 @@ def mlp_engine(batch_size: int, hidden: int, all_off: bool, amp: str | None, com
 
 def lstm_engine(all_off: bool) -> Engine:
     overrides = {
-        "model": None,
-        "log": None,
-        "dev": None,
-        "device": "cpu",
-        "learning_rate_control": "constant",
-        "num_epochs": 10**6,
+        **STEPS_ONLY,
         **(ALL_OFF if all_off else {}),
     }
     torch.manual_seed(0)

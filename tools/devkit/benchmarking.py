@@ -8,6 +8,15 @@ from collections.abc import Callable
 # torch thread every step runs in that thread, so CPU time is the work done, and other processes on a loaded
 # machine barely change it (they only take turns with it); wall-clock time is what a user waits for.
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+# A training run that only steps: it writes nothing, evaluates nothing, keeps its learning rate and never ends.
+STEPS_ONLY = {
+    "model": None,
+    "log": None,
+    "dev": None,
+    "device": "cpu",
+    "learning_rate_control": "constant",
+    "num_epochs": 10**6,
+}
 
 
 def alternate(
