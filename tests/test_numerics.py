@@ -13,6 +13,7 @@ from conftest import ROOT, run_rnn, run_script
 from framework import log
 from framework.config import load_config
 from framework.core.engine import Engine
+from framework.core.events import Callbacks, Event
 from framework.debug.numerics import NonFiniteError
 
 CONFIG = os.path.join(ROOT, "tests", "data", "numerics_config.py")
@@ -112,6 +113,28 @@ def test_invalid_updates_are_skipped_up_to_the_allowed_count_then_training_stops
     out = capsys.readouterr().out
     assert [int(n) for n in re.findall(r"update skipped \((\d) of 3 allowed", out)] == [1, 2, 3]
     assert "after 3 skipped updates" in message and "encoder.layers.0.act (Act)" in message
+
+
+@pytest.mark.parametrize("micro_batch", [0, 1])
+def test_a_bad_micro_batch_skips_the_update_of_its_accumulation_window(capsys, micro_batch):
+    """Window (12, 13) of accum_grad_multiple_step = 2 has one non-finite micro-batch, the first or the last: the
+    window's update is skipped (the parameters stay as they were), and training goes on with the next window."""
+    log.setup(verbosity=2)
+    params_after: dict[int, list[torch.Tensor]] = {}
+
+    def keep(state):
+        params_after[state.global_step - 1] = [p.detach().clone() for p in state.model.parameters()]
+
+    callbacks = Callbacks()
+    callbacks.on(Event.STEP_END, keep, owner="test")
+    overrides = dict(plant="step_log", plant_step=12 + micro_batch, accum_grad_multiple_step=2)
+    engine = Engine(load_config([CONFIG], {**overrides, "num_allowed_consec_invalid_gradient_steps": 1}), callbacks)
+    engine.run("train")
+    assert engine.state.epoch == 2 and "update skipped (1 of 1 allowed" in capsys.readouterr().out
+    unchanged = [torch.equal(a, b) for a, b in zip(params_after[11], params_after[13], strict=True)]
+    changed = [torch.equal(a, b) for a, b in zip(params_after[13], params_after[15], strict=True)]
+    assert all(unchanged) and not any(changed)
+    assert all(torch.isfinite(p).all() for p in engine.state.model.parameters())
 
 
 def test_checks_pass_on_a_healthy_model_with_every_flag():

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 
 from framework.core.run_ctx import RunCtx
+from framework.inspection.host_syncs import host_value
 
 Scores = dict[str, dict[str, float]]  # {dataset: {loss: value}}, e.g. {"dev_other": {"ce": 1.2}}
 
@@ -15,22 +16,26 @@ class ScoreAccumulator:
     """Dataset-level scores: each loss averaged over sequences, or over its normalization units.
 
     Losses without ``custom_inv_norm_factor`` count as means over the batch's sequences, so the
-    epoch score is weighted by sequences; values stay on the device until ``result()``.
+    epoch score is weighted by sequences. On an accelerator the sums stay on the device until
+    ``result()`` (no host sync per step); on the CPU, where reading a value waits for nothing, they
+    are Python floats: two tensor ops per step and loss cost more than the rest of this class.
     """
 
     def __init__(self) -> None:
-        self._sums: dict[str, torch.Tensor] = {}
+        self._sums: dict[str, torch.Tensor | float] = {}
         self._weights: dict[str, torch.Tensor | float] = {}
 
     def add(self, run_ctx: RunCtx, num_seqs: int) -> None:
         """Add the losses of one step."""
         for name, marked in run_ctx.losses.items():
-            if marked.custom_inv_norm_factor is None:
-                value, weight = marked.loss.detach() * num_seqs, num_seqs
+            loss, norm = marked.loss.detach(), marked.custom_inv_norm_factor
+            if loss.is_cpu:
+                value = host_value(loss)
+                value, weight = (value * num_seqs, num_seqs) if norm is None else (value, float(norm))
+            elif norm is None:
+                value, weight = loss * num_seqs, num_seqs
             else:
-                value, weight = marked.loss.detach(), marked.custom_inv_norm_factor
-                if isinstance(weight, torch.Tensor):
-                    weight = weight.detach()
+                value, weight = loss, norm.detach() if isinstance(norm, torch.Tensor) else norm
             if name in self._sums:
                 self._sums[name] = self._sums[name] + value
                 self._weights[name] = self._weights[name] + weight
@@ -50,8 +55,9 @@ class ScoreAccumulator:
         names = list(self._sums)
         if total is None:
             return {name: float(self._sums[name] / self._weights[name]) for name in names}
-        device = self._sums[names[0]].device if names else torch.device("cpu")
-        sums = [self._sums[n].detach().double() for n in names]
+        first = self._sums[names[0]] if names else None
+        device = first.device if isinstance(first, torch.Tensor) else torch.device("cpu")
+        sums = [torch.as_tensor(self._sums[n], dtype=torch.float64, device=device) for n in names]
         weights = [torch.as_tensor(self._weights[n], dtype=torch.float64, device=device) for n in names]
         summed = total(torch.stack(sums + weights)).tolist() if names else []
         return {name: summed[i] / summed[len(names) + i] for i, name in enumerate(names)}

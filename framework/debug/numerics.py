@@ -31,6 +31,7 @@ import torch
 
 from framework import log
 from framework.config import Config
+from framework.core.accelerator import is_accelerator
 from framework.core.autocast import uses_grad_scaler
 from framework.core.events import Event, Order
 from framework.core.measurements import EAGER_ONLY
@@ -40,7 +41,7 @@ from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.replay import replay_step
 from framework.errors import FrameworkError
-from framework.inspection.host_syncs import LaggedFlag
+from framework.inspection.host_syncs import LaggedFlag, host_value
 from framework.inspection.module_tracker import ModuleTracker, matches_any
 from framework.inspection.op_checks import OpSums
 from framework.inspection.precision import diagnose_step
@@ -150,7 +151,7 @@ class NumericsGuard(Plugin):
     after = ("FirstStepProbes", "TensorBoardLogger", "ShellInRunner", "LayerOutputTemplate")
     provides = (EAGER_ONLY,)
 
-    def __init__(self, config: Config, model: torch.nn.Module):
+    def __init__(self, config: Config, model: torch.nn.Module, device: torch.device):
         self.stop_on_loss = config.bool("stop_on_nonfinite_train_score")
         self.on_output = config.bool("debug_add_check_numerics_on_output")
         self.on_ops = config.bool("debug_add_check_numerics_ops")
@@ -171,6 +172,8 @@ class NumericsGuard(Plugin):
         self.pending: CheckedStep | None = None  # the latest training step, verdict not read yet
         self.pending_eval: CheckedStep | None = None
         self.window_bad: torch.Tensor | None = None  # any bad step in the accumulation window, on the device
+        # On the CPU a value is read without waiting for anything: each step is judged at once (see _check_on_host).
+        self.verdict_on_host = not is_accelerator(device)
         self.hooks = []
         if self.on_output:
             for path, module in model.named_modules():
@@ -188,7 +191,7 @@ class NumericsGuard(Plugin):
             or config.bool("debug_add_check_numerics_ops")
             or config.int("num_allowed_consec_invalid_gradient_steps") > 0
         )
-        return cls(config, state.model) if wanted else None
+        return cls(config, state.model, state.device) if wanted else None
 
     def state_dict(self) -> dict[str, Any]:
         """The count of consecutive invalid updates, so that a resumed run allows no more of them than the
@@ -277,6 +280,9 @@ class NumericsGuard(Plugin):
                 norms = torch._foreach_norm([local(g) for _, g in named])  # this rank's slices (FSDP)
                 grad_norms = dict(zip([n for n, _ in named], norms, strict=True))
                 values += norms
+        if self.verdict_on_host and state.distributed is None:
+            self._check_on_host(state, values, grad_norms)
+            return
         bad = bad_ranks = _nonfinite(values)  # without distributed training: the step's flag is its one rank's
         if state.distributed is not None:
             bad_ranks = self._bad_ranks(state, bad > 0)
@@ -295,6 +301,21 @@ class NumericsGuard(Plugin):
         if state.step_in_epoch + 1 == state.steps_in_epoch:  # no later step reads it: before evaluation and checkpoint
             last, self.pending = self.pending, None
             self._settle(state, last)
+
+    def _check_on_host(
+        self, state: RunState, values: list[torch.Tensor], grad_norms: dict[str, torch.Tensor] | None
+    ) -> None:
+        """The verdict where the values are in host memory already (the CPU): read at once, which waits for
+        nothing, so no flag goes to the optimizer and no step waits for a later one to be judged."""
+        if not values:
+            return
+        bad = not math.isfinite(host_value(values[0])) if len(values) == 1 else host_value(_nonfinite(values)) > 0
+        if not bad:
+            self.consecutive_invalid = 0
+            return
+        state.control.skip_update()  # this update, or the one that ends this accumulation window
+        flag = torch.ones(1, dtype=torch.bool)
+        self._settle(state, CheckedStep.record(state, flag, self.rng_state, grad_norms))
 
     def _bad_ranks(self, state: RunState, bad: torch.Tensor) -> torch.Tensor:
         """Per rank whether its step was bad, on the device (one entry without distributed training)."""
@@ -395,18 +416,13 @@ class NumericsGuard(Plugin):
     def _decide(self, state: RunState) -> tuple[int, list[Any]]:
         """OK, SKIP (an allowed invalid update) or STOP for this step, and the flagged producers."""
         values = list(step_losses(state.run_ctx, optimized_only=True).values())
-        # Every gradient is the output of an op whose sum the op check took (checked for Inf too, unless NaN-only;
-        # a collective's output may not be final when summed): the gradient norms are needed only on failure.
-        grads_in_sums = self.on_ops and not self.nan_only and state.distributed is None
-        if self.check_grads and not grads_in_sums:
+        if self.check_grads:  # the op check sums what autograd nodes compute, not their accumulation into .grad
             values += _grad_norms(state)
         if self._all_finite(values):
             self.sums.clear()
             return OK, []
         culprits = self.sums.culprits()
         self.sums.clear()
-        if self.check_grads and grads_in_sums:
-            values += _grad_norms(state)
         losses_and_grads_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
         if losses_and_grads_finite and (not culprits or not self._confirmed(state, culprits)):
             return OK, culprits  # infinities passed on from skipped modules, or a false alarm

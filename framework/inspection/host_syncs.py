@@ -61,6 +61,13 @@ def mark_host_side(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def host_value(tensor: torch.Tensor) -> float | int | bool:
+    """The value of a one-element CPU tensor that a CPU run reads at once instead of deciding on the device:
+    nothing waits there, and a Python number costs less than the tensor ops it replaces. ``HostSyncCounter``
+    does not count it (on an accelerator the same code keeps the value on the device)."""
+    return mark_host_side(tensor.detach()).item()
+
+
 _aten = torch.ops.aten
 # Ops whose output size depends on the values: the host waits for them to know the size.
 _DATA_DEPENDENT = {

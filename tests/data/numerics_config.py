@@ -2,6 +2,7 @@
 #   plant = "forward_log":   encoder.layers.1.act takes log of negative values in epoch `plant_epoch`
 #   plant = "backward_sqrt": encoder.layers.1.gate is sqrt of a zero parameter: finite forward, Inf gradient
 #   plant = "loss_log":      log of a negative number in train_step, outside every module
+#   plant = "step_log":      the same, at global step `plant_step` only
 #   plant = "mask":          encoder.layers.0.mask writes -inf on purpose (like an attention mask)
 import torch
 from torch import nn
@@ -16,6 +17,7 @@ learning_rate = 1e-2
 log_verbosity = 3
 plant = "none"
 plant_epoch = 2
+plant_step = 12
 
 
 class Act(nn.Module):
@@ -83,6 +85,6 @@ def get_model(**_kwargs):
 def train_step(*, model, extern_data, run_ctx, **_kwargs):
     logits = model(extern_data["data"])
     ce = nn.functional.cross_entropy(logits, extern_data["classes"])
-    if plant == "loss_log" and run_ctx.epoch == plant_epoch:
+    if (plant == "loss_log" and run_ctx.epoch == plant_epoch) or (plant == "step_log" and run_ctx.step == plant_step):
         ce = ce + torch.log(ce - 100.0)
     run_ctx.mark_as_loss(name="ce", loss=ce)
