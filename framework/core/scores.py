@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from framework.core.run_ctx import RunCtx
+from framework.core.run_ctx import MarkedLoss, RunCtx
 from framework.inspection.host_syncs import host_value
 
 Scores = dict[str, dict[str, float]]  # {dataset: {loss: value}}, e.g. {"dev_other": {"ce": 1.2}}
@@ -28,14 +28,7 @@ class ScoreAccumulator:
     def add(self, run_ctx: RunCtx, num_seqs: int) -> None:
         """Add the losses of one step."""
         for name, marked in run_ctx.losses.items():
-            loss, norm = marked.loss.detach(), marked.custom_inv_norm_factor
-            if loss.is_cpu:
-                value = host_value(loss)
-                value, weight = (value * num_seqs, num_seqs) if norm is None else (value, float(norm))
-            elif norm is None:
-                value, weight = loss * num_seqs, num_seqs
-            else:
-                value, weight = loss, norm.detach() if isinstance(norm, torch.Tensor) else norm
+            value, weight = _sum_and_weight(marked, num_seqs)
             if name in self._sums:
                 self._sums[name] = self._sums[name] + value
                 self._weights[name] = self._weights[name] + weight
@@ -61,6 +54,17 @@ class ScoreAccumulator:
         weights = [torch.as_tensor(self._weights[n], dtype=torch.float64, device=device) for n in names]
         summed = total(torch.stack(sums + weights)).tolist() if names else []
         return {name: summed[i] / summed[len(names) + i] for i, name in enumerate(names)}
+
+
+def _sum_and_weight(marked: MarkedLoss, num_seqs: int) -> tuple[torch.Tensor | float, torch.Tensor | float]:
+    """A step's share of the epoch score of ``marked``: its sum and what the sum is divided by."""
+    loss, norm = marked.loss.detach(), marked.custom_inv_norm_factor
+    if isinstance(norm, torch.Tensor):
+        norm = norm.detach()
+    if loss.is_cpu:  # a read waits for nothing here: Python numbers instead of a tensor op or two per step
+        loss = host_value(loss)
+        norm = host_value(norm) if isinstance(norm, torch.Tensor) else norm
+    return (loss * num_seqs, num_seqs) if norm is None else (loss, norm)
 
 
 def step_losses(run_ctx: RunCtx, optimized_only: bool = False) -> dict[str, torch.Tensor]:
