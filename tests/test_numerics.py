@@ -88,6 +88,16 @@ def test_inf_created_only_in_backward_names_the_parameter_and_the_backward_op():
     assert "forward: first" not in message
 
 
+def test_a_finite_loss_with_non_finite_gradients_is_not_blamed_on_the_next_steps_forward():
+    """The default check reads the losses only: step 0's Inf gradient (finite loss) reaches the update, step 1's loss
+    is NaN. The report must not call the parameters untouched nor blame the module that uses them."""
+    message = _fails(plant="backward_sqrt")
+    assert "global step 1" in message and "the parameters were non-finite already" in message
+    assert "parameters non-finite before this step: encoder.layers.0.gate.gain, encoder.layers.1.gate.gain" in message
+    assert "untouched" not in message and "first module" not in message
+    assert "rerun with debug_add_check_numerics_on_output = True" in message
+
+
 def test_ops_mode_names_the_aten_op_and_the_config_line():
     message = _fails(plant="loss_log", debug_add_check_numerics_ops=True)
     assert re.search(

@@ -479,10 +479,19 @@ class NumericsGuard(Plugin):
         else:
             where = ""
         on_rank = f" on rank {state.distributed.rank}" if state.distributed is not None else ""
+        if report.params:
+            stopped = (
+                f"Stopped before the optimizer step, but the parameters were non-finite already: an earlier update "
+                f"applied non-finite gradients while its loss was finite, or they were loaded or initialized so; "
+                f"{last}. The default check reads the losses only; rerun with "
+                f"debug_add_check_numerics_on_output = True, which also checks the gradients of every step and "
+                f"names the op whose backward made them non-finite"
+            )
+        else:
+            stopped = f"Stopped before the optimizer step: the parameters are untouched and {last}"
         error = NonFiniteError(
             f"Non-finite values{on_rank} in training step {state.step_in_epoch} of epoch {state.epoch} (global step "
-            f"{state.global_step}){context}. Stopped before the optimizer step: the parameters are untouched and "
-            f"{last}.\n{text}{where}"
+            f"{state.global_step}){context}. {stopped}.\n{text}{where}"
         )
         error.step = {name: getattr(state, name) for name in _STEP_FIELDS}  # the run stopped at this step
         raise error

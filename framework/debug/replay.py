@@ -49,12 +49,21 @@ class NonFiniteReport:
     forward_op: OpFinding | None = None
     param: str | None = None
     backward_op: OpFinding | None = None
+    params: list[str] = field(default_factory=list)  # non-finite before the step (an earlier update wrote them)
     not_replayed: str | None = None  # why the step was not replayed (the losses are the step's own)
 
     @property
     def reproduced(self) -> bool:
         """Whether the replay saw any non-finite value."""
-        return bool(self.batch_keys or self.losses or self.module or self.forward_op or self.param or self.backward_op)
+        return bool(
+            self.params
+            or self.batch_keys
+            or self.losses
+            or self.module
+            or self.forward_op
+            or self.param
+            or self.backward_op
+        )
 
     def _seqs(self, rows: list[int]) -> str:
         if not rows:
@@ -86,6 +95,13 @@ class NonFiniteReport:
             )
         if self.losses:
             lines.append("  non-finite losses: " + ", ".join(f"{k} = {v}" for k, v in self.losses.items()))
+        if self.params:  # what the step computes from them says nothing about where they came from
+            shown = ", ".join(self.params[:5]) + (" ..." if len(self.params) > 5 else "")
+            lines.append(
+                f"  parameters non-finite before this step: {shown} ({len(self.params)} in all); every value computed "
+                "from them is non-finite as a consequence"
+            )
+            return "\n".join(lines)
         if self.module:
             m = self.module
             lines.append(
@@ -125,6 +141,7 @@ def replay_step(
     training = state.run_ctx is None or state.run_ctx.stage == "train"
     indices = state.batch_indices if state.batch_indices is not None else np.arange(0)
     report = NonFiniteReport(state.epoch, state.global_step, [int(i) for i in indices])
+    report.params = [n for n, p in state.model.named_parameters() if has_nonfinite(p.detach(), nan_only)]
     batch_size = len(report.seq_indices)
     for key, value in (state.batch or {}).items():
         if has_nonfinite(value, nan_only):
