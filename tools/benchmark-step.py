@@ -260,6 +260,7 @@ def benchmark_steps(args: argparse.Namespace) -> None:
     print(
         f"host syncs per framework step: {syncs.count / engine.state.steps_in_epoch:.3f} "
         f"({syncs.count} in an epoch of {engine.state.steps_in_epoch} steps)"
+        + "".join(f"\n  {count}x {where}" for where, count in syncs.calls.most_common())
     )
 
 

@@ -58,12 +58,12 @@ class ScoreAccumulator:
 
 def _sum_and_weight(marked: MarkedLoss, num_seqs: int) -> tuple[torch.Tensor | float, torch.Tensor | float]:
     """A step's share of the epoch score of ``marked``: its sum and what the sum is divided by."""
-    loss, norm = marked.loss.detach(), marked.custom_inv_norm_factor
-    if isinstance(norm, torch.Tensor):
-        norm = norm.detach()
+    loss, norm = marked.loss, marked.custom_inv_norm_factor
     if loss.is_cpu:  # a read waits for nothing here: Python numbers instead of a tensor op or two per step
         loss = host_value(loss)
         norm = host_value(norm) if isinstance(norm, torch.Tensor) else norm
+    else:
+        loss, norm = loss.detach(), norm.detach() if isinstance(norm, torch.Tensor) else norm
     return (loss * num_seqs, num_seqs) if norm is None else (loss, norm)
 
 

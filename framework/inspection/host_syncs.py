@@ -61,11 +61,19 @@ def mark_host_side(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+_host_value_read = False  # host_value's read is under way: HostSyncCounter does not count it
+
+
 def host_value(tensor: torch.Tensor) -> float | int | bool:
     """The value of a one-element CPU tensor that a CPU run reads at once instead of deciding on the device:
     nothing waits there, and a Python number costs less than the tensor ops it replaces. ``HostSyncCounter``
     does not count it (on an accelerator the same code keeps the value on the device)."""
-    return mark_host_side(tensor.detach()).item()
+    global _host_value_read
+    _host_value_read = True
+    try:
+        return tensor.item()
+    finally:
+        _host_value_read = False
 
 
 _aten = torch.ops.aten
@@ -149,7 +157,7 @@ class HostSyncCounter(TorchDispatchMode):
     def _synchronizes(self, func: Any, args: tuple, kwargs: dict) -> str | None:
         """What makes the host wait in this call, or None."""
         if func is _aten._local_scalar_dense.default:
-            return "value read" if self._waits_for(args[0]) else None
+            return "value read" if self._waits_for(args[0]) and not _host_value_read else None
         if func in _DATA_DEPENDENT:
             if func is _aten.repeat_interleave.Tensor and kwargs.get("output_size") is not None:
                 return None
