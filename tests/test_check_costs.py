@@ -30,7 +30,17 @@ def test_op_sums_name_the_op_before_an_in_place_op_cleans_its_output(nan_only):
         y.nan_to_num_(0.0)  # cleaned in place: the NaN is checked as log gave it, not after
         z = y.exp()
     assert torch.isfinite(z).all()
-    assert [str(name) for name in sums.culprits()] == ["aten.log"]
+    assert sums.culprits() == ["torch.log"]
+
+
+def test_op_sums_check_the_gradients_each_autograd_node_computes():
+    sums = StepSums(False)
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    with OpSums(sums, [], None):
+        loss = torch.sqrt(x).sum()  # finite in forward; d sqrt(x)/dx = inf at 0
+    assert sums.culprits() == []
+    loss.backward()  # the hooks on the nodes of the step's functions run wherever backward does
+    assert sums.culprits() == ["backward of torch.sqrt"]
 
 
 def test_op_sums_tell_infinities_from_nan_in_nan_only_mode():
@@ -42,7 +52,7 @@ def test_op_sums_tell_infinities_from_nan_in_nan_only_mode():
     sums = StepSums(True)
     with OpSums(sums, [], None):
         torch.tensor([-1.0]).sqrt()
-    assert [str(n) for n in sums.culprits()] == ["aten.sqrt"]
+    assert sums.culprits() == ["Tensor.sqrt"]
 
 
 def test_a_module_output_is_checked_as_it_was_when_recorded():
@@ -53,6 +63,19 @@ def test_a_module_output_is_checked_as_it_was_when_recorded():
     assert sums.culprits() == []
     sums.clear()
     assert sums.sums == [] and sums.culprits() == []
+
+
+def test_module_sums_defer_the_batch_and_keep_the_sum_of_an_unchanged_tensor():
+    for batch, culprits in ((torch.tensor([1.0, math.nan]), []), (torch.tensor([1.0, 0.0]), ["module"])):
+        sums = StepSums(False)
+        sums.outside([batch])
+        out = batch.log()  # -inf from a finite batch, NaN passed on from a NaN one
+        sums.producers.append(Producer("module", [sums.add_input(batch)], [sums.add(out)]))
+        assert len(sums.sums) == 1  # the batch is summed only when the culprits are asked for
+        assert sums.add(out) == 0  # not changed since: its sum is kept (a container's output is its child's)
+        assert sums.culprits() == culprits
+    out.mul_(1.0)
+    assert sums.add(out) == 1  # changed in place: summed anew
 
 
 def test_the_step_flag_is_one_exactly_for_non_finite_values():

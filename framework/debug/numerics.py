@@ -80,7 +80,7 @@ register(
     "debug_add_check_numerics_ops",
     "bool",
     False,
-    "Check every aten op's output for NaN/Inf, forward and backward; names op and source line.",
+    "Check every torch function's output and computed gradient for NaN/Inf each step; names aten op and source line.",
     __name__,
 )
 
@@ -177,7 +177,8 @@ class NumericsGuard(Plugin):
         self.hooks = []
         if self.on_output:
             for path, module in model.named_modules():
-                if not matches_any(path or "(model)", self.skip_patterns):
+                # an nn.Sequential only calls its children: its input is the first's, its output the last's
+                if not matches_any(path or "(model)", self.skip_patterns) and type(module) is not torch.nn.Sequential:
                     self.hooks.append(module.register_forward_hook(self._module_hook(path or "(model)")))
         if self.on_ops:
             self.tracker = ModuleTracker(model) if self.skip_patterns else None
@@ -217,9 +218,10 @@ class NumericsGuard(Plugin):
     def _module_hook(self, path: str):
         def record(module: torch.nn.Module, args: tuple, output: Any) -> None:
             if self.active:
-                inputs = [self.sums.add_input(t) for t in floating_tensors(args) if t.numel()]
-                outputs = [self.sums.add(t) for t in floating_tensors(output) if t.numel()]
-                self.sums.producers.append(Producer(path, inputs, outputs))
+                sums = self.sums
+                inputs = [sums.add_input(t) for t in _floating(args)]
+                outputs = [sums.add(t) for t in _floating(output)]
+                sums.producers.append(Producer(path, inputs, outputs))
 
         return record
 
@@ -243,6 +245,8 @@ class NumericsGuard(Plugin):
         # per step to capture, and randomness of the data is already in the saved batch.
         self.rng_state = capture_step_rng(state.device)
         self.active = True
+        if self.hooks and state.batch is not None:
+            self.sums.outside(state.batch.values())
         if self.op_sums is not None:
             if self.tracker is not None:
                 self.tracker.__enter__()
@@ -417,7 +421,7 @@ class NumericsGuard(Plugin):
         """OK, SKIP (an allowed invalid update) or STOP for this step, and the flagged producers."""
         values = list(step_losses(state.run_ctx, optimized_only=True).values())
         if self.check_grads:  # the op check sums what autograd nodes compute, not their accumulation into .grad
-            values += _grad_norms(state)
+            values += _grad_sums(state)
         if self._all_finite(values):
             self.sums.clear()
             return OK, []
@@ -441,15 +445,16 @@ class NumericsGuard(Plugin):
         return False
 
     def _all_finite(self, values: list[torch.Tensor]) -> bool:
-        """One host sync for losses, gradient norms and every recorded sum, all stacked into one tensor
-        (NaN-only mode: the recorded sums are checked for NaN only)."""
-        sums = self.sums.sums
-        terms = values if self.nan_only else values + sums
-        finite = torch.isfinite(torch.stack(terms)).all() if terms else None
-        if self.nan_only and sums:
-            no_nan = ~torch.isnan(torch.stack(sums)).any()
-            finite = no_nan if finite is None else finite & no_nan
-        return finite is None or bool(finite)
+        """One host sync for losses, gradient sums and every recorded sum: stacked into one tensor and read back
+        as Python numbers, two dispatches where a test on the device takes four (NaN-only mode: the recorded sums
+        are checked for NaN only)."""
+        terms = values + self.sums.sums
+        if not terms:
+            return True
+        read = torch.stack(terms).tolist()
+        if self.nan_only:
+            return all(map(math.isfinite, read[: len(values)])) and not any(map(math.isnan, read[len(values) :]))
+        return all(map(math.isfinite, read))
 
     def _stop(self, state: RunState, rng_state: dict[str, Any]) -> None:
         report = replay_step(state, rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
@@ -497,10 +502,23 @@ class NumericsGuard(Plugin):
         raise error
 
 
-def _grad_norms(state: RunState) -> list[torch.Tensor]:
-    """The norm of each gradient (this rank's slices under FSDP), on the device."""
-    grads = [local(p.grad) for p in state.model.parameters() if p.grad is not None]
-    return list(torch._foreach_norm(grads)) if grads else []
+def _floating(value: Any) -> list[torch.Tensor]:
+    """``floating_tensors(value)``, with the common module arguments and outputs (a tensor, a tuple of one) first."""
+    if isinstance(value, tuple) and len(value) == 1:
+        value = value[0]
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    return floating_tensors(value)
+
+
+def _grad_sums(state: RunState) -> list[torch.Tensor]:
+    """The float32 sum of each gradient (this rank's slices under FSDP), on the device: non-finite exactly when
+    the gradient is (or, for a finite one, when its sum overflows, beyond 3.4e38, where a 2-norm overflows
+    beyond 1.8e19). One pass over each gradient, as cheap as ``torch._foreach_norm`` on the CPU."""
+    grads = [p.grad for p in state.model.parameters() if p.grad is not None]
+    if state.distributed is not None:  # only there may a gradient be sharded
+        grads = [local(g) for g in grads]
+    return [g.sum(dtype=torch.float32) for g in grads]
 
 
 def _nonfinite(values: list[torch.Tensor]) -> torch.Tensor:

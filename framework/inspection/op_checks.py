@@ -1,16 +1,17 @@
-"""Op-level numerics checks: every aten op, forward and backward, via torch dispatch modes.
+"""Op-level numerics checks: torch functions and autograd nodes in the fast path, every aten op in the exact one.
 
-``OpSums`` is the fast path of ``debug_add_check_numerics_ops``: each op's floating outputs
-are reduced to a sum on the device, without a host sync (see ``step_sums``); the step checks
-them once. ``FirstNonFiniteOp`` is the slow, exact path used when replaying a failing step: it stops
-at nothing but records the first op whose inputs were finite and whose output is not, with
-the user's source line; in backward it also names the autograd node and, through the tags that
-``TagAutogradNodes`` put on the nodes during forward, the forward op, module and line that the
-node differentiates.
+``OpSums`` is the fast path of ``debug_add_check_numerics_ops``: the floating outputs of every torch function
+called in forward, and the gradients every autograd node computes in backward, are reduced to a sum on the device,
+without a host sync (see ``step_sums``); the step checks them once. ``FirstNonFiniteOp`` is the slow, exact path
+used when replaying a failing step: it stops at nothing but records the first aten op whose inputs were finite and
+whose output is not, with the user's source line; in backward it also names the autograd node and, through the tags
+that ``TagAutogradNodes`` put on the nodes during forward, the forward op, module and line that the node
+differentiates.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,76 +24,123 @@ from framework.inspection.step_sums import Producer, StepSums
 from framework.inspection.tensors import bad_rows, floating_tensors, format_frame, has_nonfinite, stats, user_frame
 
 _ORIGIN = "framework_origin"  # key of our tag in an autograd node's metadata
+_FLOAT32 = torch.float32
+_TENSOR = torch.Tensor
+_SETITEM = torch.Tensor.__setitem__
 
 
-class OpSums(TorchDispatchMode):
-    """Fast path of ``debug_add_check_numerics_ops``: a sum per op output, and which op produced each input.
+class OpSums(TorchFunctionMode):
+    """Fast path of ``debug_add_check_numerics_ops``: a sum per torch function output and per computed gradient.
 
-    Inputs are never re-read: an op's inputs count as finite when the ops that produced them
-    had finite outputs; tensors from outside the step (parameters, the batch) count as finite
-    (the replay checks them exactly). Views alias their base and are not summed again. Per op
-    this is one sum (below autograd: nothing to detach) and a few dictionary lookups, as little
-    Python as the dispatch mode itself costs.
+    A torch function mode, not a dispatch mode: a Python dispatch mode costs every aten op (views, the ops inside
+    ``F.linear`` or ``nn.LSTM``, every op of every backward formula) a trip through Python, about 6 us each, which
+    alone made the check 1.25-1.35x a step. Here forward costs one trip per torch function the model calls
+    (``F.linear``, ``torch.log``, ``Tensor.masked_fill_``), and backward one hook call per autograd node those
+    functions created; an aten op inside a function or a backward formula is checked through the function's output
+    or the node's gradients. What happens inside one function and is gone at its end is seen only by the exact
+    replay (``FirstNonFiniteOp``), which a flagged step runs to name the aten op and its source line.
+
+    Each output is summed when its function returns, so an in-place function that cleans it later does not hide
+    it (an in-place function's own output is its mutated input, summed anew). Without skip patterns the first
+    flagged sum names the culprit (everything before it was finite). With them, each function's inputs are
+    traced to the sums of the functions that produced them, so that infinities passed on from a skipped module
+    blame no one; tensors from outside the step (parameters, the batch) count as finite (the replay checks them
+    exactly), and gradients are not traced (backward runs outside modules: nothing in it is skipped).
     """
 
     def __init__(self, sums: StepSums, skip_patterns: list[str], tracker: ModuleTracker | None):
         super().__init__()
         self.sums = sums
         self.skip_patterns = skip_patterns
-        self.tracker = tracker
-        self.producer: dict[int, int] = {}  # id(tensor) -> position of its sum
+        self.tracker = tracker  # with skip patterns only: then inputs are traced
+        # id(tensor) -> position of its sum and the tensor, weakly (the id of a freed one is reused); traced only
+        self.producer: dict[int, tuple[int, weakref.ref]] = {}
+        self.hooked: dict[int, Any] = {}  # id(node) -> the autograd node, kept alive so that its id stays its own
+        sums.describe = function_name
 
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # torch wraps a mode's __torch_dispatch__ in a dynamo-disabling wrapper that costs every op two more
-        # calls; the op check keeps the model eager (EAGER_ONLY), so nothing is compiled under it anyway.
-        return False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        kind = _KINDS.get(func)
-        if kind is None:
-            kind = _KINDS[func] = _kind(func)
-        if kind is _UNINITIALIZED:
-            return out
-        if isinstance(out, torch.Tensor):
-            outs = [out] if out.is_floating_point() and out.numel() else []
+        if isinstance(out, _TENSOR):
+            if not out.is_floating_point() or func in _UNINITIALIZED_FUNCTIONS:
+                return out
+            outs = (out,)
+        elif func is _SETITEM:
+            outs = [args[0]] if args[0].is_floating_point() else ()
+        elif isinstance(out, (tuple, list)):
+            outs = floating_tensors(out)
         else:
-            outs = [t for t in floating_tensors(out) if t.numel()]
-        if not outs:
             return out
-        producer = self.producer
-        parents = _parents(producer, args)
-        if kwargs:
-            parents += _parents(producer, kwargs.values())
-        if kind is _VIEW:
-            if parents:
-                for t in outs:
-                    producer[id(t)] = parents[0]
-            return out
-        sums = self.sums.sums
+        sums, tracker = self.sums.sums, self.tracker
+        if tracker is not None:  # before the outputs are recorded: an in-place function's output is its input
+            parents = _parents(self.producer, args)
+            if kwargs:
+                parents += _parents(self.producer, kwargs.values())
         positions = []
         for t in outs:
-            sums.append(t.sum(dtype=_FLOAT32))
-            producer[id(t)] = len(sums) - 1
-            positions.append(len(sums) - 1)
-        skipped = self.tracker is not None and skipped_by(self.tracker.stack, self.skip_patterns)
-        self.sums.producers.append(Producer(func.overloadpacket, parents, positions, skipped))
+            if t.requires_grad:
+                sums.append(t.detach().sum(dtype=_FLOAT32))
+                node = t.grad_fn
+                if node is not None and id(node) not in self.hooked:
+                    self.hooked[id(node)] = node
+                    node.register_hook(self._gradient_sums(func))
+            else:
+                sums.append(t.sum(dtype=_FLOAT32))
+            if tracker is None:
+                self.sums.untraced.append((func, len(sums) - 1))
+            else:
+                self.producer[id(t)] = (len(sums) - 1, weakref.ref(t))
+                positions.append(len(sums) - 1)
+        if tracker is not None:
+            skipped = skipped_by(tracker.stack, self.skip_patterns)
+            self.sums.producers.append(Producer(func, parents, positions, skipped))
         return out
 
+    def _gradient_sums(self, func: Any):
+        """A post hook for the autograd node that ``func`` created: sums the gradients it computes."""
+        sums, untraced, name = self.sums.sums, self.sums.untraced, ("backward of", func)
+
+        def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+            for g in grad_inputs:
+                if g is not None and g.is_floating_point():
+                    sums.append(g.sum(dtype=_FLOAT32))
+                    untraced.append((name, len(sums) - 1))
+
+        return hook
+
     def clear(self) -> None:
-        """Forget the step's tensors."""
+        """Forget the step's tensors and autograd nodes."""
         self.producer.clear()
+        self.hooked.clear()
 
 
-def _parents(producer: dict[int, int], values: Any) -> list[int]:
+def function_name(func: Any) -> str:
+    """``torch.log``, ``Tensor.masked_fill_``, ``torch.nn.functional.linear`` for a torch function; a name
+    (a module path) as it is."""
+    if isinstance(func, str):
+        return func
+    if isinstance(func, tuple):  # ("backward of", function)
+        return f"{func[0]} {function_name(func[1])}"
+    owner = getattr(func, "__self__", None)
+    if getattr(func, "__name__", None) == "__get__" and hasattr(owner, "__objclass__"):  # a property: Tensor.T
+        return f"Tensor.{owner.__name__}"
+    qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
+    for prefix, shown in (("TensorBase.", "Tensor."), ("_VariableFunctionsClass.", "torch.")):
+        if qualname.startswith(prefix):
+            return shown + qualname.removeprefix(prefix)
+    module = getattr(func, "__module__", None)
+    if module == "torch._C._nn":
+        module = "torch.nn.functional"
+    return f"{module}.{qualname}" if module and not qualname.startswith("Tensor.") else qualname
+
+
+def _parents(producer: dict[int, tuple[int, weakref.ref]], values: Any) -> list[int]:
     """Positions of the recorded tensors among ``values`` (tensors, or lists and tuples of them)."""
     found = []
     for value in values:
         if isinstance(value, torch.Tensor):
-            position = producer.get(id(value))
-            if position is not None:
-                found.append(position)
+            known = producer.get(id(value))
+            if known is not None and known[1]() is value:
+                found.append(known[0])
         elif isinstance(value, (list, tuple)):
             found += _parents(producer, value)
     return found
@@ -107,21 +155,14 @@ UNINITIALIZED_OPS = {
     torch.ops.aten.new_empty_strided,
     torch.ops.aten.empty_permuted,
 }
-
-_UNINITIALIZED, _VIEW, _COMPUTES = "uninitialized", "view", "computes"
-_FLOAT32 = torch.float32
-_KINDS: dict[Any, str] = {}  # aten overload -> its kind, from its schema (looked up once per op)
-
-
-def _kind(func: Any) -> str:
-    """Whether an aten op returns uninitialized memory, only read-only aliases of its inputs (a view), or
-    computes (new tensors, or in place)."""
-    if func.overloadpacket in UNINITIALIZED_OPS:
-        return _UNINITIALIZED
-    returns = func._schema.returns
-    if returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
-        return _VIEW
-    return _COMPUTES
+# The same as torch functions (checked by OpSums).
+_UNINITIALIZED_FUNCTIONS = {
+    torch.empty,
+    torch.empty_like,
+    torch.empty_strided,
+    torch.Tensor.new_empty,
+    torch.Tensor.new_empty_strided,
+}
 
 
 @dataclass
