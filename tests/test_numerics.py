@@ -117,6 +117,16 @@ def test_intentional_infinities_are_reported_unless_skipped_or_nan_only(flag):
     assert _train(plant="mask", debug_check_numerics_nan_only=True, **{flag: True}).state.epoch == 2
 
 
+@pytest.mark.parametrize("flag", ["debug_add_check_numerics_on_output", "debug_add_check_numerics_ops"])
+def test_a_mask_of_the_lowest_finite_float_is_replayed_once_and_not_reported(capsys, flag):
+    """Hugging Face masks hold finfo.min: finite values whose float32 sums overflow. The first flagged step is
+    replayed exactly (clean); later training and evaluation steps are neither replayed nor reported."""
+    log.setup(verbosity=2)
+    assert _train(plant="finfo_mask", **{flag: True}).state.epoch == 2
+    out = capsys.readouterr().out
+    assert out.count("the exact replay of the step is clean") == 1 and "WARNING" not in out, out
+
+
 def test_invalid_updates_are_skipped_up_to_the_allowed_count_then_training_stops(capsys):
     log.setup(verbosity=2)
     message = _fails(plant="forward_log", num_allowed_consec_invalid_gradient_steps=3)

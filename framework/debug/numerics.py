@@ -169,6 +169,9 @@ class NumericsGuard(Plugin):
         self.tracker: ModuleTracker | None = None
         self.op_sums: OpSums | None = None
         self.eval_reported: set[tuple[int, str]] = set()  # (epoch, dataset) whose first bad eval step was named
+        # Culprits of a fast check that an exact replay found clean: their float32 sums overflow (values near the
+        # float32 maximum, e.g. attention masks filled with finfo.min); flagged again with Inf only, not replayed.
+        self.overflowing: set[str] = set()
         self.pending: CheckedStep | None = None  # the latest training step, verdict not read yet
         self.pending_eval: CheckedStep | None = None
         self.window_bad: torch.Tensor | None = None  # any bad step in the accumulation window, on the device
@@ -383,10 +386,10 @@ class NumericsGuard(Plugin):
             if self._all_finite(values):
                 self.sums.clear()
                 return
-            culprits = self.sums.culprits()
-            self.sums.clear()
-            # a float32 overflow in the fast check's sums, not a non-finite value, unless the replay reproduces it
-            self._report_eval(state, self.rng_state, maybe_false_alarm=not culprits and self._all_finite(values))
+            culprits, overflow = self._flagged()
+            losses_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
+            if not (losses_finite and overflow):
+                self._report_eval(state, self.rng_state, culprits if losses_finite else None)
             return
         previous = self.pending_eval
         self.pending_eval = CheckedStep.record(state, _nonfinite(values), self.rng_state)
@@ -401,19 +404,23 @@ class NumericsGuard(Plugin):
 
     def _settle_eval(self, state: RunState, step: CheckedStep) -> None:
         if step.flagged_ranks():
-            self._report_eval(step.as_state(state), step.rng_state, maybe_false_alarm=False)
+            self._report_eval(step.as_state(state), step.rng_state, None)
 
-    def _report_eval(self, state: RunState, rng_state: dict[str, Any], maybe_false_alarm: bool) -> None:
+    def _report_eval(self, state: RunState, rng_state: dict[str, Any], intermediate: list[Any] | None) -> None:
+        """Warn of a non-finite evaluation step, named by a replay; ``intermediate``: the losses are finite and only
+        these culprits of the fast check were flagged, which a clean replay shows to be sums that overflowed."""
         if (state.epoch, state.dataset) in self.eval_reported:
             return
         report = replay_step(state, rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
-        if maybe_false_alarm and not report.reproduced:
+        if intermediate is not None and not report.reproduced:
+            if intermediate:
+                self._note_overflow(state, intermediate)
             return
         self.eval_reported.add((state.epoch, state.dataset))
+        effect = "its scores will be NaN/Inf" if intermediate is None else "its scores are finite"
         log.v2(
             f"WARNING non-finite values in evaluation step {state.step_in_epoch} of dataset {state.dataset!r} "
-            f"(epoch {state.epoch}): its scores will be NaN/Inf. The training itself is not affected.\n"
-            f"{report.format()}"
+            f"(epoch {state.epoch}): {effect}. The training itself is not affected.\n{report.format()}"
         )
 
     # ---------------------------------------------------------------------- the debug checks
@@ -425,12 +432,19 @@ class NumericsGuard(Plugin):
         if self._all_finite(values):
             self.sums.clear()
             return OK, []
-        culprits = self.sums.culprits()
-        self.sums.clear()
+        culprits, overflow = self._flagged()
         losses_and_grads_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
-        if losses_and_grads_finite and (not culprits or not self._confirmed(state, culprits)):
+        if losses_and_grads_finite and (not culprits or overflow or not self._confirmed(state, culprits)):
             return OK, culprits  # infinities passed on from skipped modules, or a false alarm
         return (SKIP if self.consecutive_invalid + 1 <= self.allowed_invalid else STOP), culprits
+
+    def _flagged(self) -> tuple[list[Any], bool]:
+        """The culprits of a failed fast check, and whether they are known to overflow their sums (no NaN among
+        the sums, every culprit found clean by an earlier replay); forgets the step's sums."""
+        culprits = self.sums.culprits()
+        overflow = bool(culprits) and {str(c) for c in culprits} <= self.overflowing and not self.sums.any_nan()
+        self.sums.clear()
+        return culprits, overflow
 
     def _confirmed(self, state: RunState, culprits: list[Any]) -> bool:
         """Replay a step whose losses and gradients are finite but where an intermediate value was
@@ -438,11 +452,19 @@ class NumericsGuard(Plugin):
         report = replay_step(state, self.rng_state, nan_only=self.nan_only, skip_patterns=self.skip_patterns)
         if report.reproduced or report.not_replayed:  # not replayed (FSDP): no way to call it a false alarm
             return True
+        self._note_overflow(state, culprits)
+        return False
+
+    def _note_overflow(self, state: RunState, culprits: list[Any]) -> None:
+        """An exact replay found the step clean: the culprits' float32 sums overflowed (or the step is not
+        deterministic); later steps that flag only them with an infinite sum are not replayed again."""
+        self.overflowing.update(str(c) for c in culprits)
         log.v2(
             f"ep {state.epoch} step {state.step_in_epoch}: the fast numerics check flagged "
-            f"{', '.join(map(str, culprits[:3]))}, but the exact replay of the step is clean; continuing."
+            f"{', '.join(map(str, culprits[:3]))}, but the exact replay of the step is clean (a float32 sum of values "
+            f"near the float32 maximum overflows, e.g. of a mask filled with finfo.min); continuing without "
+            f"replaying for them again."
         )
-        return False
 
     def _all_finite(self, values: list[torch.Tensor]) -> bool:
         """One host sync for losses, gradient sums and every recorded sum: stacked into one tensor and read back

@@ -98,6 +98,11 @@ class StepSums:
         first = next((name for name, i in self.untraced if bad[i]), None)
         return found if first is None else [*found, self.describe(first)]
 
+    def any_nan(self) -> bool:
+        """Whether a recorded sum is NaN (syncs): a float32 sum of finite values overflows to +-Inf, not NaN, unless
+        values of both signs overflow it."""
+        return bool(self.sums) and bool(torch.isnan(torch.stack(self.sums)).any())
+
     def clear(self) -> None:
         """Forget the step."""
         self.sums = []

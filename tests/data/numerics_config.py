@@ -4,6 +4,8 @@
 #   plant = "loss_log":      log of a negative number in train_step, outside every module
 #   plant = "step_log":      the same, at global step `plant_step` only
 #   plant = "mask":          encoder.layers.0.mask writes -inf on purpose (like an attention mask)
+#   plant = "finfo_mask":    the same with the lowest finite float32, as Hugging Face masks do: finite, but it
+#                            overflows float32 sums
 import torch
 from torch import nn
 
@@ -38,7 +40,9 @@ class Gate(nn.Module):
 
 class Mask(nn.Module):
     def forward(self, x):
-        return x.masked_fill(x < 0, float("-inf")) if plant == "mask" else x
+        if plant in ("mask", "finfo_mask"):
+            return x.masked_fill(x < 0, float("-inf") if plant == "mask" else torch.finfo(x.dtype).min)
+        return x
 
 
 class Layer(nn.Module):
