@@ -1,7 +1,7 @@
 """Where step time goes: data wait, forward, backward, optimizer; a warning for a data bottleneck, whose advice
 fits this machine's cores and, when workers load the data, a comparison with batches built without them.
 
-Always on (five clock reads per step). The per-step split goes into the step line at
+Always on (the engine's four clock marks and one callback per step). The per-step split goes into the step line at
 ``log_verbosity = 5``; the epoch summary gives the split in percent. On CUDA these are host
 times: kernels run asynchronously, so the phase that waits for them absorbs their time (use
 ``torch_profile`` for device times).
@@ -30,13 +30,14 @@ _MEASURE_BATCHES, _MEASURE_SEC = 5, 1.0  # batches built without workers to comp
 
 
 class StepTimer(Plugin):
-    """Accumulates phase times per epoch from engine events.
+    """Accumulates phase times per epoch from the engine's clock marks (``RunState.step_clock``).
 
-    The marks enclose the step's other callbacks: the start mark is the last callback before the step
-    function, the end mark the last callback of the step (waiting for data starts after diagnostics
-    and ends at the first callback of the next step; the checks before a step count in no phase).
-    The optimizer phase ends at the end mark; at ``log_verbosity = 5`` it ends where the step's split
-    is noted for the step line (``Order.REPORT``), which prints it.
+    The engine marks when the batch is there (before the step's first callback), when the step function is
+    called (after the step-start callbacks) and returns, and when backward is done; this plugin's end mark is the
+    last callback of the step. Waiting for data starts after diagnostics and ends when the next batch is there
+    (the checks run before a step count in no phase). The optimizer phase ends at the end mark; at
+    ``log_verbosity = 5`` it ends where the step's split is noted for the step line (``Order.REPORT``), which
+    prints it.
     """
 
     order = Order.REPORT
@@ -46,8 +47,7 @@ class StepTimer(Plugin):
         self.totals = dict.fromkeys(PHASES, 0.0)
         self.data_waits: list[float] = []  # per step, and each step's total: the bottleneck is judged on _typical
         self.step_times: list[float] = []
-        # perf_counter() of the marks: attributes, not a dict, as five of them are taken every step
-        self.end = self.fetched = self.start = self.forward = self.backward = self.noted = 0.0
+        self.end = self.noted = 0.0  # perf_counter() of the previous step's end mark and of the step line's note
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> StepTimer:
@@ -58,30 +58,17 @@ class StepTimer(Plugin):
         if self.per_step:  # the split is shown in the step line only
             callbacks.on(Event.STEP_END, self.note_step, Order.REPORT)
 
-    @on(Event.STEP_START, Order.FIRST)
-    def mark_fetched(self, state: RunState) -> None:
-        self.fetched = time.perf_counter()
-
-    @on(Event.STEP_START, Order.LAST)
-    def mark_start(self, state: RunState) -> None:
-        self.start = time.perf_counter()
-
-    @on(Event.AFTER_FORWARD, Order.FIRST)
-    def mark_forward(self, state: RunState) -> None:
-        self.forward = time.perf_counter()
-
-    @on(Event.AFTER_BACKWARD, Order.FIRST)
-    def mark_backward(self, state: RunState) -> None:
-        self.backward = time.perf_counter()
-
     @on(Event.STEP_END, Order.LAST)
     def mark_end(self, state: RunState) -> None:
         """The end mark, and the step's phases into the epoch's totals (one callback: it runs every step)."""
         now = time.perf_counter()
-        data = self.fetched - self.end  # checks run before the step (first-step probes) are not data wait
-        forward = self.forward - self.start
-        backward = self.backward - self.forward
-        optimizer = (self.noted if self.per_step else now) - self.backward
+        fetched, start, forward, backward = state.step_clock
+        data = fetched - self.end  # checks run before the step (first-step probes) are not data wait
+        forward, backward, optimizer = (
+            forward - start,
+            backward - forward,
+            (self.noted if self.per_step else now) - backward,
+        )
         self.end = now
         totals = self.totals
         totals["data"] += data
@@ -94,12 +81,9 @@ class StepTimer(Plugin):
     def note_step(self, state: RunState) -> None:
         """``log_verbosity = 5``: the step's split into the step line."""
         self.noted = time.perf_counter()
-        step = {
-            "data": self.fetched - self.end,
-            "forward": self.forward - self.start,
-            "backward": self.backward - self.forward,
-            "optimizer": self.noted - self.backward,
-        }
+        fetched, start, forward, backward = state.step_clock
+        step = {"data": fetched - self.end, "forward": forward - start, "backward": backward - forward}
+        step["optimizer"] = self.noted - backward
         state.control.note_step("time", " ".join(f"{p} {s * 1e3:.1f}ms" for p, s in step.items()))
 
     @on(Event.EPOCH_START)
