@@ -206,6 +206,25 @@ def test_labels_outside_sparse_dim_are_named_per_batch_for_streamed_data():
         list(loader.iterate(loader.plan(1)))
 
 
+class _ShiftedLabels(NumpyDataset):
+    """A NumpyDataset whose get_batch changes what it stores: its stored labels say nothing about its batches."""
+
+    def get_batch(self, indices):
+        batch = super().get_batch(indices)
+        return {**batch, "classes": batch["classes"] + 1}
+
+
+def test_labels_scanned_at_startup_are_not_checked_again_per_batch_unless_get_batch_changes_them():
+    arrays = {"data": np.zeros((6, 2), dtype=np.float32), "classes": np.array([0, 1, 2, 0, 1, 2])}
+    extern = parse_extern_data({"data": {"shape": (2,)}, "classes": {"shape": (), "sparse_dim": 3}})
+    assert check_dataset(extern, NumpyDataset(arrays), "train") == {"classes"}
+    shifted = _ShiftedLabels(arrays, seq_ordering="default")
+    assert check_dataset(extern, shifted, "train") == set()  # the stored labels are fine, the delivered are not
+    loader = BatchLoader(shifted, extern, option="train", batch_size=100, max_seqs=None, device=torch.device("cpu"))
+    with pytest.raises(DataError, match="value 3 at sequence index 2"):
+        list(loader.iterate(loader.plan(1)))
+
+
 def test_extern_data_mismatches_are_explained():
     dataset = MnistDataset("test")
     with pytest.raises(DataError, match=r"declares shape \(28, 28\)"):

@@ -71,9 +71,15 @@ def resolve_extern_data(config: Config, dataset: Any) -> dict[str, DataKey]:
 
 
 def make_loader(
-    config: Config, option: str, dataset: Any, extern_data: dict[str, DataKey], device: torch.device
+    config: Config,
+    option: str,
+    dataset: Any,
+    extern_data: dict[str, DataKey],
+    device: torch.device,
+    labels_checked: set[str] = frozenset(),
 ) -> BatchLoader:
-    """A batch loader for ``dataset`` with the configured batching and device."""
+    """A batch loader for ``dataset`` with the configured batching and device; ``labels_checked``: keys whose
+    labels were checked in all of the dataset already (``check_dataset``)."""
     return BatchLoader(
         dataset,
         extern_data,
@@ -82,6 +88,7 @@ def make_loader(
         max_seqs=config.get("max_seqs"),
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
+        labels_checked=labels_checked,
     )
 
 
@@ -101,8 +108,8 @@ def init_data(
     extern_data = resolve_extern_data(config, next(iter(datasets.values()), None))
     loaders = {}
     for option, dataset in datasets.items():
-        check_dataset(extern_data, dataset, option)
-        loaders[option] = make_loader(config, option, dataset, extern_data, device)
+        checked = check_dataset(extern_data, dataset, option)
+        loaders[option] = make_loader(config, option, dataset, extern_data, device, checked)
         log.v4(f"Dataset {option}: {dataset.name}, {dataset.num_seqs} seqs")
     return extern_data, loaders
 
@@ -123,8 +130,8 @@ def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[s
     extern_data = {
         k: v for k, v in resolve_extern_data(config, dataset).items() if k in have or v.available_for_inference
     }
-    check_dataset(extern_data, dataset, option)
-    return dataset, extern_data, make_loader(config, option, dataset, extern_data, device)
+    checked = check_dataset(extern_data, dataset, option)
+    return dataset, extern_data, make_loader(config, option, dataset, extern_data, device, checked)
 
 
 def build_model(config: Config, device: torch.device, epoch: int, step: int) -> torch.nn.Module:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from framework.inspection.host_syncs import host_value
 
 
 @dataclass
@@ -23,6 +25,15 @@ class MarkedLoss:
     as_error: bool
     custom_inv_norm_factor: torch.Tensor | float | None
     optimize_sum: bool = False  # RETURNN's use_normalized_loss=False: the optimizer sees the sum
+    _read: tuple[float, float | None] | None = field(default=None, repr=False, compare=False)
+
+    def host_values(self) -> tuple[float, float | None]:
+        """The loss and its normalization factor as Python numbers, read once per step (the guard and the epoch
+        scores both need them). Only where they are CPU tensors: a read waits for nothing there."""
+        if self._read is None:
+            norm = self.custom_inv_norm_factor
+            self._read = host_value(self.loss), host_value(norm) if isinstance(norm, torch.Tensor) else norm
+        return self._read
 
     def normalized(self) -> torch.Tensor:
         """The loss divided by its normalization factor (RETURNN convention: loss is a sum then)."""

@@ -7,7 +7,6 @@ from collections.abc import Callable
 import torch
 
 from framework.core.run_ctx import MarkedLoss, RunCtx
-from framework.inspection.host_syncs import host_value
 
 Scores = dict[str, dict[str, float]]  # {dataset: {loss: value}}, e.g. {"dev_other": {"ce": 1.2}}
 
@@ -60,8 +59,7 @@ def _sum_and_weight(marked: MarkedLoss, num_seqs: int) -> tuple[torch.Tensor | f
     """A step's share of the epoch score of ``marked``: its sum and what the sum is divided by."""
     loss, norm = marked.loss, marked.custom_inv_norm_factor
     if loss.is_cpu:  # a read waits for nothing here: Python numbers instead of a tensor op or two per step
-        loss = host_value(loss)
-        norm = host_value(norm) if isinstance(norm, torch.Tensor) else norm
+        loss, norm = marked.host_values()
     else:
         loss, norm = loss.detach(), norm.detach() if isinstance(norm, torch.Tensor) else norm
     return (loss * num_seqs, num_seqs) if norm is None else (loss, norm)

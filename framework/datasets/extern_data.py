@@ -109,13 +109,15 @@ def extern_data_from_dataset(dataset: Dataset) -> dict[str, DataKey]:
     )
 
 
-def check_dataset(extern_data: dict[str, DataKey], dataset: Dataset, option: str) -> None:
+def check_dataset(extern_data: dict[str, DataKey], dataset: Dataset, option: str) -> set[str]:
     """Raise DataError when ``dataset`` does not deliver what ``extern_data`` declares.
 
     In-memory datasets are scanned completely for labels outside ``sparse_dim``, so that bad
-    labels are reported before the first training step.
+    labels are reported before the first training step. Returns the keys whose every batch that
+    scan covers (the loader need not check their labels again).
     """
     info = dataset.key_info()
+    scanned = set()
     one_hot = one_hot_keys(extern_data, info)
     where = f"dataset {option!r} ({dataset.name})"
     for key, declared in extern_data.items():
@@ -144,6 +146,9 @@ def check_dataset(extern_data: dict[str, DataKey], dataset: Dataset, option: str
             found = dataset.find_value_outside(key, 0, declared.sparse_dim)
             if found is not None:
                 raise DataError(label_error(key, found[1], found[0], declared.sparse_dim, where))
+            if getattr(dataset, "delivers_stored_values", lambda: False)():
+                scanned.add(key)
+    return scanned
 
 
 def label_error(key: str, value: int, seq_index: int, sparse_dim: int, where: str) -> str:

@@ -42,6 +42,7 @@ class BatchLoader:
         max_seqs: int | None,
         device: torch.device,
         dataloader_opts: dict[str, Any] | None = None,
+        labels_checked: set[str] = frozenset(),
     ):
         self.dataset = dataset
         self.extern_data = extern_data
@@ -51,6 +52,8 @@ class BatchLoader:
         self.device = device
         self.dataloader_opts = dict(dataloader_opts or {})
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
+        self.seq_len_keys = [key + ":seq_len" for key, declared in extern_data.items() if declared.variable]
+        self.labels_checked = frozenset(labels_checked)  # in all of the dataset at startup: not again per batch
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
         self.reseeded: tuple[str, ...] = ()  # the dataset's generators reseeded in each worker (worker_seeding)
 
@@ -82,7 +85,8 @@ class BatchLoader:
         for key, declared in self.extern_data.items():
             array = raw[key] if key in self.one_hot else raw[key].astype(declared.dtype, copy=False)
             classes = self.one_hot.get(key, declared.sparse_dim)
-            if classes is not None and array.size and (array.min() < 0 or array.max() >= classes):
+            checked = key in self.labels_checked
+            if classes is not None and not checked and array.size and (array.min() < 0 or array.max() >= classes):
                 self._raise_label_error(key, array, raw.get(key + ":seq_len"), indices, classes)
             if key in self.one_hot:
                 array = np.eye(classes, dtype=declared.dtype)[array]
@@ -126,6 +130,12 @@ class BatchLoader:
             source = zip(plan, loader, strict=True)
         else:
             source = ((indices, self.tensor_batch(indices, epoch)) for indices in plan)
+        if self.device.type == "cpu":  # the batch is where it belongs already (a .to() per key costs a dispatch)
+            for indices, batch in source:
+                for key in self.seq_len_keys:
+                    mark_host_side(batch[key])
+                yield indices, batch
+            return
         for indices, batch in source:
             yield indices, to_device(batch, self.device, non_blocking=non_blocking)
 

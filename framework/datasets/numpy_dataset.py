@@ -128,6 +128,11 @@ class NumpyDataset(Dataset):
             batch[key], batch[key + ":seq_len"] = pad_sequences([value[i] for i in indices])
         return batch
 
+    def delivers_stored_values(self) -> bool:
+        """Whether every batch holds the stored arrays' values as they are (a subclass's ``get_batch`` may change
+        them): then ``find_value_outside`` speaks for every batch."""
+        return type(self).get_batch is NumpyDataset.get_batch
+
     def find_value_outside(self, key: str, low: int, high: int) -> tuple[int, int] | None:
         """First (sequence index, value) of ``key`` outside [low, high), checking all data at once."""
         value = self.arrays[key]

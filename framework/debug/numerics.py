@@ -37,6 +37,7 @@ from framework.core.events import Event, Order
 from framework.core.measurements import EAGER_ONLY
 from framework.core.plugin import Plugin, on
 from framework.core.rng import capture_step_rng, saveable_rng
+from framework.core.run_ctx import MarkedLoss
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.replay import replay_step
@@ -279,17 +280,17 @@ class NumericsGuard(Plugin):
         if self.at_once:
             self._decide_at_once(state)
             return
-        values = list(step_losses(state.run_ctx, optimized_only=True).values())
         grad_norms = None
         if self.check_grads:
             named = [(n, p.grad) for n, p in state.model.named_parameters() if p.grad is not None]
             if named:
                 norms = torch._foreach_norm([local(g) for _, g in named])  # this rank's slices (FSDP)
                 grad_norms = dict(zip([n for n, _ in named], norms, strict=True))
-                values += norms
         if self.verdict_on_host and state.distributed is None:
-            self._check_on_host(state, values, grad_norms)
+            self._check_on_host(state, grad_norms)
             return
+        values = list(step_losses(state.run_ctx, optimized_only=True).values())
+        values += list(grad_norms.values()) if grad_norms else []
         bad = bad_ranks = _nonfinite(values)  # without distributed training: the step's flag is its one rank's
         if state.distributed is not None:
             bad_ranks = self._bad_ranks(state, bad > 0)
@@ -309,14 +310,12 @@ class NumericsGuard(Plugin):
             last, self.pending = self.pending, None
             self._settle(state, last)
 
-    def _check_on_host(
-        self, state: RunState, values: list[torch.Tensor], grad_norms: dict[str, torch.Tensor] | None
-    ) -> None:
+    def _check_on_host(self, state: RunState, grad_norms: dict[str, torch.Tensor] | None) -> None:
         """The verdict where the values are in host memory already (the CPU): read at once, which waits for
         nothing, so no flag goes to the optimizer and no step waits for a later one to be judged."""
-        if not values:
-            return
-        bad = not math.isfinite(host_value(values[0])) if len(values) == 1 else host_value(_nonfinite(values)) > 0
+        bad = not all(_finite_normalized(m) for m in state.run_ctx.losses.values() if not m.as_error)
+        if grad_norms:
+            bad = bad or host_value(_nonfinite(list(grad_norms.values()))) > 0
         if not bad:
             self.consecutive_invalid = 0
             return
@@ -541,6 +540,12 @@ def _grad_sums(state: RunState) -> list[torch.Tensor]:
     if state.distributed is not None:  # only there may a gradient be sharded
         grads = [local(g) for g in grads]
     return [g.sum(dtype=torch.float32) for g in grads]
+
+
+def _finite_normalized(marked: MarkedLoss) -> bool:
+    """Whether ``marked.normalized()`` is finite, from the step's host read of the loss (a factor of 0 is not)."""
+    value, norm = marked.host_values()
+    return math.isfinite(value) and (norm is None or (math.isfinite(norm) and norm != 0))
 
 
 def _nonfinite(values: list[torch.Tensor]) -> torch.Tensor:
