@@ -7,6 +7,7 @@ through these functions, so a tool needs no engine to get a config's model and b
 from __future__ import annotations
 
 import os
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import torch
@@ -76,7 +77,7 @@ def make_loader(
     dataset: Any,
     extern_data: dict[str, DataKey],
     device: torch.device,
-    labels_checked: set[str] = frozenset(),
+    labels_checked: AbstractSet[str] = frozenset(),
 ) -> BatchLoader:
     """A batch loader for ``dataset`` with the configured batching and device; ``labels_checked``: keys whose
     labels were checked in all of the dataset already (``check_dataset``)."""

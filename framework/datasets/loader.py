@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ class BatchLoader:
         max_seqs: int | None,
         device: torch.device,
         dataloader_opts: dict[str, Any] | None = None,
-        labels_checked: set[str] = frozenset(),
+        labels_checked: AbstractSet[str] = frozenset(),
     ):
         self.dataset = dataset
         self.extern_data = extern_data
@@ -52,7 +53,6 @@ class BatchLoader:
         self.device = device
         self.dataloader_opts = dict(dataloader_opts or {})
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
-        self.seq_len_keys = [key + ":seq_len" for key, declared in extern_data.items() if declared.variable]
         self.labels_checked = frozenset(labels_checked)  # in all of the dataset at startup: not again per batch
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
         self.reseeded: tuple[str, ...] = ()  # the dataset's generators reseeded in each worker (worker_seeding)
@@ -130,12 +130,6 @@ class BatchLoader:
             source = zip(plan, loader, strict=True)
         else:
             source = ((indices, self.tensor_batch(indices, epoch)) for indices in plan)
-        if self.device.type == "cpu":  # the batch is where it belongs already (a .to() per key costs a dispatch)
-            for indices, batch in source:
-                for key in self.seq_len_keys:
-                    mark_host_side(batch[key])
-                yield indices, batch
-            return
         for indices, batch in source:
             yield indices, to_device(batch, self.device, non_blocking=non_blocking)
 
@@ -143,6 +137,11 @@ class BatchLoader:
 def to_device(batch: dict[str, torch.Tensor], device: torch.device, non_blocking: bool = False) -> dict:
     """The batch's data on ``device``; the ``:seq_len`` lengths stay on the CPU, as in RETURNN:
     pack_padded_sequence wants them there, and reading them (max length, masks) costs no device sync."""
+    if device.type == "cpu":  # the batch is there already: a .to() per key would cost a dispatch each step
+        for key, t in batch.items():
+            if key.endswith(":seq_len"):
+                mark_host_side(t)
+        return batch
     return {
         key: mark_host_side(t) if key.endswith(":seq_len") else t.to(device, non_blocking=non_blocking)
         for key, t in batch.items()

@@ -386,7 +386,7 @@ class NumericsGuard(Plugin):
                 self.sums.clear()
                 return
             culprits, overflow = self._flagged()
-            losses_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
+            losses_finite = _read_finite(values)
             if not (losses_finite and overflow):
                 self._report_eval(state, self.rng_state, culprits if losses_finite else None)
             return
@@ -432,7 +432,7 @@ class NumericsGuard(Plugin):
             self.sums.clear()
             return OK, []
         culprits, overflow = self._flagged()
-        losses_and_grads_finite = all(math.isfinite(v) for v in torch.stack(values).tolist()) if values else True
+        losses_and_grads_finite = _read_finite(values)
         if losses_and_grads_finite and (not culprits or overflow or not self._confirmed(state, culprits)):
             return OK, culprits  # infinities passed on from skipped modules, or a false alarm
         return (SKIP if self.consecutive_invalid + 1 <= self.allowed_invalid else STOP), culprits
@@ -540,6 +540,11 @@ def _grad_sums(state: RunState) -> list[torch.Tensor]:
     if state.distributed is not None:  # only there may a gradient be sharded
         grads = [local(g) for g in grads]
     return [g.sum(dtype=torch.float32) for g in grads]
+
+
+def _read_finite(values: list[torch.Tensor]) -> bool:
+    """Whether every one of ``values`` (scalars on the device) is finite: one read of them all (syncs)."""
+    return all(map(math.isfinite, torch.stack(values).tolist())) if values else True
 
 
 def _finite_normalized(marked: MarkedLoss) -> bool:

@@ -62,13 +62,7 @@ class StepTimer(Plugin):
     def mark_end(self, state: RunState) -> None:
         """The end mark, and the step's phases into the epoch's totals (one callback: it runs every step)."""
         now = time.perf_counter()
-        fetched, start, forward, backward = state.step_clock
-        data = fetched - self.end  # checks run before the step (first-step probes) are not data wait
-        forward, backward, optimizer = (
-            forward - start,
-            backward - forward,
-            (self.noted if self.per_step else now) - backward,
-        )
+        data, forward, backward, optimizer = self._split(state, self.noted if self.per_step else now)
         self.end = now
         totals = self.totals
         totals["data"] += data
@@ -81,10 +75,14 @@ class StepTimer(Plugin):
     def note_step(self, state: RunState) -> None:
         """``log_verbosity = 5``: the step's split into the step line."""
         self.noted = time.perf_counter()
+        step = zip(PHASES, self._split(state, self.noted), strict=True)
+        state.control.note_step("time", " ".join(f"{p} {s * 1e3:.1f}ms" for p, s in step))
+
+    def _split(self, state: RunState, optimizer_end: float) -> tuple[float, float, float, float]:
+        """The step's seconds per phase (``PHASES``), from the engine's marks and the optimizer phase's end."""
         fetched, start, forward, backward = state.step_clock
-        step = {"data": fetched - self.end, "forward": forward - start, "backward": backward - forward}
-        step["optimizer"] = self.noted - backward
-        state.control.note_step("time", " ".join(f"{p} {s * 1e3:.1f}ms" for p, s in step.items()))
+        # checks run before the step (first-step probes) are not data wait: it ends when the batch is there
+        return fetched - self.end, forward - start, backward - forward, optimizer_end - backward
 
     @on(Event.EPOCH_START)
     def on_epoch_start(self, state: RunState) -> None:
