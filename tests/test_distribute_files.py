@@ -6,15 +6,14 @@ from __future__ import annotations
 import ast
 import os
 import re
-import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
 import torch
+from test_distributed import torchrun
 
-from conftest import ROOT, write_config
+from conftest import write_config
 from framework.datasets import DistributeFilesDataset, init_dataset
 from framework.datasets.distribute_files import deal_by_size, split_by_size
 from framework.datasets.extern_data import parse_extern_data
@@ -234,17 +233,6 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     logits = model(extern_data["data"])[frames]
     run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"][frames]))
 """
-
-
-def torchrun(config, *args):
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
-    return subprocess.run(
-        [*command, os.path.join(ROOT, "rnn.py"), config, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.mark.slow
