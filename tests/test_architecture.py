@@ -28,29 +28,122 @@ MODULES = _modules()
 
 
 def _imports(name: str, path: str) -> set[str]:
-    """The framework modules ``name`` imports anywhere (top level, in functions, under TYPE_CHECKING excluded)."""
+    """Every framework module ``name`` imports: at the top level, in functions, under ``TYPE_CHECKING``, and
+    module names written as strings (imported later by name, or run with ``python -m``).
+
+    The one string that is not an import is an option's ``component`` in ``register(...)``: it labels who
+    reads the option (for the options reference) and is never imported.
+    """
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
-    type_only = set()
+    labels = set()  # the component strings, also through a variable such as options.py's _C
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            type_only.update(id(n) for n in ast.walk(node))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("register", "options.register"):
+            labels.update(
+                ast.unparse(n) for n in node.args[4:5] + [k.value for k in node.keywords if k.arg == "component"]
+            )
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) in labels for t in node.targets):
+            labels.add(ast.unparse(node.value))
     found = set()
     for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             base = node.module
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ast.unparse(node) not in labels:
+            targets = [node.value]
         else:
             continue
         found.update(t for t in targets if t in MODULES and t != name)
-    return found
+    return found - {name for label in labels for name in MODULES if label == repr(name)}
 
 
 GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+# The layers, lowest first: a module may import only from its own layer and those below it.
+LAYERS = (
+    "framework",  # bottom: the top-level modules (errors, options, config, log, findings, files, disk, devices)
+    "framework.datasets",
+    "framework.core",
+    "framework.training framework.inspection",
+    "framework.debug",
+    "framework.tools framework.entry",  # entry points (cli, commands, the test harness) and the tools' library
+)
+ENTRY_POINTS = ("framework.cli", "framework.commands", "framework.__main__", "framework.testing")
+
+
+def package_of(module: str) -> str:
+    """The unit of the package graph a module belongs to: its subpackage, framework.entry or the bottom."""
+    if module in ENTRY_POINTS:
+        return "framework.entry"
+    for layer in LAYERS[1:]:
+        for unit in layer.split():
+            if module == unit or module.startswith(unit + "."):
+                return unit
+    return "framework"
+
+
+def layer_of(module: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if package_of(module) in layer.split())
+
+
+def _components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one node (Tarjan), each sorted."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def package_graph() -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(importing package, imported package) -> the module pairs that make that edge."""
+    edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for name, targets in GRAPH.items():
+        for target in targets:
+            pair = (package_of(name), package_of(target))
+            if pair[0] != pair[1]:
+                edges.setdefault(pair, []).append((name, target))
+    return edges
+
+
+def report() -> str:
+    """The package graph (edges, mutual pairs, packages in cycles) and the modules in import cycles."""
+    edges = package_graph()
+    mutual = sorted({tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges})
+    packages = {p: {b for a, b in edges if a == p} for p, _ in edges}
+    lines = [f"package edges: {len(edges)}"]
+    lines += [f"  {a} -> {b} ({len(pairs)}: {pairs[0][0]} -> {pairs[0][1]})" for (a, b), pairs in sorted(edges.items())]
+    lines.append(f"mutual pairs: {len(mutual)} {mutual}")
+    lines.append(f"packages in cycles: {_components(packages)}")
+    modules = _components(GRAPH)
+    lines.append(f"modules in import cycles: {sum(map(len, modules))}")
+    lines += [f"  {component}" for component in modules]
+    return "\n".join(lines)
 
 
 def _packages_of(target: str) -> set[str]:
@@ -121,3 +214,7 @@ def test_only_the_engine_writes_run_state():
                 if ast.unparse(node.args[0]) == "state":
                     writers.append(f"{name}:{node.lineno} setattr(state, ...)")
     assert writers == []
+
+
+if __name__ == "__main__":  # python tests/test_architecture.py prints the measured graph
+    print(report())
