@@ -53,7 +53,7 @@ def _imports(name: str, path: str) -> set[str]:
             base = node.module
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ast.unparse(node) not in labels:
-            targets = [node.value]
+            targets = [node.value] if "." in node.value else []  # a bare "framework" is a word, not an import
         else:
             continue
         found.update(t for t in targets if t in MODULES and t != name)
