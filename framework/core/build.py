@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from framework import log
+from framework.accelerator import is_accelerator
 from framework.config import Config
-from framework.core.accelerator import is_accelerator
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader

@@ -20,21 +20,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework import log
+from framework import disk, log
 from framework.config import Config
 from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
 from framework.core.events import Callbacks, Event, StopTraining
 from framework.core.plugin import Plugin
 from framework.core.plugins import build_plugins, prepare_config
-from framework.core.rng import get_rng_state, seed_everything, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
 from framework.errors import CheckpointError, ConfigError, FrameworkError, TrainingInterrupted
-from framework.training import checkpoint, disk, forward, fsdp, resume
+from framework.rng import get_rng_state, seed_everything, set_rng_state
+from framework.training import checkpoint, forward, fsdp, resume
 from framework.training.lr_control import LearningRateControl
 from framework.training.optim import create_optimizer, step_unless
 from framework.training.run_lock import RunLock

@@ -21,8 +21,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from framework.datasets.base import Dataset
+from framework.disk import write_atomically
 from framework.errors import ConfigError, DataError
-from framework.training.disk import write_atomically
 from framework.util import printable
 
 

@@ -22,18 +22,18 @@ from typing import Any
 import torch
 
 from framework import log
+from framework.accelerator import memory_allocated
 from framework.config import Config
-from framework.core.accelerator import memory_allocated
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
-from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess
+from framework.disk import probe_directory
 from framework.inspection.probe import model_copy
 from framework.options import register
-from framework.training.disk import probe_directory
+from framework.rng import get_rng_state, set_rng_state
 
 register(
     "tensorboard_dir",

@@ -30,11 +30,11 @@ from typing import Any
 
 import torch
 
-from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.inspection.sharded import is_sharded
+from framework.rng import get_rng_state, set_rng_state
 
 _probing = False
 
