@@ -160,9 +160,9 @@ def _measure(log_dir: str | None) -> dict:
 
     from framework import log
     from framework.config import Config
-    from framework.core.engine import Engine
     from framework.core.events import Event
     from framework.host_syncs import HostSyncCounter
+    from framework.run import Engine
 
     def train_step(*, model, extern_data, run_ctx, **_kwargs):
         logits = model(extern_data["data"])

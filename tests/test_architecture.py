@@ -71,7 +71,16 @@ LAYERS = (
     "framework.debug",
     "framework.tools framework.entry",  # entry points (cli, commands, the test harness) and the tools' library
 )
-ENTRY_POINTS = ("framework.cli", "framework.commands", "framework.__main__", "framework.testing")
+# The package itself is the configs' entry point (framework.Config, framework.get_run_ctx); framework.run is the
+# engine with the built-in features and plugins.
+ENTRY_POINTS = (
+    "framework",
+    "framework.cli",
+    "framework.commands",
+    "framework.__main__",
+    "framework.run",
+    "framework.testing",
+)
 
 
 def package_of(module: str) -> str:

@@ -16,7 +16,7 @@ the state. What a plugin must remember across a resume it returns from ``state_d
 every checkpoint) and takes back in ``load_state_dict``; what it holds (hooks, files, processes,
 signal handlers) it releases at ``Event.CLOSE``.
 
-Built-in plugins are listed, in order, in ``framework.core.builtin_plugins``; a config adds its
+Built-in plugins are listed, in order, in ``framework.run``; a config adds its
 own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
 """
 

@@ -38,14 +38,13 @@ from torch import nn
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
 from framework.inspection.mode_dependence import mode_dependent_parts, statistics_of
 from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import ProbeLimit, model_copy, unseen
+from framework.inspection.probe import PROBE_SESSION, ProbeLimit, model_copy, unseen
 from framework.inspection.tensors import calling_user_frame, format_frame, map_tensors
 from framework.inspection.train_only_randomness import RandomnessWatch, TrainOnlyRandomness
 from framework.options import register

@@ -22,11 +22,10 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
-from framework.inspection.probe import ProbeLimit, ProbeSession
+from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.options import register
 
 register(
