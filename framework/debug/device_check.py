@@ -24,14 +24,13 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
 from framework.inspection.device_tracking import DeviceTracker
 from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import ProbeLimit
+from framework.inspection.probe import PROBE_SESSION, ProbeLimit
 from framework.options import register
 
 CHECK = "device check"
