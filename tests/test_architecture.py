@@ -221,5 +221,20 @@ def test_only_the_engine_writes_run_state():
     assert writers == []
 
 
+def test_first_step_checks_declare_options_that_switch_them_off():
+    """The benchmarks' "all checks off" set is derived from these declarations, so each must be a real switch."""
+    from framework import options
+    from framework.run import BuiltinFeatures
+
+    declared = {o: cls.name for cls in BuiltinFeatures.plugin_classes() for o in cls.first_step_check}
+    assert declared
+    wrong = [
+        f"{name}: {o}"
+        for o, name in declared.items()
+        if options.get(o) is None or options.get(o).type != "bool" or options.get(o).default is not True
+    ]
+    assert wrong == []
+
+
 if __name__ == "__main__":  # python tests/test_architecture.py prints the measured graph
     print(report())

@@ -48,6 +48,8 @@ register(
 class DeviceWatch(Plugin):
     """Watches the probe session's run of the unchanged first batch and reports the first device mix."""
 
+    first_step_check = ("debug_device_check",)
+
     order = Order.CHECK
     needs = (PROBE_SESSION,)
 

@@ -210,6 +210,8 @@ def mode_gap(module: nn.Module, args: tuple) -> float:
 class EvalModeCheck(Plugin):
     """Watches the first batch's training-mode run, runs it once as an evaluation, judges at the first evaluation."""
 
+    first_step_check = ("debug_eval_mode",)
+
     order = Order.CHECK
     needs = (PROBE_SESSION,)
 

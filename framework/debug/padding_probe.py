@@ -122,6 +122,8 @@ def _same_outputs(
 class PaddingProbe(Plugin):
     """Runs the padding probe on the first batch, before the first step."""
 
+    first_step_check = ("debug_padding_check",)
+
     order = Order.CHECK
     needs = (PROBE_SESSION,)
 
