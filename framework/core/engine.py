@@ -244,7 +244,6 @@ class Engine:
         emit(Event.EPOCH_START, state)
         for i, indices, run_ctx in self._batches("train", loader, plan, start):
             clock[0] = now()
-            state.step_metrics = {}
             emit(Event.STEP_START, state)
             if control.changes:
                 self._apply_changes()

@@ -130,7 +130,6 @@ class RunState:
     batch: dict[str, torch.Tensor] | None = None
     batch_indices: np.ndarray | None = None
     run_ctx: RunCtx | None = None
-    step_metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # on the device, e.g. grad_norm
     # time.perf_counter() where a training step's phases begin and end, taken by the engine: the batch is there, the
     # step function is called, it returned, backward is done (StepTimer splits the step time by them)
     step_clock: list[float] = field(default_factory=lambda: [0.0] * 4)
