@@ -137,7 +137,7 @@ def package_graph() -> dict[tuple[str, str], list[tuple[str, str]]]:
             pair = (package_of(name), package_of(target))
             if pair[0] != pair[1]:
                 edges.setdefault(pair, []).append((name, target))
-    return edges
+    return {pair: sorted(pairs) for pair, pairs in edges.items()}
 
 
 def report() -> str:
