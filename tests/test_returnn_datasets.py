@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import run_rnn, write_config
-from framework.datasets import HDFDataset, MetaDataset, MultiProcDataset, OggZipDataset, init_dataset
+from framework.datasets import MetaDataset, OggZipDataset, init_dataset
 from framework.datasets.hdf import write_hdf
 from framework.datasets.vocabulary import BytePairEncoding
 from framework.errors import ConfigError
@@ -151,32 +151,7 @@ def test_bpe_and_sentencepiece_targets_equal_returnns(tmp_path, corpus):
         "#version: 0.2\nt h\na t</w>\nth e</w>\nc at</w>\nh at</w>\ns at</w>\na n\nan d</w>\nb at</w>\ne n\n"
     )
     vocab = tmp_path / "bpe.vocab"  # RETURNN's dict literal; "bat" and "h@@" are left out, so they are split back
-    labels = [
-        "<unk>",
-        "the",
-        "cat",
-        "sat",
-        "hat",
-        "at",
-        "a",
-        "c@@",
-        "s@@",
-        "b@@",
-        "t",
-        "h",
-        "e",
-        "n",
-        "d",
-        "a@@",
-        "th@@",
-        "t@@",
-        "and",
-        "o@@",
-        "n@@",
-        "m@@",
-        "e@@",
-        "s",
-    ]
+    labels = "<unk> the cat sat hat at a c@@ s@@ b@@ t h e n d a@@ th@@ t@@ and o@@ n@@ m@@ e@@ s".split()
     vocab.write_text(repr({label: i for i, label in enumerate(labels)}))
     targets = {"class": "BytePairEncoding", "bpe_file": str(codes), "vocab_file": str(vocab), "unknown_label": "<unk>"}
     from returnn.datasets.util.vocabulary import Vocabulary as ReturnnVocabulary
@@ -191,14 +166,16 @@ def test_bpe_and_sentencepiece_targets_equal_returnns(tmp_path, corpus):
     sentences += [text for _, text, _ in UTTERANCES]
     for sentence in sentences:
         assert ours.get_seq(sentence) == theirs.get_seq(sentence), sentence
+    assert ours.codes.segment("bat cats") == ["b@@", "at", "c@@", "a@@", "t@@", "s"]  # "bat" is not in the vocab
+    assert ours.get_seq("bat cats xy") == [9, 5, 7, 15, 17, 23, 0, 0]  # "x@@" and "y": unknown
 
     spm = pytest.importorskip("sentencepiece")
     (tmp_path / "text.txt").write_text("\n".join(text for _, text, _ in UTTERANCES * 10))
     spm.SentencePieceTrainer.train(
         input=str(tmp_path / "text.txt"), model_prefix=str(tmp_path / "sp"), vocab_size=20, minloglevel=2
     )
-    for targets in ({"class": "SentencePieces", "model_file": str(tmp_path / "sp.model")}, targets):
-        spec = {"class": "OggZipDataset", "path": corpus["zip"], "audio": None, "targets": targets}
+    for options in ({"class": "SentencePieces", "model_file": str(tmp_path / "sp.model")}, targets):
+        spec = {"class": "OggZipDataset", "path": corpus["zip"], "audio": None, "targets": options}
         assert_same(our_epoch(spec), returnn_epoch(spec))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -152,6 +153,7 @@ def _serve(dataset: Dataset, conn: Connection, parent_ends: list[Connection]) ->
     """A worker: read the sequences asked for until the parent closes the pipe; an exception goes back to it."""
     for end in parent_ends:  # else the pipe stays open here when the parent closes its end
         end.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes the pipe
     while True:
         try:
             epoch, indices = conn.recv()
