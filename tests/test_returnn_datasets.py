@@ -19,7 +19,7 @@ from conftest import run_rnn, write_config
 from framework.datasets import MetaDataset, OggZipDataset, init_dataset
 from framework.datasets.hdf import write_hdf
 from framework.datasets.vocabulary import BytePairEncoding
-from framework.errors import ConfigError
+from framework.errors import ConfigError, DataError
 
 soundfile = pytest.importorskip("soundfile")
 
@@ -256,6 +256,50 @@ def test_multi_proc_dataset_reads_in_workers_the_wrapped_datasets_sequences_in_i
     assert len(workers) == 2 and all(p.is_alive() and p.pid != os.getpid() for p in workers)
     wrapped._stop()
     assert not any(p.is_alive() for p in workers)
+
+
+def test_multi_proc_dataset_wraps_distribute_files_and_raises_a_workers_exception_here(tmp_path):
+    rng = np.random.default_rng(2)
+    files = []
+    for f in range(4):
+        files.append(str(tmp_path / f"part{f}.hdf"))
+        features = [rng.standard_normal((int(rng.integers(2, 9)), 3)).astype(np.float32) for _ in range(3)]
+        write_hdf(files[-1], {"data": features}, [f"part{f}/{i}" for i in range(3)], main="data")
+    inner = {
+        "class": "DistributeFilesDataset",
+        "files": files,
+        "partition_epoch": 2,
+        "get_sub_epoch_dataset": lambda parts: {"class": "HDFDataset", "files": parts, "seq_ordering": "random"},
+    }
+    wrapped = init_dataset(
+        {"class": "MultiProcDataset", "dataset": inner, "num_workers": 2, "buffer_size": 1},
+        option="train",
+        random_seed=5,
+    )
+    plain = init_dataset(inner, option="train", random_seed=5)
+    for epoch in (1, 2, 3):
+        order = wrapped.get_seq_order(epoch)
+        np.testing.assert_array_equal(order, plain.get_seq_order(epoch))
+        wrapped.use_epoch(epoch)
+        plain.use_epoch(epoch)
+        assert [wrapped.seq_tag(int(i)) for i in order] == [plain.seq_tag(int(i)) for i in order]
+        np.testing.assert_array_equal(wrapped.get_batch(order)["data"], plain.get_batch(order)["data"])
+    wrapped._stop()
+
+    broken = str(tmp_path / "broken.zip")
+    with zipfile.ZipFile(broken, "w") as f:  # an index that lists a file the zip lacks
+        f.writestr("broken.txt", repr([{"file": "gone.ogg", "seq_name": "x", "text": "a", "duration": 0.1}]))
+    spec = {
+        "class": "MultiProcDataset",
+        "num_workers": 1,
+        "buffer_size": 1,
+        "dataset": {"class": "OggZipDataset", "path": broken, "audio": {"features": "raw"}},
+    }
+    dataset = init_dataset(spec, option="dev", random_seed=1)
+    with pytest.raises(DataError, match="has no 'broken/gone.ogg'") as raised:
+        dataset.get_batch(np.array([0]))
+    assert "raised in a worker of MultiProcDataset" in "".join(raised.value.__notes__)
+    dataset._stop()
 
 
 def test_ogg_zip_refuses_what_it_cannot_do_with_a_way_forward(corpus):

@@ -47,6 +47,7 @@ class MultiProcDataset(Dataset):
         self._inherits_ordering = "seq_ordering" not in spec
         self.inner = init_dataset(spec, option="MultiProcDataset dataset", random_seed=self.random_seed)
         self.partition_epoch = self.inner.partition_epoch
+        self.sharded_by_rank = self.inner.sharded_by_rank  # a DistributeFilesDataset's files of this rank
         self.num_workers, self.buffer_size = num_workers, buffer_size
         self._epoch = 1
         self._workers: list[tuple[multiprocessing.Process, Connection]] = []
