@@ -129,6 +129,7 @@ def test_ogg_zip_raw_audio_and_words_equal_returnns_in_its_orderings(corpus):
             "peak_normalization": False,
             "preemphasis": 0.97,
         },
+        {"features": "log_mel_filterbank", "norm_mean": "per_seq", "norm_std_dev": "per_seq", "join_frames": 3},
     ],
 )
 def test_ogg_zip_log_mel_features_equal_returnns_librosa_features(corpus, audio):
@@ -138,10 +139,8 @@ def test_ogg_zip_log_mel_features_equal_returnns_librosa_features(corpus, audio)
     # Both compute the same float64 filterbank energies (numpy here, librosa there), summed in another order;
     # the log is rounded to float32, so the features may differ by one float32 step (~1e-6 at |x| ~ 10).
     worst = assert_same(ours, returnn_epoch(spec), atol=1e-5)
-    assert ours[0][1]["data"].shape == (
-        1 + int(0.5 * RATE) // int(audio.get("step_len", 0.01) * RATE),
-        audio["num_feature_filters"],
-    )
+    frames, join = 1 + int(0.5 * RATE) // int(audio.get("step_len", 0.01) * RATE), audio.get("join_frames", 1)
+    assert ours[0][1]["data"].shape == (-(-frames // join), audio.get("num_feature_filters", 40) * join)
     print(f"log-mel max abs diff to RETURNN: {worst:.2e}")
 
 
@@ -309,6 +308,16 @@ def test_ogg_zip_refuses_what_it_cannot_do_with_a_way_forward(corpus):
         OggZipDataset(corpus["zip"], audio={"features": "log_mel_filterbank", "with_delta": True})
     with pytest.raises(ConfigError, match="unknown_label = 'UNK' is not in the vocabulary"):
         OggZipDataset(corpus["zip"], audio=None, targets={"vocab_file": corpus["vocab"]})
+    with zipfile.ZipFile(corpus["zip"]) as f:
+        member = f.getinfo("corpus/1.ogg")
+    with open(corpus["zip"], "r+b") as f:  # one flipped byte inside the stored audio of "corpus/2"
+        f.seek(member.header_offset + 30 + len(member.filename) + len(member.extra) + 100)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    dataset = OggZipDataset(corpus["zip"], audio={"features": "raw"})
+    with pytest.raises(DataError, match="'corpus/1.ogg' in .*corpus.zip cannot be read .*Bad CRC-32.* damaged"):
+        dataset.get_seq(1)
 
 
 def test_rasr_datasets_are_refused_with_a_way_forward():

@@ -150,8 +150,9 @@ class AudioFeatures:
         frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop]
         window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)  # periodic Hann
         power = np.abs(np.fft.rfft(frames * window, axis=1)) ** 2
-        mel = power @ self._mel_filters(sample_rate, n_fft).T
-        return np.log(np.maximum(1e-3, mel)).astype(np.float32)
+        mel = self._mel_filters(sample_rate, n_fft) @ power.T  # [mels, frames], as librosa's
+        # Transposed, not copied: numpy then sums a per_seq mean and deviation in RETURNN's order (to the last bit).
+        return np.log(np.maximum(1e-3, mel)).T.astype(np.float32)
 
     def _mel_filters(self, sample_rate: int, n_fft: int) -> np.ndarray:
         """librosa.filters.mel(sr, n_fft, n_mels) with its defaults: Slaney scale and area normalisation, float32."""

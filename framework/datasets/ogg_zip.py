@@ -170,6 +170,11 @@ class OggZipDataset(Dataset):
                 f"OggZipDataset: {self.paths[number]} has no {member!r}, which its index lists. Is "
                 f"zip_audio_files_have_name_as_prefix right (now {self.prefixed})?"
             ) from None
+        except (zipfile.BadZipFile, OSError) as exc:  # a failed CRC, a truncated or rewritten zip
+            raise DataError(
+                f"OggZipDataset: {member!r} in {self.paths[number]} cannot be read ({exc}). The zip is damaged or was "
+                f"changed while it was read; write it again or restore it from a copy."
+            ) from None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_zips": {}}
