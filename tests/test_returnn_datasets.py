@@ -9,14 +9,15 @@ order and round them to float32).
 from __future__ import annotations
 
 import io
+import multiprocessing
 import os
 import zipfile
 
 import numpy as np
 import pytest
 
-from conftest import run_rnn, write_config
-from framework.datasets import MetaDataset, OggZipDataset, init_dataset
+from conftest import captured_log, run_rnn, write_config
+from framework.datasets import MetaDataset, OggZipDataset, base, init_dataset
 from framework.datasets.hdf import write_hdf
 from framework.datasets.vocabulary import BytePairEncoding
 from framework.errors import ConfigError, DataError
@@ -188,7 +189,7 @@ def test_ogg_zip_segment_file_and_fixed_random_subset_pick_returnns_sequences(tm
         assert len(ours) in (2, 3)
 
 
-def test_meta_dataset_matches_sequences_by_tag_as_returnn_does(tmp_path, corpus):
+def test_meta_dataset_matches_sequences_by_tag_as_returnn_does(tmp_path, corpus, monkeypatch):
     rng = np.random.default_rng(1)
     order = [4, 2, 0, 3, 1]  # the HDF file holds the sequences in another order than the zip
     frames = {i: 3 + i for i in order}
@@ -211,9 +212,14 @@ def test_meta_dataset_matches_sequences_by_tag_as_returnn_does(tmp_path, corpus)
         "data_map": {"audio": ("zip", "data"), "bpe": ("zip", "classes"), "align": ("align", "data")},
         "seq_order_control_dataset": "zip",
     }
+    monkeypatch.setattr(base, "_noted", set())  # the note is said once per process
     for epoch in (1, 2):
-        ours, theirs = our_epoch(spec, epoch), returnn_epoch(spec, epoch)
-        assert_same(ours, theirs)
+        with captured_log(3) as lines:
+            ours = our_epoch(spec, epoch)
+        assert sum("HDFDataset: use_cache_manager=True: there is no cache manager" in line for line in lines) == (
+            epoch == 1
+        )
+        assert_same(ours, returnn_epoch(spec, epoch))
         for tag, seq in ours:  # each alignment is the one stored under the same tag
             np.testing.assert_array_equal(seq["align"], alignments[order.index(int(tag.split("/")[1]) - 1)])
     meta = init_dataset(spec, option="train", random_seed=1)
@@ -255,6 +261,21 @@ def test_multi_proc_dataset_reads_in_workers_the_wrapped_datasets_sequences_in_i
     assert len(workers) == 2 and all(p.is_alive() and p.pid != os.getpid() for p in workers)
     wrapped._stop()
     assert not any(p.is_alive() for p in workers)
+
+    # In a daemonic process (a DataLoader worker of torch_dataloader_opts), which may not have children: read there.
+    context = multiprocessing.get_context("fork")
+    here, there = context.Pipe()
+    reader = context.Process(target=_send_batch, args=(wrapped, order, there), daemon=True)
+    reader.start()
+    batch, worker_count = here.recv()
+    reader.join()
+    assert worker_count == 0
+    np.testing.assert_array_equal(batch["data"], plain.get_batch(order)["data"])
+
+
+def _send_batch(dataset, indices, conn) -> None:
+    batch = dataset.get_batch(indices)
+    conn.send((batch, len(dataset._workers)))
 
 
 def test_multi_proc_dataset_wraps_distribute_files_and_raises_a_workers_exception_here(tmp_path):
