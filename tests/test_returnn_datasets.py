@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import pickle
 import zipfile
 
 import numpy as np
@@ -230,6 +231,44 @@ def test_meta_dataset_matches_sequences_by_tag_as_returnn_does(tmp_path, corpus,
     write_hdf(hdf, {"data": alignments[:4]}, [UTTERANCES[i][0] for i in order[:4]], main="data")
     with pytest.raises(ConfigError, match="no sequence tagged 'corpus/2'"):
         MetaDataset(**{k: v for k, v in missing.items() if k != "class"})
+
+
+def test_meta_dataset_without_control_dataset_and_with_seq_list_files_as_returnn(tmp_path, corpus):
+    rng = np.random.default_rng(3)
+    features = [rng.standard_normal((int(rng.integers(2, 9)), 2)).astype(np.float32) for _ in UTTERANCES]
+    hdf = str(tmp_path / "feat.hdf")  # its own tags: "feat/<n>"
+    write_hdf(hdf, {"data": features}, [f"feat/{i + 1}" for i in range(len(UTTERANCES))], main="data")
+    zip_spec = {"class": "OggZipDataset", "path": corpus["zip"], "audio": None, "targets": None}
+    pairs = [(f"feat/{n}", f"corpus/{n}") for n in (4, 1, 3)]  # three sequences, in this order
+    seq_lists = tmp_path / "seqs.pkl"
+    seq_lists.write_bytes(pickle.dumps({"feat": [a for a, _ in pairs], "zip": [b for _, b in pairs]}))
+    spec = {
+        "class": "MetaDataset",
+        "datasets": {"feat": {"class": "HDFDataset", "files": [hdf]}, "zip": zip_spec},
+        "data_map": {"data": ("feat", "data"), "orth": ("zip", "orth")},
+        "seq_list_file": str(seq_lists),
+        "seq_ordering": "default",
+    }
+    ours = our_epoch(spec)
+    assert [tag for tag, _ in ours] == ["feat/4", "feat/1", "feat/3"]
+    assert bytes(ours[0][1]["orth"]) == UTTERANCES[3][1].encode()
+    assert_same(ours, returnn_epoch(spec))
+    same_tags = tmp_path / "tags.txt"
+    same_tags.write_text("corpus/5\ncorpus/2\n")
+    text_only = {
+        **spec,
+        "datasets": {"zip": zip_spec},
+        "data_map": {"data": ("zip", "orth")},
+        "seq_list_file": str(same_tags),
+    }
+    assert [tag for tag, _ in our_epoch(text_only)] == ["corpus/5", "corpus/2"]
+    assert_same(our_epoch(text_only), returnn_epoch(text_only))
+    # Without a control dataset, MetaDataset's own ordering sorts by the lengths of data_map["data"]'s dataset.
+    ordered = {**spec, "seq_list_file": None, "seq_ordering": "sorted_reverse", "partition_epoch": 2}
+    ordered["datasets"] = {"feat": {"class": "HDFDataset", "files": [hdf]}}
+    ordered["data_map"] = {"data": ("feat", "data")}
+    for epoch in (1, 2):
+        assert_same(our_epoch(ordered, epoch), returnn_epoch(ordered, epoch))
 
 
 def test_multi_proc_dataset_reads_in_workers_the_wrapped_datasets_sequences_in_its_order(tmp_path, corpus):
