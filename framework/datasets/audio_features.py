@@ -1,11 +1,13 @@
-"""RETURNN's ``audio`` options (its ``ExtractAudioFeatures``): raw samples or log-mel features of decoded audio.
+"""RETURNN's ``audio`` options (its ``ExtractAudioFeatures``): raw samples, log-mel features or MFCCs of audio.
 
 Audio is decoded with soundfile (libsndfile: Ogg/Vorbis, FLAC, WAV), as RETURNN decodes it. The log-mel
 filterbank is librosa's ``melspectrogram`` with its defaults, which RETURNN calls, written here with numpy so
 that librosa is no dependency: a centred, zero-padded STFT with a periodic Hann window of
 ``int(window_len * sample_rate)`` samples (also the FFT size), hop ``int(step_len * sample_rate)``, power
 spectrum, Slaney-style mel filters normalised to unit area (librosa's ``htk=False, norm="slaney"``, float32), then
-``log(max(1e-3, mel))``. ``tests/test_returnn_datasets.py`` compares the numbers with RETURNN's.
+``log(max(1e-3, mel))``. MFCCs are librosa's ``mfcc`` as RETURNN calls it (128 mel bands in decibels, cut 80 dB
+below the maximum, orthonormal DCT-II) with the first coefficient replaced by the frame's RMS energy.
+``tests/test_returnn_datasets.py`` compares the numbers with RETURNN's.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from framework.errors import ConfigError, DataError
 
-FEATURES = ("raw", "log_mel_filterbank")
+FEATURES = ("raw", "log_mel_filterbank", "mfcc")
 _OPTIONS = {
     "features",
     "num_feature_filters",
@@ -35,7 +37,8 @@ _OPTIONS = {
 class AudioFeatures:
     """Features of one audio file, configured as RETURNN's ``audio`` dict.
 
-    :param features: "raw" (the samples, [T, 1]) or "log_mel_filterbank" ([frames, num_feature_filters]).
+    :param features: "raw" (the samples, [T, 1]), "log_mel_filterbank" or "mfcc" (RETURNN's default; both
+        [frames, num_feature_filters]).
     :param num_feature_filters: mel filters (RETURNN's default 40; 1 for raw).
     :param window_len: window in seconds (0.025).
     :param step_len: hop in seconds (0.010).
@@ -63,10 +66,9 @@ class AudioFeatures:
     ):
         if features not in FEATURES:
             raise ConfigError(
-                f"OggZipDataset: audio features {features!r} are not supported here (RETURNN's default is 'mfcc'); "
-                f"supported: {', '.join(FEATURES)}. Give 'features': 'raw' or 'log_mel_filterbank' in the audio "
-                f"dict, or dump RETURNN's features to an HDF file (RETURNN's tools/dump-dataset.py) and read that with "
-                f"HDFDataset."
+                f"OggZipDataset: audio features {features!r} are not supported here; supported: {', '.join(FEATURES)}. "
+                f"Choose one of those in the audio dict, or dump RETURNN's features to an HDF file (RETURNN's "
+                f"tools/dump-dataset.py) and read that with HDFDataset."
             )
         self.features = features
         self.num_feature_filters = num_feature_filters or (1 if features == "raw" else 40)
@@ -79,7 +81,7 @@ class AudioFeatures:
         self.norm_mean = _norm_vector(norm_mean, self.num_feature_filters, "norm_mean")
         self.norm_std_dev = _norm_vector(norm_std_dev, self.num_feature_filters, "norm_std_dev")
         self.join_frames = join_frames
-        self._mel: dict[tuple[int, int], np.ndarray] = {}
+        self._mel: dict[tuple[int, int, int], np.ndarray] = {}
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> AudioFeatures:
@@ -139,26 +141,40 @@ class AudioFeatures:
         if self.features == "raw":
             features = audio[:, None].astype(np.float32)
         else:
-            features = self._log_mel(audio, sample_rate)
+            features = (self._log_mel if self.features == "log_mel_filterbank" else self._mfcc)(audio, sample_rate)
         return self._normalize(features)
 
     def _log_mel(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:
+        frames, power = self._power_spectrum(audio, sample_rate)
+        mel = self._mel_filters(sample_rate, frames.shape[1], self.num_feature_filters) @ power.T  # [mels, frames]
+        # Transposed, not copied, as librosa's: numpy then sums a per_seq mean and deviation in RETURNN's order.
+        return np.log(np.maximum(1e-3, mel)).T.astype(np.float32)
+
+    def _mfcc(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:
+        """librosa.feature.mfcc with RETURNN's arguments (128 mel bands), its first coefficient replaced by the
+        frame's RMS energy (RETURNN's convention)."""
+        frames, power = self._power_spectrum(audio, sample_rate)
+        mel = self._mel_filters(sample_rate, frames.shape[1], 128) @ power.T
+        db = 10.0 * np.log10(np.maximum(1e-10, mel))  # librosa's power_to_db: ref 1, amin 1e-10, top_db 80
+        db = np.maximum(db, db.max() - 80.0)
+        coefficients = _dct_matrix(db.shape[0], self.num_feature_filters) @ db
+        coefficients[0] = np.sqrt(np.mean(frames**2, axis=1))  # the unwindowed frames: librosa's rms
+        return coefficients.T.astype(np.float32)
+
+    def _power_spectrum(self, audio: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
+        """The frames [frames, n_fft] of librosa's centred STFT (zero-padded) and their power spectra."""
         n_fft, hop = int(self.window_len * sample_rate), int(self.step_len * sample_rate)
         padded = np.pad(audio, n_fft // 2)  # librosa's center=True with pad_mode="constant"
         if len(padded) < n_fft:
             raise DataError(f"OggZipDataset: {len(audio)} samples are shorter than one window of {n_fft // 2 + 1}.")
         frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop]
         window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)  # periodic Hann
-        power = np.abs(np.fft.rfft(frames * window, axis=1)) ** 2
-        mel = self._mel_filters(sample_rate, n_fft) @ power.T  # [mels, frames], as librosa's
-        # Transposed, not copied: numpy then sums a per_seq mean and deviation in RETURNN's order (to the last bit).
-        return np.log(np.maximum(1e-3, mel)).T.astype(np.float32)
+        return frames, np.abs(np.fft.rfft(frames * window, axis=1)) ** 2
 
-    def _mel_filters(self, sample_rate: int, n_fft: int) -> np.ndarray:
+    def _mel_filters(self, sample_rate: int, n_fft: int, n_mels: int) -> np.ndarray:
         """librosa.filters.mel(sr, n_fft, n_mels) with its defaults: Slaney scale and area normalisation, float32."""
-        key = (sample_rate, n_fft)
+        key = (sample_rate, n_fft, n_mels)
         if key not in self._mel:
-            n_mels = self.num_feature_filters
             fft_freqs = np.fft.rfftfreq(n_fft, 1.0 / sample_rate)
             mel_freqs = _mel_to_hz(np.linspace(_hz_to_mel(0.0), _hz_to_mel(sample_rate / 2.0), n_mels + 2))
             spacing = np.diff(mel_freqs)
@@ -213,3 +229,11 @@ def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
     f_sp, min_log_hz = 200.0 / 3, 1000.0
     min_log_mel, logstep = min_log_hz / f_sp, np.log(6.4) / 27.0
     return np.where(mel >= min_log_mel, min_log_hz * np.exp(logstep * (mel - min_log_mel)), f_sp * mel)
+
+
+def _dct_matrix(size: int, count: int) -> np.ndarray:
+    """The first ``count`` rows of the orthonormal DCT-II of ``size`` points (scipy.fft.dct's norm="ortho")."""
+    n = np.arange(size)
+    matrix = np.cos(np.pi * np.arange(count)[:, None] * (2 * n[None, :] + 1) / (2 * size)) * np.sqrt(2.0 / size)
+    matrix[0] /= np.sqrt(2.0)
+    return matrix

@@ -33,8 +33,9 @@ class OggZipDataset(Dataset):
     """Audio and text from RETURNN ogg zips (also WAV or FLAC inside: anything soundfile decodes).
 
     :param path: one zip or a list of zips; their sequences are concatenated.
-    :param audio: RETURNN's feature options (see ``AudioFeatures``): ``{"features": "raw"}`` or
-        ``{"features": "log_mel_filterbank", "num_feature_filters": 80, ...}``; None: no ``data`` key.
+    :param audio: RETURNN's feature options (see ``AudioFeatures``): ``{"features": "raw"}``,
+        ``{"features": "log_mel_filterbank", "num_feature_filters": 80, ...}`` or MFCCs (``{}``, RETURNN's
+        default); None: no ``data`` key.
     :param targets: RETURNN's vocabulary options (see ``framework.datasets.vocabulary``); None: no ``classes``.
     :param segment_file: a text file (optionally gzipped) of the sequence tags to keep, one per line.
     :param fixed_random_subset: keep only this many sequences (a fraction if below 1), drawn once with
