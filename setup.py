@@ -52,6 +52,7 @@ setup(
         "google-crc32c",  # fast checksums for TensorBoard event records (tensorboard's own are pure Python)
         "h5py",  # RETURNN's HDF format: HDFDataset and task=forward with output_file="out.hdf"
         "pillow",  # PNG images: framework.tools.images and TensorBoard image summaries (torch's add_image needs it)
+        "soundfile",  # OggZipDataset decodes audio with it, as RETURNN does (its wheels ship libsndfile: Ogg, FLAC)
     ],
     entry_points={
         "console_scripts": [
@@ -74,7 +75,8 @@ setup(
         # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files (and the
         # returnn extra's dm-tree lets tools/compare-with-returnn.py train with it).
         # transformers: the checks are tested on Hugging Face models built from tiny configs (no download); pinned
-        # to the release known to install beside the CPU torch the README pins.
+        # to the release known to install beside the CPU torch the README pins. librosa: RETURNN's log-mel features,
+        # which OggZipDataset's are compared with; sentencepiece: SentencePieces targets (both read RETURNN's way).
         "test": [
             "pytest",
             "pytest-xdist",
@@ -84,6 +86,8 @@ setup(
             "dm-tree",
             "sphinx",
             "transformers==4.57.6",
+            "librosa",
+            "sentencepiece",
         ],
     },
 )
