@@ -7,6 +7,7 @@ The core's engine (``framework.core.engine``) reaches training features and plug
 from __future__ import annotations
 
 import importlib
+import os
 
 from framework.config import Config
 from framework.core import engine
@@ -15,52 +16,24 @@ from framework.core.plugin import Plugin
 from framework.inspection.freezes import record_freezes
 from framework.training.features import TrainingFeatures
 
-# Ties within one Order are broken by this list: earlier modules' callbacks run first.
-BUILTIN_PLUGIN_MODULES = (
-    "framework.training.user_callbacks",
-    "framework.training.amp",
-    "framework.training.compile",
-    "framework.training.optim",
-    "framework.training.lr_control",
-    "framework.training.lr_file",
-    "framework.training.checkpoint_cleanup",
-    "framework.training.early_stopping",
-    "framework.training.unusual_values",
-    "framework.debug.exception_context",
-    "framework.debug.interrupt",
-    "framework.training.periodic_checkpoints",
-    "framework.training.preemption",
-    "framework.debug.shell",
-    "framework.debug.crash",
-    "framework.debug.numerics",
-    "framework.debug.amp_check",
-    "framework.debug.layer_template",
-    "framework.debug.layer_shapes",
-    "framework.debug.first_step",
-    "framework.debug.loss_inputs",
-    "framework.debug.device_check",
-    "framework.debug.padding_probe",
-    "framework.debug.batch_independence",
-    "framework.debug.eval_mode",
-    "framework.debug.input_layout",
-    "framework.debug.target_leakage",
-    "framework.debug.split_overlap",
-    "framework.debug.worker_randomness",
-    "framework.debug.stale_gradients",
-    "framework.debug.replicas",
-    "framework.debug.update_integrity",
-    "framework.debug.accumulation_check",
-    "framework.debug.sanity",
-    "framework.debug.grad_health",
-    "framework.debug.learning_watch",
-    "framework.debug.verdicts",
-    "framework.debug.fingerprints",
-    "framework.debug.step_time",
-    "framework.debug.memory",
-    "framework.debug.profiling",
-    "framework.debug.tensorboard",
-    "framework.training.progress",
-)
+# The packages whose modules are built-in plugins: a module there that lists ``PLUGINS = (...)`` at its top level
+# joins every run (its plugins decline in ``from_config`` when their options leave them off).
+PLUGIN_PACKAGES = ("framework.training", "framework.debug")
+
+
+def builtin_plugin_modules() -> list[str]:
+    """The names of the built-in plugin modules, found by a text search of the plugin packages' source (no
+    import): sorted by name, since no list position decides anything (the order is declared, ties by name)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = []
+    for package in PLUGIN_PACKAGES:
+        directory = os.path.join(root, *package.split("."))
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".py"):
+                with open(os.path.join(directory, name), encoding="utf-8") as f:
+                    if "\nPLUGINS = " in f.read():
+                        found.append(f"{package}.{name[:-3]}")
+    return sorted(found)
 
 
 class BuiltinFeatures(TrainingFeatures):
@@ -68,11 +41,11 @@ class BuiltinFeatures(TrainingFeatures):
 
     @staticmethod
     def plugin_classes() -> list[type[Plugin]]:
-        """The built-in plugin classes, in order."""
+        """The built-in plugin classes, sorted by name (their callbacks' order is declared, ties by name)."""
         classes = []
-        for name in BUILTIN_PLUGIN_MODULES:
+        for name in builtin_plugin_modules():
             classes += list(importlib.import_module(name).PLUGINS)
-        return classes
+        return sorted(classes, key=lambda cls: cls.name)
 
     # parameters a library freezes by design are no finding of the sanity check
     watch_model_build = staticmethod(record_freezes)

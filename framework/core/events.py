@@ -8,7 +8,8 @@ epoch, run context, ``state.control`` (the one channel through which a callback 
 Order: each callback has an ``Order`` (a phase) and an owner (its plugin). Owners can require to
 run before or after others (``Plugin.after``, ``Plugin.before``, and a plugin that needs a
 measurement runs after its producer); such constraints win over phases. Within these, lower
-phases run first, and callbacks of the same phase in the order they were added. So clipping
+phases run first, callbacks of the same phase by their owner's name, and one owner's callbacks
+in the order they were added: no list position decides the order. So clipping
 (TRAINING) changes the gradients before gradient health (OBSERVE) looks at them, and the step line
 (REPORT) prints what every diagnostic added to the step. ``Callbacks.explain()`` prints the result.
 """
@@ -78,7 +79,7 @@ class OrderError(Exception):
 
 @dataclass
 class _Entry:
-    """One subscription: when it runs (phase, then subscription order) and whose it is."""
+    """One subscription: when it runs (phase, then owner name, then subscription order) and whose it is."""
 
     order: int
     added: int
@@ -101,7 +102,8 @@ def owner_of(callback: Callback) -> str:
 
 
 class Callbacks:
-    """Callbacks per event, ordered by the owners' constraints, then by ``Order``, then by when they were added."""
+    """Callbacks per event, ordered by the owners' constraints, then by ``Order``, then by owner name, then by when
+    they were added."""
 
     def __init__(self) -> None:
         self._entries: dict[Event, list[_Entry]] = {}
@@ -196,7 +198,7 @@ class Callbacks:
             self._handlers[event] = tuple(profile.timed(event.value, e.label, e.callback) for e in entries)
 
     def _sorted(self, event: Event) -> list[_Entry]:
-        """Kahn's topological sort over the owners' constraints, taking the lowest (order, added) that is free.
+        """Kahn's topological sort over the owners' constraints, taking the lowest (order, owner, added) that is free.
 
         Constraints are transitive: A before B and B before C put A before C also at an event B does not use.
         """
@@ -206,17 +208,17 @@ class Callbacks:
             for other in entries:
                 if other.owner in self._reach.get(e.owner, ()) and other.owner != e.owner:
                     waiting[id(other)] += 1
-        ready = [(e.order, e.added, i) for i, e in enumerate(entries) if waiting[id(e)] == 0]
+        ready = [(e.order, e.owner, e.added, i) for i, e in enumerate(entries) if waiting[id(e)] == 0]
         heapq.heapify(ready)
         result = []
         while ready:
-            entry = entries[heapq.heappop(ready)[2]]
+            entry = entries[heapq.heappop(ready)[3]]
             result.append(entry)
             for i, other in enumerate(entries):
                 if other.owner in self._reach.get(entry.owner, ()) and other.owner != entry.owner:
                     waiting[id(other)] -= 1
                     if waiting[id(other)] == 0:
-                        heapq.heappush(ready, (other.order, other.added, i))
+                        heapq.heappush(ready, (other.order, other.owner, other.added, i))
         return result
 
     def _reachable(self, owner: str) -> set[str]:

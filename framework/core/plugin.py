@@ -16,8 +16,8 @@ the state. What a plugin must remember across a resume it returns from ``state_d
 every checkpoint) and takes back in ``load_state_dict``; what it holds (hooks, files, processes,
 signal handlers) it releases at ``Event.CLOSE``.
 
-Built-in plugins are listed, in order, in ``framework.run``; a config adds its
-own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
+Built-in plugins are the modules of ``framework.training`` and ``framework.debug`` that list
+``PLUGINS`` (``framework.run`` finds them, no central list); a config adds its own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Plugin:
     name: ClassVar[str]  # how constraints, the explained order and checkpoints name it: the class name by default
     tasks: ClassVar[tuple[str, ...]] = ("train",)  # the tasks it is built for
     order: ClassVar[int] = Order.OBSERVE  # default order of its callbacks
-    after: ClassVar[tuple[str, ...]] = ()  # plugins whose callbacks run before this one's (if they are on)
+    after: ClassVar[tuple[str, ...]] = ()  # plugins whose callbacks run before this one's (if on); "*": all others
     before: ClassVar[tuple[str, ...]] = ()  # plugins whose callbacks run after this one's (if they are on)
     provides: ClassVar[tuple[Key, ...]] = ()  # measurements it puts into state.store
     needs: ClassVar[tuple[Key, ...]] = ()  # measurements it reads from state.store (None while absent)

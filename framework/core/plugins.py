@@ -7,6 +7,7 @@ themselves are imported when a run builds its plugins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from framework import log
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from framework.core.events import Callbacks
     from framework.core.plugin import Plugin
     from framework.core.state import RunState
+    from framework.core.store import Key
 
 
 def import_user_plugins(config: Config) -> list[type[Plugin]]:
@@ -73,21 +75,34 @@ def build_plugins(config: Config, state: RunState, callbacks: Callbacks, builtin
         for plugin in built:
             for key in plugin.provides:
                 state.store.declare(key, plugin.name)
-        for plugin in built:
-            for other in plugin.after:
-                if other in names:
-                    callbacks.require(other, plugin.name)
-            for other in plugin.before:
-                if other in names:
-                    callbacks.require(plugin.name, other)
-            for key in plugin.needs:
-                producer = state.store.producer(key)
-                if producer is not None and producer != plugin.name:
-                    callbacks.require(producer, plugin.name)
+        relate(built, callbacks, state.store.producer)
     except (OrderError, TypeError) as exc:
         raise ConfigError(f"plugins: {exc}. Fix the plugins' 'provides', 'after', 'before' or 'needs'.") from None
     log.v5(callbacks.explain())
     return built
+
+
+def relate(plugins: list[Plugin], callbacks: Callbacks, producer: Callable[[Key], str | None]) -> None:
+    """Turn the plugins' declared relations into order constraints: ``after`` / ``before`` (``"*"``: every other
+    plugin of the run), and a consumer of a measurement after its ``producer``."""
+    for plugin in plugins:
+        for other in _named(plugin, "after", plugins):
+            callbacks.require(other, plugin.name)
+        for other in _named(plugin, "before", plugins):
+            callbacks.require(plugin.name, other)
+        for key in plugin.needs:
+            made_by = producer(key)
+            if made_by is not None and made_by != plugin.name:
+                callbacks.require(made_by, plugin.name)
+
+
+def _named(plugin: Plugin, relation: str, plugins: list[Plugin]) -> list[str]:
+    """The plugins of this run that ``plugin``'s ``after`` or ``before`` names: ``"*"`` names all others except
+    those that say ``"*"`` in the same relation too (they order themselves by name)."""
+    names: tuple[str, ...] = getattr(plugin, relation)
+    if "*" in names:
+        return [p.name for p in plugins if p is not plugin and "*" not in getattr(p, relation)]
+    return [p.name for p in plugins if p.name in names]
 
 
 def _check_declarations(classes: list[type[Plugin]]) -> None:
@@ -100,7 +115,7 @@ def _check_declarations(classes: list[type[Plugin]]) -> None:
                 raise ConfigError(
                     f"plugins: {cls.name}.{attribute} = {value!r} is not a tuple; write e.g. {attribute} = ({value!r},)."
                 )
-        unknown = [name for name in cls.after + cls.before if name not in known]
+        unknown = [name for name in cls.after + cls.before if name not in known and name != "*"]
         if unknown:
             raise ConfigError(
                 f"plugins: {cls.name} names {unknown[0]!r} in after/before, but no plugin is called that "

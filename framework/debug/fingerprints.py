@@ -52,6 +52,9 @@ def fingerprint(kind: str, name: str, t: torch.Tensor) -> list[Any]:
 class Fingerprints(Plugin):
     """Records the fingerprints of each step and writes them as JSON lines."""
 
+    # tracks the step as the model runs it: compiled, with the other diagnostics' hooks in place
+    after = ("Compile", "LayerShapes", "NumericsGuard", "SanityCheck")
+
     def __init__(self, path: str, steps: int):
         self.path = path
         self.steps = steps

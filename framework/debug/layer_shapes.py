@@ -24,6 +24,8 @@ register(
 class LayerShapes(Plugin):
     """Logs one compact line per training step: ``path [16, 8] float32; ...`` in execution order."""
 
+    after = ("NumericsGuard", "Compile")  # shapes of the model as compiled; a non-finite output stops first
+
     def __init__(self, model: Any) -> None:
         self.entries: list[str] = []
         self.active = False

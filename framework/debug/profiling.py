@@ -164,6 +164,9 @@ class TorchProfile(Plugin):
 class CProfile(Plugin):
     """``cprofile = path``: cProfile over the training loop."""
 
+    after = ("*",)  # profiles the run, not the other plugins' startup work; stops once they closed
+    before = ("Preemption",)  # whose requeue may end the process at CLOSE
+
     def __init__(self, path: str):
         self.path = path
         self.profiler = cProfile.Profile()

@@ -56,7 +56,8 @@ class StepTimer(Plugin):
     def subscribe(self, callbacks: Callbacks) -> None:
         super().subscribe(callbacks)
         if self.per_step:  # the split is shown in the step line only
-            callbacks.on(Event.STEP_END, self.note_step, Order.REPORT)
+            # into the step line before StepProgress prints it (REPORT); not a relation: the end mark runs LAST
+            callbacks.on(Event.STEP_END, self.note_step, Order.REPORT - 1)
 
     @on(Event.STEP_END, Order.LAST)
     def mark_end(self, state: RunState) -> None:

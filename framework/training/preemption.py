@@ -23,7 +23,7 @@ from typing import Any
 
 from framework import log
 from framework.config import Config
-from framework.core.events import Event, Order
+from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.errors import ConfigError
@@ -72,7 +72,7 @@ def requeue_command(config: Config) -> list[str] | None:
 class Preemption(Plugin):
     """Turns ``requeue_signal`` into a stop with a checkpoint, then (rank 0) into a requeue of the job."""
 
-    order = Order.LAST  # its CLOSE callback runs after the others: the requeue may end this process
+    after = ("*",)  # its CLOSE callback runs after the others: the requeue may end this process
 
     def __init__(self, signum: signal.Signals, command: list[str] | None):
         self.signum, self.command = signum, command
