@@ -3,7 +3,9 @@ step events, one step runner, scores keyed by (dataset, loss)."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -19,10 +21,11 @@ from framework import options
 from framework.config import load_config
 from framework.core.events import Callbacks, Event, Order, OrderError, StopTraining
 from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS
-from framework.core.plugin import Plugin
+from framework.core.plugin import Plugin, on
+from framework.core.plugins import relate
 from framework.core.store import Store
 from framework.errors import ConfigError, TrainingInterrupted
-from framework.run import Engine
+from framework.run import PLUGIN_PACKAGES, Engine, builtin_plugin_modules
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 USE_EXAMPLE = f"\nimport sys\nsys.path.insert(0, {EXAMPLES!r})\nplugins = ['dead_relu']\n"
@@ -111,6 +114,40 @@ def test_constraints_are_transitive_across_an_owner_absent_from_the_event():
     callbacks.require("B", "C")
     callbacks.emit(Event.STEP_END, None)
     assert seen == ["A", "C"]
+
+
+def test_callbacks_of_one_phase_run_by_owner_name_whatever_the_subscription_order():
+    callbacks, seen = Callbacks(), []
+    callbacks.on(Event.STEP_END, lambda s: seen.append("Zeta"), owner="Zeta")
+    callbacks.on(Event.STEP_END, lambda s: seen.append("Alpha"), owner="Alpha")
+    callbacks.on(Event.STEP_END, lambda s: seen.append("Mid 1"), owner="Mid")
+    callbacks.on(Event.STEP_END, lambda s: seen.append("Mid 2"), owner="Mid")
+    callbacks.emit(Event.STEP_END, None)
+    assert seen == ["Alpha", "Mid 1", "Mid 2", "Zeta"]
+
+
+def test_after_all_others_puts_a_plugin_last_and_two_such_plugins_order_by_their_own_relations():
+    def plugin(name: str, **relations: tuple[str, ...]) -> Plugin:
+        cls = type(name, (Plugin,), {"tasks": ("train",), **relations, "close": on(Event.CLOSE)(lambda self, s: None)})
+        return cls()
+
+    plugins = [plugin("Last", after=("*",)), plugin("Zulu"), plugin("Early", after=("*",), before=("Last",))]
+    plugins.append(plugin("Aardvark", order=Order.LAST))
+    callbacks = Callbacks()
+    for p in plugins:
+        p.subscribe(callbacks)
+    relate(plugins, callbacks, lambda key: None)
+    assert callbacks.order_of(Event.CLOSE) == ["Zulu.<lambda>", "Aardvark.<lambda>", "Early.<lambda>", "Last.<lambda>"]
+
+
+def test_every_plugin_module_of_the_plugin_packages_is_built_in_without_a_list():
+    listing = []
+    for package in PLUGIN_PACKAGES:
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__, package + "."):
+            if hasattr(importlib.import_module(info.name), "PLUGINS"):
+                listing.append(info.name)
+    assert builtin_plugin_modules() == sorted(listing)
+    assert "framework.debug.numerics" in listing and "framework.training.progress" in listing
 
 
 def test_a_once_callback_runs_the_first_time_only():
