@@ -26,6 +26,7 @@ from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
 from framework.core.events import Callbacks, Event, StopTraining
 from framework.core.features import Features, Lock, OutputCollector
+from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin
 from framework.core.plugins import build_plugins, prepare_config
 from framework.core.run_ctx import RunCtx
@@ -140,7 +141,7 @@ class Engine:
             train_scores = self.train_epoch()
             log.v3(
                 f"Epoch {epoch} train: {format_scores(train_scores)}, {state.steps_in_epoch} steps, "
-                f"{time.perf_counter() - start:.1f} sec, lr {state.lr_control.applied_text(epoch, state.learning_rate)}"
+                f"{time.perf_counter() - start:.1f} sec, lr {applied_text(state.store.get(APPLIED_LEARNING_RATES, {}).get(epoch), state.learning_rate)}"
             )
             eval_scores = self.evaluate_all([d for d in state.loaders if d != "train"])
             if eval_scores:
@@ -215,6 +216,8 @@ class Engine:
         for name, value in self.state.control.changes.items():
             if name == "loaders":
                 self.state.loaders.update(value)
+            elif name == "learning_rates":
+                self.state.lr_control.continue_from(*value)
             else:
                 setattr(self.state, name, value)
         self.state.control.changes.clear()
@@ -561,3 +564,21 @@ class Engine:
 def format_dataset_scores(scores: Scores) -> str:
     """``dev: ce 0.699 fer 0.508 dev_other: ce 0.8 ...``."""
     return " ".join(f"{dataset}: {format_scores(values)}" for dataset, values in scores.items())
+
+
+def applied_text(record: list[float] | None, scheduled: float) -> str:
+    """The rate applied in an epoch, for its epoch line: ``0.001``; ``5e-05 -> 0.005`` when it changed
+    (``(max 0.01)`` when it went beyond both ends); ``(learning_rate 0.001)`` when the epoch's scheduled
+    rate is outside what was applied (a per-step schedule that keeps it elsewhere). ``record``: the epoch's
+    [first, lowest, highest, latest] applied rate (``APPLIED_LEARNING_RATES``), None: not recorded."""
+    if record is None:
+        return f"{scheduled:g}"
+    first, low, high, last = record
+    text = f"{first:g}" if low == high else f"{first:g} -> {last:g}"
+    if low < min(first, last):
+        text += f" (min {low:g})"
+    if high > max(first, last):
+        text += f" (max {high:g})"
+    if not low * (1 - 1e-6) <= scheduled <= high * (1 + 1e-6):
+        text += f" (learning_rate {scheduled:g})"
+    return text

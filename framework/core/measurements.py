@@ -22,4 +22,7 @@ CHANCE_LEVELS: Key[dict[str, ChanceLevel]] = Key("chance_levels", "loss name -> 
 LOSS_FLOORS: Key[dict[str, float]] = Key("loss_floors", "loss name -> the least it can reach (soft targets)")
 UPDATE_RATIO: Key[float] = Key("update_ratio", "the largest |dW|/|W| of a weight at the latest gradient-health check")
 EAGER_ONLY: Key[str] = Key("eager_only", "why the model must not be compiled (a check hooks into every step)")
+APPLIED_LEARNING_RATES: Key[dict[int, list[float]]] = Key(
+    "applied_learning_rates", "epoch -> [first, lowest, highest, latest] rate the optimizer applied at its updates"
+)
 VERDICT_RUN: Key[str] = Key("verdict_run", "the verdict option this run is for; its findings must not stop it")

@@ -64,6 +64,10 @@ class Control:
         """Where ``run_ctx.log_scalar`` and diagnostics' scalars go from now on (None: nowhere)."""
         self.changes["summaries"] = sink
 
+    def continue_learning_rates(self, epoch_lrs: dict[int, float], scores: dict[int, Any]) -> None:
+        """Continue the learning-rate schedule after these epochs' rates and scores (``learning_rate_file``)."""
+        self.changes["learning_rates"] = (epoch_lrs, scores)
+
     def skip_update(self) -> None:
         """Do not apply this step's optimizer update (its gradients are dropped)."""
         self.update_skipped = True

@@ -12,6 +12,7 @@ from typing import Any
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin, on
 from framework.core.scores import Scores
 from framework.errors import ConfigError
@@ -36,14 +37,17 @@ class LearningRateControl:
         self.min_lr = config.float("min_learning_rate")
         self.epoch_lrs: dict[int, float] = {}
         self.scores: dict[int, Scores] = {}  # epoch -> {dataset: {loss: value}}
-        # epoch -> [first, lowest, highest, latest] rate the optimizer applied at its updates (not checkpointed)
-        self.applied: dict[int, list[float]] = {}
 
     def learning_rate(self, epoch: int) -> float:
         """The rate for ``epoch``; decided once per epoch and remembered (also in checkpoints)."""
         if epoch not in self.epoch_lrs:
             self.epoch_lrs[epoch] = self._decide(epoch)
         return self.epoch_lrs[epoch]
+
+    def continue_from(self, epoch_lrs: dict[int, float], scores: dict[int, Scores]) -> None:
+        """Take the rates and scores of earlier epochs (``learning_rate_file``), as a resume would."""
+        self.epoch_lrs.update(epoch_lrs)
+        self.scores.update(scores)
 
     def restart_at(self, epoch: int) -> None:
         """Forget the rates decided for ``epoch`` and later: the schedule restarts at the configured rate there."""
@@ -70,31 +74,6 @@ class LearningRateControl:
             )
             return lr
         return previous
-
-    def note_applied(self, epoch: int, rates: list[float]) -> None:
-        """The rates of the optimizer's parameter groups at an update of ``epoch`` (the first group's leads)."""
-        record = self.applied.get(epoch)
-        if record is None:
-            self.applied[epoch] = [rates[0], min(rates), max(rates), rates[0]]
-        else:
-            record[1], record[2], record[3] = min(record[1], *rates), max(record[2], *rates), rates[0]
-
-    def applied_text(self, epoch: int, scheduled: float) -> str:
-        """The rate applied in ``epoch``, for its epoch line: ``0.001``; ``5e-05 -> 0.005`` when it changed
-        (``(max 0.01)`` when it went beyond both ends); ``(learning_rate 0.001)`` when the epoch's scheduled
-        rate is outside what was applied (a per-step schedule that keeps it elsewhere)."""
-        record = self.applied.get(epoch)
-        if record is None:
-            return f"{scheduled:g}"
-        first, low, high, last = record
-        text = f"{first:g}" if low == high else f"{first:g} -> {last:g}"
-        if low < min(first, last):
-            text += f" (min {low:g})"
-        if high > max(first, last):
-            text += f" (max {high:g})"
-        if not low * (1 - 1e-6) <= scheduled <= high * (1 + 1e-6):
-            text += f" (learning_rate {scheduled:g})"
-        return text
 
     def _measure_key(self, scores: Scores) -> tuple[str, str]:
         return score_key(scores, self.error_measure, "learning_rate_control_error_measure")
@@ -163,16 +142,27 @@ class AppliedLearningRate(Plugin):
     """Records the rate the optimizer applies at each update (for the epoch line), after every callback set it."""
 
     order = Order.REPORT
+    provides = (APPLIED_LEARNING_RATES,)
 
     def __init__(self) -> None:
         self.latest: tuple[int, list[Any]] | None = None  # (epoch, the groups' rates) last noted
+        self.applied: dict[int, list[float]] = {}  # epoch -> [first, lowest, highest, latest] (not checkpointed)
 
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def record(self, state: Any) -> None:
         rates = [group["lr"] for group in state.optimizer.param_groups]
         if self.latest != (state.epoch, rates):  # the same rates again change nothing noted (most updates)
             self.latest = (state.epoch, rates)
-            state.lr_control.note_applied(state.epoch, [float(rate) for rate in rates])
+            self._note(state.epoch, [float(rate) for rate in rates])
+            state.store.put(APPLIED_LEARNING_RATES, self.applied, by=self)
+
+    def _note(self, epoch: int, rates: list[float]) -> None:
+        """The rates of the optimizer's parameter groups at an update of ``epoch`` (the first group's leads)."""
+        record = self.applied.get(epoch)
+        if record is None:
+            self.applied[epoch] = [rates[0], min(rates), max(rates), rates[0]]
+        else:
+            record[1], record[2], record[3] = min(record[1], *rates), max(record[2], *rates), rates[0]
 
 
 PLUGINS = (DynamicLearningRate, AppliedLearningRate)

@@ -140,8 +140,7 @@ class LearningRateFile(Plugin):
         epoch_lrs, scores = read_lr_file(self.path)
         if not epoch_lrs:
             return
-        state.lr_control.epoch_lrs.update(epoch_lrs)
-        state.lr_control.scores.update(scores)
+        state.control.continue_learning_rates(epoch_lrs, scores)
         log.v3(
             f"learning_rate_file {self.path}: epochs {min(epoch_lrs)}-{max(epoch_lrs)} train with the learning rates "
             f"it lists (RETURNN's rule); delete the file to start the schedule afresh."
