@@ -56,6 +56,7 @@ class Config:
         self.overrides: dict[str, Any] = dict(overrides or {})
         self.derived: dict[str, Any] = {}  # set by a plugin's mode (Plugin.prepare), e.g. a verdict run's epochs
         self.files: list[str] = []
+        self.without_effect: dict[str, str] = {}  # RETURNN options set without effect here -> why (startup note)
         self.namespace["config"] = self
 
     @classmethod
@@ -157,6 +158,10 @@ class Config:
                 if problem:
                     problems.append(problem + (f" (from ++{name})." if name in self.overrides else "."))
                     culprits.add(name)
+                continue
+            without_effect = returnn_options.without_effect(name, value)
+            if without_effect is not None:
+                self.without_effect[name] = without_effect
                 continue
             used = _names_used_by(self) if used is None else used
             problem = None if name in used else _unknown_name_problem(name, value)
@@ -336,7 +341,8 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
 
     import_user_plugins(config)  # their options are known before the overrides are checked
     for key, value in config.overrides.items():
-        if options.get(key) is None and key not in config.namespace:
+        known = options.get(key) is not None or returnn_options.without_effect(key, value) is not None
+        if not known and key not in config.namespace:
             refused = returnn_options.refusal(key)
             if refused is not None:
                 raise ConfigError(f"Override ++{key}: {refused}.")
@@ -348,7 +354,7 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
                 f"Override ++{key}: {key!r} is neither a registered option nor a variable of the config.{hint} "
                 f"See rnn.py --help-options."
             )
-        if options.get(key) is None:
+        if not known:
             _check_override_kind(key, config.namespace[key], value)
         config.namespace[key] = value
     config.validate()

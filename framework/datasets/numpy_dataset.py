@@ -108,6 +108,9 @@ class NumpyDataset(Dataset):
     def get_seq(self, index: int) -> dict[str, np.ndarray]:
         return {key: value[index] for key, value in self.arrays.items()}
 
+    def key_lengths(self) -> dict[str, np.ndarray]:
+        return {key: np.asarray(v.lengths, dtype=np.int64) for key, v in self.arrays.items() if isinstance(v, Ragged)}
+
     def seq_lengths(self) -> np.ndarray:
         if self._lengths is None:
             lengths = np.ones(self.num_seqs, dtype=np.int64)
