@@ -297,6 +297,16 @@ def _exec_file(path: str, namespace: dict[str, Any]) -> None:
 
 
 _loading: Config | None = None  # the config whose files are executing, for run_output_dir()
+_loaded: Config | None = None  # the config of this process's run, for get_global_config()
+
+
+def get_global_config() -> Config:
+    """The config of the running ``rnn.py`` (RETURNN's ``returnn.config.get_global_config()``), e.g. for a
+    ``dynamic_learning_rate`` function that reads its own settings: ``get_global_config().float("warmup", 1)``."""
+    config = _loaded if _loaded is not None else _loading
+    if config is None:
+        raise ConfigError("get_global_config() is for code that runs under rnn.py (or load_config); no config is loaded.")
+    return config
 
 
 def run_output_dir() -> str:
@@ -326,7 +336,7 @@ def run_output_dir() -> str:
 
 def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Config:
     """Execute the config files in one namespace, apply overrides, validate."""
-    global _loading
+    global _loading, _loaded
     if not files:
         raise ConfigError("No config file given. Usage: rnn.py config.py [more.py ...] [++key value ...].")
     config = Config(overrides=overrides)
@@ -358,6 +368,7 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
             _check_override_kind(key, config.namespace[key], value)
         config.namespace[key] = value
     config.validate()
+    _loaded = config
     return config
 
 

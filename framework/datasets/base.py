@@ -92,18 +92,13 @@ class Dataset:
             self._read_lengths = lengths
         return self._read_lengths
 
-    def key_lengths(self) -> dict[str, np.ndarray]:
-        """Per variable-length key, its length in each sequence (RETURNN's per-key ``batch_size`` and
+    def lengths_of(self, key: str) -> np.ndarray:
+        """The length of variable-length ``key`` in each sequence (RETURNN's per-key ``batch_size`` and
         ``max_seq_length``). Computed once by reading every sequence, then cached: override it where known."""
-        if getattr(self, "_read_key_lengths", None) is None:
-            variable = [k for k, info in self.key_info().items() if None in info["shape"]]
-            lengths = {k: np.ones(self.num_seqs, dtype=np.int64) for k in variable}
-            for i in range(self.num_seqs if variable else 0):
-                seq = self.get_seq(i)
-                for k in variable:
-                    lengths[k][i] = seq[k].shape[0]
-            self._read_key_lengths = lengths
-        return self._read_key_lengths
+        cache = self.__dict__.setdefault("_read_key_lengths", {})
+        if key not in cache:
+            cache[key] = np.array([self.get_seq(i)[key].shape[0] for i in range(self.num_seqs)], dtype=np.int64)
+        return cache[key]
 
     def get_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Collate the sequences ``indices`` into padded arrays plus ``key:seq_len`` lengths."""

@@ -50,9 +50,8 @@ class ConcatDataset(Dataset):
         part = int(np.searchsorted(self._starts, index, side="right")) - 1
         return self.datasets[part].get_seq(index - int(self._starts[part]))
 
-    def key_lengths(self) -> dict[str, np.ndarray]:
-        parts = [dataset.key_lengths() for dataset in self.datasets]
-        return {key: np.concatenate([part[key] for part in parts]).astype(np.int64) for key in parts[0]}
+    def lengths_of(self, key: str) -> np.ndarray:
+        return np.concatenate([dataset.lengths_of(key) for dataset in self.datasets]).astype(np.int64)
 
     def seq_lengths(self) -> np.ndarray:
         return np.concatenate([dataset.seq_lengths() for dataset in self.datasets]).astype(np.int64)

@@ -152,8 +152,8 @@ class DistributeFilesDataset(Dataset):
     def get_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         return self._current().get_batch(indices)
 
-    def key_lengths(self) -> dict[str, np.ndarray]:
-        return self._current().key_lengths()
+    def lengths_of(self, key: str) -> np.ndarray:
+        return self._current().lengths_of(key)
 
     def seq_lengths(self) -> np.ndarray:
         return self._current().seq_lengths()

@@ -83,13 +83,16 @@ class BatchLoader:
         """What ``batch_size`` counts: the sequences' lengths, or per key for a per-key ``batch_size`` dict."""
         if not isinstance(self.batch_size, dict):
             return self.dataset.seq_lengths()
-        lengths = self.dataset.key_lengths()
-        if not set(self.batch_size) & set(lengths):
+        lengths = {key: self.dataset.lengths_of(key) for key in self.batch_size if key in self._variable_keys()}
+        if not lengths:
             raise ConfigError(
                 f"batch_size {self.batch_size!r} names none of the variable-length keys of dataset {self.option!r} "
-                f"({', '.join(lengths) or 'none'}); name those keys, or give one number."
+                f"({', '.join(self._variable_keys()) or 'none'}); name those keys, or give one number."
             )
         return lengths
+
+    def _variable_keys(self) -> list[str]:
+        return [key for key, info in self.dataset.key_info().items() if None in info["shape"]]
 
     def within_length_limits(self, order: np.ndarray) -> np.ndarray:
         """``order`` without the sequences outside ``min_seq_length`` / ``max_seq_length`` (RETURNN's filter: a
@@ -100,10 +103,9 @@ class BatchLoader:
         kept = np.ones(self.dataset.num_seqs, dtype=bool)  # per call: a DistributeFilesDataset changes its files
         for limit, too_far in ((low, np.less), (high, np.greater)):
             if isinstance(limit, dict):
-                lengths = self.dataset.key_lengths()
                 for key, value in limit.items():
-                    if key in lengths:
-                        kept &= ~too_far(lengths[key], value)
+                    if key in self._variable_keys():
+                        kept &= ~too_far(self.dataset.lengths_of(key), value)
             elif limit is not None:
                 kept &= ~too_far(self.dataset.seq_lengths(), limit)
         if not kept.all() and not self._left_out_logged:

@@ -108,8 +108,11 @@ class NumpyDataset(Dataset):
     def get_seq(self, index: int) -> dict[str, np.ndarray]:
         return {key: value[index] for key, value in self.arrays.items()}
 
-    def key_lengths(self) -> dict[str, np.ndarray]:
-        return {key: np.asarray(v.lengths, dtype=np.int64) for key, v in self.arrays.items() if isinstance(v, Ragged)}
+    def lengths_of(self, key: str) -> np.ndarray:
+        value = self.arrays[key]
+        if isinstance(value, Ragged):
+            return np.asarray(value.lengths, dtype=np.int64)
+        return np.array([np.shape(a)[0] for a in value], dtype=np.int64)
 
     def seq_lengths(self) -> np.ndarray:
         if self._lengths is None:
