@@ -305,7 +305,9 @@ def get_global_config() -> Config:
     ``dynamic_learning_rate`` function that reads its own settings: ``get_global_config().float("warmup", 1)``."""
     config = _loaded if _loaded is not None else _loading
     if config is None:
-        raise ConfigError("get_global_config() is for code that runs under rnn.py (or load_config); no config is loaded.")
+        raise ConfigError(
+            "get_global_config() is for code that runs under rnn.py (or load_config); no config is loaded."
+        )
     return config
 
 

@@ -63,7 +63,6 @@ TENSORFLOW_ONLY = (
 ).split()
 
 ADVICE: dict[str, str] = {
-    "jax_jit": "RETURNN's JAX backend only; this framework runs PyTorch: delete it",
     "network": _NETWORK,
     "get_network": _NETWORK,
     "pretrain": _NETWORK,
@@ -79,6 +78,11 @@ ADVICE: dict[str, str] = {
     "window": _DATA,
     "log_grad_norm": "here: gradient norms are checked by default; debug_grad_summaries logs them to TensorBoard",
     "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
+    "chunking": "RETURNN's torch engine cuts the sequences into chunks; not supported here: cut them in your dataset "
+    "class (or train on whole sequences), then delete it",
+    "min_chunk_size": "used only with chunking, which is not supported here; delete it",
+    "chunking_variance": "used only with chunking, which is not supported here; delete it",
+    "newbob_learning_rate_growth": "not supported here: newbob only decays the learning rate; delete it",
     "default_float_dtype": "not supported here: create the model in the dtype you want in get_model",
     "chunk_eval": _DATA,
     "context_window": _DATA,
@@ -177,6 +181,11 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "stop_for_resubmission_safety_factor": (None, "used only with stop_for_resubmission_when_low_time_left"),
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),
     "log_grad_norm": (_off(False, None, 0), "off (gradient norms are checked here by default)"),
+    "chunking": (_off(None, 0, "0", "", False), "off"),
+    "min_chunk_size": (_off(None, 0), "used only with chunking"),
+    "chunking_variance": (_off(None, 0, 0.0), "used only with chunking"),
+    "newbob_learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),
+    "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
 }
 
 

@@ -252,7 +252,8 @@ def scalar_options(config: Any) -> dict[str, Any]:
         if isinstance(value, (bool, int, float, str)):
             values[name] = value
     for name in ("learning_rate", "batch_size", "num_epochs", "random_seed"):
-        values.setdefault(name, config.get(name))
+        value = config.get(name)
+        values.setdefault(name, value if isinstance(value, (bool, int, float, str)) else repr(value))
     return values
 
 

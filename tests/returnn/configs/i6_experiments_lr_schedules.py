@@ -4,7 +4,16 @@ from the config, as RETURNN's dynamic_learning_rate functions do."""
 
 import numpy as np
 
-from framework import get_global_config  # RETURNN: from returnn.config import get_global_config
+try:
+    from framework import get_global_config  # RETURNN: from returnn.config import get_global_config
+except ImportError:  # a checkout before get_global_config existed (tools/measure-returnn-configs.py --root)
+
+    def get_global_config():
+        import gc
+
+        from framework.config import Config
+
+        return next(o for o in gc.get_objects() if isinstance(o, Config))
 
 
 def dyn_lr_piecewise_linear(*, global_train_step: int, learning_rate: float, **_kwargs) -> float:
