@@ -159,7 +159,6 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "tf_log_memory_usage": (None, _IGNORED_TF + " (here: torch_log_memory_usage = True)"),
     "use_tensorflow": (_off(False, None, 0), "False is the default"),
     "use_horovod": (_off(False, None, 0), "off (multi-GPU here: torch_distributed)"),
-    "debug_print_layer_output_template": (None, _IGNORED_TF),
     "update_on_device": (None, _IGNORED_TF),
     "multiprocessing": (None, "RETURNN's old data-loading switch; its torch engine ignores it"),
     "target": (None, "the default target of RETURNN's TensorFlow losses; train_step reads its targets itself"),
