@@ -76,7 +76,8 @@ def measure(path: str, root: str, timeout: float) -> tuple[str, list[str], str]:
             output = run.stdout + run.stderr
             if run.returncode == 0:
                 return ("trains" if not taken else "trains after changes"), taken, output
-            names = refused_names(output, source) if "ERROR: " in output else []  # a config error names them
+            errors = "\n".join(line for line in output.splitlines() if line.startswith("ERROR: "))
+            names = refused_names(errors, source)  # a config error names them
             if not names:
                 return f"fails (exit {run.returncode})", taken, output
             taken.extend(names)
