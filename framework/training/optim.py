@@ -12,6 +12,7 @@ from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
+from framework.core.store import Key
 from framework.errors import ConfigError
 from framework.inspection import sharded
 from framework.util import check_kwargs, import_by_name
@@ -151,14 +152,18 @@ def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor | None) -> 
         optimizer.step()
 
 
+GRAD_NORM: Key[tuple[int, torch.Tensor]] = Key("grad_norm", "(global step, the gradients' global norm on the device)")
+
+
 class GradientClipping(Plugin):
     """``gradient_noise``, ``gradient_clip``, ``gradient_clip_global_norm``: right before each update, in RETURNN's
     order (noise, then per value, then the global norm); 0 is off, as in RETURNN.
 
-    The global norm (before clipping) goes to ``state.step_metrics["grad_norm"]`` (TensorBoard).
+    The global norm (before clipping) is shared as ``GRAD_NORM`` (TensorBoard logs it).
     """
 
     order = Order.TRAINING
+    provides = (GRAD_NORM,)
 
     def __init__(self, max_norm: float | None, max_value: float | None, noise: float | None = None):
         self.max_norm = max_norm
@@ -177,7 +182,8 @@ class GradientClipping(Plugin):
             add_gradient_noise(state.model.parameters(), self.noise)
         if self.max_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.max_norm)
-            state.step_metrics["grad_norm"] = sharded.full(norm)  # under FSDP a DTensor, replicated: no communication
+            # under FSDP a DTensor, replicated: no communication
+            state.store.put(GRAD_NORM, (state.global_step, sharded.full(norm)), by=self)
         if self.max_value is not None:
             torch.nn.utils.clip_grad_value_(state.model.parameters(), self.max_value)
 
