@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import socket
 import time
 import warnings
 from typing import Any
@@ -45,6 +47,23 @@ register(
 )
 
 register("tf_log_dir", "str | None", None, "RETURNN's name for tensorboard_dir.", __name__)
+
+register(
+    "use_tensorboard",
+    "bool",
+    False,
+    "RETURNN's switch: TensorBoard files in runs/<date>_<host> (torch's SummaryWriter default), unless "
+    "tensorboard_dir names a directory.",
+    __name__,
+)
+
+register(
+    "tensorboard_opts",
+    "dict",
+    {},
+    "RETURNN's TensorBoard options: {'log_every_n_train_steps': N} (default 100 with use_tensorboard).",
+    __name__,
+)
 
 register(
     "tensorboard_log_interval",
@@ -88,10 +107,15 @@ class TensorBoardLogger(Plugin):
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> TensorBoardLogger | None:
         log_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+        interval = config.int("tensorboard_log_interval")
+        if not log_dir and config.bool("use_tensorboard"):  # RETURNN: SummaryWriter() in its default directory
+            log_dir = os.path.join("runs", f"{time.strftime('%b%d_%H-%M-%S')}_{socket.gethostname()}")
+            if not config.has("tensorboard_log_interval"):
+                interval = int(config.get("tensorboard_opts").get("log_every_n_train_steps", 100))
         if not log_dir or (state.distributed is not None and state.distributed.rank != 0):
             return None
         probe_directory(log_dir, "TensorBoard directory", "tensorboard_dir")
-        return cls(log_dir, config.int("tensorboard_log_interval"), config.int_or_off("debug_grad_summaries"))
+        return cls(log_dir, interval, config.int_or_off("debug_grad_summaries"))
 
     @on(Event.STARTUP, Order.FIRST)
     def become_sink(self, state: RunState) -> None:
@@ -233,7 +257,8 @@ def scalar_options(config: Any) -> dict[str, Any]:
         if isinstance(value, (bool, int, float, str)):
             values[name] = value
     for name in ("learning_rate", "batch_size", "num_epochs", "random_seed"):
-        values.setdefault(name, config.get(name))
+        value = config.get(name)
+        values.setdefault(name, value if isinstance(value, (bool, int, float, str)) else repr(value))
     return values
 
 
