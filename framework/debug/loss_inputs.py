@@ -11,7 +11,11 @@ function mode watches the calls; the real step then runs unwatched. The watch fi
 - a regression loss whose prediction and target broadcast to a bigger shape (``[B, 1]`` vs
   ``[B]`` is ``[B, B]``): named once, with both shapes, instead of torch's generic warning;
 - ``backward()`` called inside ``train_step``, where the engine backpropagates the marked losses
-  itself: stopped before the real step, with the line.
+  itself: stopped before the real step, with the line;
+- the rest of the contract table (``framework.inspection.loss_contracts``): ``kl_div`` and
+  ``ctc_loss`` given anything but log-probabilities, and an ``ignore_index`` that is also a class
+  among the real labels of the target's key (a padding id copied from elsewhere that drops a class).
+  These breaches are published (``CONTRACT_BREACHES``) for the diagnosis of a symptom later in the run.
 
 It also records two levels of the marked losses for other diagnostics: the chance level of a
 cross-entropy over class ids (the entropy of the train labels' frequencies, the loss of a model
@@ -34,13 +38,14 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from framework.config import Config
-from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, ChanceLevel
+from framework.core.measurements import CHANCE_LEVELS, CONTRACT_BREACHES, LABEL_KEYS, LOSS_FLOORS, ChanceLevel
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection import data_checks
 from framework.inspection.data_checks import Finding
+from framework.inspection.loss_contracts import CONTRACTS, KINDS, ignored_real_labels, scores_kind
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.probe import real_frames
 from framework.inspection.tensors import format_frame, user_frame
@@ -136,8 +141,10 @@ class _FirstStepWatch(TorchFunctionMode):
         batch: dict[str, torch.Tensor],
         sparse_keys: list[str],
         class_ids: dict[str, int] | None = None,
+        sparse_dims: dict[str, int] | None = None,
     ):
         super().__init__()
+        self.sparse_dims = sparse_dims or {}  # sparse key -> its number of classes, for the ignore_index check
         self.class_ids = class_ids or {}  # sparse key -> its number of classes, for the regression-on-ids check
         self.tracker = tracker
         self.batch = batch
@@ -165,7 +172,56 @@ class _FirstStepWatch(TorchFunctionMode):
             self._check_class_loss(func, args, kwargs, out)
         if func in (F.binary_cross_entropy, F.binary_cross_entropy_with_logits) and isinstance(out, torch.Tensor):
             self._record_floor(args, kwargs, out)
+        if func in (F.kl_div, F.ctc_loss):
+            self._check_log_probs(func, args, kwargs)
         return out
+
+    def _check_log_probs(self, func: Any, args: tuple, kwargs: dict) -> None:
+        """kl_div and ctc_loss take log-probabilities (normalised over the last axis), whatever their target."""
+        contract = CONTRACTS[func]
+        scores = _argument(args, kwargs, 0, "log_probs" if func is F.ctc_loss else "input")
+        if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
+            return
+        kind = scores_kind(scores, contract.class_axis)
+        if kind == contract.scores:
+            return
+        consequence = (
+            "its minimum is not at the target distribution and the loss can go below zero: training pulls the model "
+            "away from the target"
+            if func is F.kl_div
+            else "it does not normalise them itself, so the loss rewards making every score large instead of "
+            "choosing between the labels"
+        )
+        self.findings.append(
+            Finding(
+                "warning",
+                f"{func.__name__} at {format_frame(user_frame())} expects {KINDS[contract.scores]} as its input "
+                f"(normalised over the last axis), but gets {KINDS[kind]}; {consequence}. Pass "
+                f"log_softmax(logits, dim=-1).",
+            )
+        )
+
+    def _check_ignore_index(self, func: Any, where: str, target: torch.Tensor, kwargs: dict) -> None:
+        """An ``ignore_index`` that is a class id occurring among the real labels: that class is never learned."""
+        ignore_index = kwargs.get("ignore_index", -100)
+        key = self._key_of(target)
+        if key is None or key not in self.sparse_dims:
+            return
+        labels = _valid_labels(self.batch, key)
+        dropped = ignored_real_labels(target, labels.to(target.device), int(ignore_index), self.sparse_dims[key])
+        if dropped is None:
+            return
+        count, total = dropped
+        self.findings.append(
+            Finding(
+                "warning",
+                f"{func.__name__} at {where} ignores the label {ignore_index} (ignore_index={ignore_index}), but "
+                f"{ignore_index} is a class of {key!r}: {count} of the {total} real (unpadded) {key!r} labels of the "
+                f"first batch are {ignore_index}. The loss never sees that class, so the model never learns to "
+                f"predict it (its loss still falls). If {ignore_index} was meant to mark padding, mask the padded "
+                f"frames with -100 (torch's default ignore_index) or select the real frames.",
+            )
+        )
 
     def _record_floor(self, args: tuple, kwargs: dict, out: torch.Tensor) -> None:
         """A binary cross-entropy cannot go below the entropy of its targets (gray pixels: far above 0)."""
@@ -240,6 +296,8 @@ class _FirstStepWatch(TorchFunctionMode):
             self._squashed(name, where, origin, "log_softmax", "nll_loss (on log-probabilities)")
         elif func is F.nll_loss:
             self._check_nll_input(where, scores, origin)
+        if isinstance(target, torch.Tensor) and not target.is_floating_point() and "ignore_index" in kwargs:
+            self._check_ignore_index(func, where, target, kwargs)
         if isinstance(target, torch.Tensor) and not target.is_floating_point() and isinstance(out, torch.Tensor):
             plain = kwargs.get("weight") is None and not kwargs.get("label_smoothing") and len(args) <= 2
             reduction = kwargs.get("reduction", "mean")
@@ -345,7 +403,7 @@ def label_entropy(counts: np.ndarray) -> float:
 class LossInputsCheck(SharedRunCheck):
     """Runs the first batch's step once, watched, before the real first step (which runs unwatched)."""
 
-    provides = (CHANCE_LEVELS, LOSS_FLOORS)
+    provides = (CHANCE_LEVELS, LOSS_FLOORS, CONTRACT_BREACHES, LABEL_KEYS)
     check = CHECK
 
     @classmethod
@@ -360,7 +418,8 @@ class LossInputsCheck(SharedRunCheck):
         sparse = [k for k, key in state.extern_data.items() if key.sparse_dim is not None and k in state.batch]
         ids = {k: state.extern_data[k].sparse_dim for k in sparse if state.extern_data[k].sparse_dim > 2}
         tracker = ModuleTracker(model)
-        watch = _FirstStepWatch(tracker, state.batch, sparse, ids if self.class_ids else None)
+        dims = {k: state.extern_data[k].sparse_dim for k in sparse}
+        watch = _FirstStepWatch(tracker, state.batch, sparse, ids if self.class_ids else None, dims)
         with tracker, watch:
             yield watch
 
@@ -368,6 +427,8 @@ class LossInputsCheck(SharedRunCheck):
         if watch.broadcasting:
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
+        state.store.put(CONTRACT_BREACHES, [f.text for f in watch.findings if f.level == "warning"], by=self)
+        state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)
         state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses), by=self)
         state.store.put(LOSS_FLOORS, self._floors(run_ctx, watch.floors), by=self)
         if watch.backward_calls:
