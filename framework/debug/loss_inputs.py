@@ -38,7 +38,14 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from framework.config import Config
-from framework.core.measurements import CHANCE_LEVELS, CONTRACT_BREACHES, LABEL_KEYS, LOSS_FLOORS, ChanceLevel
+from framework.core.measurements import (
+    CHANCE_LEVELS,
+    CONTRACT_BREACHES,
+    IGNORED_LABELS,
+    LABEL_KEYS,
+    LOSS_FLOORS,
+    ChanceLevel,
+)
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
@@ -145,6 +152,7 @@ class _FirstStepWatch(TorchFunctionMode):
     ):
         super().__init__()
         self.sparse_dims = sparse_dims or {}  # sparse key -> its number of classes, for the ignore_index check
+        self.ignored: dict[str, int] = {}  # sparse key -> the ignore_index of a loss over its labels
         self.class_ids = class_ids or {}  # sparse key -> its number of classes, for the regression-on-ids check
         self.tracker = tracker
         self.batch = batch
@@ -207,6 +215,7 @@ class _FirstStepWatch(TorchFunctionMode):
         key = self._key_of(target)
         if key is None or key not in self.sparse_dims:
             return
+        self.ignored[key] = int(ignore_index)
         labels = _valid_labels(self.batch, key)
         dropped = ignored_real_labels(target, labels.to(target.device), int(ignore_index), self.sparse_dims[key])
         if dropped is None:
@@ -403,7 +412,7 @@ def label_entropy(counts: np.ndarray) -> float:
 class LossInputsCheck(SharedRunCheck):
     """Runs the first batch's step once, watched, before the real first step (which runs unwatched)."""
 
-    provides = (CHANCE_LEVELS, LOSS_FLOORS, CONTRACT_BREACHES, LABEL_KEYS)
+    provides = (CHANCE_LEVELS, LOSS_FLOORS, CONTRACT_BREACHES, LABEL_KEYS, IGNORED_LABELS)
     check = CHECK
 
     @classmethod
@@ -429,6 +438,7 @@ class LossInputsCheck(SharedRunCheck):
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
         state.store.put(CONTRACT_BREACHES, [f.text for f in watch.findings if f.level == "warning"], by=self)
         state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)
+        state.store.put(IGNORED_LABELS, dict(watch.ignored), by=self)
         state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses), by=self)
         state.store.put(LOSS_FLOORS, self._floors(run_ctx, watch.floors), by=self)
         if watch.backward_calls:

@@ -18,7 +18,7 @@ import torch
 
 from framework.core.run_ctx import RunCtx
 
-# Steps of the one-batch fit, and its optimizer's learning rate (Adam's usual one).
+# Steps of the one-batch fit, and its optimizer's learning rate (high: a batch is fitted in few steps).
 FIT_STEPS = 50
 FIT_LEARNING_RATE = 1e-2
 # The fit succeeds when the loss falls to at most this fraction of its start (or of the way to its floor).
