@@ -2,7 +2,6 @@
 # of which quadrant is brightest, scaled to [0, 1] when the dataset is built (as torchvision's ToTensor does)
 # and standardized in the step with the pixels' mean and std (as its Normalize does).
 import numpy as np
-import torch
 from torch import nn
 
 _rng = np.random.default_rng(4)
