@@ -152,7 +152,7 @@ class _FirstStepWatch(TorchFunctionMode):
     ):
         super().__init__()
         self.sparse_dims = sparse_dims or {}  # sparse key -> its number of classes, for the ignore_index check
-        self.ignored: dict[str, int] = {}  # sparse key -> the ignore_index of a loss over its labels
+        self.ignored: dict[str, tuple[int, str, str]] = {}  # sparse key -> ignore_index, loss, where (the first)
         self.class_ids = class_ids or {}  # sparse key -> its number of classes, for the regression-on-ids check
         self.tracker = tracker
         self.batch = batch
@@ -210,27 +210,11 @@ class _FirstStepWatch(TorchFunctionMode):
         )
 
     def _check_ignore_index(self, func: Any, where: str, target: torch.Tensor, kwargs: dict) -> None:
-        """An ``ignore_index`` that is a class id occurring among the real labels: that class is never learned."""
-        ignore_index = kwargs.get("ignore_index", -100)
+        """Note the ``ignore_index`` of a class loss over a sparse key's labels (judged against the labels of the
+        whole dataset in ``conclude``: one batch may not hold the class)."""
         key = self._key_of(target)
-        if key is None or key not in self.sparse_dims:
-            return
-        self.ignored[key] = int(ignore_index)
-        labels = _valid_labels(self.batch, key)
-        dropped = ignored_real_labels(target, labels.to(target.device), int(ignore_index), self.sparse_dims[key])
-        if dropped is None:
-            return
-        count, total = dropped
-        self.findings.append(
-            Finding(
-                "warning",
-                f"{func.__name__} at {where} ignores the label {ignore_index} (ignore_index={ignore_index}), but "
-                f"{ignore_index} is a class of {key!r}: {count} of the {total} real (unpadded) {key!r} labels of the "
-                f"first batch are {ignore_index}. The loss never sees that class, so the model never learns to "
-                f"predict it (its loss still falls). If {ignore_index} was meant to mark padding, mask the padded "
-                f"frames with -100 (torch's default ignore_index) or select the real frames.",
-            )
-        )
+        if key is not None and key in self.sparse_dims:
+            self.ignored.setdefault(key, (int(kwargs.get("ignore_index", -100)), func.__name__, where))
 
     def _record_floor(self, args: tuple, kwargs: dict, out: torch.Tensor) -> None:
         """A binary cross-entropy cannot go below the entropy of its targets (gray pixels: far above 0)."""
@@ -403,6 +387,35 @@ def _reaches(loss: torch.Tensor, output: torch.Tensor) -> bool:
     return False
 
 
+def _dropped_classes(state: RunState, ignored: dict[str, tuple[int, str, str]]) -> list[Finding]:
+    """An ``ignore_index`` that is also a class of the labels (counted over the train data): never learned."""
+    findings = []
+    loader = state.loaders.get("train")
+    for key, (index, loss, where) in ignored.items():
+        labels = _valid_labels(state.batch, key)
+        what = "the first batch"
+        dropped = ignored_real_labels(labels, labels, index, state.extern_data[key].sparse_dim)
+        if dropped is None and loader is not None and 0 <= index < state.extern_data[key].sparse_dim:
+            classes, what = data_checks.class_counts(
+                loader.dataset, state.extern_data[key], data_checks.sample_batches(loader, 4)
+            )
+            dropped = (int(classes[index]), int(classes.sum())) if classes[index] > 0 else None
+        if dropped is None:
+            continue
+        count, total = dropped
+        findings.append(
+            Finding(
+                "warning",
+                f"{loss} at {where} ignores the label {index} (ignore_index={index}), but {index} is a class of "
+                f"{key!r}: {count} of the {total} real (unpadded) {key!r} labels ({what}) are {index}. The loss never "
+                f"sees that class, so the model never learns to predict it (its loss still falls). If {index} was "
+                f"meant to mark padding, mask the padded frames with -100 (torch's default ignore_index) or select the "
+                f"real frames.",
+            )
+        )
+    return findings
+
+
 def label_entropy(counts: np.ndarray) -> float:
     """The entropy (nats) of the label frequencies: the cross-entropy of always predicting them."""
     p = counts[counts > 0] / counts.sum()
@@ -435,10 +448,11 @@ class LossInputsCheck(SharedRunCheck):
     def conclude(self, state: RunState, watch: _FirstStepWatch, run_ctx: RunCtx | None) -> None:
         if watch.broadcasting:
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
+        watch.findings += _dropped_classes(state, watch.ignored)
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
         state.store.put(CONTRACT_BREACHES, [f.text for f in watch.findings if f.level == "warning"], by=self)
         state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)
-        state.store.put(IGNORED_LABELS, dict(watch.ignored), by=self)
+        state.store.put(IGNORED_LABELS, {key: index for key, (index, _, _) in watch.ignored.items()}, by=self)
         state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses), by=self)
         state.store.put(LOSS_FLOORS, self._floors(run_ctx, watch.floors), by=self)
         if watch.backward_calls:
