@@ -324,9 +324,9 @@ def _finding(state: RunState, symptom: Symptom, rulings: list[Ruling], seconds: 
         message = (
             f"{symptom.text}. Not decided yet: ruled out {'; '.join(ruled_out) or 'nothing'}"
             + (f"; could not check: {', '.join(undecided)}" if undecided else "")
-            + ". What remains is how the labels are paired with the inputs: labels that do not belong to their "
-            "inputs (inputs and labels shuffled separately, misaligned files or orderings, a label column from "
-            "another table) give exactly this; look at a few examples with their labels to decide."
+            + ". What remains is how the labels are paired with the inputs. Labels that do not belong to their "
+            "inputs do exactly this (inputs and labels shuffled separately, misaligned files or orderings, a label "
+            "column from another table); look at a few examples with their labels to decide."
         )
     return Finding(
         "warning",

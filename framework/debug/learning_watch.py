@@ -530,7 +530,8 @@ class LossWindowWatch(Plugin):
                     symptom = (
                         f"{dataset}_{name} has stayed at its chance level while train_{name} fell below it: "
                         f"{dataset}_{name} {history[0]:.4g} -> {history[-1]:.4g} in {len(history)} epoch(s), "
-                        f"train_{name} {train:.4g} over the last {last.steps} steps; {level.what} is {level.value:.4g}"
+                        f"train_{name} {train:.4g} over the last {last.steps} steps; {level.what} is {level.value:.4g}. "
+                        f"The model memorizes the training labels and learns nothing that carries over to {dataset}"
                     )
                     if self._diagnosed(state, symptom, name, train_learns=True):
                         break
