@@ -191,7 +191,7 @@ class _FirstStepWatch(TorchFunctionMode):
         if not isinstance(scores, torch.Tensor) or not scores.is_floating_point():
             return
         kind = scores_kind(scores, contract.class_axis)
-        if kind == contract.scores:
+        if kind == contract.scores or bool((scores.detach() <= 1e-6).all()):  # log-probabilities over another axis
             return
         consequence = (
             "its minimum is not at the target distribution and the loss can go below zero: training pulls the model "
