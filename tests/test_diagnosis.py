@@ -24,8 +24,10 @@ from framework.core.step import run_step
 from framework.datasets.extern_data import DataKey
 from framework.inspection.can_learn import fingerprint, fit_one_batch, identical_units, unchanged
 from framework.inspection.dependency_map import dependency_map
+from framework.inspection.device_tracking import DeviceTracker
 from framework.inspection.input_information import data_information
 from framework.inspection.loss_contracts import ignored_real_labels, scores_kind
+from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.schedule_trace import schedule_problem
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
@@ -46,6 +48,27 @@ def test_an_ignore_index_is_a_dropped_class_only_when_the_real_labels_hold_it():
     assert ignored_real_labels(labels, labels, -100, 4) is None  # torch's default: not a class
     padded = torch.tensor([1, 2, 3, 0, 0])  # 0 only at the padding: a padding marker
     assert ignored_real_labels(padded, padded[:3], 0, 4) is None
+
+
+def test_ctc_loss_lengths_on_the_cpu_are_no_device_bug_but_a_stray_cpu_tensor_is():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 6)
+    frames, lengths = torch.randn(3, 8, 4), torch.tensor([8, 6, 5])
+    batch = {"data": frames, "data:seq_len": lengths}
+
+    def step(noise: bool) -> str | None:
+        tracker = ModuleTracker(model)
+        devices = DeviceTracker(model, batch, tracker)
+        with tracker, devices:
+            log_probs = model(batch["data"]).log_softmax(-1).transpose(0, 1)
+            if noise:
+                log_probs = log_probs + batch["data:seq_len"][None, :, None]  # a CPU tensor mixed into the scores
+            targets = torch.randint(1, 6, (3, 4))
+            F.ctc_loss(log_probs, targets, batch["data:seq_len"], torch.full((3,), 4))
+        return devices.finding
+
+    assert step(False) is None
+    assert "extern_data['data:seq_len']" in step(True)
 
 
 def _batches(**arrays):

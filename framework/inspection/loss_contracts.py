@@ -23,7 +23,7 @@ class Contract:
 
     scores: str  # "logits", "log_probs" or "probs"
     class_axis: int | None
-    cpu_arguments: tuple[str, ...] = ()
+    cpu_arguments: tuple[tuple[str, int], ...] = ()  # (name, position) of the arguments that may be on the CPU
 
 
 CONTRACTS: dict[object, Contract] = {
@@ -31,7 +31,7 @@ CONTRACTS: dict[object, Contract] = {
     F.nll_loss: Contract("log_probs", 1),
     F.kl_div: Contract("log_probs", -1),
     # torch's ctc_loss takes its lengths on the CPU (the cuDNN kernel requires them there).
-    F.ctc_loss: Contract("log_probs", -1, ("input_lengths", "target_lengths")),
+    F.ctc_loss: Contract("log_probs", -1, (("targets", 1), ("input_lengths", 2), ("target_lengths", 3))),
     F.binary_cross_entropy: Contract("probs", None),
     F.binary_cross_entropy_with_logits: Contract("logits", None),
 }
@@ -42,6 +42,15 @@ KINDS = {
     "log_probs": "log-probabilities",
     "probs": "probabilities",
 }
+
+
+def cpu_side(func: object, args: tuple, kwargs: dict) -> list[object]:
+    """The arguments of this call of ``func`` that its contract lets live on the CPU (with any device's scores)."""
+    contract = CONTRACTS.get(func)
+    if contract is None:
+        return []
+    found = [kwargs[name] for name, _ in contract.cpu_arguments if name in kwargs]
+    return found + [args[position] for _, position in contract.cpu_arguments if position < len(args)]
 
 
 def scores_kind(scores: torch.Tensor, class_axis: int | None) -> str:
