@@ -144,15 +144,23 @@ class Diagnosis(Plugin):
         return True
 
 
-def _train_batch(state: RunState) -> dict[str, torch.Tensor] | None:
-    """The first train batch of epoch 1, on the device (the same batch for every family)."""
+def _train_batches(state: RunState, count: int) -> list[tuple[Any, dict[str, Any]]]:
+    """The first ``count`` batches of this epoch's train plan as the dataset gives them ([(indices, arrays)]).
+
+    The epoch's own plan (kept by the loader), so that reading them changes nothing the run reads next."""
     loader = state.loaders.get("train")
     if loader is None:
-        return state.batch
-    plan = loader.plan(1)
-    if not plan:
-        return state.batch
-    return to_device(loader.tensor_batch(plan[0]), state.device)
+        return []
+    epoch = max(state.epoch, 1)
+    return [(indices, loader.numpy_batch(indices, epoch)) for indices in loader.plan(epoch)[:count]]
+
+
+def _train_batch(state: RunState) -> dict[str, torch.Tensor] | None:
+    """The first train batch of this epoch, on the device (the same batch for every family)."""
+    loader = state.loaders.get("train")
+    epoch = max(state.epoch, 1)
+    plan = loader.plan(epoch) if loader is not None else []
+    return to_device(loader.tensor_batch(plan[0], epoch), state.device) if plan else state.batch
 
 
 def _contracts(state: RunState) -> Ruling:
@@ -177,11 +185,10 @@ def _schedule(state: RunState, symptom: Symptom) -> Ruling:
 
 def _data(state: RunState, mapping: DependencyMap | str) -> Ruling:
     """The dataset's keys over a few train batches, and what the model's first layer gets of them."""
-    loader = state.loaders.get("train")
     ruling = Ruling("the data carries information")
     infos = []
-    if loader is not None:
-        batches = [(i, loader.dataset.get_batch(i)) for i in loader.plan(1)[:DATA_BATCHES]]
+    batches = _train_batches(state, DATA_BATCHES)
+    if batches:
         infos = data_information(state.extern_data, batches, set(state.store.get(LABEL_KEYS) or ()))
         ruling.evidence = {info.key: info.evidence for info in infos}
     problems = [info for info in infos if info.problem]
