@@ -13,7 +13,6 @@ from framework.core.store import Key
 
 if TYPE_CHECKING:
     from framework.core.state import RunState
-    from framework.inspection.probe import ProbeSession
 
 
 @dataclass
@@ -33,4 +32,3 @@ DIAGNOSE: Key[Callable[[RunState, Any], bool]] = Key("diagnose", "runs the diffe
 UPDATE_RATIO: Key[float] = Key("update_ratio", "the largest |dW|/|W| of a weight at the latest gradient-health check")
 EAGER_ONLY: Key[str] = Key("eager_only", "why the model must not be compiled (a check hooks into every step)")
 VERDICT_RUN: Key[str] = Key("verdict_run", "the verdict option this run is for; its findings must not stop it")
-PROBE_SESSION: Key[ProbeSession] = Key("probe_session", "the first step's ProbeSession (framework.inspection.probe)")
