@@ -14,6 +14,9 @@ steps on, so a two-epoch smoke run is judged too). It warns when
 - at an epoch end, a dev loss still sits at its chance level while the train loss fell well below
   it: the model memorizes labels that do not belong to their inputs.
 
+Each of these symptoms is handed to the differential diagnosis (``framework.debug.diagnosis``, on unless
+``debug_diagnose_symptoms = False``), which names its cause in the warning instead of a guess.
+
 The curve is kept as the engine's running epoch sums at segment ends (at most 8 steps each), copied
 into a fixed buffer on the device: a step costs a counter, a segment end a copy, a judgment one host
 sync. ``debug_dev_divergence_epochs`` (epochs): a dev loss that
