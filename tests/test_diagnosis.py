@@ -92,6 +92,9 @@ def test_data_information_names_nearly_constant_inputs_and_a_dominating_id():
     found = data_information(keys, _batches(data=images / 255 / 255, tokens=tokens, classes=labels), {"classes"})
     assert "nearly constant" in found[0].problem and found[0].evidence["relative spread"] < 0.01
     assert "of the real frames of 'tokens' are the id 0" in found[1].problem
+    padded = np.concatenate([rng.integers(1, 50, (32, 2)), np.zeros((32, 10), dtype=np.int64)], axis=1)
+    fixed = {"tokens": DataKey("tokens", (12,), "int64", 50)}
+    assert data_information(fixed, _batches(tokens=padded), set())[0].problem == ""  # padding="max_length"
     normalized = data_information(
         keys, _batches(data=(images / 255 - 0.45) / 0.25, tokens=tokens, classes=labels), set()
     )

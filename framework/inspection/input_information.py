@@ -43,6 +43,17 @@ def float_spread(values: np.ndarray) -> tuple[float, float]:
     return spread, scale
 
 
+def _without_trailing_padding(ids: np.ndarray) -> np.ndarray:
+    """The ids of a fixed-length token key [entries, T] without each row's trailing run of its last id (padding to
+    a fixed length, e.g. a tokenizer's padding="max_length", holds no information but is no defect); flat."""
+    if ids.ndim != 2 or ids.shape[1] < 2:
+        return ids.ravel()
+    same = ids == ids[:, -1:]
+    trailing = np.flip(np.cumprod(np.flip(same, axis=1), axis=1), axis=1).astype(bool)
+    trailing[:, 0] = False  # a row of one repeated id keeps one of them
+    return ids[~trailing]
+
+
 def key_information(key: DataKey, batches: list, label_keys: set[str]) -> KeyInformation:
     """How much ``key`` varies over ``batches`` (``[(indices, raw arrays)]``, as ``data_checks.sample_batches``)."""
     values = valid_values(key.name, batches)
@@ -50,7 +61,7 @@ def key_information(key: DataKey, batches: list, label_keys: set[str]) -> KeyInf
     if values.ndim == 0 or values.shape[0] < 2:
         return info
     if key.sparse_dim is not None or not np.issubdtype(values.dtype, np.floating):
-        ids, counts = np.unique(values.astype(np.int64).ravel(), return_counts=True)
+        ids, counts = np.unique(_without_trailing_padding(values.astype(np.int64)), return_counts=True)
         top = int(np.argmax(counts))
         share = float(counts[top] / counts.sum())
         info.evidence.update({"distinct ids": len(ids), "most frequent id": int(ids[top]), "its share": share})
