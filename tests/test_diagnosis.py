@@ -19,7 +19,7 @@ from torch import nn
 
 from conftest import ROOT, captured_log
 from framework.config import load_config
-from framework.core.engine import Engine
+from framework.run import Engine
 from framework.core.step import run_step
 from framework.datasets.extern_data import DataKey
 from framework.inspection.can_learn import fingerprint, fit_one_batch, identical_units, unchanged
