@@ -123,6 +123,7 @@ def _bert(inverted: bool):
     return dependency_map(run, batch, ["data"], [])
 
 
+@pytest.mark.slow  # importing transformers alone takes most of 20 s
 def test_the_dependency_map_sees_an_attention_mask_of_the_opposite_convention():
     healthy, inverted = _bert(False), _bert(True)
     assert healthy.loss == "cross_entropy" and healthy.probes == 6
