@@ -10,8 +10,7 @@ from framework.config import Config
 from framework.core.engine import Engine
 from framework.datasets import NumpyDataset
 from framework.datasets.base import Dataset
-from framework.debug.sanity import ModelCheckError
-from framework.errors import ConfigError, DataError
+from framework.errors import ConfigError, DataError, ModelCheckError
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

@@ -27,8 +27,9 @@ from framework.core.events import Event, Order
 from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.device_tracking import DeviceTracker
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.probe import ProbeLimit
@@ -103,7 +104,7 @@ class DeviceWatch(Plugin):
         if self.devices is None or self.devices.finding is None or self.reported:
             return
         self.reported = True
-        finding = Finding("warning", f"device bug {self.devices.finding}")
+        finding = Finding("warning", "sanity check", f"device bug {self.devices.finding}")
         report_findings(state, "first step", [finding], ModelCheckError, False, off="debug_device_check = False")
 
 

@@ -35,9 +35,10 @@ from framework.core.plugin import on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
-from framework.debug.sanity import ModelCheckError, report_findings
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection import sharded
-from framework.inspection.data_checks import Finding
 from framework.inspection.model_checks import optimized_ids, overridden_at
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.tensors import format_frame, iter_tensors, user_frame
@@ -119,6 +120,7 @@ def unregistered_finding(loose: list[_Loose]) -> Finding:
     )
     return Finding(
         "warning",
+        "sanity check",
         f"the step uses {len(loose)} tensor(s) that require grad but are not parameters of the model from get_model "
         f"(first: shape {first.shape}{held}, used{running} at {first.where}). They get gradients, but the "
         f"optimizer never updates them, checkpoints do not save them and model.to(device) does not move them. {fix}",
