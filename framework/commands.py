@@ -24,6 +24,7 @@ TOOLS = {
     "check-resume": "stop a run with real signals, resume it, and check it ends bit for bit the same",
     "import-torch-model": "import another PyTorch implementation's parameters into a checkpoint",
     "compare-models": "run two implementations on one batch and name the first module that disagrees",
+    "report": "write MODEL_DIR/report.html: curves, findings, options and attention of a run, on one page",
 }
 # The project's own measurements and maintenance: they read the checkout (its configs, docs, harness).
 PROJECT_TOOLS = {

@@ -44,5 +44,6 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.debug.memory",
     "framework.debug.profiling",
     "framework.debug.tensorboard",
+    "framework.debug.run_metrics",  # after tensorboard: its STARTUP passes the diagnostics' scalars on to it
     "framework.training.progress",
 )

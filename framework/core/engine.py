@@ -174,8 +174,8 @@ class Engine:
             findings.report(
                 Finding(
                     "error",
-                    "closing the run",
-                    f"a plugin failed while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}",
+                    "run close",
+                    f"a callback raised while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}",
                     evidence={"outcome": state.outcome},
                 )
             )

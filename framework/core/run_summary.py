@@ -16,8 +16,11 @@ from framework.log import format_duration
 def how_it_ended(outcome: str | None, ending: BaseException | None) -> str:
     """``completed``, ``interrupted: ...`` or ``failed: ValueError: ...`` (the first line of the message)."""
     first = str(ending).strip().split("\n", 1)[0] if ending is not None else ""
-    if ending is None or outcome in ("completed", "stopped"):
-        return "completed" if outcome != "stopped" else "completed (training ended early)"
+    if outcome in ("completed", "stopped"):
+        done = "completed" if outcome == "completed" else "completed (training ended early)"
+        return done if ending is None else f"{done}, then failed while closing: {type(ending).__name__}: {first}"
+    if ending is None:
+        return outcome or "completed"
     if isinstance(ending, TrainingInterrupted):
         return f"interrupted: {first}"
     if isinstance(ending, KeyboardInterrupt):

@@ -28,7 +28,6 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import on
@@ -37,7 +36,7 @@ from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
 from framework.errors import ModelCheckError
-from framework.findings import Finding
+from framework.findings import Finding, report
 from framework.inspection import sharded
 from framework.inspection.model_checks import optimized_ids, overridden_at
 from framework.inspection.module_tracker import ModuleTracker
@@ -199,10 +198,16 @@ class UpdateIntegrity(SharedRunCheck):
                 "drops updates the engine asked for, such as an epoch's last partial window; accumulate with "
                 "accum_grad_multiple_step instead."
             )
-        log.v2(
-            f"WARNING update integrity: {which} changed no parameter, although the parameters got gradients and the "
-            f"engine called {type(state.optimizer).__name__}.step(){own}. {cause} "
-            f"(debug_update_integrity = False turns this check off.)"
+        report(
+            Finding(
+                "warning",
+                "update integrity",
+                f"{which} changed no parameter, although the parameters got gradients and the engine called "
+                f"{type(state.optimizer).__name__}.step(){own}. {cause} (debug_update_integrity = False turns this "
+                f"check off.)",
+                where={"optimizer": type(state.optimizer).__name__},
+                option="debug_update_integrity = False",
+            )
         )
 
 
