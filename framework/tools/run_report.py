@@ -27,7 +27,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from framework.errors import ConfigError  # noqa: E402
 
 REPORT_NAME = "report.html"
-COLORS = {"error": "#c62828", "warning": "#ef6c00", "note": "#757575"}
+COLORS = {"error": "#c62828", "warning": "#ef6c00", "note": "#757575"}  # finding markers by severity
+DATASET_COLORS = ("#2e7d32", "#6a1b9a", "#00838f", "#8d6e63")  # dev, then other datasets (train is blue)
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:
@@ -129,16 +130,16 @@ def curves_figure(data: RunData) -> str:
                 xs, [data.steps[s]["losses"][name] for s in xs], color="#90caf9", linewidth=0.8, label="train (step)"
             )
         datasets = sorted({d for r in data.epochs.values() for d in r["scores"]}, key=lambda d: d != "train")
+        others = iter(DATASET_COLORS)
         for dataset in datasets:
-            points = [
+            points = sorted(
                 (r["step"], r["scores"][dataset][name])
                 for r in data.epochs.values()
                 if name in r["scores"].get(dataset, {})
-            ]
+            )
             if points:
-                points.sort()
-                style = {"color": "#1565c0"} if dataset == "train" else {}
-                ax.plot(*zip(*points, strict=True), marker="o", label=f"{dataset} (epoch)", **style)
+                color = "#1565c0" if dataset == "train" else next(others, None)
+                ax.plot(*zip(*points, strict=True), marker="o", color=color, label=f"{dataset} (epoch)")
         _mark_findings(ax, data.findings, top=i == 0)
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
