@@ -60,7 +60,7 @@ class Engine:
             learning_rate=config.float("learning_rate"),
             precision=precision_from_config(config, device),
         )
-        self.findings = RunFindings.for_run(config, self.state, writes_files=self._writes_checkpoints() is not None)
+        self.findings = RunFindings(config, self.state, writes_files=distributed is None or distributed.rank == 0)
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
         self._lock: RunLock | None = None  # held while this process writes checkpoints of the model prefix
         self._plugin_states: tuple[str, dict[str, Any]] | None = None  # (checkpoint, states) to give the plugins

@@ -6,8 +6,8 @@ the epoch and global step (0 before the first epoch and step). Each finding is a
 and the sanity check's summary read them) and, in the process that writes checkpoints, written to
 ``<model directory>/findings.jsonl`` as one JSON object per line with one ``write`` call, so a run
 killed a moment later keeps it; a resumed run appends to the same file. The file is opened without
-following a planted link (``safe_create.open_kept``) and is created at the end of a run that found
-nothing, so that an empty file says "nothing found".
+following a planted link (``safe_create.open_kept``: a link there stops the run at its first finding)
+and is created at the end of a run that found nothing, so that an empty file says "nothing found".
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 from framework import findings, log
 from framework.config import Config
 from framework.core.state import RunState
+from framework.errors import PlantedLinkError
 from framework.findings import SEVERITIES, Finding
 from framework.training.safe_create import open_kept
 
@@ -29,30 +30,27 @@ FINDINGS_EXIT_STATUS = 3
 class RunFindings:
     """The findings of one task run (train, eval or forward); ``start`` before it, ``stop`` after it."""
 
-    def __init__(self, config: Config, state: RunState, path: str | None):
+    def __init__(self, config: Config, state: RunState, writes_files: bool):
+        self.config = config
         self.state = state
-        self.path = path  # None: this process writes no findings file (no 'model', or not rank 0)
+        self.writes_files = writes_files  # False: this process writes no findings file (a rank other than 0)
         self.fail_level = config.get("findings_fail_level")
         self._fd: int | None = None
         self._unwritable = False
 
-    @classmethod
-    def for_run(cls, config: Config, state: RunState, writes_files: bool) -> RunFindings:
-        """The findings of a run whose checkpoints go to ``config['model']`` (the file beside them when
-        ``writes_files``)."""
-        prefix = config.get("model")
-        path = os.path.join(os.path.dirname(prefix) or ".", FILE_NAME) if prefix and writes_files else None
-        return cls(config, state, path)
+    @property
+    def path(self) -> str | None:
+        """``findings.jsonl`` beside the checkpoints; None without checkpoints (no 'model', a verdict run, not
+        rank 0). Read when needed: a plugin's mode may set 'model' after the run started."""
+        prefix = self.config.get("model")
+        return os.path.join(os.path.dirname(prefix) or ".", FILE_NAME) if prefix and self.writes_files else None
 
     @property
     def found(self) -> list[Finding]:
         return self.state.control.findings
 
     def start(self) -> None:
-        """Take the findings reported from now on; open the file now if its directory exists (a planted link
-        there stops the run before anything is done)."""
-        if self.path is not None and os.path.isdir(os.path.dirname(self.path)):
-            self._open()
+        """Take the findings reported from now on."""
         findings.add_sink(self.take)
         findings.set_clock(self._now)
 
@@ -61,7 +59,10 @@ class RunFindings:
         findings.remove_sink(self.take)
         findings.set_clock(None)
         if self._fd is None and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
-            self._open()
+            try:
+                self._open()
+            except PlantedLinkError as exc:  # the run is over: nothing was written through it, the log says so
+                log.v1(str(exc))
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
