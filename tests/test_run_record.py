@@ -103,7 +103,8 @@ def test_a_killed_run_keeps_its_findings_and_a_ctrl_c_run_ends_with_its_summary(
     assert _findings(tmp_path / "killed")[0]["check"] == "unusual option values"
 
     stopped = _start(tmp_path, *ZERO_LR)
-    _wait_for(lambda: "Epoch 1 train" in (tmp_path / "train.log").read_text(), stopped)
+    log = tmp_path / "train.log"
+    _wait_for(lambda: log.exists() and "Epoch 1 train" in log.read_text(), stopped)
     stopped.send_signal(signal.SIGINT)
     stdout, stderr = stopped.communicate(timeout=90)
     assert stopped.returncode == 130, stderr

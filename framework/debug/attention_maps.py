@@ -5,7 +5,7 @@ eval mode, RNG and gradients restored: the run is not perturbed) on the first ba
 and the attention weights of every attention module are kept for the batch's first sequence:
 torch's ``nn.MultiheadAttention`` (asked for per-head weights, its fused fast path off for this
 run) and Hugging Face attention modules (the copy computes attention the eager way, which returns
-the weights). They go to ``<model directory>/attention.npz``: one ``[heads, queries, keys]`` array
+the weights; its configs ask for ``output_attentions``). They go to ``<model directory>/attention.npz``: one ``[heads, queries, keys]`` array
 per module path, at most ``MAX_POSITIONS`` positions each way and ``MAX_MODULES`` modules.
 """
 
@@ -83,10 +83,12 @@ def captured_weights(model: nn.Module) -> Iterator[dict[str, np.ndarray]]:
     for name, module in reversed(list(modules.items())):  # inner modules' hooks first: they name the weights
         if isinstance(module, nn.MultiheadAttention):
             handles.append(module.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
-        config = getattr(module, "config", None)
-        if config is not None and hasattr(config, "_attn_implementation"):
-            config._attn_implementation = "eager"
         handles.append(module.register_forward_hook(keep(name)))
+    for module in model.modules():  # Hugging Face models return attention weights when their config asks for them
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(config, "output_attentions") and hasattr(config, "_attn_implementation"):
+            config._attn_implementation = "eager"  # the fused kernels (sdpa, flash) compute no weights
+            config.output_attentions = True
     fast_path = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # the fused path of nn.TransformerEncoderLayer returns no weights
     try:
