@@ -109,7 +109,7 @@ def test_a_killed_run_keeps_its_findings_and_a_ctrl_c_run_ends_with_its_summary(
     stdout, stderr = stopped.communicate(timeout=90)
     assert stopped.returncode == 130, stderr
     summary = _summary(stdout)
-    assert summary.startswith("Run summary: interrupted: Training stopped on request (SIGINT")
+    assert summary.startswith("Run summary: interrupted: Training stopped on request (Ctrl-C) after epoch ")
     assert stdout.rindex("Saved checkpoint") < stdout.index("Run summary")
     assert f"{tmp_path / 'model.interrupted.pt'}" in summary and "unusual option values: 1 warning" in summary
 
