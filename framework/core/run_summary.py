@@ -21,8 +21,8 @@ def how_it_ended(outcome: str | None, ending: BaseException | None) -> str:
         return done if ending is None else f"{done}, then failed while closing: {type(ending).__name__}: {first}"
     if ending is None:
         return outcome or "completed"
-    if isinstance(ending, TrainingInterrupted):
-        return f"interrupted: {first}"
+    if isinstance(ending, TrainingInterrupted):  # the command that resumes follows in the message, not here
+        return f"interrupted: {first.split(' Resume ', 1)[0]}"
     if isinstance(ending, KeyboardInterrupt):
         return "interrupted by Ctrl-C (KeyboardInterrupt)"
     if isinstance(ending, SystemExit):
