@@ -244,7 +244,7 @@ def render(directory: str) -> str:
     counts = defaultdict(int)
     for finding in data.findings:
         counts[finding.get("severity", "?")] += 1
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
+    summary = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in counts.items()) or "none"
     final = data.steps[max(data.steps)] if data.steps else {}
     parts.append(
         f"<p>{len(data.runs)} run(s) of this model (resumed runs continue the files); last step {final.get('step', '-')}, "
