@@ -1,16 +1,15 @@
 """The run's metrics file, ``<model directory>/metrics.jsonl``: what ``python -m framework report`` draws.
 
 One JSON object per line: ``run`` (when a run starts: its task, the options that differ from the
-defaults), ``step`` (the global step, epoch, applied learning rate and every marked loss of each
-training step), ``scalars`` (what diagnostics send to the summary sink: per-parameter gradient
+defaults), ``steps`` (columns: the global step, epoch, applied learning rate and every marked loss
+of each training step), ``scalars`` (what diagnostics send to the summary sink: per-parameter gradient
 norms of the gradient-health check every ``debug_grad_health`` updates, a config's
-``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated memory) and
+``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated memory, with each ``steps`` record) and
 ``epoch`` (train and dev scores at the epoch's last global step).
 
 It costs no host sync per step: the step's losses are the values the run reads anyway (on the CPU,
 the host values the epoch scores read; on an accelerator, the device values, read with one copy
-when the records are written: at the end of each epoch, every ``_FLUSH_RECORDS`` steps, and at the
-end of the run). The file is appended to (a resumed run continues it) and opened without following
+when the records are written: every ``_FLUSH_STEPS`` steps, at the end of each epoch and of the run). The file is appended to (a resumed run continues it) and opened without following
 a planted link. Rank 0 writes it; ``metrics_file = False`` turns it off.
 """
 
@@ -43,8 +42,9 @@ register(
 )
 
 FILE_NAME = "metrics.jsonl"
-_FLUSH_RECORDS = 1000  # device values are read with one copy per this many steps (and at each epoch's end)
-_MEMORY_STEPS = 100  # memory changes slowly; reading RSS costs ~20 us
+# Steps are written (device values read with one copy, memory sampled) every this many steps and at each epoch's
+# end: a buffer that grew over a long epoch would look like a leak to debug_leak_check.
+_FLUSH_STEPS = 100
 
 
 class RunMetrics(Plugin):
@@ -53,8 +53,13 @@ class RunMetrics(Plugin):
     def __init__(self, path: str):
         self.path = path
         self._fd: int | None = None
-        # Training steps not yet written: (step, epoch, learning rate, loss names, host values or device tensors).
-        self.steps: list[tuple[int, int, float, tuple[str, ...], Any]] = []
+        # Training steps not yet written, as columns: global step, epoch, applied learning rate, and the values of the
+        # losses ``names`` (host numbers, or device tensors until the flush), one after the other per step.
+        self.steps: list[int] = []
+        self.epochs: list[int] = []
+        self.lrs: list[float] = []
+        self.names: tuple[str, ...] = ()
+        self.values: list[Any] = []
         self.lines: list[str] = []  # records of other kinds not yet written, in order
         self.sink: Any = None  # the summary sink (TensorBoard) that scalars are passed on to
 
@@ -99,19 +104,19 @@ class RunMetrics(Plugin):
     @on(Event.STEP_END)
     def on_step_end(self, state: RunState) -> None:
         losses = state.run_ctx.losses
-        first = next(iter(losses.values()), None)
-        if first is None:
+        if not losses:
             return
-        if first.loss.is_cpu:  # the values the epoch scores read already (MarkedLoss.host_values)
-            values = [_normalized(*marked.host_values()) for marked in losses.values()]
+        if tuple(losses) != self.names:  # the step marks other losses than the buffered ones: a record of its own
+            self.flush(state)
+            self.names = tuple(losses)
+        if next(iter(losses.values())).loss.is_cpu:  # the values the epoch scores read already
+            self.values.extend([_normalized(*marked.host_values()) for marked in losses.values()])
         else:  # read with the other steps' at the next flush
-            values = [marked.normalized().detach() for marked in losses.values()]
-        lr = state.optimizer.param_groups[0]["lr"]
-        step = state.run_ctx.step
-        self.steps.append((step, state.epoch, lr, tuple(losses), values))
-        if step % _MEMORY_STEPS == 0:
-            self._memory(state)
-        if len(self.steps) >= _FLUSH_RECORDS:
+            self.values.extend([marked.normalized().detach() for marked in losses.values()])
+        self.steps.append(state.run_ctx.step)
+        self.epochs.append(state.epoch)
+        self.lrs.append(state.optimizer.param_groups[0]["lr"])
+        if len(self.steps) >= _FLUSH_STEPS:
             self.flush(state)
 
     @on(Event.EPOCH_END)
@@ -132,16 +137,18 @@ class RunMetrics(Plugin):
         self._fd = None
 
     def flush(self, state: RunState) -> None:
-        """Write the buffered records (the device values of the steps read with one copy)."""
-        steps, self.steps = self.steps, []
-        on_device = [v.float() for *_, values in steps for v in values if isinstance(v, torch.Tensor)]
-        read = iter(torch.stack(on_device).tolist() if on_device else [])
+        """Write the buffered records: the steps as one record of columns (their device values read with one copy),
+        then the memory now."""
+        if self.steps:
+            on_device = [v.float() for v in self.values if isinstance(v, torch.Tensor)]
+            read = iter(torch.stack(on_device).tolist() if on_device else [])
+            values = [next(read) if isinstance(v, torch.Tensor) else v for v in self.values]
+            k = len(self.names)
+            losses = {name: values[i::k] for i, name in enumerate(self.names)}
+            self._record("steps", step=self.steps, epoch=self.epochs, lr=self.lrs, losses=losses)
+            self.steps, self.epochs, self.lrs, self.values = [], [], [], []
+            self._memory(state)
         lines, self.lines = self.lines, []
-        for step, epoch, lr, names, values in steps:
-            losses = {
-                name: next(read) if isinstance(v, torch.Tensor) else v for name, v in zip(names, values, strict=True)
-            }
-            lines.append(_json({"kind": "step", "step": step, "epoch": epoch, "lr": lr, "losses": losses}))
         if lines and self._fd is not None:
             view = memoryview("".join(line + "\n" for line in lines).encode("utf-8"))
             while view:

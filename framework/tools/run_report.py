@@ -59,7 +59,12 @@ class RunData:
                 f"training run (the directory of the 'model' checkpoint prefix), or the run had metrics_file = False."
             )
         self.runs = [r for r in metrics if r["kind"] == "run"]
-        self.steps = {r["step"]: r for r in metrics if r["kind"] == "step"}
+        self.steps = {}  # global step -> {"step", "epoch", "lr", "losses": {name: value}}
+        for r in metrics:
+            if r["kind"] == "steps":  # columns of the steps written at once
+                for i, step in enumerate(r["step"]):
+                    losses = {name: values[i] for name, values in r["losses"].items()}
+                    self.steps[step] = {"step": step, "epoch": r["epoch"][i], "lr": r["lr"][i], "losses": losses}
         self.epochs = {r["epoch"]: r for r in metrics if r["kind"] == "epoch"}
         self.memory = {r["step"]: r for r in metrics if r["kind"] == "memory"}
         self.scalars: dict[str, dict[int, float]] = defaultdict(dict)
