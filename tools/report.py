@@ -25,9 +25,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(args: argparse.Namespace) -> int:
+    from framework.disk import write_atomically
     from framework.errors import FrameworkError
     from framework.tools.run_report import REPORT_NAME, render
-    from framework.training.disk import write_atomically
 
     path = os.path.join(args.directory, REPORT_NAME)
     try:

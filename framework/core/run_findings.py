@@ -20,7 +20,7 @@ from framework.config import Config
 from framework.core.state import RunState
 from framework.errors import PlantedLinkError
 from framework.findings import SEVERITIES, Finding
-from framework.training.safe_create import open_kept
+from framework.safe_create import open_kept
 
 FILE_NAME = "findings.jsonl"
 # rnn.py's exit status when the run did its work but reported a finding at findings_fail_level or above.

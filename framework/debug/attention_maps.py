@@ -25,9 +25,9 @@ from framework.config import Config
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.disk import write_atomically
 from framework.inspection.probe import ProbeLimit, ProbeSession
 from framework.options import register
-from framework.training.disk import write_atomically
 
 register(
     "report_attention",

@@ -22,14 +22,13 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.sanity import report_findings
 from framework.errors import ModelCheckError
 from framework.findings import Finding
-from framework.inspection.probe import ProbeLimit, ProbeSession, padding_mask
+from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession, padding_mask
 from framework.inspection.tensors import named_tensors
 from framework.options import register
 
@@ -123,6 +122,8 @@ def _same_outputs(
 
 class PaddingProbe(Plugin):
     """Runs the padding probe on the first batch, before the first step."""
+
+    first_step_check = ("debug_padding_check",)
 
     order = Order.CHECK
     needs = (PROBE_SESSION,)

@@ -23,14 +23,14 @@ from typing import Any
 import torch
 
 from framework import options
+from framework.accelerator import memory_allocated
 from framework.config import Config
-from framework.core.accelerator import memory_allocated
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.options import register
-from framework.training.safe_create import open_kept
+from framework.safe_create import open_kept
 
 register(
     "metrics_file",
