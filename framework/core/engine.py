@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework import disk, log
+from framework import disk, findings, log
 from framework.config import Config
 from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
@@ -29,11 +29,14 @@ from framework.core.features import Features, Lock, OutputCollector
 from framework.core.plugin import Plugin
 from framework.core.plugins import build_plugins, prepare_config
 from framework.core.run_ctx import RunCtx
+from framework.core.run_findings import FINDINGS_EXIT_STATUS, RunFindings
+from framework.core.run_summary import how_it_ended, summary_block
 from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
 from framework.errors import CheckpointError, ConfigError, FrameworkError, TrainingInterrupted
+from framework.findings import Finding
 from framework.rng import get_rng_state, seed_everything, set_rng_state
 from framework.util import command_line
 
@@ -56,7 +59,7 @@ class Engine:
             learning_rate=config.float("learning_rate"),
             precision=precision_from_config(config, device),
         )
-        warn_if_emulated(self.state.precision)
+        self.findings = RunFindings(config, self.state, writes_files=distributed is None or distributed.rank == 0)
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
         self._lock: Lock | None = None  # held while this process writes checkpoints of the model prefix
         self._plugin_states: tuple[str, dict[str, Any]] | None = None  # (checkpoint, states) to give the plugins
@@ -68,13 +71,69 @@ class Engine:
         if runner is None:
             raise ConfigError(f"task={task!r} is none of train, eval and forward.")
         self.state.task = task
-        with self.running():
-            result = runner()
-        if task == "forward":  # the run's last line, after CLOSE
-            path, collector = result
-            log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")
-            return path
-        return result
+        self.findings.start()
+        started = time.monotonic()
+        try:
+            warn_if_emulated(self.state.precision)
+            with self.running():
+                result = runner()
+            if task == "forward":  # after CLOSE
+                path, collector = result
+                log.v3(
+                    f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}"
+                )
+                return path
+            return result
+        finally:
+            self._summarize(sys.exc_info()[1], time.monotonic() - started)
+
+    def exit_status(self) -> int:
+        """After a run that did its work: 0, or FINDINGS_EXIT_STATUS when it reported a finding at
+        ``findings_fail_level`` or above."""
+        return FINDINGS_EXIT_STATUS if self.findings.failing() else 0
+
+    def _summarize(self, ending: BaseException | None, seconds: float) -> None:
+        """The run's last log lines: the summary block (after the last checkpoint line, however the run ended)."""
+        self.findings.stop()
+        state, config = self.state, self.config
+        files: dict[str, str] = {}
+        prefix = config.get("model")
+        if prefix and self._writes_checkpoints():
+            found = self.features.list_checkpoints(prefix)
+            interrupted = self.features.interrupted_path(prefix)
+            newest = [found[max(found)]] if found else []
+            newest += [interrupted] if os.path.exists(interrupted) else []
+            files["checkpoints"] = ", ".join(newest) + f" ({len(found)} epoch checkpoint(s))" if newest else "none"
+        logs = config.get("log")
+        if logs:
+            files["log"] = ", ".join([logs] if isinstance(logs, str) else logs)
+        if self.findings.path is not None:
+            directory = os.path.dirname(self.findings.path)
+            files["findings file"] = self.findings.path
+            files["report"] = (
+                f"{os.path.join(directory, 'report.html')} (written by: python -m framework report {directory})"
+            )
+        failing = self.findings.failing()
+        fail_note = (
+            f"findings_fail_level = {self.findings.fail_level!r}: {len(failing)} finding(s) at that severity or above, "
+            f"so the exit status is {FINDINGS_EXIT_STATUS}"
+            if failing and ending is None
+            else ""
+        )
+        log.v3(
+            summary_block(
+                task=state.task,
+                ended=how_it_ended(state.outcome, ending),
+                epoch=state.epoch,
+                num_epochs=config.int("num_epochs") if state.task == "train" else None,
+                global_step=state.global_step,
+                seconds=seconds,
+                scores=state.lr_control.scores if state.task == "train" else {state.epoch: state.eval_scores},
+                found=self.findings.found,
+                files=files,
+                fail_note=fail_note,
+            )
+        )
 
     @contextlib.contextmanager
     def running(self) -> Iterator[RunState]:
@@ -111,7 +170,14 @@ class Engine:
         self._apply_changes()  # what plugins let go of at CLOSE (e.g. their summary sink) leaves the state too
         propagating = sys.exc_info()[1]  # the run's own error or interruption, on its way out
         for exc in raised[0 if propagating is not None else 1 :]:
-            log.v2(f"ERROR while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}")
+            findings.report(
+                Finding(
+                    "error",
+                    "run close",
+                    f"a callback raised while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}",
+                    evidence={"outcome": state.outcome},
+                )
+            )
         if raised and propagating is None:
             raise raised[0]
 
@@ -147,7 +213,8 @@ class Engine:
                 log.v3(f"Epoch {epoch} evaluation: {format_dataset_scores(eval_scores)}")
             state.lr_control.record(epoch, {"train": train_scores, **eval_scores})
             self.callbacks.emit(Event.EPOCH_END, state)
-            self._save_checkpoint()
+            if self._checkpoint_due(num_epochs):
+                self._save_checkpoint()
 
     def init_train(self) -> bool:
         """Datasets, model, optimizer and plugins, fresh or resumed, then STARTUP; False if training is done."""
@@ -375,7 +442,7 @@ class Engine:
         dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device)
         self.load_for_inference()
         path = self.features.output_path(self.config, state.epoch)
-        collector = self.features.output_collector(self.config)
+        collector = self.features.output_collector(self.config, dataset, state.model)
         self._start_plugins()
         state.model.eval()
         plan = loader.plan(1)
@@ -429,6 +496,8 @@ class Engine:
             imported = self.config.get("import_model_train_epoch1")
             self.features.load_model_state(state.model, self.features.load_checkpoint(imported)["model"], imported)
             log.v3(f"Training starts from the parameters of {imported} (import_model_train_epoch1).")
+        if saved is None:
+            self.features.preload_from_files(self.config, state.model, training=True)
         if saved is not None:
             self._restore(saved, path)
             log.v3(f"Resuming from {path}: epoch {state.epoch}, global step {state.global_step}.")
@@ -497,6 +566,7 @@ class Engine:
         seed_everything(self.config.int("random_seed"))
         self.build_model(epoch=epoch, step=saved["global_step"])
         self.features.load_model_state(self.state.model, saved["model"], found[epoch])
+        self.features.preload_from_files(self.config, self.state.model, training=False)
         self.state.epoch, self.state.global_step = saved["epoch"], saved["global_step"]
         log.v4(f"Loaded {found[epoch]}")
 
@@ -530,6 +600,12 @@ class Engine:
         """On a rank that writes no checkpoint: take part in gathering rank 0's (a collective under FSDP)."""
         if self.state.distributed is not None and self.state.distributed.fsdp is not None:
             self.features.full_state_dicts(self.state.model, self.state.optimizer)
+
+    def _checkpoint_due(self, num_epochs: int) -> bool:
+        """Whether this epoch writes its checkpoint: every ``save_interval`` epochs, the last epoch, and an epoch after
+        which the training ends (RETURNN's rule, plus the end a plugin asks for)."""
+        epoch, interval = self.state.epoch, self.config.int("save_interval")
+        return epoch % interval == 0 or epoch == num_epochs or self.state.control.end_reason is not None
 
     def _save_checkpoint(self) -> None:
         """Write the epoch's checkpoint (rank 0 only) and drop the interrupted one it supersedes."""

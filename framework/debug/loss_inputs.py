@@ -49,9 +49,10 @@ from framework.core.measurements import (
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
-from framework.debug.sanity import ModelCheckError, report_findings
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection import data_checks
-from framework.inspection.data_checks import Finding
 from framework.inspection.loss_contracts import CONTRACTS, KINDS, ignored_real_labels, scores_kind
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.probe import real_frames
@@ -203,6 +204,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{func.__name__} at {format_frame(user_frame())} expects {KINDS[contract.scores]} as its input "
                 f"(normalised over the last axis), but gets {KINDS[kind]}; {consequence}. Pass "
                 f"log_softmax(logits, dim=-1).",
@@ -241,6 +243,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{func.__name__} at {format_frame(user_frame())} compares a prediction of shape {p} with a target of "
                 f"shape {t}; they broadcast to {b}, so every prediction is compared with every target and the loss "
                 f"is wrong without an error. Give both the same shape (e.g. prediction.squeeze(-1), or "
@@ -265,6 +268,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{func.__name__} at {format_frame(user_frame())} regresses on the class ids of the sparse key {key!r} "
                 f"({n} classes) as if they were numbers: its target holds the batch's {key!r} labels. Class ids have "
                 f"no order or distance (a prediction of 2.5 between classes 2 and 3 means nothing), so the loss pulls "
@@ -313,6 +317,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{loss} at {where} expects logits, but its input is the output of {made}; {loss} applies "
                 f"{applies} itself, so {consequence}. Feed the scores from before the {kind} (apply {kind} only for "
                 f"predictions), or use {instead}.",
@@ -335,6 +340,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"nll_loss at {where} expects log-probabilities, but gets {what}. nll_loss only picks the target's "
                 f"entry and does not normalize, so the loss is unbounded or meaningless. Use cross_entropy on the "
                 f"logits, or nll_loss(log_softmax(logits)).",
@@ -406,6 +412,7 @@ def _dropped_classes(state: RunState, ignored: dict[str, tuple[int, str, str]]) 
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{loss} at {where} ignores the label {index} (ignore_index={index}), but {index} is a class of "
                 f"{key!r}: {count} of the {total} real (unpadded) {key!r} labels ({what}) are {index}. The loss never "
                 f"sees that class, so the model never learns to predict it (its loss still falls). If {index} was "
@@ -452,7 +459,7 @@ class LossInputsCheck(SharedRunCheck):
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
         watch.findings += _dropped_classes(state, watch.ignored)
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
-        state.store.put(CONTRACT_BREACHES, [f.text for f in watch.findings if f.level == "warning"], by=self)
+        state.store.put(CONTRACT_BREACHES, [f.message for f in watch.findings if f.severity == "warning"], by=self)
         state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)
         state.store.put(IGNORED_LABELS, {key: index for key, (index, _, _) in watch.ignored.items()}, by=self)
         state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses), by=self)

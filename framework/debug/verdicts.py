@@ -231,8 +231,8 @@ class RepeatedBatches:
     def __init__(self, loader: Any, num_batches: int, steps: int):
         self.loader = loader
         self.dataset = loader.dataset
-        order = np.arange(self.dataset.num_seqs)  # dataset order: no shuffling
-        self.batches = make_batches(order, self.dataset.seq_lengths(), loader.batch_size, loader.max_seqs)[:num_batches]
+        order = loader.within_length_limits(np.arange(self.dataset.num_seqs))  # dataset order: no shuffling
+        self.batches = make_batches(order, loader.batch_lengths(), loader.batch_size, loader.max_seqs)[:num_batches]
         self.steps = steps
 
     def plan(self, epoch: int) -> list[np.ndarray]:
@@ -437,7 +437,7 @@ def _unknown_floor(floor: float, state: RunState, run_ctx_losses: dict[str, Any]
 
 def _findings_hint(state: RunState) -> str:
     """The findings that can stop learning (warnings and errors, not notes), as likely causes."""
-    causes = [f.text for f in state.control.findings if f.level != "note"]
+    causes = [f.message for f in state.control.findings if f.severity != "note"]
     return " Likely causes, found by the checks: " + " ".join(causes) if causes else ""
 
 
