@@ -22,11 +22,13 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import IGNORED_LABELS
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession, padding_mask
 from framework.inspection.tensors import named_tensors
 from framework.options import register
@@ -125,7 +127,7 @@ class PaddingProbe(Plugin):
     first_step_check = ("debug_padding_check",)
 
     order = Order.CHECK
-    needs = (PROBE_SESSION,)
+    needs = (PROBE_SESSION, IGNORED_LABELS)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> PaddingProbe | None:
@@ -135,6 +137,10 @@ class PaddingProbe(Plugin):
     def probe(self, state: RunState) -> None:
         session = state.store.get(PROBE_SESSION)
         masks = {k: m for k in state.extern_data if (m := padding_mask(state.batch, k)) is not None}
+        # Labels padded with the ignore_index of the loss over them are excluded from it already: changing their
+        # padding would only break that exclusion (and an ignore_index that is also a class is named as such).
+        ignored = state.store.get(IGNORED_LABELS) or {}
+        masks = {k: m for k, m in masks.items() if not (k in ignored and bool((state.batch[k][m] == ignored[k]).all()))}
         if not masks or session is None:
             return
         try:
@@ -177,6 +183,7 @@ class PaddingProbe(Plugin):
             findings.append(
                 Finding(
                     "warning",
+                    "sanity check",
                     f"the loss covers padding: changing only the padded frames of {keys} (beyond the :seq_len "
                     f"lengths) changes the loss ({changes}) while the model's outputs on the real frames stay the "
                     f"same. The padded frames count as data (and dilute the mean). Mask them: e.g. mask = "
@@ -190,6 +197,7 @@ class PaddingProbe(Plugin):
             findings.append(
                 Finding(
                     "note",
+                    "sanity check",
                     f"the model's outputs on real frames depend on the padded frames of {key!r} (the loss moved: "
                     f"{change}): a convolution over the zero padding does this and is usually fine; an RNN run over "
                     f"the padding without pack_padded_sequence, or a mean over time without a mask, is a bug.",
@@ -199,6 +207,7 @@ class PaddingProbe(Plugin):
             findings.append(
                 Finding(
                     "note",
+                    "sanity check",
                     f"padding check undecided for {key!r}: changing only its padded frames moves the loss ({change}), "
                     f"but the model returns no per-frame or per-sequence output (only a loss), so the check cannot "
                     f"tell a loss that covers padding from a model that reads it. Return the logits too to let it "
