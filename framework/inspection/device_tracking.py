@@ -19,7 +19,8 @@ The first call that mixes the two is the finding, with the line that made the fi
 the line that mixes it; on a GPU that call fails with "Expected all tensors to be on the same
 device". Scalars (0-dim tensors) mix with any device, as in torch; so do the calls that take
 tensors of other devices on purpose (indices of ``x[idx]``, ``copy_``, ``.to``, the lengths of
-``pack_padded_sequence``). Tensors of unknown origin (``torch.from_numpy``, a custom autograd
+``pack_padded_sequence``), and the arguments that torch accepts on the CPU (``ctc_loss``'s targets
+and lengths). Tensors of unknown origin (``torch.from_numpy``, a custom autograd
 function's aliases) count as neither: the tracker never guesses. It never changes what the
 user's code computes (``.cpu()`` of a CPU tensor gives an alias instead of the same object, so
 that the two can be told apart) and never raises: a failure of its own stops the tracking.
@@ -53,6 +54,11 @@ _TAKES_OTHER_DEVICES = _TO_ACCELERATOR | {
     "set_",
     "_pack_padded_sequence",
     "pack_padded_sequence",
+}
+# Arguments that torch accepts on the CPU beside tensors on an accelerator (by position and by name): ctc_loss
+# moves its lengths to the CPU itself and its targets where it needs them (cuDNN's kernel wants them all there).
+_MAY_STAY_ON_CPU = {
+    "ctc_loss": ((1, 2, 3), ("targets", "input_lengths", "target_lengths")),
 }
 # Reflected and in-place operators, and the operators whose aten op has another name.
 _OPERATOR_NAMES = {
@@ -88,6 +94,15 @@ def _moves_to_accelerator(name: str) -> bool:
     """Whether tensor method ``name`` moves a tensor to an accelerator (``.cuda()``, ``.xpu()``, a renamed
     PrivateUse1 backend's method, registered after this module was imported)."""
     return name in _TO_ACCELERATOR or name == torch._C._get_privateuse1_backend_name()
+
+
+def _on_accelerator(name: str, args: tuple, kwargs: dict, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``inputs`` less the arguments that ``name`` accepts on the CPU (``_MAY_STAY_ON_CPU``)."""
+    if name not in _MAY_STAY_ON_CPU:
+        return inputs
+    positions, names = _MAY_STAY_ON_CPU[name]
+    exempt = [args[i] for i in positions if i < len(args)] + [kwargs[k] for k in names if k in kwargs]
+    return [t for t in inputs if not any(t is e for e in exempt)]
 
 
 def _tensors_in(value: Any, found: list[torch.Tensor], depth: int = 0) -> list[torch.Tensor]:
@@ -202,7 +217,11 @@ class DeviceTracker(TorchFunctionMode):
             inputs = _tensors_in(args, [])
             if kwargs:
                 _tensors_in(kwargs, inputs)
-            mix = self._mix(func, name, args, inputs) if self.finding is None else None
+            mix = (
+                self._mix(func, name, args, _on_accelerator(name, args, kwargs, inputs))
+                if self.finding is None
+                else None
+            )
         except Exception as exc:  # never break the user's run
             self._stop(exc)
             return func(*args, **kwargs)

@@ -65,35 +65,96 @@ def probing() -> bool:
 
 
 class _OtherThreadsOnly(logging.Filter):
-    """Drops the log records of one thread (the probe's), except the framework's own."""
+    """Holds back the log records of one thread (the probe's), except the framework's own: ``held`` keeps each
+    with the handler it was meant for."""
 
-    def __init__(self) -> None:
+    def __init__(self, handler: logging.Handler, held: list[tuple[logging.Handler, logging.LogRecord]]):
         super().__init__()
         self._thread = threading.get_ident()
+        self._handler = handler
+        self._held = held
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread != self._thread or record.name.startswith("framework")
+        if record.thread != self._thread or record.name.startswith("framework"):
+            return True
+        self._held.append((self._handler, record))
+        return False
 
 
 @contextlib.contextmanager
-def _logging_silenced() -> Iterator[None]:
-    """Within the block, what the user's code and its libraries log from this thread is dropped."""
+def _logging_held(replay: bool) -> Iterator[None]:
+    """Within the block, what the user's code and its libraries log from this thread is held back; afterwards
+    it is handled as it would have been (``replay``) or dropped."""
     handlers = set(logging.root.handlers)
     for logger in list(logging.Logger.manager.loggerDict.values()):
         handlers.update(getattr(logger, "handlers", ()))
-    silence = _OtherThreadsOnly()
-    for handler in handlers:
-        handler.addFilter(silence)
+    held: list[tuple[logging.Handler, logging.LogRecord]] = []
+    filters = {handler: _OtherThreadsOnly(handler, held) for handler in handlers}
+    for handler, hold in filters.items():
+        handler.addFilter(hold)
     try:
         yield
     finally:
-        for handler in handlers:
-            handler.removeFilter(silence)
+        for handler, hold in filters.items():
+            handler.removeFilter(hold)
+        for handler, record in held if replay else ():
+            handler.handle(record)
 
 
 @contextlib.contextmanager
-def unseen() -> Iterator[None]:
-    """Within the block, output, log records and warnings of the user's code are swallowed and RNG states kept."""
+def _warnings_held(replay: bool) -> Iterator[None]:
+    """Within the block, the warnings this thread shows are held back; afterwards they are shown as they would
+    have been (``replay``), or dropped and forgotten: Python shows a warning once per place, and a dropped
+    one must not keep the real run from showing it.
+
+    The warning filters stay as they are (changing them would make Python forget which warnings it showed,
+    so that the real step shows them again); only what showing does is replaced.
+    """
+    thread = threading.get_ident()
+    show = warnings.showwarning
+    held: list[tuple[tuple, dict | None]] = []
+
+    def hold(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        if threading.get_ident() != thread:
+            show(message, category, filename, lineno, file, line)
+            return
+        held.append(((message, category, filename, lineno, file, line), _registry(filename, lineno)))
+
+    warnings.showwarning = hold
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
+        for (message, category, filename, lineno, file, line), registry in held:
+            if replay:
+                show(message, category, filename, lineno, file, line)
+                continue
+            text = str(message)
+            for key in ((text, category, lineno), (text, category, 0)):
+                (registry or {}).pop(key, None)
+            warnings.onceregistry.pop((text, category), None)
+
+
+def _registry(filename: str, lineno: int) -> dict | None:
+    """The ``__warningregistry__`` in which Python noted a warning it is showing now, from the stack: that of
+    the frame at the warning's place."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == filename and frame.f_lineno == lineno:
+            return frame.f_globals.get("__warningregistry__")
+        frame = frame.f_back
+    return None
+
+
+@contextlib.contextmanager
+def unseen(replay: bool = False) -> Iterator[None]:
+    """Within the block, the user's output, log records and warnings are held back and RNG states kept.
+
+    With ``replay`` (a run that the real step repeats unchanged), the log records and warnings are
+    shown afterwards, as a plain run shows them: a library that warns once (``warning_once``, torch's
+    ``TORCH_WARN_ONCE``) would not warn again in the real step. Without it they are dropped. Printed
+    output is dropped either way (the real step prints it again).
+    """
     global _probing
     rng = get_rng_state()
     previous, _probing = _probing, True
@@ -101,10 +162,9 @@ def unseen() -> Iterator[None]:
         with (
             contextlib.redirect_stdout(_ThisThreadSilenced(sys.stdout)),
             contextlib.redirect_stderr(_ThisThreadSilenced(sys.stderr)),
-            _logging_silenced(),
-            warnings.catch_warnings(),
+            _logging_held(replay),
+            _warnings_held(replay),
         ):
-            warnings.simplefilter("ignore")
             yield
     finally:
         _probing = previous
@@ -170,10 +230,11 @@ class ProbeSession:
         self._watch_failed: Exception | None = None  # the shared run failed only while observed
 
     @contextlib.contextmanager
-    def isolated(self, check: str, train: bool = False) -> Iterator[torch.nn.Module]:
+    def isolated(self, check: str, train: bool = False, replay: bool = False) -> Iterator[torch.nn.Module]:
         """A fresh copy of the model (eval mode, or training mode with ``train``); within the block the user's
-        output, logging and warnings are swallowed, afterwards the random generators and the parameters'
-        gradients are as they were. A model that cannot be copied raises ``ProbeLimit``."""
+        output, logging and warnings are held back (and shown afterwards with ``replay``: see ``unseen``),
+        afterwards the random generators and the parameters' gradients are as they were. A model that cannot
+        be copied raises ``ProbeLimit``."""
         if self._uncopyable is not None:
             raise self._uncopyable
         if any(is_sharded(p) for p in self.state.model.parameters()):
@@ -197,7 +258,7 @@ class ProbeSession:
         # eval-mode copy would fail where the user's training runs (on a GPU), so that copy uses torch's own.
         rnn_kernels = contextlib.nullcontext() if train else torch.backends.cudnn.flags(enabled=False)
         try:
-            with unseen(), rnn_kernels:
+            with unseen(replay), rnn_kernels:
                 yield model
         finally:
             for p, grad in grads:
@@ -262,7 +323,7 @@ class ProbeSession:
             raise self._limit(ProbeLimit(check, exc)) from exc
 
     def _run_unchanged(self, check: str, observe: tuple[Observer, ...]) -> RunCtx:
-        with self.isolated(check, train=True) as model:
+        with self.isolated(check, train=True, replay=True) as model:
             try:
                 with contextlib.ExitStack() as stack:
                     for factory in observe:
