@@ -60,7 +60,7 @@ CORPUS = {
     "imbalanced: inverse-frequency class weights": (["healthy_class_weights.py"], {}),
     "multi-label: BCEWithLogitsLoss with pos_weight": (["healthy_multilabel.py"], {}),
     "domain adaptation: DANN, domain label differs between train and dev": (["healthy_domain_adaptation.py"], {}),
-    "slow starter: Transformer with a 400-step linear warmup": (["healthy_warmup.py"], {}),
+    "slow starter: Transformer with an 800-step linear warmup": (["healthy_warmup.py"], {}),
     "slow starter: long-range recall with an LSTM": (["healthy_recall.py"], {}),
     "torch tutorial: nn.TransformerEncoder, causal and padding masks": (["lib_transformer.py"], {"num_epochs": 2}),
     "torch tutorial: seq2seq GRU with attention, teacher forcing, NLLLoss": (["healthy_seq2seq_gru.py"], {}),

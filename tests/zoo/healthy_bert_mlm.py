@@ -22,7 +22,11 @@ learning_rate = 3e-3
 
 def get_model(**_kwargs):
     config = transformers.BertConfig(
-        vocab_size=32, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        vocab_size=32,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
         max_position_embeddings=16,
     )
     return transformers.BertForMaskedLM(config)

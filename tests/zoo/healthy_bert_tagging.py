@@ -10,8 +10,16 @@ transformers.logging.set_verbosity_error()
 _rng = np.random.default_rng(0)
 _seqs = [_rng.integers(1, 31, size=_rng.integers(4, 13)) for _ in range(1000)]
 _tags = [(s % 3) * 2 + np.concatenate([[0], (s[1:] % 3 == s[:-1] % 3)]).astype(np.int64) for s in _seqs]
-train = {"class": "NumpyDataset", "arrays": {"data": _seqs[:800], "classes": _tags[:800]}, "sparse_dims": {"data": 32, "classes": 6}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _seqs[800:], "classes": _tags[800:]}, "sparse_dims": {"data": 32, "classes": 6}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _seqs[:800], "classes": _tags[:800]},
+    "sparse_dims": {"data": 32, "classes": 6},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _seqs[800:], "classes": _tags[800:]},
+    "sparse_dims": {"data": 32, "classes": 6},
+}
 extern_data = {
     "data": {"shape": (None,), "dtype": "int64", "sparse_dim": 32},
     "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": 6},
@@ -25,8 +33,13 @@ learning_rate = 3e-3
 
 def get_model(**_kwargs):
     config = transformers.BertConfig(
-        vocab_size=32, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=16, num_labels=6,
+        vocab_size=32,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        num_labels=6,
     )
     return transformers.BertForTokenClassification(config)
 

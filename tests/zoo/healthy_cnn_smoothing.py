@@ -2,7 +2,6 @@
 # Nesterov, label smoothing 0.1 and a cosine schedule per step, as the CIFAR training scripts write it.
 import math
 
-import torch
 from torch import nn
 
 batch_size = 16
@@ -16,9 +15,17 @@ def dynamic_learning_rate(*, global_train_step, learning_rate, **_kwargs):
 
 def get_model(**_kwargs):
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Dropout(0.3), nn.Linear(16 * 8 * 8, 4),
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Dropout(0.3),
+        nn.Linear(16 * 8 * 8, 4),
     )
 
 

@@ -3,7 +3,6 @@
 # the CPU; ctc_loss accepts them there). Frames: noisy one-hot symbols, each repeated 2-4 frames; label: the
 # symbols once.
 import numpy as np
-import torch
 from torch import nn
 
 _rng = np.random.default_rng(0)
@@ -13,8 +12,16 @@ for _l in _labels:
     _frames = np.repeat(_l, _rng.integers(2, 5, size=len(_l)))
     _x = np.eye(6, dtype=np.float32)[_frames] + 0.3 * _rng.normal(size=(len(_frames), 6)).astype(np.float32)
     _feats.append(_x)
-train = {"class": "NumpyDataset", "arrays": {"data": _feats[:600], "classes": _labels[:600]}, "sparse_dims": {"classes": 6}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _feats[600:], "classes": _labels[600:]}, "sparse_dims": {"classes": 6}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _feats[:600], "classes": _labels[:600]},
+    "sparse_dims": {"classes": 6},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _feats[600:], "classes": _labels[600:]},
+    "sparse_dims": {"classes": 6},
+}
 extern_data = {
     "data": {"shape": (None, 6), "dtype": "float32"},
     "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": 6},

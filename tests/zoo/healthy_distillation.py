@@ -30,9 +30,13 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     with torch.no_grad():
         teacher_logits = model.teacher(x)
     logits = model.student(x)
-    soft = nn.functional.kl_div(
-        nn.functional.log_softmax(logits / T, dim=-1), nn.functional.softmax(teacher_logits / T, dim=-1),
-        reduction="batchmean",
-    ) * T**2
+    soft = (
+        nn.functional.kl_div(
+            nn.functional.log_softmax(logits / T, dim=-1),
+            nn.functional.softmax(teacher_logits / T, dim=-1),
+            reduction="batchmean",
+        )
+        * T**2
+    )
     run_ctx.mark_as_loss(name="kd", loss=soft, scale=0.5)
     run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, targets), scale=0.5)

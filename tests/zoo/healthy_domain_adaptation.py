@@ -21,8 +21,16 @@ _xt, _yt, _dt = _make(1200, 1)
 _train_x = np.concatenate([_xs, _xt[:800]])
 _train_y = np.concatenate([_ys, _yt[:800]])
 _train_d = np.concatenate([_ds, _dt[:800]])
-train = {"class": "NumpyDataset", "arrays": {"data": _train_x, "classes": _train_y, "domain": _train_d}, "sparse_dims": {"classes": 3, "domain": 2}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _xt[800:], "classes": _yt[800:], "domain": _dt[800:]}, "sparse_dims": {"classes": 3, "domain": 2}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _train_x, "classes": _train_y, "domain": _train_d},
+    "sparse_dims": {"classes": 3, "domain": 2},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _xt[800:], "classes": _yt[800:], "domain": _dt[800:]},
+    "sparse_dims": {"classes": 3, "domain": 2},
+}
 extern_data = {
     "data": {"shape": (8,)},
     "classes": {"shape": (), "dtype": "int64", "sparse_dim": 3},

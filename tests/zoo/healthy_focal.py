@@ -19,6 +19,7 @@ def sigmoid_focal_loss(inputs, targets, alpha=0.25, gamma=2.0, reduction="none")
         loss = alpha_t * loss
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
+
 _rng = np.random.default_rng(0)
 _x = _rng.normal(size=(4000, 12)).astype(np.float32)
 _y = ((_x[:, 0] + 0.5 * _x[:, 1]) > 2.0).astype(np.int64)

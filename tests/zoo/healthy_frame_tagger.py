@@ -12,7 +12,11 @@ for _ in range(800):
     _on = (np.convolve(_rng.random(_n) < 0.3, np.ones(5), "same") > 1).astype(np.int64)
     _feats.append((_rng.normal(size=(_n, 4)) + 1.5 * _on[:, None] * np.array([1.0, 0.5, 0, 0])).astype(np.float32))
     _tags.append(_on)
-train = {"class": "NumpyDataset", "arrays": {"data": _feats[:640], "classes": _tags[:640]}, "sparse_dims": {"classes": 2}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _feats[:640], "classes": _tags[:640]},
+    "sparse_dims": {"classes": 2},
+}
 dev = {"class": "NumpyDataset", "arrays": {"data": _feats[640:], "classes": _tags[640:]}, "sparse_dims": {"classes": 2}}
 extern_data = {"data": {"shape": (None, 4)}, "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": 2}}
 batch_size = 400

@@ -10,8 +10,16 @@ _seqs = [_rng.integers(4, 16, size=_rng.integers(5, 12)) for _ in range(1000)]
 for _s in _seqs[::2]:
     _s[_rng.integers(0, 4)] = 3
 _labels = np.array([int((s[:4] == 3).any()) for s in _seqs])
-train = {"class": "NumpyDataset", "arrays": {"data": _seqs[:800], "classes": _labels[:800]}, "sparse_dims": {"data": 16, "classes": 2}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _seqs[800:], "classes": _labels[800:]}, "sparse_dims": {"data": 16, "classes": 2}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _seqs[:800], "classes": _labels[:800]},
+    "sparse_dims": {"data": 16, "classes": 2},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _seqs[800:], "classes": _labels[800:]},
+    "sparse_dims": {"data": 16, "classes": 2},
+}
 extern_data = {
     "data": {"shape": (None,), "dtype": "int64", "sparse_dim": 16},
     "classes": {"shape": (), "dtype": "int64", "sparse_dim": 2},

@@ -10,7 +10,9 @@ class SwitchFFN(nn.Module):
     def __init__(self, dim=32, experts=4):
         super().__init__()
         self.router = nn.Linear(dim, experts)
-        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(dim, 64), nn.ReLU(), nn.Linear(64, dim)) for _ in range(experts))
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(dim, 64), nn.ReLU(), nn.Linear(64, dim)) for _ in range(experts)
+        )
         self.aux_loss = None
 
     def forward(self, x):

@@ -3,15 +3,22 @@
 # enforce_sorted=False, and the GRU's last hidden state. Label: whether the sequence holds more 1-tokens than
 # 2-tokens.
 import numpy as np
-import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 _rng = np.random.default_rng(0)
 _seqs = [_rng.integers(1, 8, size=_rng.integers(3, 20)) for _ in range(1000)]
 _labels = np.array([int((s == 1).sum() > (s == 2).sum()) for s in _seqs])
-train = {"class": "NumpyDataset", "arrays": {"data": _seqs[:800], "classes": _labels[:800]}, "sparse_dims": {"data": 8, "classes": 2}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _seqs[800:], "classes": _labels[800:]}, "sparse_dims": {"data": 8, "classes": 2}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _seqs[:800], "classes": _labels[:800]},
+    "sparse_dims": {"data": 8, "classes": 2},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _seqs[800:], "classes": _labels[800:]},
+    "sparse_dims": {"data": 8, "classes": 2},
+}
 extern_data = {
     "data": {"shape": (None,), "dtype": "int64", "sparse_dim": 8},
     "classes": {"shape": (), "dtype": "int64", "sparse_dim": 2},

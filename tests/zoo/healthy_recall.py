@@ -8,8 +8,16 @@ _rng = np.random.default_rng(0)
 _y = _rng.integers(0, 4, size=5600)
 _x = _rng.integers(5, 13, size=(5600, 10))
 _x[:, 0] = _y + 1
-train = {"class": "NumpyDataset", "arrays": {"data": _x[:4800], "classes": _y[:4800]}, "sparse_dims": {"data": 13, "classes": 4}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _x[4800:], "classes": _y[4800:]}, "sparse_dims": {"data": 13, "classes": 4}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _x[:4800], "classes": _y[:4800]},
+    "sparse_dims": {"data": 13, "classes": 4},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _x[4800:], "classes": _y[4800:]},
+    "sparse_dims": {"data": 13, "classes": 4},
+}
 extern_data = {
     "data": {"shape": (10,), "dtype": "int64", "sparse_dim": 13},
     "classes": {"shape": (), "dtype": "int64", "sparse_dim": 4},

@@ -9,8 +9,16 @@ SOS = 1
 _rng = np.random.default_rng(0)
 _src = [_rng.integers(2, 12, size=_rng.integers(3, 8)) for _ in range(1200)]
 _tgt = [np.sort(s) for s in _src]
-train = {"class": "NumpyDataset", "arrays": {"data": _src[:1000], "classes": _tgt[:1000]}, "sparse_dims": {"data": 12, "classes": 12}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _src[1000:], "classes": _tgt[1000:]}, "sparse_dims": {"data": 12, "classes": 12}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _src[:1000], "classes": _tgt[:1000]},
+    "sparse_dims": {"data": 12, "classes": 12},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _src[1000:], "classes": _tgt[1000:]},
+    "sparse_dims": {"data": 12, "classes": 12},
+}
 extern_data = {
     "data": {"shape": (None,), "dtype": "int64", "sparse_dim": 12},
     "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": 12},
@@ -52,7 +60,9 @@ def get_model(**_kwargs):
 def train_step(*, model, extern_data, run_ctx, **_kwargs):
     src, tgt = extern_data["data"], extern_data["classes"]
     src_real = torch.arange(src.shape[1], device=src.device)[None] < extern_data["data:seq_len"].to(src.device)[:, None]
-    tgt_real = torch.arange(tgt.shape[1], device=tgt.device)[None] < extern_data["classes:seq_len"].to(tgt.device)[:, None]
+    tgt_real = (
+        torch.arange(tgt.shape[1], device=tgt.device)[None] < extern_data["classes:seq_len"].to(tgt.device)[:, None]
+    )
     tgt_in = torch.cat([torch.full_like(tgt[:, :1], SOS), tgt[:, :-1]], dim=1)  # teacher forcing
     log_probs = model(src, src_real, tgt_in)
     run_ctx.mark_as_loss(name="nll", loss=nn.functional.nll_loss(log_probs[tgt_real], tgt[tgt_real]))

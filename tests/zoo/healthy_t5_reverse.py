@@ -9,8 +9,16 @@ transformers.logging.set_verbosity_error()
 _rng = np.random.default_rng(0)
 _src = [_rng.integers(2, 32, size=_rng.integers(3, 9)) for _ in range(1000)]
 _tgt = [s[::-1].copy() for s in _src]
-train = {"class": "NumpyDataset", "arrays": {"data": _src[:800], "classes": _tgt[:800]}, "sparse_dims": {"data": 32, "classes": 32}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _src[800:], "classes": _tgt[800:]}, "sparse_dims": {"data": 32, "classes": 32}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _src[:800], "classes": _tgt[:800]},
+    "sparse_dims": {"data": 32, "classes": 32},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _src[800:], "classes": _tgt[800:]},
+    "sparse_dims": {"data": 32, "classes": 32},
+}
 extern_data = {
     "data": {"shape": (None,), "dtype": "int64", "sparse_dim": 32},
     "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": 32},
@@ -24,7 +32,13 @@ learning_rate = 3e-3
 
 def get_model(**_kwargs):
     config = transformers.T5Config(
-        vocab_size=32, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2, decoder_start_token_id=0,
+        vocab_size=32,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=1,
+        num_heads=2,
+        decoder_start_token_id=0,
         pad_token_id=0,
     )
     return transformers.T5ForConditionalGeneration(config)

@@ -11,8 +11,16 @@ _tokens = _rng.integers(6, 32, size=(4000, 12))
 _with = np.flatnonzero(_rng.random(4000) < 0.5)
 _tokens[_with, _rng.integers(1, 12, size=len(_with))] = 5
 _labels = (_tokens == 5).any(axis=1).astype(np.int64)
-train = {"class": "NumpyDataset", "arrays": {"data": _tokens[:3200], "classes": _labels[:3200]}, "sparse_dims": {"data": 32, "classes": 2}}
-dev = {"class": "NumpyDataset", "arrays": {"data": _tokens[3200:], "classes": _labels[3200:]}, "sparse_dims": {"data": 32, "classes": 2}}
+train = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _tokens[:3200], "classes": _labels[:3200]},
+    "sparse_dims": {"data": 32, "classes": 2},
+}
+dev = {
+    "class": "NumpyDataset",
+    "arrays": {"data": _tokens[3200:], "classes": _labels[3200:]},
+    "sparse_dims": {"data": 32, "classes": 2},
+}
 extern_data = {
     "data": {"shape": (12,), "dtype": "int64", "sparse_dim": 32},
     "classes": {"shape": (), "dtype": "int64", "sparse_dim": 2},
