@@ -1,5 +1,5 @@
 # Healthy corpus: a slow starter: a small Transformer encoder (pre-norm, as the attention tutorials write it)
-# with a linear warmup over 800 steps (BERT's schedule, per step through dynamic_learning_rate). For most of the
+# with a linear warmup over 3000 steps (BERT's schedule, per step through dynamic_learning_rate). For most of the
 # first epoch the rate is tiny and the loss sits near its chance level; it learns in the second. Label: whether
 # token 5 occurs.
 import numpy as np
@@ -7,18 +7,18 @@ import torch
 from torch import nn
 
 _rng = np.random.default_rng(0)
-_tokens = _rng.integers(6, 32, size=(4000, 12))
-_with = np.flatnonzero(_rng.random(4000) < 0.5)
+_tokens = _rng.integers(6, 32, size=(7200, 12))
+_with = np.flatnonzero(_rng.random(7200) < 0.5)
 _tokens[_with, _rng.integers(1, 12, size=len(_with))] = 5
 _labels = (_tokens == 5).any(axis=1).astype(np.int64)
 train = {
     "class": "NumpyDataset",
-    "arrays": {"data": _tokens[:3200], "classes": _labels[:3200]},
+    "arrays": {"data": _tokens[:6400], "classes": _labels[:6400]},
     "sparse_dims": {"data": 32, "classes": 2},
 }
 dev = {
     "class": "NumpyDataset",
-    "arrays": {"data": _tokens[3200:], "classes": _labels[3200:]},
+    "arrays": {"data": _tokens[6400:], "classes": _labels[6400:]},
     "sparse_dims": {"data": 32, "classes": 2},
 }
 extern_data = {
@@ -29,7 +29,7 @@ batch_size = 16
 num_epochs = 2
 optimizer = {"class": "adamw", "weight_decay": 0.01}
 learning_rate = 2e-3
-warmup_steps = 800
+warmup_steps = 3000
 
 
 def dynamic_learning_rate(*, global_train_step, learning_rate, **_kwargs):
