@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import os
 import sys
 import threading
 import warnings
@@ -37,6 +38,9 @@ from framework.core.step import run_step
 from framework.inspection.sharded import is_sharded
 
 _probing = False
+# Warnings attributed to the framework's own files come from its observation of a probe run (a torch function
+# mode calling the user's op): not the user's or a library's warnings, never shown.
+_FRAMEWORK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class _ThisThreadSilenced:
@@ -203,7 +207,7 @@ def _warnings_held(held: HeldOutput | None) -> Iterator[None]:
     finally:
         warnings.showwarning = show
         for args, registry in shown:
-            if held is not None:
+            if held is not None and not os.path.abspath(args[2]).startswith(_FRAMEWORK_DIR):
                 held.add([], [args])
                 continue
             text, category, lineno = str(args[0]), args[1], args[3]
