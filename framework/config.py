@@ -10,6 +10,7 @@ read a global at call time see the overridden value.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import os
 import re
@@ -56,6 +57,7 @@ class Config:
         self.overrides: dict[str, Any] = dict(overrides or {})
         self.derived: dict[str, Any] = {}  # set by a plugin's mode (Plugin.prepare), e.g. a verdict run's epochs
         self.files: list[str] = []
+        self.without_effect: dict[str, str] = {}  # RETURNN options set without effect here -> why (startup note)
         self.namespace["config"] = self
 
     @classmethod
@@ -143,9 +145,7 @@ class Config:
 
     def validate(self) -> None:
         """Check every option value's type and flag globals that look like misspelled options."""
-        from framework.core.plugins import import_user_plugins
-
-        import_user_plugins(self)  # their modules register their options
+        import_plugin_modules(self)  # their modules register their options
         problems, culprits = [], set()
         used = None
         for name, value in self.namespace.items():
@@ -157,6 +157,10 @@ class Config:
                 if problem:
                     problems.append(problem + (f" (from ++{name})." if name in self.overrides else "."))
                     culprits.add(name)
+                continue
+            without_effect = returnn_options.without_effect(name, value)
+            if without_effect is not None:
+                self.without_effect[name] = without_effect
                 continue
             used = _names_used_by(self) if used is None else used
             problem = None if name in used else _unknown_name_problem(name, value)
@@ -292,6 +296,18 @@ def _exec_file(path: str, namespace: dict[str, Any]) -> None:
 
 
 _loading: Config | None = None  # the config whose files are executing, for run_output_dir()
+_loaded: Config | None = None  # the config of this process's run, for get_global_config()
+
+
+def get_global_config() -> Config:
+    """The config of the running ``rnn.py`` (RETURNN's ``returnn.config.get_global_config()``), e.g. for a
+    ``dynamic_learning_rate`` function that reads its own settings: ``get_global_config().float("warmup", 1)``."""
+    config = _loaded if _loaded is not None else _loading
+    if config is None:
+        raise ConfigError(
+            "get_global_config() is for code that runs under rnn.py (or load_config); no config is loaded."
+        )
+    return config
 
 
 def run_output_dir() -> str:
@@ -321,7 +337,7 @@ def run_output_dir() -> str:
 
 def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Config:
     """Execute the config files in one namespace, apply overrides, validate."""
-    global _loading
+    global _loading, _loaded
     if not files:
         raise ConfigError("No config file given. Usage: rnn.py config.py [more.py ...] [++key value ...].")
     config = Config(overrides=overrides)
@@ -332,11 +348,10 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
             _exec_file(path, config.namespace)
     finally:
         _loading = None
-    from framework.core.plugins import import_user_plugins
-
-    import_user_plugins(config)  # their options are known before the overrides are checked
+    import_plugin_modules(config)  # their options are known before the overrides are checked
     for key, value in config.overrides.items():
-        if options.get(key) is None and key not in config.namespace:
+        known = options.get(key) is not None or returnn_options.without_effect(key, value) is not None
+        if not known and key not in config.namespace:
             refused = returnn_options.refusal(key)
             if refused is not None:
                 raise ConfigError(f"Override ++{key}: {refused}.")
@@ -348,10 +363,11 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
                 f"Override ++{key}: {key!r} is neither a registered option nor a variable of the config.{hint} "
                 f"See rnn.py --help-options."
             )
-        if options.get(key) is None:
+        if not known:
             _check_override_kind(key, config.namespace[key], value)
         config.namespace[key] = value
     config.validate()
+    _loaded = config
     return config
 
 
@@ -370,3 +386,27 @@ def _check_override_kind(key: str, old: Any, new: Any) -> None:
         f"{kinds[0]}. Override values are Python literals: numbers bare, strings quoted inside the shell's "
         f"quotes, e.g. {fix}."
     )
+
+
+def import_plugin_modules(config: Config) -> list[tuple[str | type, types.ModuleType | None]]:
+    """Import the modules the config's ``plugins`` names (importing one registers its options).
+
+    Returns each entry with its module (None for an entry that is a class); the plugin seam
+    (``framework.core.plugins``) checks what they hold.
+    """
+    found = []
+    for entry in config.get("plugins") or []:  # an override wins over the files, as for any option
+        if isinstance(entry, type):
+            found.append((entry, None))
+            continue
+        if not isinstance(entry, str):
+            raise ConfigError(f"plugins: {entry!r} is neither a module name nor a Plugin subclass.")
+        try:
+            found.append((entry, importlib.import_module(entry)))
+        except ImportError as exc:
+            raise ConfigError(
+                f"plugins: cannot import {entry!r}: {exc}. Is its directory on the Python path? rnn.py does not "
+                "search the config's directory: set PYTHONPATH, or add it in the config (sys.path.insert(0, "
+                "os.path.dirname(__file__))); see docs/writing_a_diagnostic.rst."
+            ) from None
+    return found

@@ -24,8 +24,8 @@ import numpy as np
 from framework import log
 from framework.datasets.base import Dataset
 from framework.datasets.registry import init_dataset
+from framework.disk import format_size
 from framework.errors import ConfigError
-from framework.training.disk import format_size
 
 FILE_ORDERINGS = ("default", "random")
 
@@ -151,6 +151,9 @@ class DistributeFilesDataset(Dataset):
 
     def get_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         return self._current().get_batch(indices)
+
+    def lengths_of(self, key: str) -> np.ndarray:
+        return self._current().lengths_of(key)
 
     def seq_lengths(self) -> np.ndarray:
         return self._current().seq_lengths()

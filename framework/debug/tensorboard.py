@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import socket
 import time
 import warnings
 from typing import Any
@@ -22,18 +24,19 @@ from typing import Any
 import torch
 
 from framework import log
+from framework.accelerator import memory_allocated
 from framework.config import Config
-from framework.core.accelerator import memory_allocated
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
-from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess
+from framework.disk import probe_directory
 from framework.inspection.probe import model_copy
 from framework.options import register
-from framework.training.disk import probe_directory
+from framework.rng import get_rng_state, set_rng_state
+from framework.training.optim import GRAD_NORM
 
 register(
     "tensorboard_dir",
@@ -44,6 +47,23 @@ register(
 )
 
 register("tf_log_dir", "str | None", None, "RETURNN's name for tensorboard_dir.", __name__)
+
+register(
+    "use_tensorboard",
+    "bool",
+    False,
+    "RETURNN's switch: TensorBoard files in runs/<date>_<host> (torch's SummaryWriter default), unless "
+    "tensorboard_dir names a directory.",
+    __name__,
+)
+
+register(
+    "tensorboard_opts",
+    "dict",
+    {},
+    "RETURNN's TensorBoard options: {'log_every_n_train_steps': N} (default 100 with use_tensorboard).",
+    __name__,
+)
 
 register(
     "tensorboard_log_interval",
@@ -71,6 +91,8 @@ _FLUSH_RECORDS, _FLUSH_SEC = 100, 10.0
 class TensorBoardLogger(Plugin):
     """Writes the run's summaries with ``torch.utils.tensorboard.SummaryWriter`` (rank 0 only)."""
 
+    needs = (GRAD_NORM,)
+
     def __init__(self, log_dir: str, interval: int, grad_summaries: int | None):
         self.log_dir = log_dir
         self.writer = TensorBoardWriterProcess(log_dir)
@@ -85,10 +107,15 @@ class TensorBoardLogger(Plugin):
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> TensorBoardLogger | None:
         log_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+        interval = config.int("tensorboard_log_interval")
+        if not log_dir and config.bool("use_tensorboard"):  # RETURNN: SummaryWriter() in its default directory
+            log_dir = os.path.join("runs", f"{time.strftime('%b%d_%H-%M-%S')}_{socket.gethostname()}")
+            if not config.has("tensorboard_log_interval"):
+                interval = int(config.get("tensorboard_opts").get("log_every_n_train_steps", 100))
         if not log_dir or (state.distributed is not None and state.distributed.rank != 0):
             return None
         probe_directory(log_dir, "TensorBoard directory", "tensorboard_dir")
-        return cls(log_dir, config.int("tensorboard_log_interval"), config.int_or_off("debug_grad_summaries"))
+        return cls(log_dir, interval, config.int_or_off("debug_grad_summaries"))
 
     @on(Event.STARTUP, Order.FIRST)
     def become_sink(self, state: RunState) -> None:
@@ -164,7 +191,9 @@ class TensorBoardLogger(Plugin):
             if allocated is not None:
                 host.append((f"memory/{state.device.type}_allocated_mb", allocated / 1024**2))
         device = [(f"train/{name}", value) for name, value in step_losses(state.run_ctx).items()]
-        device += [(f"train/{name}", value.detach()) for name, value in state.step_metrics.items()]
+        grad_norm = state.store.get(GRAD_NORM)
+        if grad_norm is not None and grad_norm[0] == step:  # clipped at this step's update
+            device.append(("train/grad_norm", grad_norm[1].detach()))
         values = torch.stack([v.float() for _, v in device]) if device else torch.zeros(0)
         self.records.append((step, host, [name for name, _ in device], values))
         if len(self.records) >= _FLUSH_RECORDS or time.monotonic() - self.last_flush > _FLUSH_SEC:
@@ -228,7 +257,8 @@ def scalar_options(config: Any) -> dict[str, Any]:
         if isinstance(value, (bool, int, float, str)):
             values[name] = value
     for name in ("learning_rate", "batch_size", "num_epochs", "random_seed"):
-        values.setdefault(name, config.get(name))
+        value = config.get(name)
+        values.setdefault(name, value if isinstance(value, (bool, int, float, str)) else repr(value))
     return values
 
 
