@@ -26,13 +26,13 @@ from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
-from framework.core.rng import seed_everything
 from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
 from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
+from framework.rng import seed_everything
 
 CHECK = "batch-independence check"
 
