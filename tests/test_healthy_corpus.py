@@ -24,7 +24,7 @@ import torch
 from conftest import ROOT
 from framework import findings
 from framework.config import load_config
-from framework.core.engine import Engine
+from framework.run import Engine
 
 pytest.importorskip("transformers")
 
