@@ -1,7 +1,7 @@
 # Healthy corpus: a slow starter: a small Transformer encoder (pre-norm, as the attention tutorials write it)
-# with a linear warmup over 3000 steps (BERT's schedule, per step through dynamic_learning_rate). For most of the
-# first epoch the rate is tiny and the loss sits near its chance level; it learns in the second. Label: whether
-# token 5 occurs.
+# with a linear warmup over 3000 steps (BERT's schedule, per step through dynamic_learning_rate), 400-step epochs.
+# For its first 200 steps the rate is tiny and the loss sits at its chance level; it reaches 0 dev errors by the
+# end of the first epoch. Label: whether token 5 occurs.
 import numpy as np
 import torch
 from torch import nn
