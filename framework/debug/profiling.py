@@ -13,8 +13,13 @@ setup); view it with ``snakeviz run.prof``.
 from __future__ import annotations
 
 import cProfile
+import marshal
 import os
-from typing import Any
+import secrets
+import shutil
+import socket
+import tempfile
+from typing import Any, BinaryIO
 
 import torch
 
@@ -24,6 +29,8 @@ from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.options import register
+from framework.training.disk import write_atomically
+from framework.training.safe_create import make_directory
 
 register(
     "torch_profile",
@@ -60,6 +67,15 @@ def _device_activities(device: torch.device) -> list[torch.profiler.ProfilerActi
     name = device.type.upper() if hasattr(torch.profiler.ProfilerActivity, device.type.upper()) else "PrivateUse1"
     activity = getattr(torch.profiler.ProfilerActivity, name, None)
     return [activity] if activity in torch.profiler.supported_activities() else []
+
+
+def _export_chrome_trace(profiler: torch.profiler.profile, file: BinaryIO) -> None:
+    """The Chrome trace into ``file``: torch writes it by name, so into a directory only this process writes first."""
+    with tempfile.TemporaryDirectory(prefix="torch-profile-") as private:
+        name = os.path.join(private, "trace.json")
+        profiler.export_chrome_trace(name)
+        with open(name, "rb") as trace:
+            shutil.copyfileobj(trace, file)
 
 
 class TorchProfile(Plugin):
@@ -101,6 +117,10 @@ class TorchProfile(Plugin):
         model_dir = os.path.dirname(config.get("model") or "") or "."
         out_dir = config.get("torch_profile_dir") or os.path.join(model_dir, "profile")
         tensorboard_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+        # Before training: a planted link in place of a directory the traces go to stops the run at once.
+        make_directory(out_dir, "the directory of torch_profile's trace")
+        if tensorboard_dir:
+            make_directory(os.path.join(tensorboard_dir, "profile"), "torch_profile's TensorBoard trace directory")
         return cls(config.get("torch_profile"), out_dir, tensorboard_dir, state.device)
 
     @on(Event.STARTUP)
@@ -148,11 +168,16 @@ class TorchProfile(Plugin):
         self.profiler.stop()
 
     def _trace_ready(self, profiler: torch.profiler.profile) -> None:
-        os.makedirs(self.out_dir, exist_ok=True)
+        make_directory(self.out_dir, "the directory of torch_profile's trace")
         path = os.path.join(self.out_dir, "trace.json")
-        profiler.export_chrome_trace(path)
+        advice = "Free some space or point torch_profile_dir elsewhere."
+        write_atomically(path, lambda f: _export_chrome_trace(profiler, f), "torch_profile's trace", advice)
         if self.tensorboard_dir:
-            torch.profiler.tensorboard_trace_handler(os.path.join(self.tensorboard_dir, "profile"))(profiler)
+            directory = os.path.join(self.tensorboard_dir, "profile")
+            make_directory(directory, "torch_profile's TensorBoard trace directory")
+            # The handler writes by name (<worker>.<time>.pt.trace.json): a name no one can guess to plant a link at.
+            worker = f"{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(8)}"
+            torch.profiler.tensorboard_trace_handler(directory, worker_name=worker)(profiler)
         table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
         log.v3(
             f"torch_profile: wrote {path} (open in ui.perfetto.dev or chrome://tracing)"
@@ -179,8 +204,9 @@ class CProfile(Plugin):
     @on(Event.CLOSE)
     def write(self, state: RunState) -> None:
         self.profiler.disable()
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        self.profiler.dump_stats(self.path)
+        self.profiler.create_stats()  # what dump_stats writes, into a file created without following a link
+        advice = "Free some space or point cprofile elsewhere."
+        write_atomically(self.path, lambda f: marshal.dump(self.profiler.stats, f), "the cprofile stats", advice)
         log.v3(f"cprofile: wrote {self.path}; view it with: snakeviz {self.path}")
 
 
