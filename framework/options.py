@@ -519,7 +519,7 @@ register(
     "stop_grace_seconds",
     "float",
     10.0,
-    "How long an ending run waits for the current step after SIGTERM/SIGHUP, and for threads the config left "
+    "How long an ending run waits for the current step after SIGINT/SIGTERM/SIGHUP, and for threads the config left "
     "running after the task; then it writes every thread's stack to the log and exits (SIGTERM: 143).",
     _C,
     range="(0, inf)",

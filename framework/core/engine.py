@@ -269,7 +269,12 @@ class Engine:
             if control.checkpoint_asked and boundary:
                 self._checkpoint_mid_epoch()
         if not plan:
-            raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {state.epoch}.")
+            raise ConfigError(
+                f"The train dataset ({loader.dataset.name}, {loader.dataset.num_seqs} sequences) delivered no batches "
+                f"in epoch {state.epoch}, so there is nothing to train on. Check what the 'train' option reads (its "
+                f"files, num_seqs, a partition_epoch larger than the data); framework-dump-dataset your_config.py "
+                f"shows what it delivers."
+            )
         return scores.result(self._total)
 
     def _checkpoint_mid_epoch(self) -> None:
@@ -499,7 +504,7 @@ class Engine:
         epoch = self.config.get("load_epoch") or max(found)
         if epoch not in found:
             raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
-        saved = checkpoint.load_checkpoint(found[epoch])
+        saved = checkpoint.load_inference_state(found[epoch])
         seed_everything(self.config.int("random_seed"))
         self.build_model(epoch=epoch, step=saved["global_step"])
         checkpoint.load_model_state(self.state.model, saved["model"], found[epoch])
