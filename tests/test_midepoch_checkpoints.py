@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import run_rnn, tiny_config_with
+from framework.core.scores import rank_share
 from framework.errors import ConfigError
 from framework.testing import bitwise_equal
 from framework.training.preemption import parse_signal
@@ -78,3 +79,12 @@ def test_periodic_checkpoints_without_a_model_prefix_are_a_config_error(tmp_path
     result = run_rnn(tiny_config_with(tmp_path, "\ncheckpoint_every_n_steps = 5\n"))
     assert result.returncode == 2
     assert "checkpoint_every_n_steps is set, but 'model' is not, so there is nowhere to write" in result.stderr
+
+
+def test_mid_epoch_score_sums_continue_per_rank_or_as_their_total_on_another_number_of_ranks():
+    first, second = {"sums": {"ce": 3.0}, "weights": {"ce": 4}}, {"sums": {"ce": 5.0}, "weights": {"ce": 6}}
+    saved = {"ranks": [first, second]}
+    assert rank_share(saved, 1, 2) == (second, 2)  # as many ranks: each continues its own sums
+    assert rank_share(saved, 0, 1) == ({"sums": {"ce": 8.0}, "weights": {"ce": 10}}, 2)  # one process: the total
+    assert rank_share(saved, 2, 3) == ({"sums": {}, "weights": {}}, 2)  # more ranks: the total stays on rank 0
+    assert rank_share(first, 0, 1) == (first, 1)  # a checkpoint of an older version: one process's sums

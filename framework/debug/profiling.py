@@ -15,10 +15,11 @@ from __future__ import annotations
 import cProfile
 import marshal
 import os
-import secrets
 import shutil
 import socket
 import tempfile
+import time
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import torch
@@ -69,13 +70,14 @@ def _device_activities(device: torch.device) -> list[torch.profiler.ProfilerActi
     return [activity] if activity in torch.profiler.supported_activities() else []
 
 
-def _export_chrome_trace(profiler: torch.profiler.profile, file: BinaryIO) -> None:
-    """The Chrome trace into ``file``: torch writes it by name, so into a directory only this process writes first."""
-    with tempfile.TemporaryDirectory(prefix="torch-profile-") as private:
-        name = os.path.join(private, "trace.json")
-        profiler.export_chrome_trace(name)
-        with open(name, "rb") as trace:
-            shutil.copyfileobj(trace, file)
+def _copy_into(source: str) -> Callable[[BinaryIO], None]:
+    """What ``write_atomically`` writes: the bytes of ``source``."""
+
+    def write(file: BinaryIO) -> None:
+        with open(source, "rb") as f:
+            shutil.copyfileobj(f, file)
+
+    return write
 
 
 class TorchProfile(Plugin):
@@ -168,16 +170,21 @@ class TorchProfile(Plugin):
         self.profiler.stop()
 
     def _trace_ready(self, profiler: torch.profiler.profile) -> None:
-        make_directory(self.out_dir, "the directory of torch_profile's trace")
         path = os.path.join(self.out_dir, "trace.json")
-        advice = "Free some space or point torch_profile_dir elsewhere."
-        write_atomically(path, lambda f: _export_chrome_trace(profiler, f), "torch_profile's trace", advice)
-        if self.tensorboard_dir:
-            directory = os.path.join(self.tensorboard_dir, "profile")
-            make_directory(directory, "torch_profile's TensorBoard trace directory")
-            # The handler writes by name (<worker>.<time>.pt.trace.json): a name no one can guess to plant a link at.
-            worker = f"{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(8)}"
-            torch.profiler.tensorboard_trace_handler(directory, worker_name=worker)(profiler)
+        with tempfile.TemporaryDirectory(prefix="torch-profile-") as private:
+            # torch writes the trace by name, and once: into a directory only this process writes, then copied into
+            # files created without following a link.
+            trace = os.path.join(private, "trace.json")
+            profiler.export_chrome_trace(trace)
+            make_directory(self.out_dir, "the directory of torch_profile's trace")
+            advice = "Free some space or point torch_profile_dir elsewhere."
+            write_atomically(path, _copy_into(trace), "torch_profile's trace", advice)
+            if self.tensorboard_dir:  # named like torch.profiler.tensorboard_trace_handler's files, for its plugin
+                directory = os.path.join(self.tensorboard_dir, "profile")
+                make_directory(directory, "torch_profile's TensorBoard trace directory")
+                name = f"{socket.gethostname()}_{os.getpid()}.{time.time_ns()}.pt.trace.json"
+                advice = "Free some space or point tensorboard_dir elsewhere."
+                write_atomically(os.path.join(directory, name), _copy_into(trace), "a TensorBoard trace", advice)
         table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
         log.v3(
             f"torch_profile: wrote {path} (open in ui.perfetto.dev or chrome://tracing)"
