@@ -459,7 +459,7 @@ register(
     "import_model_train_epoch1",
     "str | None",
     None,
-    "Checkpoint whose parameters start a fresh training (e.g. from tools/import-torch-model.py); ignored on resume.",
+    "Checkpoint whose parameters start a fresh training (e.g. from framework-import-torch-model); ignored on resume.",
     _C,
 )
 

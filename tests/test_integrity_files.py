@@ -282,11 +282,11 @@ def test_no_output_of_a_run_with_every_output_on_follows_a_link_planted_at_its_p
     clean = run(tmp_path / "clean")
     assert clean.returncode == 0, clean.stderr
     written = _written(tmp_path / "clean")
-    for expected in ("m.001.pt", "m.lock", "train.log", "lr.txt", "fp.jsonl", "run.prof", "profile/trace.json"):
+    for expected in ("m.001.pt", "train.log", "lr.txt", "fp.jsonl", "run.prof", "profile/trace.json"):
         assert expected in written  # the outputs are on; an option that stopped writing would go unnoticed
     assert {"tb", "tb/profile", "tb/hparams"} <= set(written)
-    # Written and removed again (superseded), so not left behind: the mid-epoch checkpoint.
-    for k, planted in enumerate([*written, "m.interrupted.pt"]):
+    # Written and removed again, so not left behind: the lock and the mid-epoch checkpoint (superseded).
+    for k, planted in enumerate([*written, "m.lock", "m.interrupted.pt"]):
         victim_file, victim_dir = tmp_path / f"victim{k}.txt", tmp_path / f"victim{k}"
         victim_file.write_text("the user's own file\n")
         victim_dir.mkdir()

@@ -31,7 +31,7 @@ register(
     "debug_fingerprint_file",
     "str | None",
     None,
-    "Write per-step hashes of batch, module outputs, gradients and parameters here (tools/check-determinism.py).",
+    "Write per-step hashes of batch, module outputs, gradients and parameters here (framework-check-determinism).",
     __name__,
 )
 

@@ -70,6 +70,14 @@ def _device_activities(device: torch.device) -> list[torch.profiler.ProfilerActi
     return [activity] if activity in torch.profiler.supported_activities() else []
 
 
+def _make_trace_directory(tensorboard_dir: str) -> str:
+    """``<tensorboard_dir>/profile``, created with neither it nor ``tensorboard_dir`` a link (refused: PlantedLinkError)."""
+    make_directory(tensorboard_dir, "tensorboard_dir")  # first: creating profile/ in a linked one would follow it
+    directory = os.path.join(tensorboard_dir, "profile")
+    make_directory(directory, "torch_profile's TensorBoard trace directory")
+    return directory
+
+
 def _copy_into(source: str) -> Callable[[BinaryIO], None]:
     """What ``write_atomically`` writes: the bytes of ``source``."""
 
@@ -122,7 +130,7 @@ class TorchProfile(Plugin):
         # Before training: a planted link in place of a directory the traces go to stops the run at once.
         make_directory(out_dir, "the directory of torch_profile's trace")
         if tensorboard_dir:
-            make_directory(os.path.join(tensorboard_dir, "profile"), "torch_profile's TensorBoard trace directory")
+            _make_trace_directory(tensorboard_dir)
         return cls(config.get("torch_profile"), out_dir, tensorboard_dir, state.device)
 
     @on(Event.STARTUP)
@@ -180,8 +188,7 @@ class TorchProfile(Plugin):
             advice = "Free some space or point torch_profile_dir elsewhere."
             write_atomically(path, _copy_into(trace), "torch_profile's trace", advice)
             if self.tensorboard_dir:  # named like torch.profiler.tensorboard_trace_handler's files, for its plugin
-                directory = os.path.join(self.tensorboard_dir, "profile")
-                make_directory(directory, "torch_profile's TensorBoard trace directory")
+                directory = _make_trace_directory(self.tensorboard_dir)
                 name = f"{socket.gethostname()}_{os.getpid()}.{time.time_ns()}.pt.trace.json"
                 advice = "Free some space or point tensorboard_dir elsewhere."
                 write_atomically(os.path.join(directory, name), _copy_into(trace), "a TensorBoard trace", advice)
