@@ -70,7 +70,10 @@ def _assert_ended_stuck(tmp_path, run: subprocess.Popen, stderr: str, why: str, 
     log = (tmp_path / "train.log").read_text()
     ending = f"{signum.name}: {why}"
     assert ending in log and ending in stderr
-    assert f"Ending the run now (exit {128 + signum}) without a checkpoint of the unfinished step (epoch 2, global step 12)." in log
+    assert (
+        f"Ending the run now (exit {128 + signum}) without a checkpoint of the unfinished step (epoch 2, global step 12)."
+        in log
+    )
     assert f"The newest checkpoint is {tmp_path / 'model.001.pt'}; running the same command again resumes" in log
     assert "Where every thread was:\nThread 'MainThread'" in log and "_threading.Event().wait()" in log
     assert not (tmp_path / "model.interrupted.pt").exists() and not (tmp_path / "model.002.pt").exists()

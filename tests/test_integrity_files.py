@@ -295,9 +295,19 @@ def test_no_output_of_a_run_with_every_output_on_follows_a_link_planted_at_its_p
         is_dir = os.path.isdir(tmp_path / "clean" / planted)
         os.symlink(victim_dir if is_dir else victim_file, directory / planted)
         result = run_rnn(TINY_CONFIG, *ALL_OUTPUTS, "++model", "m", "++log", "train.log", cwd=str(directory))
-        # Refused with the link named, or written beside it (a finished file renamed over the link): never through.
-        refused = result.returncode == 2 and f"{planted} (" in result.stderr and "is a symbolic link" in result.stderr
+        # Refused with the path named (a link, or a learning_rate_file read at startup whose content is not one), or
+        # written beside it (a finished file renamed over the link): never through it.
+        refused = result.returncode == 2 and f"{planted} " in result.stderr
         assert refused or result.returncode == 0, (planted, result.stderr)
         assert victim_file.read_text() == "the user's own file\n" and os.listdir(victim_dir) == [], planted
-        if is_dir:
-            assert refused, (planted, result.stderr)  # a directory the run writes into is never a link
+        if is_dir:  # a directory the run writes into is never a link
+            assert refused and "is a symbolic link" in result.stderr, (planted, result.stderr)
+
+
+def test_an_empty_train_dataset_is_one_paragraph_saying_what_to_check(tmp_path):
+    empty = "{'class': 'GaussianClustersDataset', 'split': 'train', 'num_seqs': 0, 'dim': 4, 'num_classes': 3}"
+    result = run_rnn(TINY_CONFIG, "++train", empty, "++model", str(tmp_path / "m"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "ERROR: The train dataset (GaussianClustersDataset, 0 sequences) delivered no batches in epoch 1" in (
+        result.stderr
+    )

@@ -13,6 +13,7 @@ config's step functions.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -63,6 +64,7 @@ register(
 
 
 _FLUSH_RECORDS, _FLUSH_SEC = 100, 10.0
+HPARAMS_RUN = "hparams"  # the subdirectory (a TensorBoard run of its own) of the final scores with the options
 
 
 class TensorBoardLogger(Plugin):
@@ -85,6 +87,8 @@ class TensorBoardLogger(Plugin):
         if not log_dir or (state.distributed is not None and state.distributed.rank != 0):
             return None
         make_directory(log_dir, "tensorboard_dir")  # a link in its place would put the event files elsewhere
+        # Written at the end of the run: a link planted there stops the run now, not after training.
+        make_directory(os.path.join(log_dir, HPARAMS_RUN), "the TensorBoard hparams run")
         probe_directory(log_dir, "TensorBoard directory", "tensorboard_dir")
         return cls(log_dir, config.int("tensorboard_log_interval"), config.int_or_off("debug_grad_summaries"))
 
@@ -209,7 +213,7 @@ class TensorBoardLogger(Plugin):
             "add_hparams",
             scalar_options(state.config),
             {f"hparam/{dataset}_{name}": v for dataset, losses in final.items() for name, v in losses.items()},
-            run_name="hparams",
+            run_name=HPARAMS_RUN,
         )
 
 
