@@ -6,10 +6,12 @@ Real symlinks, hard links, flocks, deleted directories, /dev/full, file size lim
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
@@ -285,8 +287,12 @@ def test_no_output_of_a_run_with_every_output_on_follows_a_link_planted_at_its_p
     for expected in ("m.001.pt", "train.log", "lr.txt", "fp.jsonl", "run.prof", "profile/trace.json"):
         assert expected in written  # the outputs are on; an option that stopped writing would go unnoticed
     assert {"tb", "tb/profile", "tb/hparams"} <= set(written)
-    # Written and removed again, so not left behind: the lock and the mid-epoch checkpoint (superseded).
-    for k, planted in enumerate([*written, "m.lock", "m.interrupted.pt"]):
+    # Written and removed again, so not left behind: the lock and the mid-epoch checkpoint (superseded). Not planted
+    # at: event and trace files named by time, process and (event files) a random part, never the same name twice.
+    unique = re.compile(r"tfevents|\.pt\.trace\.json$")
+    planted_at = [path for path in written if not unique.search(path)] + ["m.lock", "m.interrupted.pt"]
+
+    def planted_run(k: int, planted: str) -> None:
         victim_file, victim_dir = tmp_path / f"victim{k}.txt", tmp_path / f"victim{k}"
         victim_file.write_text("the user's own file\n")
         victim_dir.mkdir()
@@ -302,6 +308,9 @@ def test_no_output_of_a_run_with_every_output_on_follows_a_link_planted_at_its_p
         assert victim_file.read_text() == "the user's own file\n" and os.listdir(victim_dir) == [], planted
         if is_dir:  # a directory the run writes into is never a link
             assert refused and "is a symbolic link" in result.stderr, (planted, result.stderr)
+
+    with ThreadPoolExecutor(2) as pool:  # two runs at a time: each is mostly one process's startup
+        list(pool.map(planted_run, range(len(planted_at)), planted_at))
 
 
 def test_an_empty_train_dataset_is_one_paragraph_saying_what_to_check(tmp_path):
