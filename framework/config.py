@@ -10,6 +10,7 @@ read a global at call time see the overridden value.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import os
 import re
@@ -143,9 +144,7 @@ class Config:
 
     def validate(self) -> None:
         """Check every option value's type and flag globals that look like misspelled options."""
-        from framework.core.plugins import import_user_plugins
-
-        import_user_plugins(self)  # their modules register their options
+        import_plugin_modules(self)  # their modules register their options
         problems, culprits = [], set()
         used = None
         for name, value in self.namespace.items():
@@ -338,9 +337,7 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
             _exec_file(path, config.namespace)
     finally:
         _loading = None
-    from framework.core.plugins import import_user_plugins
-
-    import_user_plugins(config)  # their options are known before the overrides are checked
+    import_plugin_modules(config)  # their options are known before the overrides are checked
     for key, value in config.overrides.items():
         if options.get(key) is None and key not in config.namespace:
             refused = returnn_options.refusal(key)
@@ -376,3 +373,27 @@ def _check_override_kind(key: str, old: Any, new: Any) -> None:
         f"{kinds[0]}. Override values are Python literals: numbers bare, strings quoted inside the shell's "
         f"quotes, e.g. {fix}."
     )
+
+
+def import_plugin_modules(config: Config) -> list[tuple[str | type, types.ModuleType | None]]:
+    """Import the modules the config's ``plugins`` names (importing one registers its options).
+
+    Returns each entry with its module (None for an entry that is a class); the plugin seam
+    (``framework.core.plugins``) checks what they hold.
+    """
+    found = []
+    for entry in config.get("plugins") or []:  # an override wins over the files, as for any option
+        if isinstance(entry, type):
+            found.append((entry, None))
+            continue
+        if not isinstance(entry, str):
+            raise ConfigError(f"plugins: {entry!r} is neither a module name nor a Plugin subclass.")
+        try:
+            found.append((entry, importlib.import_module(entry)))
+        except ImportError as exc:
+            raise ConfigError(
+                f"plugins: cannot import {entry!r}: {exc}. Is its directory on the Python path? rnn.py does not "
+                "search the config's directory: set PYTHONPATH, or add it in the config (sys.path.insert(0, "
+                "os.path.dirname(__file__))); see docs/writing_a_diagnostic.rst."
+            ) from None
+    return found

@@ -4,7 +4,7 @@ RETURNN's verbosity levels map onto Python logging levels (v1 = CRITICAL ... v5 
 ``log_verbosity = 3`` shows epoch summaries, 4 adds setup information and 5 a line per step.
 The logger is the standard ``logging.getLogger("framework")``: users can attach handlers.
 
-Log files are opened without following a link (``framework.training.safe_create``) and appended
+Log files are opened without following a link (``framework.safe_create``) and appended
 to with one ``write`` per line. A log file that cannot be written (full disk, I/O error) is
 reported once on stderr and the run goes on: stdout still shows everything, and when writing
 works again the file gets a line saying how many lines are missing there and why.
@@ -17,7 +17,7 @@ import os
 import sys
 
 from framework.errors import ConfigError
-from framework.training.safe_create import open_kept
+from framework.safe_create import open_kept
 
 logger = logging.getLogger("framework")
 

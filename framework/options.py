@@ -17,12 +17,11 @@ import ast
 import difflib
 import importlib
 import importlib.util
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-
-from framework.core.builtin_plugins import BUILTIN_PLUGIN_MODULES
 
 
 @dataclass(frozen=True)
@@ -152,23 +151,38 @@ def register(
 
 
 def _read_plugin_options() -> None:
-    """Register the options the plugin modules declare, without importing them (and torch)."""
+    """Register the options the framework's plugin modules declare, without importing them (and torch).
+
+    A plugin module declares its options with top-level ``register(...)`` calls; the files are found by a
+    scan of the package's source (a text search first, so only the declaring modules are parsed).
+    """
     global _plugins_read
     if _plugins_read:
         return
     _plugins_read = True
-    for module in BUILTIN_PLUGIN_MODULES:
-        read_declared_options(module)
+    package = os.path.dirname(os.path.abspath(__file__))
+    for directory, _, files in sorted(os.walk(package)):
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            if not name.endswith(".py") or path == os.path.abspath(__file__):
+                continue
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            if "\nregister(" in source:
+                module = os.path.relpath(path[:-3], os.path.dirname(package)).replace(os.sep, ".")
+                read_declared_options(module, source, path)
 
 
-def read_declared_options(module_name: str) -> None:
+def read_declared_options(module_name: str, source: str | None = None, path: str | None = None) -> None:
     """Register the options that ``module_name`` declares at its top level, from its source.
 
     Declarations with anything but literals as arguments make the module be imported instead.
     """
-    spec = importlib.util.find_spec(module_name)
-    with open(spec.origin, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), spec.origin)
+    if source is None:
+        path = importlib.util.find_spec(module_name).origin
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    tree = ast.parse(source, path)
     for node in tree.body:
         call = node.value if isinstance(node, (ast.Expr, ast.Assign)) else None
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "register"):

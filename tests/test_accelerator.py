@@ -160,9 +160,9 @@ def _measure(log_dir: str | None) -> dict:
 
     from framework import log
     from framework.config import Config
-    from framework.core.engine import Engine
     from framework.core.events import Event
-    from framework.inspection.host_syncs import HostSyncCounter
+    from framework.host_syncs import HostSyncCounter
+    from framework.run import Engine
 
     def train_step(*, model, extern_data, run_ctx, **_kwargs):
         logits = model(extern_data["data"])
@@ -209,8 +209,8 @@ def _emulator_copies() -> collections.Counter:
 
 def _counter_cases() -> dict:
     """What the counter sees: one sync for each data-dependent op and device->host copy; none for CPU lengths."""
-    from framework.core.accelerator import has_events, has_pinned_memory, memory_stats
-    from framework.inspection.host_syncs import HostSyncCounter
+    from framework.accelerator import has_events, has_pinned_memory, memory_stats
+    from framework.host_syncs import HostSyncCounter
 
     x = torch.randn(6, 4).to(ACCELERATOR)
     lengths = torch.tensor([3, 2, 1])

@@ -28,45 +28,85 @@ MODULES = _modules()
 
 
 def _imports(name: str, path: str) -> set[str]:
-    """The framework modules ``name`` imports anywhere (top level, in functions, under TYPE_CHECKING excluded)."""
+    """Every framework module ``name`` imports: at the top level, in functions, under ``TYPE_CHECKING``, and
+    module names written as strings (imported later by name, or run with ``python -m``).
+
+    The one string that is not an import is an option's ``component`` in ``register(...)``: it labels who
+    reads the option (for the options reference) and is never imported.
+    """
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
-    type_only = set()
+    labels = set()  # the component strings, also through a variable such as options.py's _C
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            type_only.update(id(n) for n in ast.walk(node))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("register", "options.register"):
+            labels.update(
+                ast.unparse(n) for n in node.args[4:5] + [k.value for k in node.keywords if k.arg == "component"]
+            )
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) in labels for t in node.targets):
+            labels.add(ast.unparse(node.value))
     found = set()
     for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             base = node.module
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ast.unparse(node) not in labels:
+            targets = [node.value] if "." in node.value else []  # a bare "framework" is a word, not an import
         else:
             continue
         found.update(t for t in targets if t in MODULES and t != name)
-    return found
+    return found - {name for label in labels for name in MODULES if label == repr(name)}
 
 
 GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
+# The layers, lowest first: a module may import only from its own layer and those below it.
+LAYERS = (
+    "framework",  # bottom: the top-level modules (errors, options, config, log, findings, files, disk, devices)
+    "framework.datasets",
+    "framework.core",
+    "framework.training framework.inspection",
+    "framework.debug",
+    "framework.tools framework.entry",  # entry points (cli, commands, the test harness) and the tools' library
+)
+# The package itself is the configs' entry point (framework.Config, framework.get_run_ctx); framework.run is the
+# engine with the built-in features and plugins.
+ENTRY_POINTS = (
+    "framework",
+    "framework.cli",
+    "framework.commands",
+    "framework.__main__",
+    "framework.run",
+    "framework.testing",
+)
 
-def _packages_of(target: str) -> set[str]:
-    """A module's parent packages (importing ``a.b.c`` runs ``a.b``'s __init__ too), excluding the root."""
-    parts = target.split(".")
-    return {".".join(parts[:i]) for i in range(2, len(parts))}
+
+def package_of(module: str) -> str:
+    """The unit of the package graph a module belongs to: its subpackage, framework.entry or the bottom."""
+    if module in ENTRY_POINTS:
+        return "framework.entry"
+    for layer in LAYERS[1:]:
+        for unit in layer.split():
+            if module == unit or module.startswith(unit + "."):
+                return unit
+    return "framework"
 
 
-def test_no_import_cycles():
+def layer_of(module: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if package_of(module) in layer.split())
+
+
+def _components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one node (Tarjan), each sorted."""
     index, low, stack, on_stack, cycles = {}, {}, [], set(), []
 
-    def visit(node: str) -> None:  # Tarjan's strongly connected components
+    def visit(node: str) -> None:
         index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
-        for nxt in GRAPH[node]:
+        for nxt in graph.get(node, ()):
             if nxt not in index:
                 visit(nxt)
                 low[node] = min(low[node], low[nxt])
@@ -83,10 +123,68 @@ def test_no_import_cycles():
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for node in GRAPH:
+    for node in sorted(graph):
         if node not in index:
             visit(node)
-    assert cycles == []
+    return cycles
+
+
+def package_graph() -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(importing package, imported package) -> the module pairs that make that edge."""
+    edges: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for name, targets in GRAPH.items():
+        for target in targets:
+            pair = (package_of(name), package_of(target))
+            if pair[0] != pair[1]:
+                edges.setdefault(pair, []).append((name, target))
+    return {pair: sorted(pairs) for pair, pairs in edges.items()}
+
+
+def report() -> str:
+    """The package graph (edges, mutual pairs, packages in cycles) and the modules in import cycles."""
+    edges = package_graph()
+    mutual = sorted({tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges})
+    packages = {p: {b for a, b in edges if a == p} for p, _ in edges}
+    lines = [f"package edges: {len(edges)}"]
+    lines += [f"  {a} -> {b} ({len(pairs)}: {pairs[0][0]} -> {pairs[0][1]})" for (a, b), pairs in sorted(edges.items())]
+    lines.append(f"mutual pairs: {len(mutual)} {mutual}")
+    lines.append(f"packages in cycles: {_components(packages)}")
+    modules = _components(GRAPH)
+    lines.append(f"modules in import cycles: {sum(map(len, modules))}")
+    lines += [f"  {component}" for component in modules]
+    return "\n".join(lines)
+
+
+def _packages_of(target: str) -> set[str]:
+    """A module's parent packages (importing ``a.b.c`` runs ``a.b``'s __init__ too), excluding the root."""
+    parts = target.split(".")
+    return {".".join(parts[:i]) for i in range(2, len(parts))}
+
+
+def test_no_import_cycles():
+    assert _components(GRAPH) == []
+
+
+def test_each_layer_imports_only_from_those_below():
+    """Counting every import (functions, TYPE_CHECKING, module names in strings); a back edge names both modules."""
+    back_edges = [
+        f"{name} -> {target}"
+        for name, targets in sorted(GRAPH.items())
+        for target in sorted(targets)
+        if layer_of(target) > layer_of(name)
+    ]
+    assert back_edges == []
+
+
+def test_package_graph_is_acyclic():
+    """Packages of one layer (training and inspection) may depend on each other one way only."""
+    edges = package_graph()
+    mutual = [
+        f"{pairs[0][0]} -> {pairs[0][1]} and {edges[(b, a)][0][0]} -> {edges[(b, a)][0][1]}"
+        for (a, b), pairs in edges.items()
+        if (b, a) in edges and a < b
+    ]
+    assert mutual == []
 
 
 @pytest.mark.parametrize("layer", ["framework.core", "framework.training", "framework.inspection"])
@@ -121,3 +219,22 @@ def test_only_the_engine_writes_run_state():
                 if ast.unparse(node.args[0]) == "state":
                     writers.append(f"{name}:{node.lineno} setattr(state, ...)")
     assert writers == []
+
+
+def test_first_step_checks_declare_options_that_switch_them_off():
+    """The benchmarks' "all checks off" set is derived from these declarations, so each must be a real switch."""
+    from framework import options
+    from framework.run import BuiltinFeatures
+
+    declared = {o: cls.name for cls in BuiltinFeatures.plugin_classes() for o in cls.first_step_check}
+    assert declared
+    wrong = [
+        f"{name}: {o}"
+        for o, name in declared.items()
+        if options.get(o) is None or options.get(o).type != "bool" or options.get(o).default is not True
+    ]
+    assert wrong == []
+
+
+if __name__ == "__main__":  # python tests/test_architecture.py prints the measured graph
+    print(report())

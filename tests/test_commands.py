@@ -81,6 +81,15 @@ def test_compare_with_returnn_names_the_extra_that_brings_what_it_misses(tmp_pat
     assert set(_setup_keyword("extras_require")["returnn"]) <= set(_setup_keyword("extras_require")["test"])
 
 
+def test_only_the_users_tools_are_installed(tmp_path):
+    """The project's own tools read a checkout: setup.py's build leaves them (and the devkit harness) out."""
+    result = _run([sys.executable, "setup.py", "-q", "build_py", "-d", str(tmp_path)], cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    shipped = {name[:-3] for name in os.listdir(tmp_path / "framework_tools") if name.endswith(".py")}
+    assert shipped == set(TOOLS)
+    assert os.path.isfile(tmp_path / "framework" / "run.py")
+
+
 def test_every_file_of_the_package_that_is_not_python_is_shipped():
     # A wheel holds the .py files of the packages and only the data that package_data names.
     shipped = _setup_keyword("package_data")

@@ -23,8 +23,8 @@ import torch
 from conftest import ROOT
 from framework import log
 from framework.config import load_config
-from framework.core.engine import Engine
 from framework.inspection import model_checks
+from framework.run import Engine
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 

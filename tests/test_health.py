@@ -7,11 +7,11 @@ import pytest
 from torch import nn
 
 from framework.config import Config
-from framework.core.engine import Engine
 from framework.datasets import NumpyDataset
 from framework.datasets.base import Dataset
 from framework.debug.sanity import ModelCheckError
 from framework.errors import ConfigError, DataError
+from framework.run import Engine
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

@@ -19,9 +19,10 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, run_script, tiny_config_with, write_config
+from framework import disk
 from framework.datasets.hdf import HDFDataset, write_hdf
 from framework.errors import DataError, PlantedLinkError
-from framework.training import checkpoint, disk
+from framework.training import checkpoint
 from framework.training.lr_file import write_lr_file
 
 RNN = os.path.join(ROOT, "rnn.py")

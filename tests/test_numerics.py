@@ -12,9 +12,9 @@ import torch
 from conftest import ROOT, run_rnn, run_script
 from framework import log
 from framework.config import load_config
-from framework.core.engine import Engine
 from framework.core.events import Callbacks, Event
 from framework.debug.numerics import NonFiniteError
+from framework.run import Engine
 
 CONFIG = os.path.join(ROOT, "tests", "data", "numerics_config.py")
 

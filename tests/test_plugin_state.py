@@ -9,10 +9,10 @@ import torch
 
 from conftest import TINY_CONFIG
 from framework.config import load_config
-from framework.core.engine import Engine
 from framework.core.events import Event
 from framework.debug.numerics import NonFiniteError
 from framework.errors import TrainingInterrupted
+from framework.run import Engine
 from framework.testing import bitwise_equal
 from framework.training import checkpoint
 

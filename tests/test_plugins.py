@@ -17,12 +17,12 @@ from torch import nn
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework import options
 from framework.config import load_config
-from framework.core.engine import Engine
 from framework.core.events import Callbacks, Event, Order, OrderError, StopTraining
 from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS
 from framework.core.plugin import Plugin
 from framework.core.store import Store
 from framework.errors import ConfigError, TrainingInterrupted
+from framework.run import Engine
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 USE_EXAMPLE = f"\nimport sys\nsys.path.insert(0, {EXAMPLES!r})\nplugins = ['dead_relu']\n"

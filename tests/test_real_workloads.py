@@ -12,11 +12,11 @@ from torch import nn
 
 from framework import log
 from framework.config import Config
-from framework.core.engine import Engine
 from framework.core.events import Event
 from framework.debug.numerics import NonFiniteError
 from framework.errors import ConfigError
-from framework.inspection.host_syncs import HostSyncCounter
+from framework.host_syncs import HostSyncCounter
+from framework.run import Engine
 from framework.training.threads import choose_num_threads, cores_busy_with_others
 
 

@@ -16,9 +16,9 @@ import torch
 
 from conftest import ROOT, captured_log
 from framework.config import load_config
-from framework.core.engine import Engine
 from framework.debug.accumulation_check import merge_batches
 from framework.debug.target_leakage import align
+from framework.run import Engine
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 FIRST = r"WARNING sanity check \(first step\): "

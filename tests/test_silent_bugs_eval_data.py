@@ -18,13 +18,13 @@ import torch
 
 from conftest import ROOT, captured_log
 from framework.config import load_config
-from framework.core.engine import Engine
-from framework.core.rng import get_rng_state
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import parse_extern_data
 from framework.datasets.loader import BatchLoader
 from framework.datasets.worker_seeding import repeating_generators
 from framework.debug.input_layout import moved_axes
+from framework.rng import get_rng_state
+from framework.run import Engine
 
 pytest.importorskip("transformers")
 

@@ -8,11 +8,11 @@ from torch import nn
 import framework
 from framework import log
 from framework.config import Config
-from framework.core.engine import Engine
 from framework.core.events import Event, Order
 from framework.core.run_ctx import RunCtx
 from framework.core.scores import ScoreAccumulator
 from framework.errors import ConfigError
+from framework.run import Engine
 
 
 @pytest.fixture(autouse=True)

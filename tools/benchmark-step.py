@@ -71,8 +71,8 @@ from torch.nn.utils.rnn import pad_sequence  # noqa: E402
 
 from framework import log  # noqa: E402
 from framework.config import Config, load_config  # noqa: E402
-from framework.core.engine import Engine  # noqa: E402
-from framework.inspection.host_syncs import HostSyncCounter  # noqa: E402
+from framework.host_syncs import HostSyncCounter  # noqa: E402
+from framework.run import Engine  # noqa: E402
 
 
 def make_model(hidden: int = 512) -> nn.Module:

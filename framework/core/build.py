@@ -6,21 +6,23 @@ through these functions, so a tool needs no engine to get a config's model and b
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 
 from framework import log
+from framework.accelerator import is_accelerator
 from framework.config import Config
-from framework.core.accelerator import is_accelerator
+from framework.core.features import Distributed
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader
 from framework.errors import ConfigError
-from framework.inspection.freezes import record_freezes
-from framework.training.distributed import Distributed
 
 
 def select_device(name: str) -> torch.device:
@@ -53,14 +55,16 @@ def _accelerator() -> torch.device | None:
     return torch.accelerator.current_accelerator(check_available=True)
 
 
-def run_device(config: Config) -> tuple[torch.device, Distributed | None]:
+def run_device(
+    config: Config, process_group: Callable[[dict, torch.device], Distributed]
+) -> tuple[torch.device, Distributed | None]:
     """The device of this process, and its process group under torchrun (``torch_distributed``)."""
     device = select_device(config.get("device"))
     if config.get("torch_distributed") is None:
         return device, None
     if is_accelerator(device):  # one device per process: the local rank's
         device = torch.device(device.type, int(os.environ.get("LOCAL_RANK", "0")))
-    return device, Distributed(config.get("torch_distributed"), device)
+    return device, process_group(config.get("torch_distributed"), device)
 
 
 def resolve_extern_data(config: Config, dataset: Any) -> dict[str, DataKey]:
@@ -135,12 +139,18 @@ def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[s
     return dataset, extern_data, make_loader(config, option, dataset, extern_data, device, checked)
 
 
-def build_model(config: Config, device: torch.device, epoch: int, step: int) -> torch.nn.Module:
-    """Call the config's ``get_model`` and move the model to ``device``."""
+def build_model(
+    config: Config,
+    device: torch.device,
+    epoch: int,
+    step: int,
+    watch: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+) -> torch.nn.Module:
+    """Call the config's ``get_model`` (inside ``watch()``) and move the model to ``device``."""
     get_model = config.get("get_model")
     if get_model is None:
         raise ConfigError("The config defines no get_model(*, epoch, step, **kwargs) returning an nn.Module.")
-    with record_freezes():  # parameters a library freezes by design are no finding of the sanity check
+    with watch():
         model = get_model(epoch=epoch, step=step)
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(f"get_model returned {type(model).__name__}, not a torch.nn.Module.")

@@ -20,46 +20,45 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework import log
+from framework import disk, log
 from framework.config import Config
 from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
 from framework.core.events import Callbacks, Event, StopTraining
+from framework.core.features import Features, Lock, OutputCollector
 from framework.core.plugin import Plugin
 from framework.core.plugins import build_plugins, prepare_config
-from framework.core.rng import get_rng_state, seed_everything, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.scores import ScoreAccumulator, Scores, format_scores, rank_share, to_host
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
 from framework.errors import CheckpointError, ConfigError, FrameworkError, TrainingInterrupted
-from framework.training import checkpoint, disk, forward, fsdp, resume
-from framework.training.lr_control import LearningRateControl
-from framework.training.optim import create_optimizer, step_unless
-from framework.training.run_lock import RunLock
+from framework.rng import get_rng_state, seed_everything, set_rng_state
 from framework.util import command_line
 
 
 class Engine:
     """Runs a config's task: train, eval or forward."""
 
-    def __init__(self, config: Config, callbacks: Callbacks | None = None):
+    def __init__(self, config: Config, callbacks: Callbacks | None, features: Features):
+        """``features``: what the layers above give (``framework.run.Engine`` makes an engine with the built-in ones)."""
         self.config = config
         self.callbacks = callbacks or Callbacks()
-        device, distributed = build.run_device(config)
+        self.features = features
+        device, distributed = build.run_device(config, features.process_group)
         self.state = RunState(
             config=config,
             task=config.get("task"),
             device=device,
             distributed=distributed,
-            lr_control=LearningRateControl(config),
+            lr_control=features.learning_rates(config),
             learning_rate=config.float("learning_rate"),
             precision=precision_from_config(config, device),
         )
         warn_if_emulated(self.state.precision)
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
-        self._lock: RunLock | None = None  # held while this process writes checkpoints of the model prefix
+        self._lock: Lock | None = None  # held while this process writes checkpoints of the model prefix
         self._plugin_states: tuple[str, dict[str, Any]] | None = None  # (checkpoint, states) to give the plugins
         self.plugins: list[Plugin] = []  # built at startup, in the order of their modules
 
@@ -152,7 +151,7 @@ class Engine:
 
     def init_train(self) -> bool:
         """Datasets, model, optimizer and plugins, fresh or resumed, then STARTUP; False if training is done."""
-        prepare_config(self.config, "train")
+        prepare_config(self.config, "train", self.features.plugin_classes())
         self._lock_model_prefix()
         self.init_data(["train", "dev", "eval"], required="train")
         if not self._init_model_for_training(self.config.int("num_epochs")):
@@ -169,13 +168,15 @@ class Engine:
         """
         state = self.state
         with self.running():
-            prepare_config(self.config, state.task)
+            prepare_config(self.config, state.task, self.features.plugin_classes())
             self.init_data(["train", "dev", "eval"], required=None)
             seed_everything(self.config.int("random_seed"))
             self.build_model(epoch=1, step=0)
-            state.optimizer = create_optimizer(self.config, state.model) if state.task == "train" else None
+            state.optimizer = (
+                self.features.create_optimizer(self.config, state.model) if state.task == "train" else None
+            )
             state.step_model = state.model
-            self.plugins = build_plugins(self.config, state, self.callbacks)
+            self.plugins = build_plugins(self.config, state, self.callbacks, self.features.plugin_classes())
         names = ", ".join(plugin.name for plugin in self.plugins)
         shared = [f"  {line}" for line in state.store.explain()] or ["  (none)"]
         return "\n".join(
@@ -184,7 +185,7 @@ class Engine:
 
     def _start_plugins(self) -> None:
         """Build the plugins the config turns on (their order resolved), give them their saved state, then STARTUP."""
-        self.plugins = build_plugins(self.config, self.state, self.callbacks)
+        self.plugins = build_plugins(self.config, self.state, self.callbacks, self.features.plugin_classes())
         self._load_plugin_states()
         self.callbacks.emit(Event.STARTUP, self.state)
         self._apply_changes()
@@ -223,7 +224,7 @@ class Engine:
         prefix = self._writes_checkpoints()
         if prefix:
             disk.probe_directory(os.path.dirname(prefix), "model directory", "model")
-            self._lock = RunLock(prefix)
+            self._lock = self.features.lock(prefix)
             self._lock.acquire()
 
     def train_epoch(self) -> dict[str, float]:
@@ -243,7 +244,6 @@ class Engine:
         emit(Event.EPOCH_START, state)
         for i, indices, run_ctx in self._batches("train", loader, plan, start):
             clock[0] = now()
-            state.step_metrics = {}
             emit(Event.STEP_START, state)
             if control.changes:
                 self._apply_changes()
@@ -260,7 +260,7 @@ class Engine:
             if boundary:
                 emit(Event.BEFORE_OPTIMIZER_STEP, state)
                 if not control.update_skipped:
-                    step_unless(state.optimizer, control.skip_flag)
+                    self.features.step_unless(state.optimizer, control.skip_flag)
                 control.update_done()
                 state.optimizer.zero_grad(set_to_none=True)
                 emit(Event.AFTER_OPTIMIZER_STEP, state)
@@ -294,7 +294,7 @@ class Engine:
         if path:
             where = f"Wrote {path}."
         elif self.config.get("model"):  # another rank than 0: rank 0 writes the checkpoint of every rank
-            where = f"Rank 0 writes the checkpoint {checkpoint.interrupted_path(self.config.get('model'))}."
+            where = f"Rank 0 writes the checkpoint {self.features.interrupted_path(self.config.get('model'))}."
         else:
             where = "No checkpoint written: set the 'model' option to be able to resume."
         resume = f" Resume exactly from there by running the same command again:\n    {command_line()}"
@@ -373,14 +373,14 @@ class Engine:
         self.callbacks.emit(Event.FINISH, self.state)
         return results
 
-    def _forward(self) -> tuple[str, forward.OutputCollector]:
+    def _forward(self) -> tuple[str, OutputCollector]:
         """task=forward: ``forward_step`` over the ``forward_data`` dataset; its marked outputs go to one file."""
         state, emit = self.state, self.callbacks.emit
         forward_step = step_function(self.config, "forward")  # a config error before anything is loaded
         dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device)
         self.load_for_inference()
-        path = forward.output_path(self.config, state.epoch)
-        collector = forward.output_collector(self.config)
+        path = self.features.output_path(self.config, state.epoch)
+        collector = self.features.output_collector(self.config)
         self._start_plugins()
         state.model.eval()
         plan = loader.plan(1)
@@ -392,7 +392,7 @@ class Engine:
                 emit(Event.FORWARD_STEP_END, state)
                 collector.add(indices, run_ctx.outputs)
         emit(Event.FINISH, state)
-        collector.write(path, forward.sequence_tags(dataset, collector.seq_indices))
+        collector.write(path, self.features.sequence_tags(dataset, collector.seq_indices))
         return path, collector
 
     # ---------------------------------------------------------------------------------- setup
@@ -402,7 +402,9 @@ class Engine:
 
     def build_model(self, epoch: int, step: int) -> None:
         """Call the config's ``get_model`` and move the model to the device."""
-        self.state.model = build.build_model(self.config, self.state.device, epoch, step)
+        self.state.model = build.build_model(
+            self.config, self.state.device, epoch, step, self.features.watch_model_build
+        )
 
     def _init_model_for_training(self, num_epochs: int) -> bool:
         """Build model and optimizer, fresh or from the newest checkpoint; False if already done."""
@@ -425,17 +427,17 @@ class Engine:
             state.model if state.distributed is None else state.distributed.prepare(state.model, self.callbacks)
         )
         # After prepare: FSDP replaces the parameters by their shards, which the optimizer must hold.
-        state.optimizer = create_optimizer(self.config, state.model)
+        state.optimizer = self.features.create_optimizer(self.config, state.model)
         if self._writes_checkpoints():
-            checkpoint.check_room(prefix, state.model, state.optimizer)
+            self.features.check_room(prefix, state.model, state.optimizer)
         if saved is None and self.config.get("import_model_train_epoch1"):
             imported = self.config.get("import_model_train_epoch1")
-            checkpoint.load_model_state(state.model, checkpoint.load_checkpoint(imported)["model"], imported)
+            self.features.load_model_state(state.model, self.features.load_checkpoint(imported)["model"], imported)
             log.v3(f"Training starts from the parameters of {imported} (import_model_train_epoch1).")
         if saved is not None:
             self._restore(saved, path)
             log.v3(f"Resuming from {path}: epoch {state.epoch}, global step {state.global_step}.")
-            resume.report_changes(self.config, saved, state.lr_control, next_epoch)
+            self.features.report_changes(self.config, saved, state.lr_control, next_epoch)
             state.epoch = next_epoch - 1
             if "next_step" in saved:
                 self._resume = {"epoch": saved["epoch"], "next_step": saved["next_step"], "scores": saved["scores"]}
@@ -462,25 +464,25 @@ class Engine:
         """The newest epoch checkpoint, or an interrupted (mid-epoch) one if that is newer."""
         writes = self._writes_checkpoints()
         if writes:
-            checkpoint.remove_stale_temp_files(prefix)
-        found = checkpoint.list_checkpoints(prefix)
+            self.features.remove_stale_temp_files(prefix)
+        found = self.features.list_checkpoints(prefix)
         path = found[max(found)] if found else None
-        interrupted = checkpoint.interrupted_path(prefix)
+        interrupted = self.features.interrupted_path(prefix)
         if os.path.exists(interrupted):
-            saved = checkpoint.load_training_state(interrupted)
+            saved = self.features.load_training_state(interrupted)
             if saved["epoch"] > (max(found) if found else 0):
                 return interrupted, saved
             # An epoch checkpoint covers it. Other ranks may be reading it now: there, the next epoch's write removes it.
             if writes and self.state.distributed is None:
-                checkpoint.remove_interrupted(prefix)
-        return path, checkpoint.load_training_state(path) if path else None
+                self.features.remove_interrupted(prefix)
+        return path, self.features.load_training_state(path) if path else None
 
     def _restore(self, saved: dict[str, Any], path: str) -> None:
         """Model, optimizer, learning-rate control, position and RNG from checkpoint ``saved`` (read from ``path``)."""
         state = self.state
-        checkpoint.load_model_state(state.model, saved["model"], path)
+        self.features.load_model_state(state.model, saved["model"], path)
         try:
-            checkpoint.load_optimizer_state(state.optimizer, saved["optimizer"])
+            self.features.load_optimizer_state(state.optimizer, saved["optimizer"])
         except (ValueError, KeyError) as exc:
             raise CheckpointError(
                 f"Checkpoint {path}: the optimizer state does not fit the configured optimizer "
@@ -495,7 +497,7 @@ class Engine:
     def load_for_inference(self) -> None:
         """Build the model and load the checkpoint that ``load_epoch`` (default: newest) names."""
         prefix = self.config.get("model")
-        found = checkpoint.list_checkpoints(prefix) if prefix else {}
+        found = self.features.list_checkpoints(prefix) if prefix else {}
         if not found:
             raise ConfigError(
                 f"task={self.config.get('task')!r} needs a trained checkpoint, but 'model' = {prefix!r} "
@@ -504,10 +506,10 @@ class Engine:
         epoch = self.config.get("load_epoch") or max(found)
         if epoch not in found:
             raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
-        saved = checkpoint.load_inference_state(found[epoch])
+        saved = self.features.load_inference_state(found[epoch])
         seed_everything(self.config.int("random_seed"))
         self.build_model(epoch=epoch, step=saved["global_step"])
-        checkpoint.load_model_state(self.state.model, saved["model"], found[epoch])
+        self.features.load_model_state(self.state.model, saved["model"], found[epoch])
         self.state.epoch, self.state.global_step = saved["epoch"], saved["global_step"]
         log.v4(f"Loaded {found[epoch]}")
 
@@ -520,7 +522,7 @@ class Engine:
     def _checkpoint_state(self) -> dict[str, Any]:
         """Everything a resumed run needs, plugins' state included."""
         state = self.state
-        model, optimizer = fsdp.full_state_dicts(state.model, state.optimizer)
+        model, optimizer = self.features.full_state_dicts(state.model, state.optimizer)
         return {
             "model": model,
             "optimizer": optimizer,
@@ -528,7 +530,7 @@ class Engine:
             "global_step": state.global_step,
             "rng": get_rng_state(),
             "learning_rate_control": state.lr_control.state_dict(),
-            "options": resume.recorded_options(self.config),
+            "options": self.features.recorded_options(self.config),
             "plugins": {plugin.name: saved for plugin in self.plugins if (saved := plugin.state_dict()) is not None},
         }
 
@@ -540,7 +542,7 @@ class Engine:
     def _help_gather(self) -> None:
         """On a rank that writes no checkpoint: take part in gathering rank 0's (a collective under FSDP)."""
         if self.state.distributed is not None and self.state.distributed.fsdp is not None:
-            fsdp.full_state_dicts(self.state.model, self.state.optimizer)
+            self.features.full_state_dicts(self.state.model, self.state.optimizer)
 
     def _save_checkpoint(self) -> None:
         """Write the epoch's checkpoint (rank 0 only) and drop the interrupted one it supersedes."""
@@ -548,11 +550,11 @@ class Engine:
         if not prefix:
             self._help_gather()
             return
-        path = checkpoint.checkpoint_path(prefix, self.state.epoch)
+        path = self.features.checkpoint_path(prefix, self.state.epoch)
         self._lock.verify(f"writing {path}")
-        checkpoint.save_checkpoint(path, self._checkpoint_state())
+        self.features.save_checkpoint(path, self._checkpoint_state())
         log.v4(f"Saved checkpoint {path}")
-        checkpoint.remove_interrupted(prefix)
+        self.features.remove_interrupted(prefix)
         self.callbacks.emit(Event.CHECKPOINT_SAVED, self.state)
 
     def _epoch_score_sums(self) -> dict[str, list[dict]]:
@@ -574,9 +576,9 @@ class Engine:
             return None
         saved = self._checkpoint_state()
         saved.update(next_step=self.state.step_in_epoch + 1, scores=scores)
-        path = checkpoint.interrupted_path(prefix)
+        path = self.features.interrupted_path(prefix)
         self._lock.verify(f"writing {path}")
-        checkpoint.save_checkpoint(path, saved)
+        self.features.save_checkpoint(path, saved)
         return path
 
 

@@ -6,12 +6,8 @@ Each key has one producer, which declares it in ``provides``; its consumers decl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from framework.core.store import Key
-
-if TYPE_CHECKING:
-    from framework.inspection.probe import ProbeSession
 
 
 @dataclass
@@ -27,4 +23,3 @@ LOSS_FLOORS: Key[dict[str, float]] = Key("loss_floors", "loss name -> the least 
 UPDATE_RATIO: Key[float] = Key("update_ratio", "the largest |dW|/|W| of a weight at the latest gradient-health check")
 EAGER_ONLY: Key[str] = Key("eager_only", "why the model must not be compiled (a check hooks into every step)")
 VERDICT_RUN: Key[str] = Key("verdict_run", "the verdict option this run is for; its findings must not stop it")
-PROBE_SESSION: Key[ProbeSession] = Key("probe_session", "the first step's ProbeSession (framework.inspection.probe)")

@@ -16,7 +16,7 @@ the state. What a plugin must remember across a resume it returns from ``state_d
 every checkpoint) and takes back in ``load_state_dict``; what it holds (hooks, files, processes,
 signal handlers) it releases at ``Event.CLOSE``.
 
-Built-in plugins are listed, in order, in ``framework.core.builtin_plugins``; a config adds its
+Built-in plugins are listed, in order, in ``framework.run``; a config adds its
 own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
 """
 
@@ -55,6 +55,8 @@ class Plugin:
     before: ClassVar[tuple[str, ...]] = ()  # plugins whose callbacks run after this one's (if they are on)
     provides: ClassVar[tuple[Key, ...]] = ()  # measurements it puts into state.store
     needs: ClassVar[tuple[Key, ...]] = ()  # measurements it reads from state.store (None while absent)
+    # A first-step bug check: the bool options that switch it off (the benchmarks' "all checks off" set is these)
+    first_step_check: ClassVar[tuple[str, ...]] = ()
     callbacks: Callbacks  # set by subscribe: to unsubscribe callbacks with callbacks.off
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -1,4 +1,4 @@
-"""The plugins of a run: the built-in ones in their order, plus the config's ``plugins``.
+"""The plugins of a run: the built-in ones the engine is given, plus the config's ``plugins``.
 
 Importing this module loads nothing heavy: the option registry reads the plugin modules'
 ``register(...)`` declarations from their source (``framework.options.read_declared_options``), and the modules
@@ -7,11 +7,10 @@ themselves are imported when a run builds its plugins.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from framework import log
-from framework.core.builtin_plugins import BUILTIN_PLUGIN_MODULES
+from framework.config import import_plugin_modules
 from framework.core.events import OrderError
 from framework.errors import ConfigError
 
@@ -27,20 +26,12 @@ def import_user_plugins(config: Config) -> list[type[Plugin]]:
     from framework.core.plugin import Plugin
 
     found: list[type[Plugin]] = []
-    for entry in config.get("plugins") or []:  # an override wins over the files, as for any option
-        if isinstance(entry, type) and issubclass(entry, Plugin):
+    for entry, module in import_plugin_modules(config):
+        if module is None:
+            if not issubclass(entry, Plugin):
+                raise ConfigError(f"plugins: {entry!r} is neither a module name nor a Plugin subclass.")
             found.append(entry)
             continue
-        if not isinstance(entry, str):
-            raise ConfigError(f"plugins: {entry!r} is neither a module name nor a Plugin subclass.")
-        try:
-            module = importlib.import_module(entry)
-        except ImportError as exc:
-            raise ConfigError(
-                f"plugins: cannot import {entry!r}: {exc}. Is its directory on the Python path? rnn.py does not "
-                "search the config's directory: set PYTHONPATH, or add it in the config (sys.path.insert(0, "
-                "os.path.dirname(__file__))); see docs/writing_a_diagnostic.rst."
-            ) from None
         classes = getattr(module, "PLUGINS", None)
         if not classes:
             raise ConfigError(f"plugins: module {entry!r} has no PLUGINS = (MyPlugin, ...) listing its plugin classes.")
@@ -48,29 +39,23 @@ def import_user_plugins(config: Config) -> list[type[Plugin]]:
     return found
 
 
-def plugin_classes(config: Config) -> list[type[Plugin]]:
-    """Every plugin class of a run: the built-in ones in order, then the config's own."""
-    classes = []
-    for name in BUILTIN_PLUGIN_MODULES:
-        classes += list(importlib.import_module(name).PLUGINS)
-    return classes + import_user_plugins(config)
-
-
-def prepare_config(config: Config, task: str) -> None:
-    """Let every plugin of ``task`` set the option values its mode needs before the run is set up."""
-    for cls in plugin_classes(config):
+def prepare_config(config: Config, task: str, builtin: list[type[Plugin]]) -> None:
+    """Let every plugin of ``task`` (the ``builtin`` ones, then the config's) set the option values its mode
+    needs before the run is set up."""
+    for cls in builtin + import_user_plugins(config):
         if task in cls.tasks:
             values = cls.prepare(config)
             if values:
                 config.derive(values, by=cls.name)
 
 
-def build_plugins(config: Config, state: RunState, callbacks: Callbacks) -> list[Plugin]:
-    """Build the plugins of ``state.task`` that the config turns on, subscribe them and resolve their order.
+def build_plugins(config: Config, state: RunState, callbacks: Callbacks, builtin: list[type[Plugin]]) -> list[Plugin]:
+    """Build the plugins of ``state.task`` that the config turns on (of the ``builtin`` ones, then the config's),
+    subscribe them and resolve their order.
 
     The order (``Callbacks.explain``) is logged at verbosity 5.
     """
-    classes = plugin_classes(config)
+    classes = builtin + import_user_plugins(config)
     _check_declarations(classes)
     built = []
     for cls in classes:

@@ -18,12 +18,11 @@ if TYPE_CHECKING:
 
     from framework.config import Config
     from framework.core.autocast import Precision
+    from framework.core.features import Distributed, LearningRates
     from framework.core.run_ctx import RunCtx
     from framework.core.scores import ScoreAccumulator, Scores
     from framework.datasets.extern_data import DataKey
     from framework.datasets.loader import BatchLoader
-    from framework.training.distributed import Distributed
-    from framework.training.lr_control import LearningRateControl
 
 
 class SummarySink(Protocol):
@@ -120,7 +119,7 @@ class RunState:
     model: torch.nn.Module | None = None
     step_model: torch.nn.Module | None = None  # what train_step gets: the model, or its DDP wrapper
     optimizer: torch.optim.Optimizer | None = None
-    lr_control: LearningRateControl | None = None
+    lr_control: LearningRates | None = None
     learning_rate: float = 0.0
     epoch: int = 0
     global_step: int = 0  # training steps done; during a step (until STEP_END), the index of that step
@@ -131,7 +130,6 @@ class RunState:
     batch: dict[str, torch.Tensor] | None = None
     batch_indices: np.ndarray | None = None
     run_ctx: RunCtx | None = None
-    step_metrics: dict[str, torch.Tensor] = field(default_factory=dict)  # on the device, e.g. grad_norm
     # time.perf_counter() where a training step's phases begin and end, taken by the engine: the batch is there, the
     # step function is called, it returned, backward is done (StepTimer splits the step time by them)
     step_clock: list[float] = field(default_factory=lambda: [0.0] * 4)

@@ -11,8 +11,11 @@ from framework.datasets.base import Dataset
 from framework.datasets.concat import ConcatDataset
 from framework.datasets.distribute_files import DistributeFilesDataset
 from framework.datasets.hdf import HDFDataset
+from framework.datasets.meta import MetaDataset
 from framework.datasets.mnist import MnistDataset
+from framework.datasets.multi_proc import MultiProcDataset
 from framework.datasets.numpy_dataset import NumpyDataset
+from framework.datasets.ogg_zip import OggZipDataset
 from framework.datasets.registry import DATASET_CLASSES, init_dataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
 from framework.datasets.task12ax import Task12AXDataset
@@ -31,6 +34,9 @@ DATASET_CLASSES.update(
         CharTextDataset,
         ConcatDataset,
         DistributeFilesDataset,
+        MetaDataset,
+        OggZipDataset,
+        MultiProcDataset,
     )
 )
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from framework import log
 from framework.errors import ConfigError
 
 SEQ_ORDERINGS = ("default", "random", "sorted", "sorted_reverse", "laplace:N", "laplace:.N")
@@ -70,6 +71,11 @@ class Dataset:
         raise NotImplementedError
 
     # -- generic implementations ----------------------------------------------------------------
+    def seq_tag(self, index: int) -> str:
+        """The sequence's name (RETURNN's sequence tag; its default is "seq-<index>"): ``MetaDataset`` matches the
+        sequences of its datasets by it, and ``task = "forward"`` writes it."""
+        return f"seq-{index}"
+
     def use_epoch(self, epoch: int) -> None:
         """Make ``get_seq``/``get_batch`` read the sequences of (sub-)epoch ``epoch``.
 
@@ -92,6 +98,11 @@ class Dataset:
             self._read_lengths = lengths
         return self._read_lengths
 
+    def order_lengths(self) -> np.ndarray:
+        """The lengths that "sorted" and "laplace" orderings sort by: ``seq_lengths`` unless a dataset sorts by
+        another measure, as RETURNN's ``OggZipDataset`` sorts by the durations in its index."""
+        return self.seq_lengths()
+
     def get_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Collate the sequences ``indices`` into padded arrays plus ``key:seq_len`` lengths."""
         seqs = [self.get_seq(int(i)) for i in indices]
@@ -111,7 +122,7 @@ class Dataset:
             return np.arange(n)
         if ordering == "random":
             return rng.permutation(n)
-        lengths = self.seq_lengths()
+        lengths = self.order_lengths()
         if ordering == "sorted":
             return np.argsort(lengths, kind="stable")
         if ordering == "sorted_reverse":
@@ -161,3 +172,16 @@ def pad_sequences(arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     for i, a in enumerate(arrays):
         padded[i, : a.shape[0]] = a
     return padded, lengths
+
+
+_noted: set[str] = set()
+
+
+def note_no_cache_manager(owner: str, paths: list[str]) -> None:
+    """Say once per dataset class that ``use_cache_manager`` reads the files in place."""
+    if owner not in _noted:
+        _noted.add(owner)
+        log.v3(
+            f"{owner}: use_cache_manager=True: there is no cache manager here; reading {paths[0]}"
+            f"{f' and {len(paths) - 1} more' if len(paths) > 1 else ''} in place."
+        )

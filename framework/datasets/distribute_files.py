@@ -24,8 +24,8 @@ import numpy as np
 from framework import log
 from framework.datasets.base import Dataset
 from framework.datasets.registry import init_dataset
+from framework.disk import format_size
 from framework.errors import ConfigError
-from framework.training.disk import format_size
 
 FILE_ORDERINGS = ("default", "random")
 

@@ -20,9 +20,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from framework.datasets.base import Dataset
+from framework.datasets.base import Dataset, note_no_cache_manager
+from framework.disk import write_atomically
 from framework.errors import ConfigError, DataError
-from framework.training.disk import write_atomically
 from framework.util import printable
 
 
@@ -30,13 +30,17 @@ class HDFDataset(Dataset):
     """Sequences from RETURNN HDF files, read on demand (only the lengths are loaded up front).
 
     :param files: one path or a list of paths; their sequences are concatenated.
+    :param use_cache_manager: RETURNN copies the files through its cluster's cache manager first; here they are
+        read in place (said once in the log).
     """
 
-    def __init__(self, files: str | list[str], **kwargs: Any):
+    def __init__(self, files: str | list[str], *, use_cache_manager: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         self.files = [files] if isinstance(files, str) else list(files)
         if not self.files:
             raise ConfigError("HDFDataset: 'files' is empty; give the path of at least one HDF file.")
+        if use_cache_manager:
+            note_no_cache_manager("HDFDataset", self.files)
         self._handles: dict[str, Any] = {}
         self._pid = os.getpid()
         self._locations: list[tuple[int, int]] = []  # sequence -> (file number, index in the file)

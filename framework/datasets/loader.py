@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework.core.accelerator import is_accelerator
+from framework.accelerator import is_accelerator
 from framework.datasets.base import Dataset
 from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import DataKey, label_error, one_hot_keys
 from framework.datasets.worker_seeding import worker_init
 from framework.errors import DataError
-from framework.inspection.host_syncs import mark_host_side
+from framework.host_syncs import mark_host_side
 
 
 class RankPlan(list):

@@ -15,6 +15,9 @@ from framework.util import accepted_kwargs, check_kwargs, import_by_name
 
 DATASET_CLASSES: dict[str, type[Dataset]] = {}
 
+#: RETURNN's datasets that run RASR (Sprint) or read its caches: refused with a way forward.
+RASR_DATASETS = ("ExternSprintDataset", "SprintDataset", "SprintDatasetBase", "SprintCacheDataset")
+
 
 def _resolve_class(name: Any, option: str) -> Any:
     if callable(name):
@@ -23,6 +26,14 @@ def _resolve_class(name: Any, option: str) -> Any:
         raise ConfigError(f"{option}['class'] must be a class name, 'module.Class' or a callable, got {name!r}.")
     if name in DATASET_CLASSES:
         return DATASET_CLASSES[name]
+    if name in RASR_DATASETS:
+        raise ConfigError(
+            f"{option}: RETURNN's {name} needs RASR (Sprint), the RWTH speech toolkit, which runs its feature "
+            f"extraction and alignment itself; it is not available here. Dump the data once with RETURNN where RASR is "
+            f"installed (RETURNN's tools/dump-dataset.py with --type hdf, or i6_core's ReturnnDumpHDFJob) and read the "
+            f"HDF files with {{'class': 'HDFDataset', 'files': [...]}} (a MetaDataset combines them with other data); "
+            f"for audio with transcriptions, an ogg zip (i6_core's BlissToOggZipJob) read by OggZipDataset."
+        )
     if "." in name:
         return import_by_name(name, option)
     close = difflib.get_close_matches(name, list(DATASET_CLASSES), n=1, cutoff=0.5)

@@ -101,6 +101,8 @@ def _describe(weights: np.ndarray, candidates: dict[str, np.ndarray]) -> str:
 class AccumulationCheck(Plugin):
     """Keeps the first window's batches and compares its accumulated gradient with the merged batch's."""
 
+    first_step_check = ("debug_accumulation_check",)
+
     order = Order.CHECK
 
     def __init__(self, accum: int):

@@ -20,12 +20,11 @@ from torch import nn
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
-from framework.inspection.probe import ProbeLimit, ProbeSession
+from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
 
@@ -171,6 +170,8 @@ def _culprit(points: list, index: int) -> str:
 
 class BatchIndependence(Plugin):
     """Runs the gradient probe on the first batch, before the first step."""
+
+    first_step_check = ("debug_batch_independence",)
 
     order = Order.CHECK
     needs = (PROBE_SESSION,)

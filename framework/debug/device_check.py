@@ -23,10 +23,9 @@ import torch
 
 from framework import log
 from framework.config import Config
-from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
-from framework.core.plugin import Plugin, on
+from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
+from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
 from framework.inspection.device_tracking import DeviceTracker
@@ -46,11 +45,11 @@ register(
 )
 
 
-class DeviceWatch(Plugin):
+class DeviceWatch(SharedRunCheck):
     """Watches the probe session's run of the unchanged first batch and reports the first device mix."""
 
-    order = Order.CHECK
-    needs = (PROBE_SESSION,)
+    first_step_check = ("debug_device_check",)
+    check = CHECK
 
     def __init__(self) -> None:
         self.devices: DeviceTracker | None = None
@@ -60,42 +59,26 @@ class DeviceWatch(Plugin):
     def from_config(cls, config: Config, state: RunState) -> DeviceWatch | None:
         return cls() if config.bool("debug_device_check") else None
 
-    @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
-    def watch_first_batch(self, state: RunState) -> None:
-        session = state.store.get(PROBE_SESSION)
-        if session is None:
-            return
-
-        @contextlib.contextmanager
-        def observe(model: torch.nn.Module) -> Iterator[None]:
-            tracker = ModuleTracker(model)
-            self.devices = DeviceTracker(model, state.batch, tracker, state.config.namespace)
-            try:
-                with tracker, self.devices:
-                    yield
-            except Exception:
-                self._report(state)  # on a GPU the mixing op fails: name it before the error propagates
-                raise
-
-        session.watch(CHECK, observe)
-
-    @on(Event.STEP_START, once=True)
-    def check(self, state: RunState) -> None:
-        session = state.store.get(PROBE_SESSION)
-        if session is None:
-            return
+    @contextlib.contextmanager
+    def observe(self, state: RunState, model: torch.nn.Module) -> Iterator[DeviceTracker]:
+        tracker = ModuleTracker(model)
+        self.devices = DeviceTracker(model, state.batch, tracker, state.config.namespace)
         try:
-            session.shared_run(CHECK)  # made already by another check, unless it is off
-        except ProbeLimit as limit:
-            if self.devices is None or self.devices.finding is None:
-                log.v5(f"Device check skipped: the run of the first batch failed ({limit}).")
-                return
-        if self.devices is None:
+            with tracker, self.devices:
+                yield self.devices
+        except Exception:
+            self._report(state)  # on a GPU the mixing op fails: name it before the error propagates
+            raise
+
+    def skipped(self, state: RunState, limit: ProbeLimit) -> None:
+        if self.devices is None or self.devices.finding is None:
+            log.v5(f"Device check skipped: the run of the first batch failed ({limit}).")
             return
-        if self.devices.finding is None and self.devices.broken is not None:
-            log.v5(
-                f"Device check stopped early: its tracking failed ({self.devices.broken}). Training is not affected."
-            )
+        self.conclude(state, self.devices, None)  # the run failed at the device mix it found
+
+    def conclude(self, state: RunState, seen: DeviceTracker, run_ctx: RunCtx | None) -> None:
+        if seen.finding is None and seen.broken is not None:
+            log.v5(f"Device check stopped early: its tracking failed ({seen.broken}). Training is not affected.")
         self._report(state)
         self.devices = None
 

@@ -37,15 +37,16 @@ from torch import nn
 
 from framework import log
 from framework.config import Config
-from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
-from framework.core.plugin import Plugin, on
+from framework.core.events import Event
+from framework.core.plugin import on
+from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
+from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
 from framework.inspection.mode_dependence import mode_dependent_parts, statistics_of
 from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import ProbeLimit, model_copy, unseen
+from framework.inspection.probe import PROBE_SESSION, ProbeLimit, model_copy, unseen
 from framework.inspection.tensors import calling_user_frame, format_frame, map_tensors
 from framework.inspection.train_only_randomness import RandomnessWatch, TrainOnlyRandomness
 from framework.options import register
@@ -208,11 +209,11 @@ def mode_gap(module: nn.Module, args: tuple) -> float:
     return (evaluated.float() - trained.float()).norm().item() / reference if reference > 0 else 0.0
 
 
-class EvalModeCheck(Plugin):
+class EvalModeCheck(SharedRunCheck):
     """Watches the first batch's training-mode run, runs it once as an evaluation, judges at the first evaluation."""
 
-    order = Order.CHECK
-    needs = (PROBE_SESSION,)
+    first_step_check = ("debug_eval_mode",)
+    check = CHECK
 
     def __init__(self) -> None:
         self.run: _TrainingRun | None = None
@@ -222,30 +223,19 @@ class EvalModeCheck(Plugin):
     def from_config(cls, config: Config, state: RunState) -> EvalModeCheck | None:
         return cls() if config.bool("debug_eval_mode") else None
 
-    @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
-    def watch_first_batch(self, state: RunState) -> None:
-        session = state.store.get(PROBE_SESSION)
-        if session is None:
-            return
+    @contextlib.contextmanager
+    def observe(self, state: RunState, model: nn.Module) -> Iterator[_TrainingRun]:
         run = _TrainingRun()
+        with _modes_watched(model, run):
+            yield run
+        self.run = run  # only a run that completed tells which modules trained in eval mode
 
-        @contextlib.contextmanager
-        def watched(model: nn.Module) -> Iterator[None]:
-            with _modes_watched(model, run):
-                yield
-            self.run = run
+    def skipped(self, state: RunState, limit: ProbeLimit) -> None:
+        log.v5(f"Eval-mode check: the watched run of the first step failed ({limit}).")
+        self.conclude(state, None, None)  # the evaluation run is still worth trying
 
-        session.watch(CHECK, watched)
-
-    @on(Event.STEP_START, once=True)
-    def check_first_step(self, state: RunState) -> None:
+    def conclude(self, state: RunState, seen: _TrainingRun | None, run_ctx: RunCtx | None) -> None:
         session = state.store.get(PROBE_SESSION)
-        if session is None:
-            return
-        try:
-            session.shared_run(CHECK)
-        except ProbeLimit as exc:
-            log.v5(f"Eval-mode check: the watched run of the first step failed ({exc}).")
         modules = {name or "(model)": m for name, m in state.model.named_modules()}
         findings = []
         culprits = trained_in_eval(modules, self.run) if self.run is not None else []

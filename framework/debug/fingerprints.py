@@ -25,7 +25,7 @@ from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.sharded import full
 from framework.inspection.tensors import iter_tensors
 from framework.options import register
-from framework.training.safe_create import open_kept
+from framework.safe_create import open_kept
 
 register(
     "debug_fingerprint_file",

@@ -22,11 +22,10 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
-from framework.inspection.probe import ProbeLimit, ProbeSession
+from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.options import register
 
 register(
@@ -99,6 +98,10 @@ class SharedRunCheck(Plugin):
         """Judge what ``observe`` recorded (``run_ctx``: the shared run's context, with its marked losses)."""
         raise NotImplementedError
 
+    def skipped(self, state: RunState, limit: ProbeLimit) -> None:
+        """The watched run failed (``limit`` says why); by default the check says so at verbosity 5."""
+        log.v5(f"The {self.check} skipped: the watched run of the first step failed ({limit}).")
+
     @on(Event.STEP_START, Order.TRAINING, once=True)  # before any check makes the session's shared run
     def watch_shared_run(self, state: RunState) -> None:
         session = state.store.get(PROBE_SESSION)
@@ -122,7 +125,7 @@ class SharedRunCheck(Plugin):
         try:
             run_ctx = state.store.get(PROBE_SESSION).shared_run(self.check)
         except ProbeLimit as exc:
-            log.v5(f"The {self.check} skipped: the watched run of the first step failed ({exc}).")
+            self.skipped(state, exc)
             return
         seen, self._seen = self._seen, None
         if seen is not None:  # None: the model could not be copied (the session's summary says so)

@@ -27,7 +27,6 @@ from framework import log
 from framework.config import Config
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
-from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.inspection.module_tracker import ModuleTracker
@@ -35,6 +34,7 @@ from framework.inspection.op_checks import op_name
 from framework.inspection.probe import model_copy, unseen
 from framework.inspection.tensors import format_frame, iter_tensors, user_frame
 from framework.options import register
+from framework.rng import get_rng_state, set_rng_state
 
 register(
     "debug_print_layer_output_template",

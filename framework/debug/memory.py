@@ -23,8 +23,8 @@ import psutil
 import torch
 
 from framework import log
+from framework.accelerator import is_accelerator, memory_allocated, memory_stats
 from framework.config import Config
-from framework.core.accelerator import is_accelerator, memory_allocated, memory_stats
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState

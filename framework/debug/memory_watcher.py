@@ -15,7 +15,7 @@ import time
 
 import psutil
 
-from framework.training.safe_create import open_kept
+from framework.safe_create import open_kept
 
 _MB = 1024.0**2
 

@@ -30,19 +30,18 @@ from typing import Any
 import torch
 
 from framework import log
+from framework.accelerator import is_accelerator
 from framework.config import Config
-from framework.core.accelerator import is_accelerator
 from framework.core.autocast import uses_grad_scaler
 from framework.core.events import Event, Order
 from framework.core.measurements import EAGER_ONLY
 from framework.core.plugin import Plugin, on
-from framework.core.rng import capture_step_rng, saveable_rng
 from framework.core.run_ctx import MarkedLoss
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.replay import replay_step
 from framework.errors import FrameworkError
-from framework.inspection.host_syncs import LaggedFlag, host_value
+from framework.host_syncs import LaggedFlag, host_value
 from framework.inspection.module_tracker import ModuleTracker, matches_any
 from framework.inspection.op_checks import OpSums
 from framework.inspection.precision import diagnose_step
@@ -50,6 +49,7 @@ from framework.inspection.sharded import local
 from framework.inspection.step_sums import Producer, StepSums
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
+from framework.rng import capture_step_rng, saveable_rng
 from framework.training import checkpoint
 
 register(

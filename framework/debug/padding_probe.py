@@ -22,13 +22,12 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
-from framework.core.measurements import PROBE_SESSION
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.sanity import ModelCheckError, report_findings
 from framework.inspection.data_checks import Finding
-from framework.inspection.probe import ProbeLimit, ProbeSession, padding_mask
+from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession, padding_mask
 from framework.inspection.tensors import named_tensors
 from framework.options import register
 
@@ -122,6 +121,8 @@ def _same_outputs(
 
 class PaddingProbe(Plugin):
     """Runs the padding probe on the first batch, before the first step."""
+
+    first_step_check = ("debug_padding_check",)
 
     order = Order.CHECK
     needs = (PROBE_SESSION,)

@@ -29,9 +29,9 @@ from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.disk import write_atomically
 from framework.options import register
-from framework.training.disk import write_atomically
-from framework.training.safe_create import make_directory
+from framework.safe_create import make_directory
 
 register(
     "torch_profile",

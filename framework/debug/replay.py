@@ -15,7 +15,6 @@ import numpy as np
 import torch
 
 from framework.core.autocast import autocast_factory
-from framework.core.rng import set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.step import call_step, step_function
 from framework.inspection import sharded
@@ -23,6 +22,7 @@ from framework.inspection.module_tracker import ModuleTracker, matches_any
 from framework.inspection.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
 from framework.inspection.probe import model_copy
 from framework.inspection.tensors import bad_rows, floating_tensors, has_nonfinite, stats
+from framework.rng import set_rng_state
 
 
 @dataclass

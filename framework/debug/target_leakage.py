@@ -289,6 +289,8 @@ def judge(entry: _Entry, call: _LossCall, alignment: _Alignment, shift: int) -> 
 class TargetLeakage(SharedRunCheck):
     """Watches the first batch's probe run, then probes its predictions along the time axis."""
 
+    first_step_check = ("debug_target_leakage",)
+
     check = CHECK
 
     @classmethod

@@ -20,18 +20,19 @@ from typing import Any
 import torch
 
 from framework import log
+from framework.accelerator import memory_allocated
 from framework.config import Config
-from framework.core.accelerator import memory_allocated
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess, unguessable_suffix
+from framework.disk import probe_directory
 from framework.inspection.probe import model_copy, unseen
 from framework.options import register
-from framework.training.disk import probe_directory
-from framework.training.safe_create import make_directory
+from framework.safe_create import make_directory
+from framework.training.optim import GRAD_NORM
 
 register(
     "tensorboard_dir",
@@ -69,6 +70,8 @@ HPARAMS_RUN = "hparams"  # the subdirectory (a TensorBoard run of its own) of th
 
 class TensorBoardLogger(Plugin):
     """Writes the run's summaries with ``torch.utils.tensorboard.SummaryWriter`` (rank 0 only)."""
+
+    needs = (GRAD_NORM,)
 
     def __init__(self, log_dir: str, interval: int, grad_summaries: int | None):
         self.log_dir = log_dir
@@ -162,7 +165,9 @@ class TensorBoardLogger(Plugin):
             if allocated is not None:
                 host.append((f"memory/{state.device.type}_allocated_mb", allocated / 1024**2))
         device = [(f"train/{name}", value) for name, value in step_losses(state.run_ctx).items()]
-        device += [(f"train/{name}", value.detach()) for name, value in state.step_metrics.items()]
+        grad_norm = state.store.get(GRAD_NORM)
+        if grad_norm is not None and grad_norm[0] == step:  # clipped at this step's update
+            device.append(("train/grad_norm", grad_norm[1].detach()))
         values = torch.stack([v.float() for _, v in device]) if device else torch.zeros(0)
         self.records.append((step, host, [name for name, _ in device], values))
         if len(self.records) >= _FLUSH_RECORDS or time.monotonic() - self.last_flush > _FLUSH_SEC:

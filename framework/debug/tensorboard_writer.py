@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from framework.training.safe_create import create_new, make_directory
+from framework.safe_create import create_new, make_directory
 from framework.util import start_framework_process
 
 _F_SETPIPE_SZ = 1031

@@ -128,6 +128,8 @@ def unregistered_finding(loose: list[_Loose]) -> Finding:
 class UpdateIntegrity(SharedRunCheck):
     """Watches the first batch's probe run for unregistered parameters; checks that updates change parameters."""
 
+    first_step_check = ("debug_update_integrity",)
+
     check = CHECK
 
     def __init__(self) -> None:

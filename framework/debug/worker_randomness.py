@@ -37,6 +37,8 @@ register(
 class WorkerRandomness(Plugin):
     """Finds dataset-owned generators that workers would repeat; has the loaders reseed them per worker."""
 
+    first_step_check = ("debug_worker_randomness",)
+
     order = Order.TRAINING
 
     def __init__(self, num_workers: int):

@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 
-from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.inspection.probe import model_copy
 from framework.inspection.tensors import floating_tensors, map_tensors
+from framework.rng import get_rng_state, set_rng_state
 
 
 @dataclass

@@ -30,11 +30,12 @@ from typing import Any
 
 import torch
 
-from framework.core.rng import get_rng_state, set_rng_state
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import run_step
+from framework.core.store import Key
 from framework.inspection.sharded import is_sharded
+from framework.rng import get_rng_state, set_rng_state
 
 _probing = False
 
@@ -328,3 +329,6 @@ def padding_mask(batch: dict[str, Any], key: str) -> torch.Tensor | None:
     """[B, T] True at the padded frames of a variable-length key (None: no padding in this batch)."""
     real = real_frames(batch, key)
     return ~real if real is not None and not bool(real.all()) else None
+
+
+PROBE_SESSION: Key[ProbeSession] = Key("probe_session", "the first step's ProbeSession")

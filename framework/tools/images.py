@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from framework.training.disk import write_atomically
+from framework.disk import write_atomically
 
 
 def image_grid(images: torch.Tensor, nrow: int = 8, padding: int = 2) -> torch.Tensor:

@@ -44,7 +44,7 @@ def load_case(
 ) -> ConfigCase:
     """Build the model of config ``files`` and the first ``num_batches`` batches of ``dataset`` (epoch 1's order; None: no data)."""
     from framework.core import build
-    from framework.core.rng import seed_everything
+    from framework.rng import seed_everything
 
     config = load_config(files, {"device": "cpu", **(overrides or {})})
     device = torch.device("cpu")

@@ -25,8 +25,8 @@ from framework.core.autocast import amp_settings
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.host_syncs import LaggedFlag
 from framework.inspection import sharded
-from framework.inspection.host_syncs import LaggedFlag
 from framework.inspection.precision import diagnose_step
 from framework.options import register
 

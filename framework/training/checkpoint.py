@@ -29,11 +29,11 @@ from typing import Any
 import torch
 import torch.utils.serialization.config as serialization_config
 
-from framework import log
+from framework import disk, log
 from framework.errors import CheckpointError, ConfigError, WriteError
-from framework.training import disk, fsdp
+from framework.safe_create import create_new
+from framework.training import fsdp
 from framework.training.checkpoint_integrity import damage
-from framework.training.safe_create import create_new
 from framework.util import printable
 
 _TMP_SUFFIX = ".tmp"

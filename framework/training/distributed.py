@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from framework import log
-from framework.core.accelerator import is_accelerator
+from framework.accelerator import is_accelerator
 from framework.core.events import Event, Order
 from framework.datasets.loader import RankPlan
 from framework.errors import ConfigError

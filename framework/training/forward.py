@@ -24,8 +24,8 @@ from framework.config import Config
 from framework.core.run_ctx import MarkedOutput
 from framework.datasets.extern_data import DataKey, parse_extern_data
 from framework.datasets.hdf import write_hdf
+from framework.disk import probe_directory, write_atomically
 from framework.errors import ConfigError
-from framework.training.disk import probe_directory, write_atomically
 
 
 class OutputCollector:

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from framework import log
-from framework.core.accelerator import is_accelerator
+from framework.accelerator import is_accelerator
 from framework.errors import ConfigError
 from framework.inspection.sharded import full, is_sharded
 

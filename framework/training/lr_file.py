@@ -25,9 +25,9 @@ from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import Scores
 from framework.core.state import RunState
+from framework.disk import write_atomically
 from framework.errors import ConfigError
 from framework.options import register
-from framework.training.disk import write_atomically
 
 register(
     "learning_rate_file",

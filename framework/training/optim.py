@@ -9,6 +9,7 @@ import torch
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
+from framework.core.store import Key
 from framework.errors import ConfigError
 from framework.inspection import sharded
 from framework.util import check_kwargs, import_by_name
@@ -87,13 +88,17 @@ def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor | None) -> 
         optimizer.step()
 
 
+GRAD_NORM: Key[tuple[int, torch.Tensor]] = Key("grad_norm", "(global step, the gradients' global norm on the device)")
+
+
 class GradientClipping(Plugin):
     """``gradient_clip_global_norm`` / ``gradient_clip``: clip the gradients right before each update.
 
-    The global norm (before clipping) goes to ``state.step_metrics["grad_norm"]`` (TensorBoard).
+    The global norm (before clipping) is shared as ``GRAD_NORM`` (TensorBoard logs it).
     """
 
     order = Order.TRAINING
+    provides = (GRAD_NORM,)
 
     def __init__(self, max_norm: float | None, max_value: float | None):
         self.max_norm = max_norm
@@ -108,7 +113,8 @@ class GradientClipping(Plugin):
     def clip(self, state: Any) -> None:
         if self.max_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.max_norm)
-            state.step_metrics["grad_norm"] = sharded.full(norm)  # under FSDP a DTensor, replicated: no communication
+            # under FSDP a DTensor, replicated: no communication
+            state.store.put(GRAD_NORM, (state.global_step, sharded.full(norm)), by=self)
         if self.max_value is not None:
             torch.nn.utils.clip_grad_value_(state.model.parameters(), self.max_value)
 

@@ -26,7 +26,7 @@ import socket
 import time
 
 from framework.errors import LockLostError, ModelInUseError
-from framework.training.safe_create import open_kept
+from framework.safe_create import open_kept
 from framework.util import command_line, printable
 
 

@@ -4,6 +4,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from framework.run import BuiltinFeatures
+
 # What a benchmark's rounds are timed with: wall-clock time, or the CPU time of the benchmarking thread. With one
 # torch thread every step runs in that thread, so CPU time is the work done, and other processes on a loaded
 # machine barely change it (they only take turns with it); wall-clock time is what a user waits for.
@@ -40,17 +42,5 @@ def alternate(
 
 # The first-step bug checks that are on by default, switched off (benchmark-step --all-off, benchmark-debug).
 BUG_CHECKS_OFF = {
-    "debug_loss_inputs": False,
-    "debug_padding_check": False,
-    "debug_batch_independence": False,
-    "debug_split_overlap": False,
-    "debug_stale_gradients": False,
-    "debug_device_check": False,
-    "debug_target_leakage": False,
-    "debug_update_integrity": False,
-    "debug_accumulation_check": False,
-    "debug_eval_mode": False,
-    "debug_input_layout": False,
-    "debug_worker_randomness": False,
-    "debug_loss_on_class_ids": False,
-}
+    option: False for cls in BuiltinFeatures.plugin_classes() for option in cls.first_step_check
+}  # every first-step bug check off, as each plugin declares (framework.core.plugin.Plugin.first_step_check)

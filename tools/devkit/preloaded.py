@@ -29,7 +29,7 @@ PRELOAD = [
     "torch",
     "torch._dynamo",
     "framework.cli",
-    "framework.core.engine",
+    "framework.run",  # the engine with the training features (the plugin modules load when a run builds them)
 ]  # torch.optim imports _dynamo on first use
 _context = None
 

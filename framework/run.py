@@ -1,4 +1,19 @@
-"""The built-in plugin modules, in order (a leaf module: the option registry reads their declarations)."""
+"""The engine with the built-in features and plugins: what ``rnn.py`` and the tools run.
+
+The core's engine (``framework.core.engine``) reaches training features and plugins only through
+``framework.core.features.Features``; this entry-point module gives it the built-in ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from framework.config import Config
+from framework.core import engine
+from framework.core.events import Callbacks
+from framework.core.plugin import Plugin
+from framework.inspection.freezes import record_freezes
+from framework.training.features import TrainingFeatures
 
 # Ties within one Order are broken by this list: earlier modules' callbacks run first.
 BUILTIN_PLUGIN_MODULES = (
@@ -46,3 +61,25 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.debug.tensorboard",
     "framework.training.progress",
 )
+
+
+class BuiltinFeatures(TrainingFeatures):
+    """The training features, the built-in plugins and the model-build watch of the sanity check."""
+
+    @staticmethod
+    def plugin_classes() -> list[type[Plugin]]:
+        """The built-in plugin classes, in order."""
+        classes = []
+        for name in BUILTIN_PLUGIN_MODULES:
+            classes += list(importlib.import_module(name).PLUGINS)
+        return classes
+
+    # parameters a library freezes by design are no finding of the sanity check
+    watch_model_build = staticmethod(record_freezes)
+
+
+class Engine(engine.Engine):
+    """The engine of a run, with the built-in features and plugins."""
+
+    def __init__(self, config: Config, callbacks: Callbacks | None = None):
+        super().__init__(config, callbacks, BuiltinFeatures())

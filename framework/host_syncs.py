@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from framework.core.accelerator import has_events, has_pinned_memory, is_accelerator
+from framework.accelerator import has_events, has_pinned_memory, is_accelerator
 
 
 class LaggedFlag:

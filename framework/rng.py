@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework.core.accelerator import default_generator, device_module
+from framework.accelerator import default_generator, device_module
 
 
 def seed_everything(seed: int) -> None:

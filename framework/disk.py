@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from framework.errors import ConfigError, WriteError
-from framework.training.safe_create import create_new
+from framework.safe_create import create_new
 
 
 def probe_directory(directory: str, what: str, option: str) -> None:

@@ -1,0 +1,230 @@
+"""RETURNN's ``OggZipDataset``: audio files and their transcriptions in a zip.
+
+The zip ``corpus.zip`` holds ``corpus.txt``, a Python literal list of dicts (``file``, ``seq_name``, ``text``,
+``duration`` in seconds), and the audio files under ``corpus/`` (without that prefix if
+``zip_audio_files_have_name_as_prefix=False``). Keys: ``data`` (the ``audio`` features, float32 [frames, dim];
+without ``audio``, none), ``classes`` (the ``targets`` ids of the text, int32; without ``targets``, none) and
+``orth`` (the text's UTF-8 bytes, uint8, sparse_dim 256). RETURNN's ``raw`` key (the text as a string) is not a
+tensor and is left out.
+
+The sequence tag is ``seq_name`` (else ``file``). "sorted" and "laplace" orderings sort by the index's durations,
+as RETURNN does; the batch plan counts the frames that the durations give (RETURNN uses them for ordering only,
+so an index whose durations are far off makes batches bigger or smaller than ``batch_size`` here).
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import io
+import os
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from framework.datasets.audio_features import AudioFeatures
+from framework.datasets.base import Dataset, note_no_cache_manager
+from framework.datasets.vocabulary import Vocabulary, create_vocabulary
+from framework.errors import ConfigError, DataError
+
+
+class OggZipDataset(Dataset):
+    """Audio and text from RETURNN ogg zips (also WAV or FLAC inside: anything soundfile decodes).
+
+    :param path: one zip or a list of zips; their sequences are concatenated.
+    :param audio: RETURNN's feature options (see ``AudioFeatures``): ``{"features": "raw"}``,
+        ``{"features": "log_mel_filterbank", "num_feature_filters": 80, ...}`` or MFCCs (``{}``, RETURNN's
+        default); None: no ``data`` key.
+    :param targets: RETURNN's vocabulary options (see ``framework.datasets.vocabulary``); None: no ``classes``.
+    :param segment_file: a text file (optionally gzipped) of the sequence tags to keep, one per line.
+    :param fixed_random_subset: keep only this many sequences (a fraction if below 1), drawn once with
+        ``fixed_random_subset_seed`` exactly as RETURNN draws them.
+    :param zip_audio_files_have_name_as_prefix: the audio files are under ``<name>/`` in the zip.
+    :param content_name: the name of the index and audio folder in the zip (by default the zip's file name).
+    :param use_cache_manager: RETURNN copies the zips through its cluster's cache manager; here they are read in place.
+    """
+
+    def __init__(
+        self,
+        path: str | list[str],
+        *,
+        audio: dict[str, Any] | None = None,
+        targets: dict[str, Any] | Vocabulary | None = None,
+        segment_file: str | None = None,
+        fixed_random_subset: float | int | None = None,
+        fixed_random_subset_seed: int = 42,
+        zip_audio_files_have_name_as_prefix: bool = True,
+        content_name: str | list[str] | None = None,
+        use_cache_manager: bool = False,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.paths = [os.fspath(p) for p in ([path] if isinstance(path, (str, os.PathLike)) else path)]
+        if not self.paths:
+            raise ConfigError("OggZipDataset: 'path' is empty; give the path of at least one ogg zip.")
+        names = content_name if isinstance(content_name, list) else [content_name] * len(self.paths)
+        self.names = [name or _zip_name(p) for name, p in zip(names, self.paths, strict=True)]
+        if use_cache_manager:
+            note_no_cache_manager("OggZipDataset", self.paths)
+        self.features = AudioFeatures.from_options(audio) if audio is not None else None
+        if isinstance(targets, dict):
+            targets = create_vocabulary(targets, "OggZipDataset")
+        self.targets = targets
+        self.prefixed = zip_audio_files_have_name_as_prefix
+        keep = _read_segments(segment_file) if segment_file else None
+        self.entries: list[dict[str, Any]] = []
+        for number, (zip_path, name) in enumerate(zip(self.paths, self.names, strict=True)):
+            for entry in _read_index(zip_path, name):
+                if keep is None or _tag(entry) in keep:
+                    self.entries.append({**entry, "_zip": number})
+        if fixed_random_subset:
+            count = int(len(self.entries) * fixed_random_subset) if fixed_random_subset < 1 else fixed_random_subset
+            np.random.RandomState(fixed_random_subset_seed).shuffle(self.entries)  # RETURNN's draw, exactly
+            self.entries = self.entries[: int(count)]
+        if not self.entries:
+            raise ConfigError(
+                f"OggZipDataset: no sequences in {', '.join(self.paths)}"
+                + (f" whose tag is listed in segment_file {segment_file}." if keep is not None else ".")
+            )
+        self._zips: dict[int, zipfile.ZipFile] = {}
+        self._pid = os.getpid()
+        self._sample_rate: int | None = None
+        self._lengths: np.ndarray | None = None
+        self.name = f"OggZipDataset({', '.join(os.path.basename(p) for p in self.paths)})"
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.entries)
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        info = {}
+        if self.features is not None:
+            info["data"] = {"shape": (None, self.features.dim), "dtype": "float32", "sparse_dim": None}
+        if self.targets is not None:
+            info["classes"] = {"shape": (None,), "dtype": "int32", "sparse_dim": self.targets.num_labels}
+        info["orth"] = {"shape": (None,), "dtype": "uint8", "sparse_dim": 256}
+        return info
+
+    def seq_tag(self, index: int) -> str:
+        return _tag(self.entries[index])
+
+    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+        entry = self.entries[index]
+        seq = {}
+        if self.features is not None:
+            member = self._member(entry)
+            seq["data"] = self.features.from_bytes(
+                self._read(entry["_zip"], member), f"{self.paths[entry['_zip']]}:{member}"
+            )
+        if self.targets is not None:
+            seq["classes"] = np.array(self.targets.get_seq(entry["text"]), dtype=np.int32)
+        seq["orth"] = np.frombuffer(entry["text"].encode("utf8"), dtype=np.uint8).copy()
+        return seq
+
+    def order_lengths(self) -> np.ndarray:
+        """RETURNN's sort key: the duration in centiseconds."""
+        return np.array([int(entry["duration"] * 100) for entry in self.entries], dtype=np.int64)
+
+    def seq_lengths(self) -> np.ndarray:
+        """Frames per sequence as the durations give them (audio), else the longest of the text keys."""
+        if self._lengths is None:
+            lengths = np.array([len(e["text"].encode("utf8")) for e in self.entries], dtype=np.int64)
+            if self.targets is not None:
+                lengths = np.maximum(lengths, [len(self.targets.get_seq(e["text"])) for e in self.entries])
+            if self.features is not None:
+                rate = self.sample_rate()
+                frames = [self.features.frames(int(e["duration"] * rate), rate) for e in self.entries]
+                lengths = np.maximum(lengths, frames)
+            self._lengths = lengths
+        return self._lengths
+
+    def sample_rate(self) -> int:
+        """The audio's sample rate: ``audio["sample_rate"]``, else the first file's."""
+        if self._sample_rate is None:
+            self._sample_rate = self.features.sample_rate if self.features is not None else None
+        if self._sample_rate is None:
+            import soundfile
+
+            entry = self.entries[0]
+            self._sample_rate = soundfile.info(io.BytesIO(self._read(entry["_zip"], self._member(entry)))).samplerate
+        return self._sample_rate
+
+    def _member(self, entry: dict[str, Any]) -> str:
+        if "file" not in entry:
+            raise DataError(
+                f"OggZipDataset: the index of {self.paths[entry['_zip']]} has no 'file' for {_tag(entry)!r}, so there is "
+                f"no audio; set audio=None for text only."
+            )
+        return f"{self.names[entry['_zip']]}/{entry['file']}" if self.prefixed else entry["file"]
+
+    def _read(self, number: int, member: str) -> bytes:
+        """A file of zip ``number``; the zips are reopened in a new process (workers)."""
+        if self._pid != os.getpid():
+            self._zips, self._pid = {}, os.getpid()
+        if number not in self._zips:
+            self._zips[number] = zipfile.ZipFile(self.paths[number])
+        try:
+            return self._zips[number].read(member)
+        except KeyError:
+            raise DataError(
+                f"OggZipDataset: {self.paths[number]} has no {member!r}, which its index lists. Is "
+                f"zip_audio_files_have_name_as_prefix right (now {self.prefixed})?"
+            ) from None
+        except (zipfile.BadZipFile, OSError) as exc:  # a failed CRC, a truncated or rewritten zip
+            raise DataError(
+                f"OggZipDataset: {member!r} in {self.paths[number]} cannot be read ({exc}). The zip is damaged or was "
+                f"changed while it was read; write it again or restore it from a copy."
+            ) from None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_zips": {}}
+
+
+def _zip_name(path: str) -> str:
+    name, ext = os.path.splitext(os.path.basename(path))
+    if ext != ".zip":
+        raise ConfigError(
+            f"OggZipDataset: {path} is not a .zip; RETURNN's ogg zips are <name>.zip with <name>.txt inside."
+        )
+    return name
+
+
+def _tag(entry: dict[str, Any]) -> str:
+    return entry.get("seq_name", entry.get("file", ""))
+
+
+def _read_index(path: str, name: str) -> list[dict[str, Any]]:
+    """The entries of ``<name>.txt`` in the zip."""
+    try:
+        with zipfile.ZipFile(path) as f:
+            text = f.read(f"{name}.txt")
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ConfigError(f"OggZipDataset: cannot read {path!r} ({exc}). Is it a zip?") from None
+    except KeyError:
+        raise ConfigError(
+            f"OggZipDataset: {path} has no index {name}.txt (RETURNN's layout: <name>.txt beside <name>/ with the "
+            f"audio). Give content_name if the zip was renamed."
+        ) from None
+    try:
+        entries = ast.literal_eval(text.decode("utf8"))
+    except (ValueError, SyntaxError) as exc:
+        raise ConfigError(f"OggZipDataset: {path}:{name}.txt is not a Python literal list of dicts ({exc}).") from None
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("text"), str) and isinstance(e.get("duration"), (int, float))
+        for e in entries
+    ):
+        raise ConfigError(
+            f"OggZipDataset: {path}:{name}.txt must be a list of dicts with 'text' (str), 'duration' (seconds) and "
+            f"'file' or 'seq_name', as RETURNN writes it."
+        )
+    return entries
+
+
+def _read_segments(path: str) -> set[str]:
+    try:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf8") as f:
+            return set(f.read().splitlines())
+    except OSError as exc:
+        raise ConfigError(f"OggZipDataset: cannot read segment_file {path!r} ({exc}).") from None
