@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from framework import log
+from framework import log, returnn_options
 from framework.config import load_config, parse_args
 from framework.errors import FrameworkError, TrainingInterrupted
 from framework.training import exit_log
@@ -72,6 +72,9 @@ def _run(argv: list[str], crash_status: str) -> int:
         label_stack_dumps(f"[rank {rank}]")
     else:
         log.setup(config.get("log_verbosity"), config.get("log"))
+    for note in [returnn_options.startup_note(config.without_effect), *returnn_options.default_notes(config)]:
+        if note:
+            log.v3(note)
 
     import torch  # after config validation: a typo is reported without waiting for torch
 

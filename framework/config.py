@@ -57,6 +57,7 @@ class Config:
         self.overrides: dict[str, Any] = dict(overrides or {})
         self.derived: dict[str, Any] = {}  # set by a plugin's mode (Plugin.prepare), e.g. a verdict run's epochs
         self.files: list[str] = []
+        self.without_effect: dict[str, str] = {}  # RETURNN options set without effect here -> why (startup note)
         self.namespace["config"] = self
 
     @classmethod
@@ -156,6 +157,10 @@ class Config:
                 if problem:
                     problems.append(problem + (f" (from ++{name})." if name in self.overrides else "."))
                     culprits.add(name)
+                continue
+            without_effect = returnn_options.without_effect(name, value)
+            if without_effect is not None:
+                self.without_effect[name] = without_effect
                 continue
             used = _names_used_by(self) if used is None else used
             problem = None if name in used else _unknown_name_problem(name, value)
@@ -297,6 +302,18 @@ def _exec_file(path: str, namespace: dict[str, Any]) -> None:
 
 
 _loading: Config | None = None  # the config whose files are executing, for run_output_dir()
+_loaded: Config | None = None  # the config of this process's run, for get_global_config()
+
+
+def get_global_config() -> Config:
+    """The config of the running ``rnn.py`` (RETURNN's ``returnn.config.get_global_config()``), e.g. for a
+    ``dynamic_learning_rate`` function that reads its own settings: ``get_global_config().float("warmup", 1)``."""
+    config = _loaded if _loaded is not None else _loading
+    if config is None:
+        raise ConfigError(
+            "get_global_config() is for code that runs under rnn.py (or load_config); no config is loaded."
+        )
+    return config
 
 
 def run_output_dir() -> str:
@@ -326,7 +343,7 @@ def run_output_dir() -> str:
 
 def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Config:
     """Execute the config files in one namespace, apply overrides, validate."""
-    global _loading
+    global _loading, _loaded
     if not files:
         raise ConfigError("No config file given. Usage: rnn.py config.py [more.py ...] [++key value ...].")
     config = Config(overrides=overrides)
@@ -339,7 +356,8 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
         _loading = None
     import_plugin_modules(config)  # their options are known before the overrides are checked
     for key, value in config.overrides.items():
-        if options.get(key) is None and key not in config.namespace:
+        known = options.get(key) is not None or returnn_options.without_effect(key, value) is not None
+        if not known and key not in config.namespace:
             refused = returnn_options.refusal(key)
             if refused is not None:
                 raise ConfigError(f"Override ++{key}: {refused}.")
@@ -351,10 +369,11 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
                 f"Override ++{key}: {key!r} is neither a registered option nor a variable of the config.{hint} "
                 f"See rnn.py --help-options."
             )
-        if options.get(key) is None:
+        if not known:
             _check_override_kind(key, config.namespace[key], value)
         config.namespace[key] = value
     config.validate()
+    _loaded = config
     return config
 
 

@@ -334,11 +334,27 @@ register("dev", "any", None, "Development dataset, scored after each epoch; driv
 register("eval", "any", None, "Evaluation dataset, scored after each epoch and used by task=eval/forward.", _C)
 register(
     "batch_size",
-    "int",
+    "int | dict",
     1000,
-    "Max padded frames per batch (max sequence length x number of sequences; non-sequence data: one per entry).",
+    "Max padded frames per batch (max sequence length x number of sequences; non-sequence data: one per entry); "
+    "a dict {key: N} limits each named key's padded frames (RETURNN's per-key batch_size).",
     _C,
     range="[1, inf)",
+)
+register(
+    "max_seq_length",
+    "int | dict | None",
+    None,
+    "Leave out sequences longer than this (every dataset, as in RETURNN's torch engine); a dict {key: N} checks the "
+    "named keys only.",
+    _C,
+)
+register(
+    "min_seq_length",
+    "int | dict | None",
+    None,
+    "Leave out sequences shorter than this (every dataset); a dict {key: N} checks the named keys only.",
+    _C,
 )
 register("max_seqs", "int | None", None, "Max sequences per batch (None: no cap).", _C, range="[1, inf)")
 register(
@@ -361,7 +377,9 @@ register(
     "optimizer",
     "dict | str",
     {"class": "adam"},
-    "{'class': adam|adamw|sgd|'module.Class', **kwargs}; kwargs go to the optimizer ('epsilon' means eps).",
+    "{'class': any torch.optim name (adam, adamw, nadam, sgd, ...) | 'module.Class' | callable, **kwargs}; kwargs "
+    "go to the optimizer ('epsilon' means eps). With weight_decay, biases and the parameters of "
+    "weight_decay_modules_blacklist (default: LayerNorm, Embedding) do not decay, as in RETURNN.",
     _C,
 )
 register("learning_rate", "float", 1e-3, "Initial learning rate.", _C, range="[0, inf)")
@@ -379,7 +397,45 @@ register(
     "constant",
     "How the learning rate changes per epoch.",
     _C,
-    choices=("constant", "newbob"),
+    choices=("constant", "newbob", "newbob_rel", "newbob_relative", "newbob_multi_epoch"),
+)
+register(
+    "newbob_multi_num_epochs",
+    "int",
+    5,
+    "newbob_multi_epoch: the mean relative change over this many epochs decides (RETURNN's option).",
+    _C,
+    range="[1, inf)",
+)
+register(
+    "newbob_multi_update_interval",
+    "int | None",
+    None,
+    "newbob_multi_epoch: decide every this many epochs (None: newbob_multi_num_epochs).",
+    _C,
+    range="[1, inf)",
+)
+register(
+    "learning_rate_control_relative_error_relative_lr",
+    "bool",
+    False,
+    "Newbob: divide the relative change by learning rate / initial learning rate (RETURNN's option).",
+    _C,
+)
+register(
+    "learning_rate_control_min_num_epochs_per_new_lr",
+    "int",
+    0,
+    "Newbob: keep a new learning rate at least this many epochs (RETURNN's option).",
+    _C,
+    range="[0, inf)",
+)
+register(
+    "newbob_relative_error_div_by_old",
+    "bool",
+    False,
+    "Newbob: the relative change is (new - old) / |old| instead of RETURNN's default (new - old) / |new|.",
+    _C,
 )
 register(
     "learning_rate_control_error_measure",
@@ -408,7 +464,7 @@ register(
     "newbob_relative_error_threshold",
     "float",
     -0.01,
-    "Newbob: decay when (new - old) / old of the watched score is above this.",
+    "Newbob: decay when the relative change (new - old) / |new| of the watched score is above this.",
     _C,
 )
 register(
@@ -423,24 +479,33 @@ register(
     "dynamic_learning_rate",
     "callable | None",
     None,
-    "dynamic_learning_rate(*, global_train_step, epoch, learning_rate, **kwargs) -> lr, applied every step.",
+    "dynamic_learning_rate(*, global_train_step, epoch, epoch_continuous, learning_rate, **kwargs) -> lr, applied "
+    "every step (the arguments RETURNN passes; a function without **kwargs gets those it names).",
     _C,
 )
 register(
     "gradient_clip_global_norm",
     "float | None",
     None,
-    "Clip gradients to this global L2 norm before each update.",
+    "Clip gradients to this global L2 norm before each update (0: off, as in RETURNN).",
     _C,
-    range="(0, inf)",
+    range="[0, inf)",
 )
 register(
     "gradient_clip",
     "float | None",
     None,
-    "Clip each gradient value to [-x, x] before each update.",
+    "Clip each gradient value to [-x, x] before each update (0: off, as in RETURNN).",
     _C,
-    range="(0, inf)",
+    range="[0, inf)",
+)
+register(
+    "gradient_noise",
+    "float",
+    0.0,
+    "Add truncated normal noise with this std to the gradients before clipping (RETURNN's option; 0: off).",
+    _C,
+    range="[0, inf)",
 )
 
 _C = "framework.training.checkpoint"
@@ -476,6 +541,22 @@ register(
     "Checkpoint whose parameters start a fresh training (e.g. from framework-import-torch-model); ignored on resume.",
     _C,
 )
+register(
+    "save_interval",
+    "int",
+    1,
+    "Write the epoch checkpoint every this many epochs, and after the last (RETURNN's option).",
+    _C,
+    range="[1, inf)",
+)
+register(
+    "preload_from_files",
+    "dict | None",
+    None,
+    "RETURNN's {name: {'filename': ckpt, 'prefix', 'checkpoint_key', 'ignore_missing', 'var_name_mapping', "
+    "'init_for_train'}}: parameters loaded into the model (init_for_train: when a training starts fresh).",
+    _C,
+)
 
 register(
     "resume_learning_rate",
@@ -489,11 +570,18 @@ register(
 _C = "framework.training.forward"
 register(
     "forward_data",
-    "str",
+    "str | dict",
     "eval",
-    "Dataset option that task=forward runs on: train, dev or eval.",
+    "What task=forward runs on: the dataset option train, dev or eval, or a dataset dict (as in RETURNN).",
     _C,
-    choices=("train", "dev", "eval"),
+)
+register(
+    "forward_callback",
+    "any",
+    None,
+    "RETURNN's forward callback: an object (or a function returning one) with init(*, model), "
+    "process_seq(*, seq_tag, outputs) and finish(); it gets each sequence's outputs instead of output_file.",
+    _C,
 )
 register(
     "output_file",
@@ -526,6 +614,13 @@ register(
     "3: epoch summaries, 4: plus setup info, 5: plus a line per step.",
     _C,
     choices=(0, 1, 2, 3, 4, 5),
+)
+register(
+    "log_batch_size",
+    "bool",
+    False,
+    "With log_verbosity 5, each step line shows the batch's sequences and frames per key (RETURNN's option).",
+    _C,
 )
 
 _C = "framework.training.exit_log"

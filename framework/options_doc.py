@@ -74,13 +74,23 @@ def format_returnn_rst() -> str:
         "   * - RETURNN option",
         "     - Here",
     ]
-    rows = [(name, f"honoured: {_rst(options.get(name).doc)}") for name in returnn_options.HONOURED]
-    rows += [(name, f"refused: {_rst(advice)}.") for name, advice in returnn_options.ADVICE.items()]
-    for name, status in sorted(rows, key=lambda row: row[0].lower()):
+    rows = {name: f"honoured: {_rst(options.get(name).doc)}" for name in returnn_options.HONOURED}
+    for name, (accepts, why) in returnn_options.WITHOUT_EFFECT.items():
+        if accepts is None:
+            rows[name] = f"no effect, as in RETURNN's torch engine (listed in the startup note): {_rst(why)}."
+        else:
+            refused = returnn_options.ADVICE.get(name, "not supported here")
+            rows[name] = (
+                f"accepted at its off value ({_rst(why)}; in the startup note); other values refused: {_rst(refused)}."
+            )
+    for name, advice in returnn_options.ADVICE.items():
+        rows.setdefault(name, f"refused: {_rst(advice)}.")
+    for name, status in sorted(rows.items(), key=lambda row: row[0].lower()):
         lines += [f"   * - ``{name}``", f"     - {status}"]
     lines += [
         "",
-        "Names starting with ``tf_`` or ``horovod_`` (TensorFlow) and ``rf_`` (RETURNN's frontend) are refused too.",
+        "Names starting with ``tf_`` or ``horovod_`` (TensorFlow) and ``rf_`` (RETURNN's frontend) have no effect",
+        "here, as in RETURNN's torch engine, and are listed in the startup note.",
         "",
     ]
     return "\n".join(lines)

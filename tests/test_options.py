@@ -44,11 +44,14 @@ def test_docs_options_reference_is_generated_from_the_registry():
         assert f.read() == format_returnn_rst(), "docs/returnn_options.inc is stale: run tools/generate-options-doc.py"
 
 
-def test_every_returnn_option_is_honoured_or_refused_never_both():
+def test_every_returnn_option_is_honoured_refused_or_without_effect_never_two_of_them():
     honoured, refused = set(returnn_options.HONOURED), set(returnn_options.ADVICE)
-    assert not honoured & refused
+    without = {name for name, (accepts, _) in returnn_options.WITHOUT_EFFECT.items() if accepts is None}
+    off_value_only = set(returnn_options.WITHOUT_EFFECT) - without
+    assert not honoured & refused and not honoured & set(returnn_options.WITHOUT_EFFECT) and not without & refused
+    assert off_value_only <= refused  # another value is refused with its way forward
     assert all(options.get(name) is not None for name in honoured)
-    assert not [name for name in refused if options.get(name) is not None]
+    assert not [name for name in refused | without if options.get(name) is not None]
 
 
 def test_help_options_lists_every_option():

@@ -118,7 +118,7 @@ def test_eval_and_forward_do_not_take_the_lock(tmp_path):
         ("learning_rates", "[0.1, -1]", "must be in [0, inf), but got -1 (element -1 of [0.1, -1])"),
         ("accum_grad_multiple_step", "0", "must be in [1, inf), but got 0"),
         ("newbob_learning_rate_decay", "1.5", "must be in (0, 1], but got 1.5"),
-        ("gradient_clip_global_norm", "0", "must be in (0, inf), but got 0"),
+        ("gradient_clip_global_norm", "-1", "must be in [0, inf), but got -1"),
         ("max_seqs", "0", "must be in [1, inf), but got 0"),
     ],
 )

@@ -89,11 +89,12 @@ def make_loader(
         dataset,
         extern_data,
         option=option,
-        batch_size=config.int("batch_size"),
+        batch_size=config.get("batch_size"),
         max_seqs=config.get("max_seqs"),
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
         labels_checked=labels_checked,
+        seq_length_limits=(config.get("min_seq_length"), config.get("max_seq_length")),
     )
 
 
@@ -122,14 +123,20 @@ def init_data(
 def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[str, DataKey], BatchLoader]:
     """task=forward's dataset (option ``forward_data``), its ``extern_data`` and its batch loader."""
     option = config.get("forward_data")
-    if config.get(option) is None:
+    if isinstance(option, dict):  # RETURNN's notation: the dataset itself
+        spec, option = option, "forward_data"
+    elif option not in ("train", "dev", "eval"):
+        raise ConfigError(f"forward_data = {option!r}: give train, dev or eval, or a dataset dict.")
+    else:
+        spec = config.get(option)
+    if spec is None:
         others = [name for name in ("dev", "eval", "train") if name != option and config.get(name) is not None]
         fix = f"add ++forward_data {others[0]} (or set forward_data in the config)" if others else "set it"
         raise ConfigError(
             f"task='forward' runs on dataset {option!r} (option forward_data), which is not set: {fix}, "
             f"or define {option} = {{...}}."
         )
-    dataset = init_dataset(config.get(option), option=option, random_seed=config.int("random_seed"))
+    dataset = init_dataset(spec, option=option, random_seed=config.int("random_seed"))
     have = dataset.key_info()
     # Targets may be absent from the data to forward; inputs needed for inference may not.
     extern_data = {

@@ -147,7 +147,8 @@ class Engine:
                 log.v3(f"Epoch {epoch} evaluation: {format_dataset_scores(eval_scores)}")
             state.lr_control.record(epoch, {"train": train_scores, **eval_scores})
             self.callbacks.emit(Event.EPOCH_END, state)
-            self._save_checkpoint()
+            if self._checkpoint_due(num_epochs):
+                self._save_checkpoint()
 
     def init_train(self) -> bool:
         """Datasets, model, optimizer and plugins, fresh or resumed, then STARTUP; False if training is done."""
@@ -380,7 +381,7 @@ class Engine:
         dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device)
         self.load_for_inference()
         path = self.features.output_path(self.config, state.epoch)
-        collector = self.features.output_collector(self.config)
+        collector = self.features.output_collector(self.config, dataset, state.model)
         self._start_plugins()
         state.model.eval()
         plan = loader.plan(1)
@@ -434,6 +435,8 @@ class Engine:
             imported = self.config.get("import_model_train_epoch1")
             self.features.load_model_state(state.model, self.features.load_checkpoint(imported)["model"], imported)
             log.v3(f"Training starts from the parameters of {imported} (import_model_train_epoch1).")
+        if saved is None:
+            self.features.preload_from_files(self.config, state.model, training=True)
         if saved is not None:
             self._restore(saved, path)
             log.v3(f"Resuming from {path}: epoch {state.epoch}, global step {state.global_step}.")
@@ -510,6 +513,7 @@ class Engine:
         seed_everything(self.config.int("random_seed"))
         self.build_model(epoch=epoch, step=saved["global_step"])
         self.features.load_model_state(self.state.model, saved["model"], found[epoch])
+        self.features.preload_from_files(self.config, self.state.model, training=False)
         self.state.epoch, self.state.global_step = saved["epoch"], saved["global_step"]
         log.v4(f"Loaded {found[epoch]}")
 
@@ -543,6 +547,12 @@ class Engine:
         """On a rank that writes no checkpoint: take part in gathering rank 0's (a collective under FSDP)."""
         if self.state.distributed is not None and self.state.distributed.fsdp is not None:
             self.features.full_state_dicts(self.state.model, self.state.optimizer)
+
+    def _checkpoint_due(self, num_epochs: int) -> bool:
+        """Whether this epoch writes its checkpoint: every ``save_interval`` epochs, the last epoch, and an epoch after
+        which the training ends (RETURNN's rule, plus the end a plugin asks for)."""
+        epoch, interval = self.state.epoch, self.config.int("save_interval")
+        return epoch % interval == 0 or epoch == num_epochs or self.state.control.end_reason is not None
 
     def _save_checkpoint(self) -> None:
         """Write the epoch's checkpoint (rank 0 only) and drop the interrupted one it supersedes."""

@@ -98,6 +98,14 @@ class Dataset:
             self._read_lengths = lengths
         return self._read_lengths
 
+    def lengths_of(self, key: str) -> np.ndarray:
+        """The length of variable-length ``key`` in each sequence (RETURNN's per-key ``batch_size`` and
+        ``max_seq_length``). Computed once by reading every sequence, then cached: override it where known."""
+        cache = self.__dict__.setdefault("_read_key_lengths", {})
+        if key not in cache:
+            cache[key] = np.array([self.get_seq(i)[key].shape[0] for i in range(self.num_seqs)], dtype=np.int64)
+        return cache[key]
+
     def order_lengths(self) -> np.ndarray:
         """The lengths that "sorted" and "laplace" orderings sort by: ``seq_lengths`` unless a dataset sorts by
         another measure, as RETURNN's ``OggZipDataset`` sorts by the durations in its index."""

@@ -5,28 +5,38 @@ from __future__ import annotations
 import numpy as np
 
 
-def make_batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, max_seqs: int | None) -> list[np.ndarray]:
+def make_batches(
+    order: np.ndarray,
+    lengths: np.ndarray | dict[str, np.ndarray],
+    batch_size: int | dict[str, int],
+    max_seqs: int | None,
+) -> list[np.ndarray]:
     """Split ``order`` into consecutive batches.
 
     A batch holds as many sequences as fit into ``batch_size`` padded frames (its longest
     sequence times its number of sequences) and at most ``max_seqs`` sequences. A sequence
-    longer than ``batch_size`` gets a batch of its own.
+    longer than ``batch_size`` gets a batch of its own. RETURNN's per-key budget: ``batch_size``
+    ``{key: frames}`` with ``lengths`` ``{key: lengths}`` limits each named key's padded frames.
     """
-    if batch_size < 1:
+    if isinstance(batch_size, dict):
+        budgets = [(np.asarray(lengths[key])[order], int(size)) for key, size in batch_size.items() if key in lengths]
+    else:
+        budgets = [(np.asarray(lengths)[order], int(batch_size))]
+    if any(size < 1 for _, size in budgets):
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     cap = max_seqs if max_seqs and max_seqs > 0 else len(order) or 1
-    seq_lens = lengths[order]
-    if len(order) and seq_lens.max() == 1:  # fixed-shape data: plain chunks
-        size = min(batch_size, cap)
+    if len(order) and len(budgets) == 1 and budgets[0][0].max() == 1:  # fixed-shape data: plain chunks
+        size = min(budgets[0][1], cap)
         return [order[i : i + size] for i in range(0, len(order), size)]
     batches = []
-    start, longest = 0, 0
-    for i, length in enumerate(seq_lens):
-        longest_if_added = max(longest, int(length))
+    start, longest = 0, [0] * len(budgets)
+    for i in range(len(order)):
+        longest_if_added = [max(top, int(seq_lens[i])) for top, (seq_lens, _) in zip(longest, budgets, strict=True)]
         count_if_added = i - start + 1
-        if i > start and (longest_if_added * count_if_added > batch_size or count_if_added > cap):
+        over = any(top * count_if_added > size for top, (_, size) in zip(longest_if_added, budgets, strict=True))
+        if i > start and (over or count_if_added > cap):
             batches.append(order[start:i])
-            start, longest_if_added = i, int(length)
+            start, longest_if_added = i, [int(seq_lens[i]) for seq_lens, _ in budgets]
         longest = longest_if_added
     if start < len(order):
         batches.append(order[start:])

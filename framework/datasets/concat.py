@@ -50,5 +50,8 @@ class ConcatDataset(Dataset):
         part = int(np.searchsorted(self._starts, index, side="right")) - 1
         return self.datasets[part].get_seq(index - int(self._starts[part]))
 
+    def lengths_of(self, key: str) -> np.ndarray:
+        return np.concatenate([dataset.lengths_of(key) for dataset in self.datasets]).astype(np.int64)
+
     def seq_lengths(self) -> np.ndarray:
         return np.concatenate([dataset.seq_lengths() for dataset in self.datasets]).astype(np.int64)

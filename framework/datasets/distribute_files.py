@@ -152,6 +152,9 @@ class DistributeFilesDataset(Dataset):
     def get_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         return self._current().get_batch(indices)
 
+    def lengths_of(self, key: str) -> np.ndarray:
+        return self._current().lengths_of(key)
+
     def seq_lengths(self) -> np.ndarray:
         return self._current().seq_lengths()
 

@@ -2,7 +2,9 @@
 
 Two notations are understood. Ours: ``{"shape": (None, 40), "dtype": "float32", "sparse_dim": K}``.
 RETURNN's: ``{"dim": 40}`` (dense, shape ``(None, 40)``), ``{"dim": K, "sparse": True}`` (class
-ids, shape ``(None,)``, int32), with ``shape``/``dtype`` optional as in RETURNN.
+ids, shape ``(None,)``, int32), with ``shape``/``dtype`` optional as in RETURNN, and RETURNN's ``Dim``
+objects (``{"dims": [batch_dim, time_dim, in_dim], "sparse_dim": out_dim}``, also as ``dim_tags``):
+the dimensions are read from them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from framework.datasets.base import Dataset
 from framework.errors import ConfigError, DataError
 
-_ENTRY_KEYS = ("shape", "dtype", "sparse_dim", "available_for_inference", "dim", "sparse")
+_ENTRY_KEYS = ("shape", "dtype", "sparse_dim", "available_for_inference", "dim", "sparse", "vocab")
 # RETURNN entries that describe its Tensor API's axes; here a batch entry is a plain tensor
 # [batch, *shape], so they have no counterpart.
 _RETURNN_AXIS_KEYS = ("dims", "dim_tags", "batch_dim_axis", "time_dim_axis", "feature_dim_axis", "same_dim_tags_as")
@@ -44,6 +46,7 @@ def parse_extern_data(spec: dict[str, Any], option: str = "extern_data") -> dict
         where = f"{option}[{name!r}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{where} must be a dict like {{'shape': (784,), 'dtype': 'float32'}}, got {entry!r}.")
+        entry = _from_returnn_dims(entry)
         axis_keys = [k for k in entry if k in _RETURNN_AXIS_KEYS]
         if axis_keys:
             raise ConfigError(
@@ -70,6 +73,29 @@ def parse_extern_data(spec: dict[str, Any], option: str = "extern_data") -> dict
             name, tuple(shape), str(np_dtype), sparse_dim, bool(entry.get("available_for_inference", True))
         )
     return keys
+
+
+def _is_dim(value: Any) -> bool:
+    """Whether ``value`` is a RETURNN ``Dim`` (``returnn.tensor.Dim``; told by its attributes, RETURNN is optional)."""
+    return hasattr(value, "dimension") and callable(getattr(value, "is_batch_dim", None))
+
+
+def _from_returnn_dims(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry with RETURNN ``Dim`` objects (``dims`` / ``dim_tags``, ``sparse_dim``) in the shape notation: the batch
+    dim dropped, a dynamic dim (``dimension`` None) a variable-length axis; sparse ids default to int32 as there."""
+    axes_key = next((k for k in ("dims", "dim_tags") if k in entry), None)
+    axes = entry.get(axes_key) if axes_key else None
+    sparse_dim = entry.get("sparse_dim")
+    dims_given = isinstance(axes, (list, tuple)) and axes and all(_is_dim(d) for d in axes)
+    if not dims_given and not _is_dim(sparse_dim):
+        return entry
+    converted = {k: v for k, v in entry.items() if k != axes_key}
+    if dims_given:
+        converted["shape"] = tuple(d.dimension for d in axes if not d.is_batch_dim())
+    if _is_dim(sparse_dim):
+        converted["sparse_dim"] = sparse_dim.dimension
+        converted.setdefault("dtype", "int32")
+    return converted
 
 
 def _normalized_entry(entry: dict[str, Any], where: str) -> tuple[Any, int | None, Any]:

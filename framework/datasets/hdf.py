@@ -76,6 +76,10 @@ class HDFDataset(Dataset):
     def seq_lengths(self) -> np.ndarray:
         return np.concatenate([lengths.max(axis=1) for lengths in self._lengths]).astype(np.int64)
 
+    def lengths_of(self, key: str) -> np.ndarray:
+        column = self._columns[key][1]
+        return np.concatenate([lengths[:, column] for lengths in self._lengths]).astype(np.int64)
+
     def get_seq(self, index: int) -> dict[str, np.ndarray]:
         number, i = self._locations[index]
         f = self._file(number)

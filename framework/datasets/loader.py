@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from framework import log
 from framework.accelerator import is_accelerator
 from framework.datasets.base import Dataset
 from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import DataKey, label_error, one_hot_keys
 from framework.datasets.worker_seeding import worker_init
-from framework.errors import DataError
+from framework.errors import ConfigError, DataError
 from framework.host_syncs import mark_host_side
 
 
@@ -39,11 +40,12 @@ class BatchLoader:
         extern_data: dict[str, DataKey],
         *,
         option: str,
-        batch_size: int,
+        batch_size: int | dict[str, int],
         max_seqs: int | None,
         device: torch.device,
         dataloader_opts: dict[str, Any] | None = None,
         labels_checked: AbstractSet[str] = frozenset(),
+        seq_length_limits: tuple[Any, Any] = (None, None),
     ):
         self.dataset = dataset
         self.extern_data = extern_data
@@ -54,6 +56,8 @@ class BatchLoader:
         self.dataloader_opts = dict(dataloader_opts or {})
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
         self.labels_checked = frozenset(labels_checked)  # in all of the dataset at startup: not again per batch
+        self.seq_length_limits = seq_length_limits  # RETURNN's (min_seq_length, max_seq_length)
+        self._left_out_logged = False
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
         self.reseeded: tuple[str, ...] = ()  # the dataset's generators reseeded in each worker (worker_seeding)
 
@@ -69,11 +73,45 @@ class BatchLoader:
         The latest epoch's plan is kept: the startup checks and the epoch itself ask for the same one.
         """
         if self._last_plan is None or self._last_plan[0] != epoch:
-            order = self.dataset.get_seq_order(epoch)
-            batches = make_batches(order, self.dataset.seq_lengths(), self.batch_size, self.max_seqs)
+            order = self.within_length_limits(self.dataset.get_seq_order(epoch))
+            batches = make_batches(order, self.batch_lengths(), self.batch_size, self.max_seqs)
             self._last_plan = epoch, RankPlan(batches) if self.dataset.sharded_by_rank else batches
         self.dataset.use_epoch(epoch)  # the batches of this plan are what get_batch reads now
         return self._last_plan[1]
+
+    def batch_lengths(self) -> np.ndarray | dict[str, np.ndarray]:
+        """What ``batch_size`` counts: the sequences' lengths, or per key for a per-key ``batch_size`` dict."""
+        if not isinstance(self.batch_size, dict):
+            return self.dataset.seq_lengths()
+        lengths = {key: self.dataset.lengths_of(key) for key in self.batch_size if key in self._variable_keys()}
+        if not lengths:
+            raise ConfigError(
+                f"batch_size {self.batch_size!r} names none of the variable-length keys of dataset {self.option!r} "
+                f"({', '.join(self._variable_keys()) or 'none'}); name those keys, or give one number."
+            )
+        return lengths
+
+    def _variable_keys(self) -> list[str]:
+        return [key for key, info in self.dataset.key_info().items() if None in info["shape"]]
+
+    def within_length_limits(self, order: np.ndarray) -> np.ndarray:
+        """``order`` without the sequences outside ``min_seq_length`` / ``max_seq_length`` (RETURNN's filter: a
+        number limits every key, a dict the keys it names)."""
+        low, high = self.seq_length_limits
+        if low is None and high is None:
+            return order
+        kept = np.ones(self.dataset.num_seqs, dtype=bool)  # per call: a DistributeFilesDataset changes its files
+        for limit, too_far in ((low, np.less), (high, np.greater)):
+            if isinstance(limit, dict):
+                for key, value in limit.items():
+                    if key in self._variable_keys():
+                        kept &= ~too_far(self.dataset.lengths_of(key), value)
+            elif limit is not None:
+                kept &= ~too_far(self.dataset.seq_lengths(), limit)
+        if not kept.all() and not self._left_out_logged:
+            self._left_out_logged = True
+            log.v4(f"Dataset {self.option}: {int((~kept).sum())} of {len(kept)} sequences left out by their length.")
+        return order[kept[order]]
 
     def numpy_batch(self, indices: np.ndarray, epoch: int | None = None) -> dict[str, np.ndarray]:
         """The declared keys of sequences ``indices`` (of ``epoch``'s plan; by default the latest plan's),

@@ -108,6 +108,12 @@ class NumpyDataset(Dataset):
     def get_seq(self, index: int) -> dict[str, np.ndarray]:
         return {key: value[index] for key, value in self.arrays.items()}
 
+    def lengths_of(self, key: str) -> np.ndarray:
+        value = self.arrays[key]
+        if isinstance(value, Ragged):
+            return np.asarray(value.lengths, dtype=np.int64)
+        return np.array([np.shape(a)[0] for a in value], dtype=np.int64)
+
     def seq_lengths(self) -> np.ndarray:
         if self._lengths is None:
             lengths = np.ones(self.num_seqs, dtype=np.int64)

@@ -14,6 +14,7 @@ config's step functions.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import Any
 
@@ -43,6 +44,23 @@ register(
 )
 
 register("tf_log_dir", "str | None", None, "RETURNN's name for tensorboard_dir.", __name__)
+
+register(
+    "use_tensorboard",
+    "bool",
+    False,
+    "RETURNN's switch: TensorBoard files in runs/<date>_<host> (torch's SummaryWriter default), unless "
+    "tensorboard_dir names a directory.",
+    __name__,
+)
+
+register(
+    "tensorboard_opts",
+    "dict",
+    {},
+    "RETURNN's TensorBoard options: {'log_every_n_train_steps': N} (default 100 with use_tensorboard).",
+    __name__,
+)
 
 register(
     "tensorboard_log_interval",
@@ -87,13 +105,18 @@ class TensorBoardLogger(Plugin):
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> TensorBoardLogger | None:
         log_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+        interval = config.int("tensorboard_log_interval")
+        if not log_dir and config.bool("use_tensorboard"):  # RETURNN: SummaryWriter() in its default directory
+            log_dir = os.path.join("runs", f"{time.strftime('%b%d_%H-%M-%S')}_{socket.gethostname()}")
+            if not config.has("tensorboard_log_interval"):
+                interval = int(config.get("tensorboard_opts").get("log_every_n_train_steps", 100))
         if not log_dir or (state.distributed is not None and state.distributed.rank != 0):
             return None
         make_directory(log_dir, "tensorboard_dir")  # a link in its place would put the event files elsewhere
         # Written at the end of the run: a link planted there stops the run now, not after training.
         make_directory(os.path.join(log_dir, HPARAMS_RUN), "the TensorBoard hparams run")
         probe_directory(log_dir, "TensorBoard directory", "tensorboard_dir")
-        return cls(log_dir, config.int("tensorboard_log_interval"), config.int_or_off("debug_grad_summaries"))
+        return cls(log_dir, interval, config.int_or_off("debug_grad_summaries"))
 
     @on(Event.STARTUP, Order.FIRST)
     def become_sink(self, state: RunState) -> None:
@@ -231,7 +254,8 @@ def scalar_options(config: Any) -> dict[str, Any]:
         if isinstance(value, (bool, int, float, str)):
             values[name] = value
     for name in ("learning_rate", "batch_size", "num_epochs", "random_seed"):
-        values.setdefault(name, config.get(name))
+        value = config.get(name)
+        values.setdefault(name, value if isinstance(value, (bool, int, float, str)) else repr(value))
     return values
 
 

@@ -231,8 +231,8 @@ class RepeatedBatches:
     def __init__(self, loader: Any, num_batches: int, steps: int):
         self.loader = loader
         self.dataset = loader.dataset
-        order = np.arange(self.dataset.num_seqs)  # dataset order: no shuffling
-        self.batches = make_batches(order, self.dataset.seq_lengths(), loader.batch_size, loader.max_seqs)[:num_batches]
+        order = loader.within_length_limits(np.arange(self.dataset.num_seqs))  # dataset order: no shuffling
+        self.batches = make_batches(order, loader.batch_lengths(), loader.batch_size, loader.max_seqs)[:num_batches]
         self.steps = steps
 
     def plan(self, epoch: int) -> list[np.ndarray]:

@@ -45,6 +45,24 @@ def rank_log_files(files: str | list[str] | None, rank: int) -> list[str]:
     return files if rank == 0 else [f"{path}.rank{rank}" for path in files]
 
 
+def check_reduce_type(options: dict[str, Any]) -> None:
+    """RETURNN's ``reduce_type``: "grad" (the default: gradients are averaged, DDP) or "param" (each rank trains on
+    its own and the parameters are averaged every ``param_sync_step`` updates)."""
+    reduce_type = options.get("reduce_type", "param" if options.get("param_sync_step") else "grad")
+    if reduce_type not in ("grad", "param"):
+        raise ConfigError(
+            f"torch_distributed['reduce_type'] is 'grad' or 'param' (as in RETURNN), got {reduce_type!r}."
+        )
+    if reduce_type == "param" and not options.get("param_sync_step"):
+        raise ConfigError(
+            "torch_distributed: reduce_type 'param' averages parameters every param_sync_step updates; set it."
+        )
+    if reduce_type == "grad" and options.get("param_sync_step"):
+        raise ConfigError(
+            "torch_distributed: param_sync_step averages parameters (reduce_type 'param'), but reduce_type is 'grad'."
+        )
+
+
 class Distributed:
     """The process group of this run and what the engine needs from it."""
 
@@ -54,12 +72,13 @@ class Distributed:
                 "torch_distributed is set, but this process was not started by torchrun (no RANK/WORLD_SIZE in "
                 "the environment). Run: torchrun --nproc_per_node=N rnn.py config.py"
             )
-        unknown = set(options) - {"backend", "find_unused_parameters", "param_sync_step", "fsdp"}
+        unknown = set(options) - {"backend", "find_unused_parameters", "param_sync_step", "reduce_type", "fsdp"}
         if unknown:
             raise ConfigError(
                 f"torch_distributed: unknown entries {sorted(unknown)}; known: backend, find_unused_parameters, "
-                f"param_sync_step, fsdp."
+                f"param_sync_step, reduce_type, fsdp."
             )
+        check_reduce_type(options)
         # FSDP2 (framework.training.fsdp): the options of fully_shard, validated before the process group exists.
         self.fsdp = None if options.get("fsdp") is None else fsdp.fully_shard_options(options["fsdp"], device)
         if self.fsdp is not None:

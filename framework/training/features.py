@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from framework.config import Config
 from framework.core.features import LearningRates
-from framework.training import checkpoint, forward, fsdp, optim, resume
+from framework.training import checkpoint, forward, fsdp, optim, preload, resume
 from framework.training.distributed import Distributed as ProcessGroup
 from framework.training.lr_control import LearningRateControl
 from framework.training.run_lock import RunLock
@@ -31,6 +31,7 @@ class TrainingFeatures:
     load_inference_state = staticmethod(checkpoint.load_inference_state)
     load_model_state = staticmethod(checkpoint.load_model_state)
     load_optimizer_state = staticmethod(checkpoint.load_optimizer_state)
+    preload_from_files = staticmethod(preload.preload_from_files)
     full_state_dicts = staticmethod(fsdp.full_state_dicts)
     recorded_options = staticmethod(resume.recorded_options)
     report_changes = staticmethod(resume.report_changes)

@@ -107,16 +107,55 @@ def check_outputs(declared: dict[str, DataKey], outputs: dict[str, MarkedOutput]
 
 
 def output_path(config: Config, epoch: int) -> str:
-    """``output_file``, else ``<model>.<epoch>.forward.npz``; its directory must be writable."""
+    """``output_file``, else ``<model>.<epoch>.forward.npz``; its directory must be writable. With a
+    ``forward_callback`` (RETURNN's interface), the outputs go to it instead of a file."""
+    if config.get("forward_callback") is not None:
+        return "forward_callback"
     path = config.get("output_file") or f"{config.get('model')}.{epoch:03d}.forward.npz"
     probe_directory(os.path.dirname(path), "directory of the forward output", "output_file")
     return path
 
 
-def output_collector(config: Config) -> OutputCollector:
-    """A collector that checks each step's outputs against ``model_outputs`` where it is set."""
+def output_collector(config: Config, dataset: Any = None, model: Any = None) -> OutputCollector:
+    """A collector that checks each step's outputs against ``model_outputs`` where it is set; with a
+    ``forward_callback``, one that hands each sequence to it (its ``init`` gets ``model`` here)."""
     declared = config.get("model_outputs")
-    return OutputCollector(None if declared is None else parse_extern_data(declared, "model_outputs"))
+    declared = None if declared is None else parse_extern_data(declared, "model_outputs")
+    callback = config.get("forward_callback")
+    if callback is None:
+        return OutputCollector(declared)
+    if isinstance(callback, type) or not all(callable(getattr(callback, n, None)) for n in ("init", "process_seq")):
+        callback = callback() if callable(callback) else callback  # RETURNN: a class or factory of the callback
+    missing = [name for name in ("init", "process_seq", "finish") if not callable(getattr(callback, name, None))]
+    if missing:
+        raise ConfigError(
+            f"forward_callback {callback!r} has no {', '.join(missing)}: RETURNN's interface is init(*, model), "
+            f"process_seq(*, seq_tag, outputs) and finish() (returnn.forward_iface.ForwardCallbackIface)."
+        )
+    callback.init(model=model)
+    return CallbackSink(callback, declared, dataset)
+
+
+class CallbackSink(OutputCollector):
+    """RETURNN's ``forward_callback``: each sequence's outputs go to ``process_seq(seq_tag=, outputs=)`` as they
+    come, as numpy arrays cut to their lengths (RETURNN gives its Tensors; here ``outputs[name]`` is the array
+    that ``outputs[name].raw_tensor`` is there); ``finish()`` at the end."""
+
+    def __init__(self, callback: Any, declared: dict[str, DataKey] | None, dataset: Any):
+        super().__init__(declared)
+        self.callback = callback
+        self.dataset = dataset
+
+    def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput]) -> None:
+        start = len(self.seq_indices)
+        super().add(indices, outputs)
+        tags = sequence_tags(self.dataset, self.seq_indices[start:])
+        for row, tag in enumerate(tags):
+            self.callback.process_seq(seq_tag=tag, outputs={name: rows[row] for name, rows in self.outputs.items()})
+        self.outputs = {name: [] for name in self.outputs}  # handed over: not kept
+
+    def write(self, path: str, tags: list[str]) -> None:
+        self.callback.finish()
 
 
 def sequence_tags(dataset: Any, seq_indices: list[int]) -> list[str]:

@@ -9,24 +9,38 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import Scores
 from framework.errors import ConfigError
+from framework.util import accepted_kwargs
 
 
 class LearningRateControl:
-    """Decides each epoch's learning rate from the configured schedule and the scores so far.
+    """Decides each epoch's learning rate from the configured schedule and the scores so far, by RETURNN's rules.
 
-    ``newbob`` (RETURNN): after each epoch, if the watched score's relative change
-    ``(new - old) / old`` is above ``newbob_relative_error_threshold`` (default -0.01: it did not
-    improve by 1%), the rate is multiplied by ``newbob_learning_rate_decay``.
+    ``newbob`` (RETURNN's ``NewbobRelative``): after each epoch, if the watched score's relative change
+    ``(new - old) / |new|`` is above ``newbob_relative_error_threshold`` (default -0.01: it did not
+    improve by 1%), the rate is multiplied by ``newbob_learning_rate_decay``. ``newbob_multi_epoch``
+    (RETURNN's ``NewbobMultiEpoch``) decides on the mean relative change over the last
+    ``newbob_multi_num_epochs`` epochs, every ``newbob_multi_update_interval`` epochs. The options
+    ``learning_rate_control_relative_error_relative_lr``, ``learning_rate_control_min_num_epochs_per_new_lr``
+    and ``newbob_relative_error_div_by_old`` mean what they mean in RETURNN.
     """
 
     def __init__(self, config: Config):
-        self.kind = config.get("learning_rate_control")
+        kind = config.get("learning_rate_control")
+        self.kind = "newbob" if kind in ("newbob_rel", "newbob_relative") else kind
+        self.multi_num_epochs = config.int("newbob_multi_num_epochs")
+        interval = config.get("newbob_multi_update_interval")
+        self.multi_update_interval = self.multi_num_epochs if interval is None else int(interval)
+        self.relative_to_lr = config.bool("learning_rate_control_relative_error_relative_lr")
+        self.min_epochs_per_lr = config.int("learning_rate_control_min_num_epochs_per_new_lr")
+        self.div_by_old = config.bool("newbob_relative_error_div_by_old")
         self.initial = config.float("learning_rate")
         self.fixed = list(config.get("learning_rates") or [])
         self.error_measure = config.get("learning_rate_control_error_measure")
@@ -56,20 +70,43 @@ class LearningRateControl:
         if epoch == 1:
             return self.initial
         previous = self.learning_rate(epoch - 1)
-        if self.kind != "newbob" or epoch - 2 not in self.scores or epoch - 1 not in self.scores:
+        if self.kind not in ("newbob", "newbob_multi_epoch"):
             return previous
-        dataset, loss = self._measure_key(self.scores[epoch - 1])
-        old, new = self.scores[epoch - 2].get(dataset, {}).get(loss), self.scores[epoch - 1][dataset][loss]
-        if old is None or old == 0:
+        if self.min_epochs_per_lr > 1:  # RETURNN: a new rate holds for at least that many epochs
+            last = [self.epoch_lrs[e] for e in range(max(1, epoch - self.min_epochs_per_lr), epoch)]
+            if len(set(last)) >= 2 or 0 < len(last) < self.min_epochs_per_lr:
+                return last[-1]
+        if self.kind == "newbob":
+            relative = self._relative_change(epoch - 2, epoch - 1)
+        elif self.multi_update_interval > 1 and epoch % self.multi_update_interval != 1:
             return previous
-        relative = (new - old) / abs(old)
+        else:  # the mean over the last newbob_multi_num_epochs changes
+            epochs = list(range(max(1, epoch - 1 - self.multi_num_epochs), epoch))
+            changes = [self._relative_change(a, b) for a, b in zip(epochs, epochs[1:], strict=False)]
+            relative = None if not changes or None in changes else float(np.mean(changes))
+        if relative is None:
+            return previous
         if relative > self.threshold:
             lr = max(previous * self.decay, self.min_lr)
             log.v4(
-                f"newbob: {dataset}_{loss} changed {relative:+.2%} (threshold {self.threshold:+.2%}); learning rate {lr:g}"
+                f"{self.kind}: relative change {relative:+.2%} (threshold {self.threshold:+.2%}); learning rate {lr:g}"
             )
             return lr
         return previous
+
+    def _relative_change(self, old_epoch: int, new_epoch: int) -> float | None:
+        """RETURNN's relative error of the watched score from ``old_epoch`` to ``new_epoch``; None without both."""
+        if old_epoch not in self.scores or new_epoch not in self.scores:
+            return None
+        dataset, loss = self._measure_key(self.scores[new_epoch])
+        old, new = self.scores[old_epoch].get(dataset, {}).get(loss), self.scores[new_epoch][dataset][loss]
+        denominator = abs(old) if self.div_by_old else abs(new)
+        if old is None or denominator == 0:
+            return None
+        relative = (new - old) / denominator
+        if self.relative_to_lr and self.epoch_lrs.get(new_epoch, 0) > 0 and self.initial > 0:
+            relative /= self.epoch_lrs[new_epoch] / self.initial
+        return relative
 
     def note_applied(self, epoch: int, rates: list[float]) -> None:
         """The rates of the optimizer's parameter groups at an update of ``epoch`` (the first group's leads)."""
@@ -140,21 +177,48 @@ def score_key(scores: Scores, measure: str | None, option: str) -> tuple[str, st
 
 
 class DynamicLearningRate(Plugin):
-    """``dynamic_learning_rate``: called before every step; the rate it returns is applied."""
+    """``dynamic_learning_rate``: called before every step with the arguments RETURNN passes (``global_train_step``,
+    ``epoch``, ``epoch_continuous``, ``learning_rate``); the rate it returns is applied.
+
+    ``epoch_continuous`` is RETURNN's: ``epoch - 1`` plus the fraction of the epoch's sequences up to and including
+    this step's batch. A function without ``**kwargs`` gets the arguments it names.
+    """
 
     order = Order.TRAINING
+    ARGUMENTS = ("global_train_step", "epoch", "epoch_continuous", "learning_rate")
 
     def __init__(self, schedule: Any):
         self.schedule = schedule
+        accepted = accepted_kwargs(schedule)
+        self.arguments = self.ARGUMENTS if accepted is None else tuple(a for a in self.ARGUMENTS if a in accepted)
+        self.seqs_done: np.ndarray | None = None  # the epoch's sequences up to and including each step's batch
 
     @classmethod
     def from_config(cls, config: Config, state: Any) -> DynamicLearningRate | None:
         schedule = config.get("dynamic_learning_rate")
         return cls(schedule) if schedule is not None else None
 
+    @on(Event.EPOCH_START)
+    def count_sequences(self, state: Any) -> None:
+        plan = state.loaders["train"].plan(state.epoch)
+        same = len(plan) == state.steps_in_epoch  # a distributed rank's share of the plan: count by steps
+        self.seqs_done = np.cumsum([len(batch) for batch in plan]) if same and plan else None
+
+    def epoch_continuous(self, state: Any) -> float:
+        """How much of the training is done, in epochs, after this step's batch (RETURNN's ``epoch_continuous``)."""
+        done = state.step_in_epoch + 1
+        if self.seqs_done is not None:
+            fraction = self.seqs_done[state.step_in_epoch] / self.seqs_done[-1]
+        else:
+            fraction = done / max(state.steps_in_epoch, 1)
+        return state.epoch - 1 + float(fraction)
+
     @on(Event.STEP_START)
     def apply(self, state: Any) -> None:
-        lr = self.schedule(global_train_step=state.global_step, epoch=state.epoch, learning_rate=state.learning_rate)
+        values = {"global_train_step": state.global_step, "epoch": state.epoch, "learning_rate": state.learning_rate}
+        if "epoch_continuous" in self.arguments:
+            values["epoch_continuous"] = self.epoch_continuous(state)
+        lr = self.schedule(**{name: values[name] for name in self.arguments})
         for group in state.optimizer.param_groups:
             group["lr"] = lr
 

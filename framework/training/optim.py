@@ -1,11 +1,14 @@
-"""Optimizers by name, an update that a device-side flag can skip, and gradient clipping."""
+"""Optimizers by name, RETURNN's weight-decay groups, an update that a device-side flag can skip, gradient noise and
+clipping."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
@@ -14,13 +17,11 @@ from framework.errors import ConfigError
 from framework.inspection import sharded
 from framework.util import check_kwargs, import_by_name
 
+# Every torch.optim optimizer by its lower-case name (adam, adamw, nadam, sgd, ...), as RETURNN names them.
 OPTIMIZERS = {
-    "adam": torch.optim.Adam,
-    "adamw": torch.optim.AdamW,
-    "sgd": torch.optim.SGD,
-    "rmsprop": torch.optim.RMSprop,
-    "adagrad": torch.optim.Adagrad,
-    "adadelta": torch.optim.Adadelta,
+    name.lower(): cls
+    for name, cls in vars(torch.optim).items()
+    if isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) and cls is not torch.optim.Optimizer
 }
 
 # RETURNN spells some options differently from torch.
@@ -47,8 +48,14 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
     kwargs = {_RETURNN_KWARG_NAMES.get(k, k): v for k, v in kwargs.items()}
     if "lr" in kwargs:
         raise ConfigError("optimizer: set the learning rate with the 'learning_rate' option, not optimizer['lr'].")
+    blacklist = kwargs.pop("weight_decay_modules_blacklist", None)
+    include_check = kwargs.pop("weight_decay_custom_include_check", None)
     check_kwargs(factory, kwargs, "optimizer")
-    params = trainable_parameters(model)
+    params: Any = trainable_parameters(model)
+    if kwargs.get("weight_decay"):
+        params = weight_decay_groups(model, kwargs["weight_decay"], blacklist, include_check)
+    elif blacklist is not None or include_check is not None:
+        log.v4("optimizer: weight_decay_modules_blacklist / weight_decay_custom_include_check unused: no weight_decay.")
     lr = config.float("learning_rate")
     if factory in OPTIMIZERS.values() and not {"fused", "foreach", "differentiable"} & set(kwargs):
         try:  # torch's fused kernels: faster, and they skip an update on a device flag without a host sync
@@ -56,6 +63,63 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
         except (RuntimeError, ValueError, TypeError):  # no fused kernel for this class, device or dtype
             pass
     return factory(params, lr=lr, **kwargs)
+
+
+def weight_decay_groups(
+    model: torch.nn.Module,
+    weight_decay: float,
+    blacklist: list[Any] | None,
+    include_check: Callable[..., bool | None] | None,
+) -> list[dict[str, Any]]:
+    """RETURNN's two parameter groups: with ``weight_decay``, and without it for biases and the parameters of the
+    modules in ``blacklist`` (RETURNN's ``weight_decay_modules_blacklist``; default LayerNorm and Embedding).
+    ``include_check(module=, rf_module=, full_param_name=, param=)`` may decide per parameter (None: the rule)."""
+    blacklisted = _module_types(blacklist)
+    decay, no_decay, seen = [], [], set()
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            if id(param) in seen or not param.requires_grad:
+                continue
+            seen.add(id(param))
+            include = None
+            if include_check is not None:
+                include = include_check(module=module, rf_module=None, full_param_name=name, param=param)
+            if include is None:
+                include = not (name.endswith("bias") or isinstance(module, blacklisted))
+            (decay if include else no_decay).append(param)
+    log.v4(
+        f"optimizer: weight_decay {weight_decay:g} on {len(decay)} parameter tensors; not on {len(no_decay)} (biases "
+        f"and {', '.join(t.__name__ for t in blacklisted) or 'no module types'}, RETURNN's rule)."
+    )
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _module_types(blacklist: list[Any] | None) -> tuple[type, ...]:
+    """``weight_decay_modules_blacklist`` as module types: types, or names ``torch.nn.X`` / ``rf.X`` (RETURNN's
+    frontend modules exist here only as what ported model code uses instead: ``rf.LayerNorm`` means torch's)."""
+    if blacklist is None:
+        return torch.nn.LayerNorm, torch.nn.Embedding
+    if not isinstance(blacklist, (list, tuple)):
+        raise ConfigError(f"optimizer['weight_decay_modules_blacklist'] must be a list, got {blacklist!r}.")
+    types = []
+    for entry in blacklist:
+        if isinstance(entry, str):
+            module_name, _, class_name = entry.rpartition(".")
+            if module_name == "rf":
+                entry = getattr(torch.nn, class_name, None)
+                if entry is None:  # an rf module without torch counterpart (e.g. LearnedRelativePositionalEncoding)
+                    continue
+            elif module_name.startswith("torch"):
+                entry = import_by_name(entry, "optimizer['weight_decay_modules_blacklist']")
+            else:
+                raise ConfigError(
+                    f"optimizer['weight_decay_modules_blacklist']: {entry!r} is no 'torch.nn.X' or 'rf.X' name; give "
+                    "module types or such names."
+                )
+        if not (isinstance(entry, type) and issubclass(entry, torch.nn.Module)):
+            raise ConfigError(f"optimizer['weight_decay_modules_blacklist']: {entry!r} is not a torch.nn.Module type.")
+        types.append(entry)
+    return tuple(types)
 
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -92,7 +156,8 @@ GRAD_NORM: Key[tuple[int, torch.Tensor]] = Key("grad_norm", "(global step, the g
 
 
 class GradientClipping(Plugin):
-    """``gradient_clip_global_norm`` / ``gradient_clip``: clip the gradients right before each update.
+    """``gradient_noise``, ``gradient_clip``, ``gradient_clip_global_norm``: right before each update, in RETURNN's
+    order (noise, then per value, then the global norm); 0 is off, as in RETURNN.
 
     The global norm (before clipping) is shared as ``GRAD_NORM`` (TensorBoard logs it).
     """
@@ -100,23 +165,36 @@ class GradientClipping(Plugin):
     order = Order.TRAINING
     provides = (GRAD_NORM,)
 
-    def __init__(self, max_norm: float | None, max_value: float | None):
+    def __init__(self, max_norm: float | None, max_value: float | None, noise: float | None = None):
         self.max_norm = max_norm
         self.max_value = max_value
+        self.noise = noise
 
     @classmethod
     def from_config(cls, config: Config, state: Any) -> GradientClipping | None:
-        max_norm, max_value = config.get("gradient_clip_global_norm"), config.get("gradient_clip")
-        return cls(max_norm, max_value) if max_norm is not None or max_value is not None else None
+        max_norm, max_value = config.get("gradient_clip_global_norm") or None, config.get("gradient_clip") or None
+        noise = config.float("gradient_noise") or None
+        return cls(max_norm, max_value, noise) if (max_norm, max_value, noise) != (None, None, None) else None
 
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def clip(self, state: Any) -> None:
+        if self.noise is not None:
+            add_gradient_noise(state.model.parameters(), self.noise)
         if self.max_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.max_norm)
             # under FSDP a DTensor, replicated: no communication
             state.store.put(GRAD_NORM, (state.global_step, sharded.full(norm)), by=self)
         if self.max_value is not None:
             torch.nn.utils.clip_grad_value_(state.model.parameters(), self.max_value)
+
+
+def add_gradient_noise(params: Any, std: float) -> None:
+    """RETURNN's gradient noise: truncated normal noise (std ``std``, cut at 2 std) added to each gradient."""
+    for param in params:
+        if param.grad is not None:
+            noise = torch.empty_like(param.grad)
+            torch.nn.init.trunc_normal_(noise, std=std, a=-2 * std, b=2 * std)
+            param.grad += noise
 
 
 PLUGINS = (GradientClipping,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import psutil
 
@@ -38,14 +39,15 @@ class StepProgress(Plugin):
 
     order = Order.REPORT
 
-    def __init__(self) -> None:
+    def __init__(self, log_batch_size: bool = False) -> None:
+        self.log_batch_size = log_batch_size
         self.epoch_start = 0.0
         self.step_start = 0.0
         self.first_step_logged = False
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> StepProgress | None:
-        return cls() if log.enabled(5) else None
+        return cls(config.bool("log_batch_size")) if log.enabled(5) else None
 
     @on(Event.EPOCH_START)
     def on_epoch_start(self, state: RunState) -> None:
@@ -68,12 +70,27 @@ class StepProgress(Plugin):
         scores = format_scores(step_values(state.run_ctx), sep=", ")
         notes = state.control.step_notes
         extra = "".join(f", {key} {value}" for key, value in notes.items())
+        if self.log_batch_size:
+            extra += "".join(
+                f", {key} {value}" for key, value in batch_size_info(state.batch, state.batch_indices).items()
+            )
         notes.clear()
         log.v5(
             f"ep {state.epoch} train, step {state.step_in_epoch}, {scores}, {now - self.step_start:.3f} sec/step, "
             f"elapsed {log.format_duration(elapsed)}, exp. remaining {log.format_duration(remaining)}, "
             f"complete {100.0 * done / state.steps_in_epoch:.2f}%{extra}"
         )
+
+
+def batch_size_info(batch: dict[str, Any], indices: Any) -> dict[str, int]:
+    """RETURNN's ``log_batch_size`` numbers: sequences, and per variable-length key its longest and summed length."""
+    info = {"num_seqs": len(indices)}
+    for key, lengths in batch.items():
+        if key.endswith(":seq_len") and len(lengths):  # CPU tensors: no device sync
+            name = key[: -len(":seq_len")]
+            info[f"max_size:{name}"] = int(lengths.max())
+            info[f"sum_size:{name}"] = int(lengths.sum())
+    return info
 
 
 PLUGINS = (StepProgress,)

@@ -1,0 +1,105 @@
+"""Small local stand-ins for the collected RETURNN configs (tests/returnn/configs/*.config): their data and model code.
+
+The collected configs keep their option lines as their authors wrote them; what a user ports anyway (the model
+code, RETURNN's Tensor API) and the data paths (corpora that are not here) are replaced by these.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from framework.datasets.numpy_dataset import NumpyDataset
+
+
+def speech_data(
+    split: str,
+    *,
+    audio_key: str = "data",
+    audio_dim: int = 1,
+    label_key: str = "classes",
+    num_labels: int = 10,
+    num_seqs: int = 24,
+) -> NumpyDataset:
+    """Utterances as RETURNN's speech setups read them: ``audio_key`` [T, audio_dim] float32 (T 20..60) and
+    ``label_key`` [L] class ids (L 2..6), the labels drawn from the audio so that a model can learn them."""
+    rng = np.random.default_rng({"train": 1, "dev": 2, "devtrain": 3}.get(split, 4))
+    audio, labels = [], []
+    for _ in range(num_seqs):
+        seq = rng.integers(1, num_labels, size=int(rng.integers(2, 7)))
+        frames = np.repeat(seq, 10)[: int(rng.integers(20, 61))]
+        frames = np.pad(frames, (0, max(0, 20 - len(frames))), mode="edge")
+        features = (frames[:, None] / num_labels + 0.1 * rng.standard_normal((len(frames), audio_dim))).astype(
+            np.float32
+        )
+        audio.append(features)
+        labels.append(seq.astype(np.int32))
+    return NumpyDataset({audio_key: audio, label_key: labels}, sparse_dims={label_key: num_labels})
+
+
+class CtcModel(nn.Module):
+    """A tiny CTC model (the ported model code of a speech config): one conv layer, blank = the last class."""
+
+    def __init__(self, in_dim: int, num_labels: int, hidden: int = 16):
+        super().__init__()
+        self.conv = nn.Conv1d(in_dim, hidden, 3, padding=1)
+        self.norm = nn.LayerNorm(hidden)
+        self.out = nn.Linear(hidden, num_labels + 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, F] -> log probs [B, T, labels + 1]
+        h = torch.relu(self.conv(x.transpose(1, 2))).transpose(1, 2)
+        return torch.log_softmax(self.out(self.norm(h)), dim=-1)
+
+
+def ctc_train_step(model, extern_data, run_ctx, audio_key: str, label_key: str) -> None:
+    """CTC over the stand-in data, marked as RETURNN configs mark it (``ctc``, normalized by frames)."""
+    log_probs = model(extern_data[audio_key])
+    audio_len, label_len = extern_data[audio_key + ":seq_len"], extern_data[label_key + ":seq_len"]
+    loss = nn.functional.ctc_loss(
+        log_probs.transpose(0, 1),
+        extern_data[label_key].long(),
+        audio_len,
+        label_len,
+        blank=log_probs.shape[-1] - 1,
+        reduction="sum",
+        zero_infinity=True,
+    )
+    run_ctx.mark_as_loss(name="ctc", loss=loss, custom_inv_norm_factor=label_len.sum())
+
+
+def text_data(split: str, *, vocab: int = 40, num_seqs: int = 24) -> NumpyDataset:
+    """Sentences for a language model: ``data`` (BOS + tokens) and ``classes`` (tokens + EOS), 0 is BOS/EOS;
+    each token follows the previous one by +1 (mod vocab) most of the time, so a model can learn them."""
+    rng = np.random.default_rng({"train": 5, "dev": 6}.get(split, 7))
+    inputs, targets = [], []
+    for _ in range(num_seqs):
+        length = int(rng.integers(4, 13))
+        tokens = [int(rng.integers(1, vocab))]
+        for _ in range(length - 1):
+            tokens.append(tokens[-1] % (vocab - 1) + 1 if rng.random() < 0.9 else int(rng.integers(1, vocab)))
+        inputs.append(np.array([0, *tokens], dtype=np.int32))
+        targets.append(np.array([*tokens, 0], dtype=np.int32))
+    return NumpyDataset({"data": inputs, "classes": targets}, sparse_dims={"data": vocab, "classes": vocab})
+
+
+class LmModel(nn.Module):
+    """A tiny LSTM language model (the ported model code of an LM config)."""
+
+    def __init__(self, vocab: int, hidden: int = 16):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, hidden)
+        self.lstm = nn.LSTM(hidden, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.out(self.lstm(self.embedding(tokens.long()))[0])
+
+
+def lm_train_step(model, extern_data, run_ctx) -> None:
+    """Cross entropy per token, as RETURNN LM configs mark it (``ce``)."""
+    logits = model(extern_data["data"])
+    mask = torch.arange(logits.shape[1])[None, :] < extern_data["classes:seq_len"][:, None]
+    run_ctx.mark_as_loss(
+        name="ce", loss=nn.functional.cross_entropy(logits[mask], extern_data["classes"][mask].long(), reduction="none")
+    )

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Measure how many collected RETURNN configs (tests/returnn/configs/*.config) start and train here, and which
+option lines a user still has to change.
+
+Each config runs with ``rnn.py config ++device 'cpu' ++num_epochs 1`` (the configs ask for a GPU or hundreds of
+epochs) in a fresh directory. When the run stops with a config error (exit 2), the option lines the message names
+are taken out (a top-level assignment), and the config runs again, until it trains or fails otherwise. Prints,
+per config, the result and the lines taken out. ``--root`` runs another checkout's rnn.py on the same configs
+(the state before a change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = os.path.join(ROOT, "tests", "returnn", "configs")
+
+
+def refused_names(message: str, source: str) -> list[str]:
+    """The top-level names of ``source`` that a config error ``message`` names."""
+    assigned = _assignments(source)
+    quoted = set(re.findall(r"'(\w+)'", message)) | set(re.findall(r"\+\+(\w+)", message))
+    quoted |= set(re.findall(r"option (\w+)", message))
+    return sorted(name for name in quoted if name in assigned)
+
+
+def _assignments(source: str) -> dict[str, tuple[int, int]]:
+    spans = {}
+    for node in ast.parse(source).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        for target in targets:
+            if isinstance(target, ast.Name):
+                spans[target.id] = (node.lineno, node.end_lineno)
+    return spans
+
+
+def take_out(source: str, names: list[str]) -> str:
+    """``source`` with the assignments of ``names`` commented out."""
+    lines = source.split("\n")
+    for name in names:
+        start, end = _assignments("\n".join(lines))[name]
+        for i in range(start - 1, end):
+            lines[i] = "# taken out: " + lines[i]
+    return "\n".join(lines)
+
+
+def measure(path: str, root: str, timeout: float) -> tuple[str, list[str], str]:
+    """(result, lines taken out, last output) of one config."""
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    taken: list[str] = []
+    with tempfile.TemporaryDirectory() as work:
+        env = dict(os.environ, FIXTURE_OUT=work, OMP_NUM_THREADS="1", PYTHONPATH=CONFIGS + os.pathsep + root)
+        for _ in range(30):
+            config = os.path.join(work, os.path.basename(path))
+            with open(config, "w", encoding="utf-8") as f:
+                f.write(source)
+            launcher = [sys.executable]
+            if "\ntorch_distributed = " in source:  # one process under torchrun, as its multi-GPU setup runs
+                launcher += ["-m", "torch.distributed.run", "--nproc_per_node=1", "--standalone"]
+            command = [*launcher, os.path.join(root, "rnn.py"), config, "++device", "'cpu'", "++num_epochs", "1"]
+            try:
+                run = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return "timeout", taken, ""
+            output = run.stdout + run.stderr
+            if run.returncode == 0:
+                return ("trains" if not taken else "trains after changes"), taken, output
+            errors = "\n".join(line for line in output.splitlines() if line.startswith("ERROR: "))
+            names = refused_names(errors, source)  # a config error names them
+            if not names:
+                return f"fails (exit {run.returncode})", taken, output
+            taken.extend(names)
+            source = take_out(source, names)
+    return "gave up", taken, output
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", default=ROOT, help="the checkout whose rnn.py runs the configs")
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("configs", nargs="*", help="default: every tests/returnn/configs/*.config")
+    args = parser.parse_args()
+    paths = args.configs or sorted(glob.glob(os.path.join(CONFIGS, "*.config")))
+    untouched = 0
+    for path in paths:
+        result, taken, output = measure(path, os.path.abspath(args.root), args.timeout)
+        untouched += result == "trains"
+        print(f"{os.path.basename(path)}: {result}; lines to change: {len(taken)} {' '.join(taken)}")
+        if result.startswith("fails") or result == "gave up":
+            print("    " + "\n    ".join(output.strip().splitlines()[-4:]))
+    print(f"{untouched} of {len(paths)} train unchanged")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
