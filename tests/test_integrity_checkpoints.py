@@ -260,3 +260,6 @@ def test_files_written_by_others_get_one_paragraph_saying_how_to_use_them(tmp_pa
     assert f"++model {tmp_path / 'imported'}." in message
     evaluated = run_rnn(TINY_CONFIG, *evaluate, str(tmp_path / "imported"))
     assert evaluated.returncode == 0 and "Evaluation of epoch 0: dev: ce " in evaluated.stdout, evaluated.stderr
+    preload = shlex.split(message.split("RETURNN's way: ")[1].split(" with a new")[0])
+    trained = run_rnn(TINY_CONFIG, *preload, "++num_epochs", "1", "++model", str(tmp_path / "preloaded" / "m"))
+    assert trained.returncode == 0 and "preload_from_files['init']: loaded 4 parameter tensors" in trained.stdout

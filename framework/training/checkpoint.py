@@ -282,7 +282,7 @@ def _not_ours_message(path: str, state: Any) -> str:
     what = (
         f"a plain state_dict ({len(state)} tensors, no 'model'/'epoch' entries)"
         if tensors
-        else ("not a framework checkpoint (no 'model'/'epoch' entries)")
+        else "not a framework checkpoint (no 'model'/'epoch' entries)"
     )
     imported = _imported_path(path)
     return (
@@ -291,7 +291,17 @@ def _not_ours_message(path: str, state: Any) -> str:
         f"--state-dict {shlex.quote(path)} --out {shlex.quote(imported)}; then train from it with "
         f"++import_model_train_epoch1 {shlex.quote(imported)} and a new ++model prefix, or evaluate it with "
         f"++model {shlex.quote(imported.removesuffix('.001.pt'))}."
+        + (
+            f" A state_dict whose names are the model's also starts a training as it is, RETURNN's way: "
+            f"++preload_from_files {shlex.quote(_PRELOAD % path)} with a new ++model prefix."
+            if tensors
+            else ""
+        )
     )
+
+
+# A plain state_dict as RETURNN's preload_from_files takes it when a training starts (framework.training.preload).
+_PRELOAD = "{'init': {'filename': %r, 'checkpoint_key': None, 'init_for_train': True}}"
 
 
 def load_training_state(path: str) -> dict[str, Any]:
