@@ -51,6 +51,7 @@ setup(
         "tensorboard",
         "google-crc32c",  # fast checksums for TensorBoard event records (tensorboard's own are pure Python)
         "h5py",  # RETURNN's HDF format: HDFDataset and task=forward with output_file="out.hdf"
+        "matplotlib",  # the pictures of report.html (python -m framework report)
         "pillow",  # PNG images: framework.tools.images and TensorBoard image summaries (torch's add_image needs it)
         "soundfile",  # OggZipDataset decodes audio with it, as RETURNN does (its wheels ship libsndfile: Ogg, FLAC)
     ],
@@ -66,6 +67,7 @@ setup(
             "framework-check-resume = framework.commands:tool",
             "framework-import-torch-model = framework.commands:tool",
             "framework-compare-models = framework.commands:tool",
+            "framework-report = framework.commands:tool",
         ],
     },
     extras_require={

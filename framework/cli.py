@@ -109,4 +109,4 @@ def _run(argv: list[str], crash_status: str) -> int:
 
             post_mortem_shell(exc)
         raise
-    return 0
+    return engine.exit_status()  # 3 with findings_fail_level and a finding at that severity

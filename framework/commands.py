@@ -24,6 +24,7 @@ TOOLS = {
     "check-resume": "stop a run with real signals, resume it, and check it ends bit for bit the same",
     "import-torch-model": "import another PyTorch implementation's parameters into a checkpoint",
     "compare-models": "run two implementations on one batch and name the first module that disagrees",
+    "report": "write MODEL_DIR/report.html: curves, findings, options and attention of a run, on one page",
 }
 # The project's own measurements and maintenance: they read the checkout (its configs, docs, harness).
 PROJECT_TOOLS = {
@@ -36,6 +37,7 @@ PROJECT_TOOLS = {
     "check-docs": "run every command of README.rst and docs/ and check what they quote",
     "check-accelerator": "the accelerator checks of the test suite on a device: emulated, or a real one (cuda)",
     "generate-options-doc": "write docs/options.rst from the option registry",
+    "measure-returnn-configs": "do the collected RETURNN configs (tests/returnn/configs) start and train here?",
 }
 # Started as a script by tools that run training in child processes (``python <this file> config.py``).
 RNN_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")

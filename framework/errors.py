@@ -62,3 +62,7 @@ class LockLostError(FrameworkError):
     """The run's lock file or model directory was removed or taken over while it ran: it stopped writing."""
 
     exit_code = 1
+
+
+class ModelCheckError(FrameworkError):
+    """The first training step shows that the model cannot be trained as it is (a severe finding of a check)."""

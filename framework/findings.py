@@ -1,14 +1,16 @@
 """The Finding record: everything any check reports, in one shape, sent one way.
 
-A check builds a :class:`Finding` and calls :func:`report`. The reporter writes the log line (the
+A check builds a :class:`Finding` and calls :func:`report`. The reporter fills in when it was found
+(the epoch and global step of the run, through the clock the run sets), writes the log line (the
 wording ``SEVERITY check: message``) and hands the record to every registered sink (the findings
-file, TensorBoard, the end-of-run summary, ...). Sinks are added by the layers above: this module
-sits in the bottom layer and knows none of them.
+file, TensorBoard, the end-of-run summary, ...). Sinks and the clock are added by the layers above:
+this module sits in the bottom layer and knows none of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -55,9 +57,28 @@ class Finding:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def as_json(self, **extra: Any) -> str:
+        """The record as one line of JSON (``extra`` fields first); values JSON cannot hold are written as text."""
+        return json.dumps({**extra, **self.as_dict()}, default=str, allow_nan=True)
+
+    def cause(self, limit: int = 160) -> str:
+        """The message's first sentence, at most ``limit`` characters: the one-line cause of a summary."""
+        first = self.message.split("\n", 1)[0]
+        end = first.find(". ")
+        first = first if end < 0 else first[: end + 1]
+        return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
+
 
 Sink = Callable[[Finding], None]
+Clock = Callable[[], tuple[int | None, int | None]]
 _sinks: list[Sink] = []
+_clock: Clock | None = None
+
+
+def set_clock(clock: Clock | None) -> None:
+    """``clock()`` says ``(epoch, global step)`` for findings reported without them (None: nothing fills them in)."""
+    global _clock
+    _clock = clock
 
 
 def add_sink(sink: Sink) -> None:
@@ -71,8 +92,12 @@ def remove_sink(sink: Sink) -> None:
 
 
 def report(finding: Finding, verbosity: int | None = None) -> Finding:
-    """Log ``finding`` (warnings and errors at verbosity 2, notes at 3 unless ``verbosity`` says otherwise)
-    and hand it to every sink. Returns the finding."""
+    """Fill in the epoch and step the finding lacks from the run's clock, log it (warnings and errors at
+    verbosity 2, notes at 3 unless ``verbosity`` says otherwise) and hand it to every sink. Returns the finding."""
+    if _clock is not None and (finding.epoch is None or finding.step is None):
+        epoch, step = _clock()
+        finding.epoch = epoch if finding.epoch is None else finding.epoch
+        finding.step = step if finding.step is None else finding.step
     log.v(verbosity if verbosity is not None else (3 if finding.severity == "note" else 2), finding.line())
     for sink in list(_sinks):
         sink(finding)

@@ -4,7 +4,8 @@ RETURNN's verbosity levels map onto Python logging levels (v1 = CRITICAL ... v5 
 ``log_verbosity = 3`` shows epoch summaries, 4 adds setup information and 5 a line per step.
 The logger is the standard ``logging.getLogger("framework")``: users can attach handlers.
 
-Log files are opened without following a link (``framework.safe_create``) and appended
+Each message in a log file starts with the wall-clock time (``FILE_FORMAT``). Log files are opened without
+following a link (``framework.safe_create``) and appended
 to with one ``write`` per line. A log file that cannot be written (full disk, I/O error) is
 reported once on stderr and the run goes on: stdout still shows everything, and when writing
 works again the file gets a line saying how many lines are missing there and why.
@@ -22,6 +23,9 @@ from framework.safe_create import open_kept
 logger = logging.getLogger("framework")
 
 _HANDLER_TAG = "_framework_handler"
+# Log files get the wall-clock time in front of each message (stdout stays as it was): "2026-11-27 00:12:03 ...".
+FILE_FORMAT = logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S")
+TIME_PREFIX = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "  # a regular expression of it (re.MULTILINE)
 
 
 def _level(verbosity: int) -> int:
@@ -47,7 +51,7 @@ def setup(verbosity: int = 4, files: str | list[str] | None = None, stdout: bool
             ) from None
     for handler in handlers:
         setattr(handler, _HANDLER_TAG, True)
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setFormatter(FILE_FORMAT if isinstance(handler, LogFile) else logging.Formatter("%(message)s"))
         logger.addHandler(handler)
     logger.setLevel(_level(max(verbosity, 1)) if verbosity > 0 else logging.CRITICAL + 10)
     logger.propagate = False

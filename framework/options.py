@@ -600,6 +600,15 @@ register(
 
 _C = "framework.log"
 register(
+    "findings_fail_level",
+    "str | None",
+    None,
+    "'warning' or 'error': after doing its work, the run exits with status 3 if a check reported a finding of that "
+    "severity or above (for CI). None: findings do not change the exit status.",
+    "framework.core.run_findings",
+    choices=(None, "warning", "error"),
+)
+register(
     "log",
     "str | list[str] | None",
     None,

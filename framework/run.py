@@ -58,7 +58,9 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.debug.step_time",
     "framework.debug.memory",
     "framework.debug.profiling",
+    "framework.debug.attention_maps",
     "framework.debug.tensorboard",
+    "framework.debug.run_metrics",  # after tensorboard: its STARTUP passes the diagnostics' scalars on to it
     "framework.training.progress",
 )
 

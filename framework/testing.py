@@ -72,7 +72,7 @@ def assert_gradients_reach_all_params(
     findings = gradient_findings(model, list(frozen))
     model.zero_grad(set_to_none=True)
     if findings:
-        raise AssertionError(" ".join(f.text for f in findings))
+        raise AssertionError(" ".join(f.message for f in findings))
 
 
 def assert_params_change(
@@ -159,7 +159,7 @@ def assert_output_range(model: nn.Module, inputs: Any, low: float, high: float, 
     if not captured.get(name) and not findings:
         raise AssertionError(f"module '{name}' was not called (or returned no floating tensor).")
     if findings:
-        raise AssertionError(" ".join(f.text for f in findings))
+        raise AssertionError(" ".join(f.message for f in findings))
 
 
 def assert_can_overfit(

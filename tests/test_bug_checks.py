@@ -40,7 +40,7 @@ def test_nll_loss_of_log_probabilities_is_quiet_and_of_logits_is_named():
         F.nll_loss(torch.log(torch.softmax(logits, -1)), batch["classes"])
         assert not watch.findings
         F.nll_loss(logits, batch["classes"])
-    assert len(watch.findings) == 1 and "raw logits?" in watch.findings[0].text
+    assert len(watch.findings) == 1 and "raw logits?" in watch.findings[0].message
     assert [c.key for c in watch.class_losses] == ["classes"] * 3  # the target is the batch key
 
 
@@ -53,7 +53,7 @@ def test_equal_shapes_and_scalar_targets_do_not_count_as_broadcasting():
         assert not watch.findings
         with pytest.warns(UserWarning, match="target size"):  # silenced by the probe run, not by the watch
             F.l1_loss(torch.randn(4), torch.randn(4, 1))
-    assert "broadcast to [4, 4]" in watch.findings[0].text and watch.broadcasting
+    assert "broadcast to [4, 4]" in watch.findings[0].message and watch.broadcasting
 
 
 def test_backward_inside_the_step_is_recorded_with_its_line():
@@ -71,9 +71,9 @@ def test_label_entropy_is_the_loss_of_predicting_the_frequencies():
 def test_a_few_natural_duplicates_are_a_note_a_copied_split_a_warning():
     train = (list(range(1000)), False)
     few = overlap_findings(train, {"dev": ([5] + list(range(2000, 2499)), False)})
-    assert [f.level for f in few] == ["note"] and "1 of the 500 sequences of 'dev' (0.2%)" in few[0].text
+    assert [f.severity for f in few] == ["note"] and "1 of the 500 sequences of 'dev' (0.2%)" in few[0].message
     many = overlap_findings(train, {"dev": (list(range(0, 40)) + list(range(5000, 5060)), False)})
-    assert many[0].level == "warning" and "dev[0] = train[0]" in many[0].text
+    assert many[0].severity == "warning" and "dev[0] = train[0]" in many[0].message
     assert overlap_findings(train, {"dev": (list(range(5000, 5100)), False)}) == []
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+from framework.log import TIME_PREFIX
 
 STEP_LINE = re.compile(
     r"^ep 1 train, step 3, ce \d+\.\d{3}, fer \d+\.\d{3}, \d+\.\d{3} sec/step, elapsed \d+:\d\d:\d\d, "
@@ -30,8 +31,8 @@ def test_train_logs_steps_and_epochs_to_stdout_and_log_file(tmp_path):
     assert result.returncode == 0, result.stderr
     assert STEP_LINE.search(result.stdout), result.stdout
     assert re.search(r"^Epoch 2 evaluation: dev: ce \d+\.\d{3} fer \d+\.\d{3}$", result.stdout, re.MULTILINE)
-    assert log_file.read_text() == result.stdout
-    assert sorted(os.listdir(tmp_path)) == ["logs", "model.001.pt", "model.002.pt"]
+    assert re.sub(TIME_PREFIX, "", log_file.read_text(), flags=re.MULTILINE) == result.stdout  # with the time
+    assert sorted(os.listdir(tmp_path)) == ["findings.jsonl", "logs", "metrics.jsonl", "model.001.pt", "model.002.pt"]
     state = torch.load(tmp_path / "model.002.pt", weights_only=True)
     assert (
         state["epoch"] == 2

@@ -41,7 +41,7 @@ _DATA = DataKey("data", (None, 4), "float32")
 def test_empty_sequences_are_named_though_the_sampled_batches_hold_none(tmp_path):
     result = run_rnn(write_config(tmp_path, _CONFIG), "++model", "'out/model'", cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr  # a warning: the model here handles them
-    (line,) = [line for line in result.stdout.splitlines() if "empty (length 0)" in line]
+    (line,) = [line for line in result.stdout.splitlines() if "empty (length 0)" in line and line.startswith("WARN")]
     assert line.startswith(
         "WARNING sanity check (data): dataset 'train' (NumpyDataset) key 'data': 4 of 400 sequences are empty "
         "(length 0), at sequence indices 37, 120, 255, 301."
@@ -64,8 +64,8 @@ def test_empty_sequences_of_ragged_and_listed_arrays_are_found_in_the_whole_data
     ragged = {"values": np.concatenate(_sequences(lengths)), "offsets": offsets}
     for data in (ragged, _sequences(lengths)):
         (finding,) = _findings(NumpyDataset({"data": data}))
-        assert finding.level == "warning"
-        assert finding.text.startswith(
+        assert finding.severity == "warning"
+        assert finding.message.startswith(
             "dataset 'train' (NumpyDataset) key 'data': 11 of 35 sequences are empty (length 0), at sequence "
             "indices 4, 25, 26, 27, 28, 29, 30, 31, ..."
         )
@@ -91,15 +91,15 @@ class _Streamed(Dataset):
 
 def test_a_streamed_dataset_is_checked_on_the_sample():
     (finding,) = _findings(_Streamed([2, 0, 3, 1, 0]))
-    assert finding.level == "warning"
+    assert finding.severity == "warning"
     assert "key 'data': 1 of 4 sequences in the first 1 batches is empty (length 0), at sequence index 1." in (
-        finding.text
+        finding.message
     )
 
 
 def test_all_sequences_empty_stops_training_and_healthy_data_is_quiet():
     (finding,) = _findings(NumpyDataset({"data": _sequences([0] * 8)}))
-    assert finding.severe and "all 8 sequences are empty (length 0): there is nothing to train on" in finding.text
+    assert finding.severe and "all 8 sequences are empty (length 0): there is nothing to train on" in finding.message
     assert _findings(NumpyDataset({"data": _sequences([1, 2, 3, 4, 5])})) == []
     fixed = NumpyDataset({"data": np.stack(_sequences([4] * 8))[:, 0]})
     assert _findings(fixed, key=DataKey("data", (4,), "float32")) == []

@@ -335,6 +335,6 @@ def test_class_counts_of_frames_differ_between_splits_by_chance_not_by_bug():
     assert balance_findings("classes", {"train": (train, "train"), "dev": (dev, "dev")}) == []
     dev = np.array([90, 10, 0, 0])  # class 2 should be about 20 of 100: missing it is a finding
     [missing] = balance_findings("classes", {"train": (train, "train"), "dev": (dev, "dev")})
-    assert missing.level == "warning" and "class(es) 2 occur in train" in missing.text
+    assert missing.severity == "warning" and "class(es) 2 occur in train" in missing.message
     frames = balance_findings("data", {"train": (train, "train"), "dev": (dev, "dev")}, per_frame=True)
-    assert frames and all(f.level == "note" for f in frames)  # frames of a few sequences are alike
+    assert frames and all(f.severity == "note" for f in frames)  # frames of a few sequences are alike

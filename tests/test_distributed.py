@@ -56,7 +56,14 @@ def test_two_ranks_match_one_process_with_twice_the_batch_and_one_rank_resumes(t
     assert final and final == [line for line in one.stdout.splitlines() if line.startswith("Epoch 2 evaluation")]
     a, b = torch.load(two_dir / "m.002.pt")["model"], torch.load(tmp_path / "one/m.002.pt")["model"]
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
-    assert sorted(os.listdir(two_dir)) == ["log", "log.rank1", "m.001.pt", "m.002.pt"]  # rank 0 writes
+    assert sorted(os.listdir(two_dir)) == [  # rank 0 writes
+        "findings.jsonl",
+        "log",
+        "log.rank1",
+        "m.001.pt",
+        "m.002.pt",
+        "metrics.jsonl",
+    ]
     assert "Epoch 2 train" in (two_dir / "log.rank1").read_text()
     shutil.copytree(two_dir, tmp_path / "two")  # the module's run stays as it is for the other tests
     resumed = run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "two/m"), "++num_epochs", "3")

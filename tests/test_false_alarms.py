@@ -129,5 +129,5 @@ def test_a_one_step_assertion_names_the_zero_weights_that_block_the_gradient():
     model = namespace["ResNet"]()
     torch.nn.functional.cross_entropy(model(torch.randn(4, 12, 12)), torch.tensor([0, 1, 2, 0])).backward()
     (finding,) = model_checks.gradient_findings(model, [])
-    assert "get a gradient that is exactly zero (at this step)" in finding.text
-    assert "parameters that are exactly zero (module 'layers.0.bn2' (BatchNorm2d): weight" in finding.text
+    assert "get a gradient that is exactly zero (at this step)" in finding.message
+    assert "parameters that are exactly zero (module 'layers.0.bn2' (BatchNorm2d): weight" in finding.message

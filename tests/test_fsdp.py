@@ -110,7 +110,14 @@ def test_fsdp_trains_as_ddp_its_checkpoints_resume_at_any_rank_count_and_a_nan_s
     assert "WARNING" not in logs and "ERROR" not in logs and "Traceback" not in logs
     assert "could not check: every first-step check: RuntimeError: FSDP shards the model" in sharded.stdout
     assert "FSDP: 3 unit(s) (blocks.0, blocks.1, blocks.2) and the root, sharded over 2 ranks." in sharded.stdout
-    assert sorted(os.listdir(fsdp_dir)) == ["log", "log.rank1", "m.001.pt", "m.002.pt"]
+    assert sorted(os.listdir(fsdp_dir)) == [
+        "findings.jsonl",
+        "log",
+        "log.rank1",
+        "m.001.pt",
+        "m.002.pt",
+        "metrics.jsonl",
+    ]
     # One process (the two ranks' batches in one) continues the two ranks' checkpoint; two ranks continue its.
     one = run_rnn(config, "++batch_size", "16", "++model", str(fsdp_dir / "m"), "++num_epochs", "3")
     assert one.returncode == 0 and "Resuming from" in one.stdout and "Epoch 3 train" in one.stdout, one.stderr

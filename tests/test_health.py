@@ -9,8 +9,7 @@ from torch import nn
 from framework.config import Config
 from framework.datasets import NumpyDataset
 from framework.datasets.base import Dataset
-from framework.debug.sanity import ModelCheckError
-from framework.errors import ConfigError, DataError
+from framework.errors import ConfigError, DataError, ModelCheckError
 from framework.run import Engine
 
 

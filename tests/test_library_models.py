@@ -289,9 +289,9 @@ def test_the_split_check_hashes_ragged_data_and_calls_natural_duplicates_a_note(
     hashes, cut = sequence_hashes(ragged)
     assert len(set(hashes)) == 4 and not cut
     train = (list(range(1000)), False)
-    assert [f.level for f in overlap_findings(train, {"dev": ([7] + list(range(5000, 5031)), False)})] == ["note"]
+    assert [f.severity for f in overlap_findings(train, {"dev": ([7] + list(range(5000, 5031)), False)})] == ["note"]
     repeating = (list(range(950)) + list(range(50)), False)  # train repeats 5% of its own sequences
     (natural,) = overlap_findings(repeating, {"dev": (list(range(8)) + list(range(5000, 5092)), False)})
-    assert natural.level == "note" and "natural duplicates" in natural.text
+    assert natural.severity == "note" and "natural duplicates" in natural.message
     (copied,) = overlap_findings(repeating, {"dev": (list(range(40)) + list(range(5000, 5060)), False)})
-    assert copied.level == "warning"
+    assert copied.severity == "warning"

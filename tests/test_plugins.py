@@ -247,8 +247,10 @@ def test_every_close_callback_runs_after_one_raised_and_the_first_close_error_su
     with pytest.raises(ValueError, match="first close breaks"):
         engine.run("train")
     assert closed == ["completed"]  # the run itself completed; its CLOSE callbacks all ran
-    errors = [line for line in output().splitlines() if "while closing" in line]
-    assert errors == ["ERROR while closing the run (after completed): RuntimeError: third close breaks"]
+    errors = [line for line in output().splitlines() if line.startswith("ERROR") and "while closing" in line]
+    assert errors == [
+        "ERROR run close: a callback raised while closing the run (after completed): RuntimeError: third close breaks"
+    ]
 
 
 def test_the_runs_own_error_is_reported_when_a_close_callback_raises_too(output):  # noqa: F811
@@ -259,8 +261,10 @@ def test_the_runs_own_error_is_reported_when_a_close_callback_raises_too(output)
     with pytest.raises(ZeroDivisionError):
         engine.run("train")
     assert closed == ["exception"] and engine.state.exception.__class__ is ZeroDivisionError
-    errors = [line for line in output().splitlines() if "while closing" in line]
-    assert errors == ["ERROR while closing the run (after exception): RuntimeError: close breaks"]
+    errors = [line for line in output().splitlines() if line.startswith("ERROR") and "while closing" in line]
+    assert errors == [
+        "ERROR run close: a callback raised while closing the run (after exception): RuntimeError: close breaks"
+    ]
 
 
 def test_eval_and_forward_exceptions_get_the_same_note_as_training(tmp_path):
@@ -293,7 +297,7 @@ def _eval_nan_model(**_):
 def test_a_nan_in_dev_scores_is_named_like_one_in_training(output):  # noqa: F811
     engine = _train(get_model=_eval_nan_model, num_epochs=2, debug_loss_window=0)
     text = output()
-    assert text.count("WARNING non-finite values in evaluation step 0 of dataset 'dev'") == 2  # once per epoch
+    assert text.count("WARNING non-finite values in evaluation: step 0 of dataset 'dev'") == 2  # once per epoch
     assert "first module whose output is non-finite while its inputs are finite: 1 (_NanInEval)" in text
     assert engine.state.epoch == 2 and all(torch.isfinite(p).all() for p in engine.state.model.parameters())
 

@@ -146,10 +146,16 @@ def test_nan_is_refused_for_any_number_option(tmp_path):
 def test_legal_but_absurd_values_are_warned_about_and_a_healthy_run_is_not(tmp_path):
     zero = run_rnn(TINY_CONFIG, "++learning_rate", "0", "++num_epochs", "1")
     assert zero.returncode == 0, zero.stderr
-    assert "WARNING: the learning rate is 0: the optimizer will not change the parameters" in zero.stdout
+    assert (
+        "WARNING unusual option values: the learning rate is 0: the optimizer will not change the parameters"
+        in zero.stdout
+    )
     huge = run_rnn(TINY_CONFIG, "++batch_size", str(10**15), "++num_epochs", "1")
     assert huge.returncode == 0, huge.stderr
-    assert f"WARNING: batch_size {10**15} puts all 160 train sequences into one batch: one update" in huge.stdout
+    assert (
+        f"WARNING unusual option values: batch_size {10**15} puts all 160 train sequences into one batch: one update"
+        in huge.stdout
+    )
     healthy = run_rnn(TINY_CONFIG, "++num_epochs", "1")
     assert "learning rate is 0" not in healthy.stdout and "one update per epoch" not in healthy.stdout
 

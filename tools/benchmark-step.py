@@ -29,6 +29,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -189,6 +190,8 @@ def mlp_engine(batch_size: int, hidden: int, all_off: bool, amp: str | None, com
             "optimizer": {"class": "adam"},
             "learning_rate": 1e-3,
             "device": "cpu",
+            # A checkpoint prefix, as real runs have: what a run writes beside its checkpoints per step is timed too.
+            "model": os.path.join(tempfile.mkdtemp(prefix="benchmark-step-"), "model"),
             "get_model": lambda **_: make_model(hidden),
             "train_step": train_step,
             "torch_amp": amp,

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from framework import log
 from framework.config import Config
 from framework.errors import ConfigError
+from framework.findings import Finding, report
 
 DTYPES = {"float16": torch.float16, "fp16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16}
 DTYPES["bf16"] = torch.bfloat16
@@ -81,10 +81,15 @@ def warn_if_emulated(precision: Precision | None) -> None:
     """At startup: a warning when bfloat16 autocast runs on a CPU that emulates it (about 10x slower)."""
     if precision is not None and precision.device_type == "cpu" and precision.dtype == torch.bfloat16:
         if not native_bfloat16("cpu"):
-            log.v2(
-                "WARNING torch_amp = 'bfloat16' on a CPU without AVX512-BF16 or AMX: bfloat16 matrix multiplications "
-                "are emulated there, about 10x slower than float32. Leave torch_amp out on this machine "
-                "(framework.core.autocast.native_bfloat16() tells in a config), or keep it to test mixed precision."
+            report(
+                Finding(
+                    "warning",
+                    "torch_amp = 'bfloat16'",
+                    "on a CPU without AVX512-BF16 or AMX: bfloat16 matrix multiplications are emulated there, about "
+                    "10x slower than float32. Leave torch_amp out on this machine (framework.core.autocast."
+                    "native_bfloat16() tells in a config), or keep it to test mixed precision.",
+                    option="torch_amp = None",
+                )
             )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework import disk, log
+from framework import disk, findings, log
 from framework.config import Config
 from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
@@ -29,11 +29,14 @@ from framework.core.features import Features, Lock, OutputCollector
 from framework.core.plugin import Plugin
 from framework.core.plugins import build_plugins, prepare_config
 from framework.core.run_ctx import RunCtx
+from framework.core.run_findings import FINDINGS_EXIT_STATUS, RunFindings
+from framework.core.run_summary import how_it_ended, summary_block
 from framework.core.scores import ScoreAccumulator, Scores, format_scores, rank_share, to_host
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
 from framework.errors import CheckpointError, ConfigError, FrameworkError, TrainingInterrupted
+from framework.findings import Finding
 from framework.rng import get_rng_state, seed_everything, set_rng_state
 from framework.util import command_line
 
@@ -56,7 +59,7 @@ class Engine:
             learning_rate=config.float("learning_rate"),
             precision=precision_from_config(config, device),
         )
-        warn_if_emulated(self.state.precision)
+        self.findings = RunFindings(config, self.state, writes_files=distributed is None or distributed.rank == 0)
         self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
         self._lock: Lock | None = None  # held while this process writes checkpoints of the model prefix
         self._plugin_states: tuple[str, dict[str, Any]] | None = None  # (checkpoint, states) to give the plugins
@@ -68,13 +71,69 @@ class Engine:
         if runner is None:
             raise ConfigError(f"task={task!r} is none of train, eval and forward.")
         self.state.task = task
-        with self.running():
-            result = runner()
-        if task == "forward":  # the run's last line, after CLOSE
-            path, collector = result
-            log.v3(f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}")
-            return path
-        return result
+        self.findings.start()
+        started = time.monotonic()
+        try:
+            warn_if_emulated(self.state.precision)
+            with self.running():
+                result = runner()
+            if task == "forward":  # after CLOSE
+                path, collector = result
+                log.v3(
+                    f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}"
+                )
+                return path
+            return result
+        finally:
+            self._summarize(sys.exc_info()[1], time.monotonic() - started)
+
+    def exit_status(self) -> int:
+        """After a run that did its work: 0, or FINDINGS_EXIT_STATUS when it reported a finding at
+        ``findings_fail_level`` or above."""
+        return FINDINGS_EXIT_STATUS if self.findings.failing() else 0
+
+    def _summarize(self, ending: BaseException | None, seconds: float) -> None:
+        """The run's last log lines: the summary block (after the last checkpoint line, however the run ended)."""
+        self.findings.stop()
+        state, config = self.state, self.config
+        files: dict[str, str] = {}
+        prefix = config.get("model")
+        if prefix and self._writes_checkpoints():
+            found = self.features.list_checkpoints(prefix)
+            interrupted = self.features.interrupted_path(prefix)
+            newest = [found[max(found)]] if found else []
+            newest += [interrupted] if os.path.exists(interrupted) else []
+            files["checkpoints"] = ", ".join(newest) + f" ({len(found)} epoch checkpoint(s))" if newest else "none"
+        logs = config.get("log")
+        if logs:
+            files["log"] = ", ".join([logs] if isinstance(logs, str) else logs)
+        if self.findings.path is not None:
+            directory = os.path.dirname(self.findings.path)
+            files["findings file"] = self.findings.path
+            files["report"] = (
+                f"{os.path.join(directory, 'report.html')} (written by: python -m framework report {directory})"
+            )
+        failing = self.findings.failing()
+        fail_note = (
+            f"findings_fail_level = {self.findings.fail_level!r}: {len(failing)} finding(s) at that severity or above, "
+            f"so the exit status is {FINDINGS_EXIT_STATUS}"
+            if failing and ending is None
+            else ""
+        )
+        log.v3(
+            summary_block(
+                task=state.task,
+                ended=how_it_ended(state.outcome, ending),
+                epoch=state.epoch,
+                num_epochs=config.int("num_epochs") if state.task == "train" else None,
+                global_step=state.global_step,
+                seconds=seconds,
+                scores=state.lr_control.scores if state.task == "train" else {state.epoch: state.eval_scores},
+                found=self.findings.found,
+                files=files,
+                fail_note=fail_note,
+            )
+        )
 
     @contextlib.contextmanager
     def running(self) -> Iterator[RunState]:
@@ -111,7 +170,14 @@ class Engine:
         self._apply_changes()  # what plugins let go of at CLOSE (e.g. their summary sink) leaves the state too
         propagating = sys.exc_info()[1]  # the run's own error or interruption, on its way out
         for exc in raised[0 if propagating is not None else 1 :]:
-            log.v2(f"ERROR while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}")
+            findings.report(
+                Finding(
+                    "error",
+                    "run close",
+                    f"a callback raised while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}",
+                    evidence={"outcome": state.outcome},
+                )
+            )
         if raised and propagating is None:
             raise raised[0]
 

@@ -2,7 +2,8 @@
 
 The engine owns a ``RunState`` and updates it as the run goes; every callback gets it. A
 callback never sets engine internals: it asks through ``state.control`` (skip this update,
-stop after this step, end after this epoch, report a finding, add to the step line).
+stop after this step, end after this epoch, add to the step line); a finding is reported through
+``framework.findings.report``, and the run keeps every one in ``state.control.findings``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from framework.core.scores import ScoreAccumulator, Scores
     from framework.datasets.extern_data import DataKey
     from framework.datasets.loader import BatchLoader
+    from framework.findings import Finding
 
 
 class SummarySink(Protocol):
@@ -44,7 +46,7 @@ class Control:
         self.stop_reason: str | None = None
         self.checkpoint_reason: str | None = None  # a mid-epoch checkpoint was asked for (and not yet written)
         self.end_reason: str | None = None
-        self.findings: list[Any] = []
+        self.findings: list[Finding] = []  # every finding of the run so far (framework.core.run_findings keeps them)
         self.step_notes: dict[str, str] = {}
         self.changes: dict[str, Any] = {}  # RunState fields a plugin asked to change; the engine applies them
 
@@ -96,10 +98,6 @@ class Control:
     def end_training(self, reason: str) -> None:
         """End training after the current epoch, whose checkpoint is written (e.g. early stopping)."""
         self.end_reason = reason
-
-    def report(self, findings: list[Any]) -> None:
-        """Keep findings (e.g. the sanity check's) for later diagnostics, such as the verdict runs."""
-        self.findings += findings
 
     def note_step(self, key: str, text: str) -> None:
         """Add ``key text`` to this step's progress line (log_verbosity 5)."""

@@ -22,6 +22,7 @@ from framework.core.accumulation import loss_weights
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.findings import Finding, report
 from framework.inspection.probe import ProbeLimit, ProbeSession
 from framework.options import register
 
@@ -132,7 +133,14 @@ class AccumulationCheck(Plugin):
             log.v5(f"Accumulation check skipped: {exc}.")
             return
         if text:
-            log.v2(f"WARNING accumulation check: {text} (debug_accumulation_check = False turns this check off.)")
+            report(
+                Finding(
+                    "warning",
+                    "accumulation check",
+                    f"{text} (debug_accumulation_check = False turns this check off.)",
+                    option="debug_accumulation_check = False",
+                )
+            )
 
     def _compare(
         self, state: RunState, session: ProbeSession, batches: list[dict[str, torch.Tensor]], sizes: list[int]

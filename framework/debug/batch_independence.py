@@ -22,8 +22,9 @@ from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
@@ -231,6 +232,7 @@ class BatchIndependence(Plugin):
         source = f"batch key {key!r}" if key else f"the output of module {probe.leaf_module!r}"
         return Finding(
             "warning",
+            "sanity check",
             f"sequences of a batch influence each other: {_describe(probe.points[index])} for one sequence depends "
             f"on the other sequences' inputs ({source}; gradient ratio {ratio:.3g}), although each sequence should "
             f"be computed on its own. The mixing happens {_culprit(probe.points, index)}. Typical causes: a "

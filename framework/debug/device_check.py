@@ -26,8 +26,9 @@ from framework.config import Config
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.device_tracking import DeviceTracker
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.probe import ProbeLimit
@@ -86,7 +87,7 @@ class DeviceWatch(SharedRunCheck):
         if self.devices is None or self.devices.finding is None or self.reported:
             return
         self.reported = True
-        finding = Finding("warning", f"device bug {self.devices.finding}")
+        finding = Finding("warning", "sanity check", f"device bug {self.devices.finding}")
         report_findings(state, "first step", [finding], ModelCheckError, False, off="debug_device_check = False")
 
 

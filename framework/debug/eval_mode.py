@@ -42,8 +42,9 @@ from framework.core.plugin import on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.mode_dependence import mode_dependent_parts, statistics_of
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.probe import PROBE_SESSION, ProbeLimit, model_copy, unseen
@@ -159,6 +160,7 @@ def _trained_in_eval_finding(modules: dict[str, nn.Module], run: _TrainingRun, n
     more = f" (also: {', '.join(repr(n) for n in names[1:4])})" if len(names) > 1 else ""
     return Finding(
         "warning",
+        "sanity check",
         f"module {name!r} ({type(module).__name__}) runs its forward in eval mode during the training step{more}: "
         f"{how}. Its parts that depend on the mode ({', '.join(mode_dependent_parts(module))}) then compute as in "
         f"evaluation while the loss is trained: no dropout, batch norm normalising with running statistics that "
@@ -192,6 +194,7 @@ def _randomness_finding(modules: dict[str, nn.Module], found: TrainOnlyRandomnes
         fix = "add it only in training: `if self.training: x = x + noise`"
     return Finding(
         "warning",
+        "sanity check",
         f"randomness is active in evaluation: {what}, at {where}{inside}. Dev scores are then noisy and measured "
         f"on a damaged network, and the same input gives different predictions. {fix}. ({OFF} turns this check "
         f"off.)",
@@ -323,6 +326,7 @@ def _changed_apart(module: nn.Module, noted: _Stale) -> bool:
 def _stale_finding(name: str, module: nn.Module, gap: float, epoch: int) -> Finding:
     return Finding(
         "warning",
+        "sanity check",
         f"module {name!r} ({type(module).__name__}) is evaluated with its {statistics_of(module)} as they were "
         f"initialised: its parameters changed in epoch {epoch}, but no training-mode forward of it ran and nothing "
         f"else updated them. Its eval "

@@ -37,6 +37,7 @@ from framework.core.events import Event
 from framework.core.measurements import UPDATE_RATIO
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.findings import Finding, report
 from framework.inspection import sharded
 from framework.inspection.model_checks import SETTLE_UPDATES, by_module, fingerprints
 from framework.inspection.module_tracker import matches_any
@@ -52,6 +53,7 @@ register(
     true_means=10,
 )
 
+CHECK, OFF = "gradient health", "debug_grad_health = False"
 # A weight whose gradient RMS is below this fraction of the largest weight gradient RMS has vanishing gradients,
 VANISHING = 1e-4
 # when its update ratio |dW|/|W| is also below this fraction of the median of the other weights' (it hardly learns),
@@ -274,10 +276,18 @@ class GradHealth(Plugin):
         params = dict(state.model.named_parameters())
         still = [n for n in _unchanged(names, before, params) if params[n].requires_grad]
         if still:
-            log.v2(
-                f"WARNING gradient health: {by_module(state.model, still)} did not change in {self.updates} "
-                f"updates although they require grad: no gradient reaches them, their gradient is zero, or the "
-                f"optimizer does not hold them. If that is intended, list them in frozen_params."
+            report(
+                Finding(
+                    "warning",
+                    CHECK,
+                    f"{by_module(state.model, still)} did not change in {self.updates} updates although they require "
+                    f"grad: no gradient reaches them, their gradient is zero, or the optimizer does not hold them. If "
+                    f"that is intended, list them in frozen_params.",
+                    evidence={"updates": self.updates},
+                    where={"parameters": still},
+                    fix="list them in frozen_params if they are meant to stay",
+                    option=OFF,
+                )
             )
         self._check_frozen(state)
 
@@ -303,7 +313,9 @@ class GradHealth(Plugin):
             return
         self.warned.update((kind, n) for n in new)
         which = "the global norm" if new == ["(global)"] else by_module(state.model, new)
-        log.v2(f"WARNING gradient health: {message(which)}")
+        report(
+            Finding("warning", CHECK, message(which), evidence={"kind": kind}, where={"parameters": new}, option=OFF)
+        )
 
 
 def _unchanged(names: list[str], before: torch.Tensor, params: dict[str, torch.Tensor]) -> list[str]:

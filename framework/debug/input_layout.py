@@ -25,8 +25,9 @@ from framework.config import Config
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.tensors import format_frame, user_frame
 from framework.options import register
 
@@ -93,6 +94,7 @@ class _LayoutWatch(TorchFunctionMode):
         before, after = list(source.shape), list(out.shape)
         return Finding(
             "warning",
+            "sanity check",
             f"batch key {key!r} (declared shape {self.declared[key]}, here {before}) is turned into {after} by "
             f".{how} at {format_frame(user_frame())}: the same sizes in another order. A view or reshape does not "
             f"move axes, it cuts the memory anew, so every position of the new axes mixes pieces of the old ones "

@@ -38,9 +38,10 @@ from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, ChanceLevel
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
-from framework.debug.sanity import ModelCheckError, report_findings
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection import data_checks
-from framework.inspection.data_checks import Finding
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.probe import real_frames
 from framework.inspection.tensors import format_frame, user_frame
@@ -192,6 +193,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{func.__name__} at {format_frame(user_frame())} compares a prediction of shape {p} with a target of "
                 f"shape {t}; they broadcast to {b}, so every prediction is compared with every target and the loss "
                 f"is wrong without an error. Give both the same shape (e.g. prediction.squeeze(-1), or "
@@ -216,6 +218,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{func.__name__} at {format_frame(user_frame())} regresses on the class ids of the sparse key {key!r} "
                 f"({n} classes) as if they were numbers: its target holds the batch's {key!r} labels. Class ids have "
                 f"no order or distance (a prediction of 2.5 between classes 2 and 3 means nothing), so the loss pulls "
@@ -262,6 +265,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{loss} at {where} expects logits, but its input is the output of {made}; {loss} applies "
                 f"{applies} itself, so {consequence}. Feed the scores from before the {kind} (apply {kind} only for "
                 f"predictions), or use {instead}.",
@@ -284,6 +288,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"nll_loss at {where} expects log-probabilities, but gets {what}. nll_loss only picks the target's "
                 f"entry and does not normalize, so the loss is unbounded or meaningless. Use cross_entropy on the "
                 f"logits, or nll_loss(log_softmax(logits)).",

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from framework import log
+from framework import findings, log
 from framework.accelerator import is_accelerator
 from framework.config import Config
 from framework.core.autocast import uses_grad_scaler
@@ -41,6 +41,7 @@ from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.replay import replay_step
 from framework.errors import FrameworkError
+from framework.findings import Finding
 from framework.host_syncs import LaggedFlag, host_value
 from framework.inspection.module_tracker import ModuleTracker, matches_any
 from framework.inspection.op_checks import OpSums
@@ -417,9 +418,14 @@ class NumericsGuard(Plugin):
             return
         self.eval_reported.add((state.epoch, state.dataset))
         effect = "its scores will be NaN/Inf" if intermediate is None else "its scores are finite"
-        log.v2(
-            f"WARNING non-finite values in evaluation step {state.step_in_epoch} of dataset {state.dataset!r} "
-            f"(epoch {state.epoch}): {effect}. The training itself is not affected.\n{report.format()}"
+        findings.report(
+            Finding(
+                "warning",
+                "non-finite values in evaluation",
+                f"step {state.step_in_epoch} of dataset {state.dataset!r} (epoch {state.epoch}): {effect}. The "
+                f"training itself is not affected.\n{report.format()}",
+                where={"dataset": state.dataset, "step_in_epoch": state.step_in_epoch},
+            )
         )
 
     # ---------------------------------------------------------------------- the debug checks

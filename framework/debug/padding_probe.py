@@ -25,8 +25,9 @@ from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession, padding_mask
 from framework.inspection.tensors import named_tensors
 from framework.options import register
@@ -177,6 +178,7 @@ class PaddingProbe(Plugin):
             findings.append(
                 Finding(
                     "warning",
+                    "sanity check",
                     f"the loss covers padding: changing only the padded frames of {keys} (beyond the :seq_len "
                     f"lengths) changes the loss ({changes}) while the model's outputs on the real frames stay the "
                     f"same. The padded frames count as data (and dilute the mean). Mask them: e.g. mask = "
@@ -190,6 +192,7 @@ class PaddingProbe(Plugin):
             findings.append(
                 Finding(
                     "note",
+                    "sanity check",
                     f"the model's outputs on real frames depend on the padded frames of {key!r} (the loss moved: "
                     f"{change}): a convolution over the zero padding does this and is usually fine; an RNN run over "
                     f"the padding without pack_padded_sequence, or a mean over time without a mask, is a bug.",
@@ -199,6 +202,7 @@ class PaddingProbe(Plugin):
             findings.append(
                 Finding(
                     "note",
+                    "sanity check",
                     f"padding check undecided for {key!r}: changing only its padded frames moves the loss ({change}), "
                     f"but the model returns no per-frame or per-sequence output (only a loss), so the check cannot "
                     f"tell a loss that covers padding from a model that reads it. Return the logits too to let it "

@@ -20,19 +20,21 @@ is the point and which list the findings as likely causes.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
+from framework import findings as findings_reporter
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.measurements import VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.errors import DataError, FrameworkError
+from framework.errors import DataError, FrameworkError, ModelCheckError
+from framework.findings import Finding
 from framework.inspection import data_checks, model_checks, sharded
-from framework.inspection.data_checks import Finding
 from framework.inspection.model_checks import SETTLE_UPDATES
 from framework.options import register
 
@@ -53,10 +55,6 @@ register(
     "{module path pattern: (low, high)}: the sanity check and framework.testing verify these outputs; '(model)' = root.",
     __name__,
 )
-
-
-class ModelCheckError(FrameworkError):
-    """The first training step shows that the model cannot be trained as it is."""
 
 
 class SanityCheck(Plugin):
@@ -88,7 +86,9 @@ class SanityCheck(Plugin):
             batches = data_checks.sample_batches(loader, self.num_batches)
             for key in state.extern_data.values():
                 found = data_checks.key_findings(option, loader.dataset.name, key, batches)
-                findings += [f for f in found if f.level != "note" or option == "train"]  # a note once, not per split
+                findings += [
+                    f for f in found if f.severity != "note" or option == "train"
+                ]  # a note once, not per split
                 if key.sparse_dim is not None and batches:
                     counts.setdefault(key.name, {})[option] = data_checks.class_counts(loader.dataset, key, batches)
                 if batches and (key_stats := data_checks.value_stats(key, batches)) is not None:
@@ -135,12 +135,13 @@ class SanityCheck(Plugin):
             findings.append(
                 Finding(
                     "note",
+                    "sanity check",
                     f"{model_checks.by_module(state.model, self._zero)} get a gradient that is exactly zero at step 0"
                     f"{because}. Judged again over the next {SETTLE_UPDATES} updates: named if it stays zero.",
                 )
             )
         self._report(state, "first step", findings, ModelCheckError)
-        notes = sum(f.level == "note" for f in state.control.findings)
+        notes = sum(f.severity == "note" for f in state.control.findings)
         log.v4(f"Sanity check done: {len(state.control.findings) - notes} finding(s), {notes} note(s) (verbosity 5).")
 
     @on(Event.BEFORE_OPTIMIZER_STEP)
@@ -201,21 +202,21 @@ def report_findings(
     strict: bool,
     off: str = "debug_sanity_check = False",
 ) -> None:
-    """Keep ``findings`` in ``state.control``, print them, and raise ``error`` for severe ones when ``strict``.
+    """Report ``findings`` as the sanity check's (check ``sanity check (<stage>)``, the option ``off``) and raise
+    ``error`` for severe ones when ``strict``.
 
     Every default-on check before or at the first step reports through here, so that its findings
-    look alike and count in the sanity check's summary.
+    look alike and count in the sanity check's summary. Notes are logged at verbosity 5; a severe finding
+    that stops the run is logged by the error that says so.
     """
-    state.control.report(findings)
-    severe = [f for f in findings if f.severe]
-    for finding in findings:
-        if finding.level == "note":
-            log.v5(f"Sanity check ({stage}) note: {finding.text}")
-        elif not (finding.severe and strict):
-            log.v2(f"WARNING sanity check ({stage}): {finding.text}")
+    reported = [dataclasses.replace(f, check=f"sanity check ({stage})", option=f.option or off) for f in findings]
+    severe = [f for f in reported if f.severe]
+    for finding in reported:
+        quiet = finding.severity == "note" or (finding.severe and strict)
+        findings_reporter.report(finding, verbosity=5 if quiet else None)
     if severe and strict:
         raise error(
-            f"Sanity check ({stage}) failed: " + " ".join(f.text for f in severe) + f" ({off} skips this check.)"
+            f"Sanity check ({stage}) failed: " + " ".join(f.message for f in severe) + f" ({off} skips this check.)"
         )
 
 

@@ -24,7 +24,7 @@ from framework.core.state import RunState
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.debug.sanity import report_findings
 from framework.errors import DataError
-from framework.inspection.data_checks import Finding
+from framework.findings import Finding
 from framework.options import register
 
 register(
@@ -93,11 +93,12 @@ def overlap_findings(train: tuple[list[int], bool], others: dict[str, tuple[list
         if share < MIN_SHARE or len(pairs) < 2 or share <= NATURAL_FACTOR * natural:
             if share >= MIN_SHARE and natural > 0:
                 text += f" (train itself repeats {natural / 2:.1%} of its sequences: natural duplicates)"
-            findings.append(Finding("note", text + "."))
+            findings.append(Finding("note", "sanity check", text + "."))
             continue
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 text + f". The {option} score then measures memorization, not generalization, and early stopping or "
                 f"learning-rate control trusts it. Check that {option} comes from other files than train, or from "
                 f"another seed (data_seed, or fixed_random_seed for Task12AXDataset) of a generated dataset.",

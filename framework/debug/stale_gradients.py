@@ -14,8 +14,9 @@ from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.model_checks import by_module, optimized_ids, overridden_at
 from framework.options import register
 
@@ -81,7 +82,7 @@ class StaleGradients(Plugin):
             f"gradient norm grows with the step count while the loss does not improve. Let zero_grad set "
             f"p.grad = None (or zero it)."
         )
-        report_findings(state, "training", [Finding("warning", text)], ModelCheckError, False)
+        report_findings(state, "training", [Finding("warning", "sanity check", text)], ModelCheckError, False)
 
 
 PLUGINS = (StaleGradients,)

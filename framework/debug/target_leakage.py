@@ -38,8 +38,9 @@ from framework.config import Config
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
-from framework.debug.sanity import ModelCheckError, report_findings
-from framework.inspection.data_checks import Finding
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding
 from framework.inspection.probe import real_frames
 from framework.inspection.tensors import format_frame, iter_tensors, user_frame
 from framework.options import register
@@ -316,7 +317,9 @@ class TargetLeakage(SharedRunCheck):
         text = self._judge(state, watch)
         if text:
             off = "debug_target_leakage = False"
-            report_findings(state, "first step", [Finding("warning", text)], ModelCheckError, False, off=off)
+            report_findings(
+                state, "first step", [Finding("warning", "sanity check", text)], ModelCheckError, False, off=off
+            )
 
     @staticmethod
     def _judge(state: RunState, watch: _Watch) -> str | None:

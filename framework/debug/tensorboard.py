@@ -4,7 +4,9 @@ Per step (every ``tensorboard_log_interval`` steps): every marked loss, the lear
 step time, the process RSS, and the global gradient norm when gradient clipping computes it. The
 values computed on the device stay there until a flush (every 100 records, 10 seconds, and at
 the end of each epoch) copies them all at once, so logging adds no host sync per step.
-Per epoch: the train and dev scores. ``debug_grad_summaries``: histograms of parameters and
+Per epoch: the train and dev scores, under ``epoch/`` at the epoch number and under ``scores/`` at the
+global step, where they overlay the per-step ``train/`` curves. Each finding: a text entry under
+``findings/<check>`` and the counts of findings by severity (``findings/warning``, ...) at its step. ``debug_grad_summaries``: histograms of parameters and
 gradients and per-parameter gradient norms every N steps. The model graph once, traced with the
 first batch (a warning, not a crash, when tracing fails). At the end: hparams (the config's
 scalar options) with the final scores. ``run_ctx.log_image`` / ``run_ctx.log_scalar`` from a
@@ -20,7 +22,7 @@ from typing import Any
 
 import torch
 
-from framework import log
+from framework import findings, log
 from framework.accelerator import memory_allocated
 from framework.config import Config
 from framework.core.events import Event, Order
@@ -30,6 +32,7 @@ from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess, unguessable_suffix
 from framework.disk import probe_directory
+from framework.findings import Finding
 from framework.inspection.probe import model_copy, unseen
 from framework.options import register
 from framework.safe_create import make_directory
@@ -101,6 +104,7 @@ class TensorBoardLogger(Plugin):
         # Per-step records whose device values are not read yet: (step, host values, names, device values).
         self.records: list[tuple[int, list[tuple[str, float]], list[str], torch.Tensor]] = []
         self.last_flush = time.monotonic()
+        self.finding_counts: dict[str, int] = {}
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> TensorBoardLogger | None:
@@ -120,15 +124,27 @@ class TensorBoardLogger(Plugin):
 
     @on(Event.STARTUP, Order.FIRST)
     def become_sink(self, state: RunState) -> None:
-        """Where run_ctx.log_image / log_scalar and diagnostics' scalars go."""
+        """Where run_ctx.log_image / log_scalar, diagnostics' scalars and the findings go."""
         state.control.send_summaries_to(self)
+        findings.add_sink(self.finding)
 
     @on(Event.CLOSE)
     def close(self, state: RunState) -> None:
         """Flush and close the writer process, however the run ended (what was logged is kept)."""
+        findings.remove_sink(self.finding)
         state.control.send_summaries_to(None)
         self._write_records()
         self.writer.close()
+
+    def finding(self, finding: Finding) -> None:
+        """A finding: its text under ``findings/<check>``, the counts by severity so far as scalars."""
+        step = finding.step or 0
+        self.finding_counts[finding.severity] = self.finding_counts.get(finding.severity, 0) + 1
+        text = f"**{finding.severity}** (epoch {finding.epoch}, step {step}): {finding.message}"
+        if finding.evidence:
+            text += f"\n\nevidence: `{finding.evidence}`"
+        self.writer.call("add_text", f"findings/{finding.check}", text, step)
+        self.writer.scalars(step, [(f"findings/{s}", float(n)) for s, n in self.finding_counts.items()])
 
     # -- the sink run_ctx.log_image / log_scalar write to
     def image(self, tag: str, image: torch.Tensor, step: int, dataformats: str) -> None:
@@ -232,6 +248,8 @@ class TensorBoardLogger(Plugin):
         values = [(f"epoch/{dataset}/{name}", v) for dataset, losses in scores.items() for name, v in losses.items()]
         values.append(("epoch/learning_rate", float(state.optimizer.param_groups[0]["lr"])))  # applied, not configured
         self.writer.scalars(state.epoch, values)
+        at_step = [(f"scores/{dataset}/{name}", v) for dataset, losses in scores.items() for name, v in losses.items()]
+        self.writer.scalars(state.global_step, at_step)  # beside the per-step train/ curves on one step axis
         self.writer.flush()
 
     @on(Event.FINISH)

@@ -28,16 +28,16 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
-from framework.debug.sanity import ModelCheckError, report_findings
+from framework.debug.sanity import report_findings
+from framework.errors import ModelCheckError
+from framework.findings import Finding, report
 from framework.inspection import sharded
-from framework.inspection.data_checks import Finding
 from framework.inspection.model_checks import optimized_ids, overridden_at
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.tensors import format_frame, iter_tensors, user_frame
@@ -119,6 +119,7 @@ def unregistered_finding(loose: list[_Loose]) -> Finding:
     )
     return Finding(
         "warning",
+        "sanity check",
         f"the step uses {len(loose)} tensor(s) that require grad but are not parameters of the model from get_model "
         f"(first: shape {first.shape}{held}, used{running} at {first.where}). They get gradients, but the "
         f"optimizer never updates them, checkpoints do not save them and model.to(device) does not move them. {fix}",
@@ -199,10 +200,16 @@ class UpdateIntegrity(SharedRunCheck):
                 "drops updates the engine asked for, such as an epoch's last partial window; accumulate with "
                 "accum_grad_multiple_step instead."
             )
-        log.v2(
-            f"WARNING update integrity: {which} changed no parameter, although the parameters got gradients and the "
-            f"engine called {type(state.optimizer).__name__}.step(){own}. {cause} "
-            f"(debug_update_integrity = False turns this check off.)"
+        report(
+            Finding(
+                "warning",
+                "update integrity",
+                f"{which} changed no parameter, although the parameters got gradients and the engine called "
+                f"{type(state.optimizer).__name__}.step(){own}. {cause} (debug_update_integrity = False turns this "
+                f"check off.)",
+                where={"optimizer": type(state.optimizer).__name__},
+                option="debug_update_integrity = False",
+            )
         )
 
 

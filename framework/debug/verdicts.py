@@ -437,7 +437,7 @@ def _unknown_floor(floor: float, state: RunState, run_ctx_losses: dict[str, Any]
 
 def _findings_hint(state: RunState) -> str:
     """The findings that can stop learning (warnings and errors, not notes), as likely causes."""
-    causes = [f.text for f in state.control.findings if f.level != "note"]
+    causes = [f.message for f in state.control.findings if f.severity != "note"]
     return " Likely causes, found by the checks: " + " ".join(causes) if causes else ""
 
 

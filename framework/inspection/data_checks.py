@@ -8,13 +8,13 @@ stop training.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from framework.datasets.extern_data import DataKey, label_error
 from framework.datasets.numpy_dataset import Ragged
+from framework.findings import Finding
 
 # A dense key whose mean or std is beyond this is far from normalized.
 UNNORMALIZED = 10.0
@@ -24,22 +24,6 @@ FREQUENCY_RATIO = 3.0
 MIN_EXPECTED_COUNT = 5.0
 # Per-feature value ranges that differ by more than this factor are on different scales.
 SCALE_SPREAD = 1e3
-
-
-@dataclass
-class Finding:
-    """One result of a check: what is wrong (and where), what to check.
-
-    ``level``: "error" (training cannot work like this: stop), "warning", or "note" (a fact worth
-    knowing that is often fine, e.g. the constant border pixels of images).
-    """
-
-    level: str
-    text: str
-
-    @property
-    def severe(self) -> bool:
-        return self.level == "error"
 
 
 class Sample(list):
@@ -94,7 +78,11 @@ def key_findings(
         if any(f.severe for f in findings):
             return findings
         return findings + [
-            Finding("warning", f"{where}: the first {len(batches)} batches hold no values (all sequences empty?).")
+            Finding(
+                "warning",
+                "sanity check",
+                f"{where}: the first {len(batches)} batches hold no values (all sequences empty?).",
+            )
         ]
     if key.sparse_dim is not None:
         return findings + _label_findings(where, key, values, batches)
@@ -102,6 +90,7 @@ def key_findings(
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{where} is integer data without sparse_dim. If these are class ids, declare "
                 f"extern_data[{key.name!r}]['sparse_dim']; if they are features, declare dtype 'float32' and "
                 f"normalize them.",
@@ -116,6 +105,7 @@ def key_findings(
         return findings + [
             Finding(
                 "error",
+                "sanity check",
                 f"{where} holds {kinds} ({(~finite).sum()} values in the first {len(batches)} batches, first at "
                 f"sequence index {seq}). Fix or drop these entries in the data pipeline.",
             )
@@ -145,6 +135,7 @@ def _empty_sequence_findings(where: str, key: DataKey, batches: list) -> list[Fi
         return [
             Finding(
                 "error",
+                "sanity check",
                 f"{where}: all {len(lengths)} sequences are empty (length 0): there is nothing to train on. Is it "
                 f"the right key, did the feature extraction or tokenization fail?",
             )
@@ -153,6 +144,7 @@ def _empty_sequence_findings(where: str, key: DataKey, batches: list) -> list[Fi
     return [
         Finding(
             "warning",
+            "sanity check",
             f"{where}: {len(empty)} of {scope} {'is' if len(empty) == 1 else 'are'} empty (length 0), at sequence "
             f"{'index' if len(empty) == 1 else 'indices'} {listed}. A mean over their "
             f"frames divides by zero (NaN), attention over no frames gives NaN, pack_padded_sequence rejects them. "
@@ -169,16 +161,25 @@ def _label_findings(where: str, key: DataKey, values: np.ndarray, batches: list)
             return [
                 Finding(
                     "error",
+                    "sanity check",
                     f"{where} declares sparse_dim {key.sparse_dim} (class ids) but holds non-integer values such as "
                     f"{values[fractional].flat[0]:g}; converting them to {key.dtype} would truncate. Are these "
                     f"probabilities or features rather than class ids?",
                 )
             ]
-        findings.append(Finding("warning", f"{where}: class ids are stored as {values.dtype}; store them as integers."))
+        findings.append(
+            Finding(
+                "warning", "sanity check", f"{where}: class ids are stored as {values.dtype}; store them as integers."
+            )
+        )
     bad = (values < 0) | (values >= key.sparse_dim)
     if bad.any():
         seq = _first_bad_seq(key.name, batches, lambda a: (a < 0) | (a >= key.sparse_dim))
-        findings.append(Finding("error", label_error(key.name, int(values[bad].flat[0]), seq, key.sparse_dim, where)))
+        findings.append(
+            Finding(
+                "error", "sanity check", label_error(key.name, int(values[bad].flat[0]), seq, key.sparse_dim, where)
+            )
+        )
     return findings
 
 
@@ -191,6 +192,7 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{where} looks like raw 0-255 pixel values (integers in [{low:g}, {high:g}] {sample}). Scale them "
                 f"to [0, 1] (x / 255) or standardize them.",
             )
@@ -199,6 +201,7 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{where} is far from normalized: mean {mean:.4g}, std {std:.4g}, range [{low:.4g}, {high:.4g}] "
                 f"{sample}. Standardize it ((x - mean) / std with the train set's statistics).",
             )
@@ -210,7 +213,11 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
     constant = np.flatnonzero(feature_std == 0)
     if len(constant) == features.shape[1]:
         findings.append(
-            Finding("warning", f"{where} is constant ({features.flat[0]:g} everywhere {sample}): empty input?")
+            Finding(
+                "warning",
+                "sanity check",
+                f"{where} is constant ({features.flat[0]:g} everywhere {sample}): empty input?",
+            )
         )
         return findings
     if len(constant):
@@ -218,9 +225,9 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
         text = f"{where}: {len(constant)} of {features.shape[1]} features are constant {sample} (feature {listed})"
         # Constant border pixels of images are normal; a constant column of a small feature vector is not.
         if features.shape[1] <= 64 or len(constant) > features.shape[1] // 2:
-            findings.append(Finding("warning", text + ". Are they filled in?"))
+            findings.append(Finding("warning", "sanity check", text + ". Are they filled in?"))
         else:
-            findings.append(Finding("note", text + "."))
+            findings.append(Finding("note", "sanity check", text + "."))
     # Ranges, not stds: a rarely touched image pixel has a tiny std but the same units as the others.
     spans = np.ptp(features, axis=0)
     varying = np.flatnonzero(spans > 0)
@@ -229,6 +236,7 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{where}: features are on very different scales (feature {i} spans {spans[i]:.3g}, feature {j} "
                 f"spans {spans[j]:.3g}). Standardize each feature.",
             )
@@ -260,6 +268,7 @@ def split_findings(key: str, stats: dict[str, tuple[float, float]]) -> list[Find
             findings.append(
                 Finding(
                     "warning",
+                    "sanity check",
                     f"key {key!r} has mean {train_mean:.4g}, std {train_std:.4g} in train but mean {mean:.4g}, std "
                     f"{std:.4g} in {option}: are the splits preprocessed (normalized, scaled) the same way?",
                 )
@@ -315,9 +324,11 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
         )
         # Per-frame labels are imbalanced by nature (silence, blanks, 'no event'): a fact, not a finding.
         if per_frame:
-            findings.append(Finding("note", text + "; judge the model by a per-class score, not by frame accuracy."))
+            findings.append(
+                Finding("note", "sanity check", text + "; judge the model by a per-class score, not by frame accuracy.")
+            )
         else:
-            findings.append(Finding("warning", text + ". Weight the loss or resample."))
+            findings.append(Finding("warning", "sanity check", text + ". Weight the loss or resample."))
     shift = "note" if per_frame else "warning"
     for option, (other, other_what) in counts.items():
         if option == "train":
@@ -330,6 +341,7 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
             findings.append(
                 Finding(
                     shift,
+                    "sanity check",
                     f"key {key!r}: class(es) {_list(only_train)} occur in train ({train_what}) but never in {option} "
                     f"({other_what}), so the {option} score says nothing about them. Was the split made by label?",
                 )
@@ -338,6 +350,7 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
             findings.append(
                 Finding(
                     shift,
+                    "sanity check",
                     f"key {key!r}: class(es) {_list(only_other)} occur in {option} ({other_what}) but never in train "
                     f"({train_what}); the model cannot learn them.",
                 )
@@ -351,6 +364,7 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
                 findings.append(
                     Finding(
                         shift,
+                        "sanity check",
                         f"key {key!r}: class {c} is {other[c] / other.sum():.1%} of {option} but "
                         f"{train[c] / train.sum():.1%} of train; the splits come from different distributions.",
                     )

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from framework.findings import Finding
 from framework.inspection import sharded
-from framework.inspection.data_checks import Finding
 from framework.inspection.freezes import freeze_origin
 from framework.inspection.module_tracker import matches_any
 from framework.inspection.tensors import display_path, floating_tensors, format_frame
@@ -55,6 +55,7 @@ def loss_findings(losses: dict[str, Any]) -> list[Finding]:
     return [
         Finding(
             "error" if len(detached) == len(optimized) else "warning",
+            "sanity check",
             f"loss {names} does not depend on any parameter that requires grad (it has no grad_fn), so "
             f"{'nothing' if len(detached) == len(optimized) else 'it'} can be trained. Look for .detach(), "
             f".item(), .numpy(), torch.no_grad() or a tensor rebuilt with torch.tensor(...) between the model "
@@ -83,6 +84,7 @@ def gradient_findings(
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{by_module(model, mistaken)} do not require grad, but frozen_params does not list them: frozen by "
                 f"mistake ({cause})? If they are meant to be frozen, add them to frozen_params.",
             )
@@ -92,6 +94,7 @@ def gradient_findings(
         findings.append(
             Finding(
                 "error",
+                "sanity check",
                 "No parameter received a gradient: the loss is not connected to the model (e.g. "
                 "loss.detach().requires_grad_(), or the model's output detached before the loss).",
             )
@@ -100,6 +103,7 @@ def gradient_findings(
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{by_module(model, no_grad)} receive no gradient: not connected to the loss (defined but not used "
                 f"in forward, or its output goes through .detach() / torch.no_grad()). Remove what is unused, or "
                 f"list it in frozen_params.",
@@ -114,6 +118,7 @@ def gradient_findings(
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"frozen_params lists {by_module(model, frozen_trained)}, but they require grad and get a gradient, so "
                 f"the optimizer will change them. Call requires_grad_(False) on them in get_model.",
             )
@@ -126,6 +131,7 @@ def gradient_findings(
             findings.append(
                 Finding(
                     "warning",
+                    "sanity check",
                     f"{by_module(model, left_out)} require grad but are in no optimizer param group, so they never "
                     f"change. Is the optimizer built from a subset of the parameters?",
                 )
@@ -165,6 +171,7 @@ def optimizer_findings(model: nn.Module, optimizer: Any) -> list[Finding]:
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"{by_module(model, twice)} are listed more than once in the optimizer's param groups, so every "
                 f"update changes them more than once (with momentum state mixed between the copies). List each "
                 f"parameter in one group.",
@@ -175,6 +182,7 @@ def optimizer_findings(model: nn.Module, optimizer: Any) -> list[Finding]:
         findings.append(
             Finding(
                 "warning",
+                "sanity check",
                 f"the optimizer updates {len(foreign)} tensor(s) that are not parameters of the model the step "
                 f"trains (shapes {shapes}): an optimizer built over another copy of the model (one made before a "
                 f"deepcopy, a reload or a conversion), or over tensors replaced since. The model's own parameters "
@@ -231,7 +239,7 @@ def zero_gradient_finding(
             f"zero-initialised norm weight, gate or residual branch blocks the gradient of what comes before it until "
             f"its first update (timm's zero_init_last, torchvision's zero_init_residual); judge after one update."
         )
-    return Finding("warning", text)
+    return Finding("warning", "sanity check", text)
 
 
 @contextlib.contextmanager
@@ -265,7 +273,9 @@ def range_findings(
         if not matched:
             findings.append(
                 Finding(
-                    "warning", f"debug_output_ranges: {pattern!r} matches no module (modules: {', '.join(names[:12])})."
+                    "warning",
+                    "sanity check",
+                    f"debug_output_ranges: {pattern!r} matches no module (modules: {', '.join(names[:12])}).",
                 )
             )
         for name in matched:
@@ -281,6 +291,7 @@ def range_findings(
                 findings.append(
                     Finding(
                         "warning",
+                        "sanity check",
                         f"module '{name}' output ({list(t.shape)}) has {outside} of {t.numel()} values outside its "
                         f"declared range [{low:g}, {high:g}] (finite values span [{lo:.4g}, {hi:.4g}]"
                         f"{', plus NaN/Inf' if not finite.all() else ''}): a missing or extra sigmoid/softmax?",

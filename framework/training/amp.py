@@ -25,6 +25,7 @@ from framework.core.autocast import amp_settings
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.findings import Finding, report
 from framework.host_syncs import LaggedFlag
 from framework.inspection import sharded
 from framework.inspection.precision import diagnose_step
@@ -48,6 +49,9 @@ register(
 )
 
 COLLAPSE_STEPS = 10  # consecutive skipped updates that make a collapsing scale: a warning with the culprit
+
+
+CHECK = "the loss scale keeps collapsing"
 
 
 class GradScaling(Plugin):
@@ -145,17 +149,26 @@ class GradScaling(Plugin):
         )
         if self.consecutive_skips == COLLAPSE_STEPS:
             if any(sharded.is_sharded(p) for p in state.model.parameters()):  # its replay would run one rank alone
-                log.v2(
-                    f"WARNING the loss scale keeps collapsing: {COLLAPSE_STEPS} updates in a row were skipped because "
-                    f"the gradients overflowed (scale now {scale * self.backoff_factor:g}). FSDP shards the model, "
-                    f"so the replay that names the module is not run: run the config in one process to have it."
+                report(
+                    Finding(
+                        "warning",
+                        CHECK,
+                        f"{COLLAPSE_STEPS} updates in a row were skipped because the gradients overflowed (scale now "
+                        f"{scale * self.backoff_factor:g}). FSDP shards the model, so the replay that names the module "
+                        f"is not run: run the config in one process to have it.",
+                        evidence={"skipped_in_a_row": COLLAPSE_STEPS, "scale": scale * self.backoff_factor},
+                    )
                 )
                 return
-            report = diagnose_step(state)
-            log.v2(
-                f"WARNING the loss scale keeps collapsing: {COLLAPSE_STEPS} updates in a row were skipped because the "
-                f"gradients overflowed (scale now {scale * self.backoff_factor:g}). Mixed precision breaks here:\n"
-                f"{report.format()}"
+            replayed = diagnose_step(state)
+            report(
+                Finding(
+                    "warning",
+                    CHECK,
+                    f"{COLLAPSE_STEPS} updates in a row were skipped because the gradients overflowed (scale now "
+                    f"{scale * self.backoff_factor:g}). Mixed precision breaks here:\n{replayed.format()}",
+                    evidence={"skipped_in_a_row": COLLAPSE_STEPS, "scale": scale * self.backoff_factor},
+                )
             )
 
 

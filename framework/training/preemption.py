@@ -27,6 +27,7 @@ from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.errors import ConfigError
+from framework.findings import Finding, report
 from framework.training import checkpoint, distributed
 
 # Signals with a meaning already (or none possible): the reason a requeue_signal may not be one of them.
@@ -124,9 +125,17 @@ class Preemption(Plugin):
         except OSError as exc:  # e.g. no scontrol on this node
             failure = str(exc)
         if failure is not None:
-            log.v1(
-                f"ERROR: the requeue command ({shown}) failed ({failure[:500]}). The checkpoint is complete: "
-                f"requeue the job yourself or run the same command again."
+            report(
+                Finding(
+                    "error",
+                    "requeue",
+                    f"the requeue command ({shown}) failed ({failure[:500]}). The checkpoint is complete: requeue the "
+                    f"job yourself or run the same command again.",
+                    evidence={"failure": failure[:500]},
+                    where={"command": shown},
+                    fix="requeue the job yourself or run the same command again",
+                ),
+                verbosity=1,
             )
             return
         log.v3(f"Requeued the job: {shown}")

@@ -7,11 +7,13 @@ puts the whole train set into one batch (one update per epoch).
 
 from __future__ import annotations
 
-from framework import log
 from framework.config import Config
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.findings import Finding, report
+
+CHECK = "unusual option values"
 
 
 class UnusualValues(Plugin):
@@ -25,19 +27,30 @@ class UnusualValues(Plugin):
     def check(self, state: RunState) -> None:
         config = state.config
         if config.get("dynamic_learning_rate") is None and state.lr_control.learning_rate(state.epoch + 1) == 0:
-            log.v2(
-                "WARNING: the learning rate is 0: the optimizer will not change the parameters and the loss will not "
-                "move. Set 'learning_rate' (or 'learning_rates') to the rate you mean."
+            report(
+                Finding(
+                    "warning",
+                    CHECK,
+                    "the learning rate is 0: the optimizer will not change the parameters and the loss will not move. "
+                    "Set 'learning_rate' (or 'learning_rates') to the rate you mean.",
+                    evidence={"learning_rate": 0.0},
+                    fix="set 'learning_rate' (or 'learning_rates') to the rate you mean",
+                )
             )
         loader = state.loaders["train"]
         plan = loader.plan(state.epoch + 1)
         num_seqs, num_batches = sum(len(batch) for batch in plan), len(plan)
         updates = -(-num_batches // config.int("accum_grad_multiple_step"))
         if updates == 1 and num_seqs > 1:
-            log.v2(
-                f"WARNING: batch_size {config.get('batch_size')} puts all {num_seqs} train sequences into one "
-                f"{'batch' if num_batches == 1 else 'accumulation window'}: one update per epoch. If that is not "
-                f"meant, batch_size counts padded frames per batch (sequences x their max length)."
+            report(
+                Finding(
+                    "warning",
+                    CHECK,
+                    f"batch_size {config.get('batch_size')} puts all {num_seqs} train sequences into one "
+                    f"{'batch' if num_batches == 1 else 'accumulation window'}: one update per epoch. If that is not "
+                    f"meant, batch_size counts padded frames per batch (sequences x their max length).",
+                    evidence={"batch_size": config.get("batch_size"), "train_sequences": num_seqs},
+                )
             )
 
 

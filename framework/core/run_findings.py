@@ -1,0 +1,116 @@
+"""What a run found: every finding of the run, kept for the checks that read them, in ``findings.jsonl``, and
+judged against ``findings_fail_level``.
+
+While a task runs, this is a sink of ``framework.findings`` and the clock that stamps findings with
+the epoch and global step (0 before the first epoch and step). Each finding is appended to ``state.control.findings`` (the verdict runs
+and the sanity check's summary read them) and, in the process that writes checkpoints, written to
+``<model directory>/findings.jsonl`` as one JSON object per line with one ``write`` call, so a run
+killed a moment later keeps it; a resumed run appends to the same file. The file is opened without
+following a planted link (``safe_create.open_kept``: a link there stops the run at its first finding)
+and is created at the end of a run that found nothing, so that an empty file says "nothing found".
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+from framework import findings, log
+from framework.config import Config
+from framework.core.state import RunState
+from framework.errors import PlantedLinkError
+from framework.findings import SEVERITIES, Finding
+from framework.safe_create import open_kept
+
+FILE_NAME = "findings.jsonl"
+# rnn.py's exit status when the run did its work but reported a finding at findings_fail_level or above.
+FINDINGS_EXIT_STATUS = 3
+
+
+class RunFindings:
+    """The findings of one task run (train, eval or forward); ``start`` before it, ``stop`` after it."""
+
+    def __init__(self, config: Config, state: RunState, writes_files: bool):
+        self.config = config
+        self.state = state
+        self.writes_files = writes_files  # False: this process writes no findings file (a rank other than 0)
+        self.fail_level = config.get("findings_fail_level")
+        self._fd: int | None = None
+        self._unwritable = False
+
+    @property
+    def path(self) -> str | None:
+        """``findings.jsonl`` beside the checkpoints; None without checkpoints (no 'model', a verdict run, not
+        rank 0). Read when needed: a plugin's mode may set 'model' after the run started."""
+        prefix = self.config.get("model")
+        return os.path.join(os.path.dirname(prefix) or ".", FILE_NAME) if prefix and self.writes_files else None
+
+    @property
+    def found(self) -> list[Finding]:
+        return self.state.control.findings
+
+    def start(self) -> None:
+        """Take the findings reported from now on."""
+        findings.add_sink(self.take)
+        findings.set_clock(self._now)
+
+    def stop(self) -> None:
+        """Stop taking findings; the file exists from here on (empty when nothing was found)."""
+        findings.remove_sink(self.take)
+        findings.set_clock(None)
+        if self._fd is None and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
+            try:
+                self._open()
+            except PlantedLinkError as exc:  # the run is over: nothing was written through it, the log says so
+                log.v1(str(exc))
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _now(self) -> tuple[int | None, int | None]:
+        return self.state.epoch, self.state.global_step
+
+    def take(self, finding: Finding) -> None:
+        """The sink: keep ``finding`` and append it to the file."""
+        self.found.append(finding)
+        if self.path is None or (self._fd is None and not self._open()):
+            return
+        time = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        line = (finding.as_json(time=time) + "\n").encode("utf-8", "backslashreplace")
+        try:
+            os.write(self._fd, line)  # O_APPEND: one write per record, on disk for any reader at once
+        except OSError as exc:
+            self._give_up(exc)
+
+    def _open(self) -> bool:
+        if self._unwritable:
+            return False
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._fd = open_kept(self.path, "the findings file", os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            self._give_up(exc)
+            return False
+        return True
+
+    def _give_up(self, exc: OSError) -> None:
+        """A findings file that cannot be written (full disk): said once; the log still has every finding."""
+        self._unwritable = True
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        log.v2(
+            f"The findings file {self.path} cannot be written ({os.strerror(exc.errno) if exc.errno else exc}); "
+            f"the findings are still logged. This is said once."
+        )
+
+    def counts(self) -> dict[str, int]:
+        """How many findings of each severity, most severe first."""
+        return {s: n for s in reversed(SEVERITIES) if (n := sum(f.severity == s for f in self.found))}
+
+    def failing(self) -> list[Finding]:
+        """The findings at ``findings_fail_level`` or above (none when it is off)."""
+        if self.fail_level is None:
+            return []
+        level = SEVERITIES.index(self.fail_level)
+        return [f for f in self.found if SEVERITIES.index(f.severity) >= level]

@@ -1,0 +1,107 @@
+"""The block every run ends its log with, however it ends: how it ended, how far it got, the best dev
+scores, what the checks found (grouped by check, with counts and the one-line cause), and where its
+files are.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from framework.core.scores import Scores
+from framework.errors import TrainingInterrupted
+from framework.findings import Finding
+from framework.log import format_duration
+
+
+def how_it_ended(outcome: str | None, ending: BaseException | None) -> str:
+    """``completed``, ``interrupted: ...`` or ``failed: ValueError: ...`` (the first line of the message)."""
+    first = str(ending).strip().split("\n", 1)[0] if ending is not None else ""
+    if outcome in ("completed", "stopped"):
+        done = "completed" if outcome == "completed" else "completed (training ended early)"
+        return done if ending is None else f"{done}, then failed while closing: {type(ending).__name__}: {first}"
+    if ending is None:
+        return outcome or "completed"
+    if isinstance(ending, TrainingInterrupted):  # the command that resumes follows in the message, not here
+        return f"interrupted: {first.split(' Resume ', 1)[0]}"
+    if isinstance(ending, KeyboardInterrupt):
+        return "interrupted by Ctrl-C (KeyboardInterrupt)"
+    if isinstance(ending, SystemExit):
+        return f"ended by SystemExit({ending.code!r})"
+    if outcome == "interrupted":  # a terminating signal outside training (exit_log.Terminated)
+        signum = getattr(ending, "signum", None)
+        name = signal.Signals(signum).name if signum else type(ending).__name__
+        return f"interrupted by {name}: {first}"
+    return f"failed: {type(ending).__name__}: {first}" if first else f"failed: {type(ending).__name__}"
+
+
+def best_scores(scores: dict[int, Scores]) -> dict[str, dict[str, tuple[float, int]]]:
+    """Per dataset other than train, per score: the lowest value over the epochs and its epoch."""
+    best: dict[str, dict[str, tuple[float, int]]] = {}
+    for epoch, per_dataset in sorted(scores.items()):
+        for dataset, values in per_dataset.items():
+            if dataset == "train":
+                continue
+            for name, value in values.items():
+                known = best.setdefault(dataset, {}).get(name)
+                if known is None or value < known[0]:
+                    best[dataset][name] = (value, epoch)
+    return best
+
+
+def grouped(found: list[Finding]) -> list[str]:
+    """One line per check (in the order they first reported): counts by severity, when first, the cause."""
+    by_check: dict[str, list[Finding]] = {}
+    for finding in found:
+        by_check.setdefault(finding.check, []).append(finding)
+    lines = []
+    for check, group in by_check.items():
+        counts = ", ".join(
+            f"{n} {severity}{'s' if n > 1 else ''}"
+            for severity in ("error", "warning", "note")
+            if (n := sum(f.severity == severity for f in group))
+        )
+        first = next((f for f in group if f.severity != "note"), group[0])
+        when = f"epoch {first.epoch}, step {first.step}" if first.epoch is not None else f"step {first.step}"
+        others = len({f.cause() for f in group}) - 1
+        more = f" (+{others} other cause{'s' if others > 1 else ''})" if others > 0 else ""
+        lines.append(f"    {check}: {counts}; first at {when}: {first.cause()}{more}")
+    return lines
+
+
+def summary_block(
+    *,
+    task: str,
+    ended: str,
+    epoch: int,
+    num_epochs: int | None,
+    global_step: int,
+    seconds: float,
+    scores: dict[int, Scores],
+    found: list[Finding],
+    files: dict[str, str],
+    fail_note: str = "",
+) -> str:
+    """The block, one fact per line; ``files`` maps what (checkpoints, log, ...) to where."""
+    of = f" of {num_epochs}" if num_epochs else ""
+    lines = [
+        f"Run summary: {ended}",
+        f"  task {task}: epoch {epoch}{of}, global step {global_step}, {format_duration(seconds)}",
+    ]
+    best = best_scores(scores)
+    for dataset, values in best.items():
+        shown = ", ".join(f"{name} {value:.4g} (epoch {e})" for name, (value, e) in values.items())
+        lines.append(f"  best {dataset}: {shown}")
+    if found:
+        counts = ", ".join(
+            f"{n} {s}{'s' if n > 1 else ''}"
+            for s in ("error", "warning", "note")
+            if (n := sum(f.severity == s for f in found))
+        )
+        lines.append(f"  findings: {counts}")
+        lines += grouped(found)
+    else:
+        lines.append("  findings: none")
+    if fail_note:
+        lines.append(f"  {fail_note}")
+    lines += [f"  {what}: {where}" for what, where in files.items()]
+    return "\n".join(lines)
