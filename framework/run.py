@@ -52,6 +52,7 @@ BUILTIN_PLUGIN_MODULES = (
     "framework.debug.accumulation_check",
     "framework.debug.sanity",
     "framework.debug.grad_health",
+    "framework.debug.diagnosis",
     "framework.debug.learning_watch",
     "framework.debug.verdicts",
     "framework.debug.fingerprints",

@@ -5,9 +5,14 @@ Each key has one producer, which declares it in ``provides``; its consumers decl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from framework.core.store import Key
+
+if TYPE_CHECKING:
+    from framework.core.state import RunState
 
 
 @dataclass
@@ -20,6 +25,10 @@ class ChanceLevel:
 
 CHANCE_LEVELS: Key[dict[str, ChanceLevel]] = Key("chance_levels", "loss name -> its level without input")
 LOSS_FLOORS: Key[dict[str, float]] = Key("loss_floors", "loss name -> the least it can reach (soft targets)")
+CONTRACT_BREACHES: Key[list[str]] = Key("contract_breaches", "what the first step's losses got against their contracts")
+IGNORED_LABELS: Key[dict[str, int]] = Key("ignored_labels", "sparse key -> the ignore_index a loss over it uses")
+LABEL_KEYS: Key[list[str]] = Key("label_keys", "the batch keys whose class ids the first step's losses score against")
+DIAGNOSE: Key[Callable[[RunState, Any], bool]] = Key("diagnose", "runs the differential diagnosis of a symptom")
 UPDATE_RATIO: Key[float] = Key("update_ratio", "the largest |dW|/|W| of a weight at the latest gradient-health check")
 EAGER_ONLY: Key[str] = Key("eager_only", "why the model must not be compiled (a check hooks into every step)")
 VERDICT_RUN: Key[str] = Key("verdict_run", "the verdict option this run is for; its findings must not stop it")

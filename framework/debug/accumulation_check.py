@@ -6,15 +6,21 @@ and all of them merged into one batch (variable-length keys padded to the longes
 gradient must be the engine's weighted sum of the batches' gradients. When it is not, the weights
 that do reproduce it are found by least squares over the batches' gradients and named: e.g. a
 loss that is a mean over each batch's own number of frames, which the engine (which knows
-sequences, not frames) weights by sequences, so frames of short batches count more. A window
-whose merged gradient is not a weighted sum of the batches' at all (padding or batch statistics
-change the outputs) is not judged here: the padding and batch-independence checks cover that.
+sequences, not frames) weights by sequences, so frames of short batches count more. When the
+batches cannot be merged without changing the outputs (a convolution over padding, batch
+statistics), each batch is judged on its own instead: the weight each row (frame, token) of its
+class loss has in the batch's loss is the gradient of the batch's loss at that row's scores over
+the row's own loss gradient there; a batch whose rows all weigh 1/n (a mean over its own n rows)
+while the engine weights the batch by its share of sequences gives rows of different batches
+different weights in the window, which is named the same way.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from framework import log
 from framework.config import Config
@@ -99,6 +105,51 @@ def _describe(weights: np.ndarray, candidates: dict[str, np.ndarray]) -> str:
     return f"({text})"
 
 
+class _FirstClassLoss(TorchFunctionMode):
+    """Records the first cross_entropy / nll_loss call: its function, scores, target and other keywords."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.call: tuple | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.call is None and func in (F.cross_entropy, F.nll_loss) and len(args) >= 2:
+            scores, target = args[0], args[1]
+            if isinstance(scores, torch.Tensor) and scores.requires_grad:
+                rest = {k: v for k, v in kwargs.items() if k not in ("reduction", "size_average", "reduce")}
+                self.call = (func, scores, target, rest)
+        return out
+
+
+def _as_rows(t: torch.Tensor) -> torch.Tensor:
+    """Class scores as [rows, classes] (cross_entropy's class axis is 1: [N, C] or [B, C, d1, ...])."""
+    return t.movedim(1, -1).reshape(-1, t.shape[1]) if t.dim() > 1 else t.reshape(-1, 1)
+
+
+def _as_rows(t: torch.Tensor) -> torch.Tensor:
+    """Class scores as [rows, classes] (cross_entropy's class axis is 1: [N, C] or [B, C, d1, ...])."""
+    return t.movedim(1, -1).reshape(-1, t.shape[1]) if t.dim() > 1 else t.reshape(-1, 1)
+
+
+def row_weights(total: torch.Tensor, call: tuple) -> torch.Tensor | None:
+    """The weight of each row of a class loss's scores in ``total`` (rows with no gradient of their own left
+    out; None: no row has one). A row's weight is d total / d scores at the row, projected on the gradient of
+    the row's own loss."""
+    func, scores, target, rest = call
+    (outer,) = torch.autograd.grad(total, scores, retain_graph=True, allow_unused=True)
+    if outer is None:
+        return None
+    leaf = scores.detach().requires_grad_()
+    with torch.enable_grad():
+        (own,) = torch.autograd.grad(func(leaf, target, reduction="none", **rest).sum(), leaf)
+    outer, own = _as_rows(outer).double(), _as_rows(own).double()
+    norms = (own * own).sum(1)
+    kept = norms > 0
+    return (outer[kept] * own[kept]).sum(1) / norms[kept] if bool(kept.any()) else None
+
+
 class AccumulationCheck(Plugin):
     """Keeps the first window's batches and compares its accumulated gradient with the merged batch's."""
 
@@ -147,8 +198,7 @@ class AccumulationCheck(Plugin):
     ) -> str | None:
         merged = merge_batches(batches)
         if merged is None:
-            log.v5("Accumulation check skipped: the window's batches cannot be merged into one.")
-            return None
+            return self._by_rows(session, batches, sizes, "the window's batches cannot be merged into one")
         with session.isolated(CHECK) as model, torch.enable_grad():
             grads = _Gradients(model)
             each, engine = [], []
@@ -169,10 +219,8 @@ class AccumulationCheck(Plugin):
         residual = float((basis @ solution - whole).norm() / whole.norm().clamp_min(1e-30))
         fitted, used = solution.numpy(), np.array(engine)
         if residual > EXPLAINED:
-            log.v5(
-                f"Accumulation check: the window's gradient is no weighted sum of its batches' (residual {residual:.2g})."
-            )
-            return None
+            why = f"the merged batch's gradient is no weighted sum of its batches' (residual {residual:.2g})"
+            return self._by_rows(session, batches, sizes, why)
         if np.abs(fitted - used).max() <= MATERIAL * np.abs(used).max():
             return None
         candidates = _candidates(batches, sizes)
@@ -182,6 +230,41 @@ class AccumulationCheck(Plugin):
             f"each batch by {_describe(fitted, candidates)}, the engine by {_describe(used, candidates)}. The loss "
             f"({', '.join(losses)}) is normalized within each batch by something other than the engine weights by "
             f"(e.g. a mean over each batch's own number of frames or tokens), so some frames count more than others. "
+            f"Mark the loss per frame (reduction='none') or as a sum with use_normalized_loss=False: the engine then "
+            f"adds the batches' sums, which is exactly the window's."
+        )
+
+    def _by_rows(
+        self, session: ProbeSession, batches: list[dict[str, torch.Tensor]], sizes: list[int], why: str
+    ) -> str | None:
+        """Judge each batch on its own (``why``: the merged batch cannot tell): a class loss that is a mean over
+        each batch's own rows, weighted by the engine with the batch's share of sequences."""
+        per_row, counts = [], []
+        with session.isolated(CHECK) as model, torch.enable_grad():
+            for batch, size in zip(batches, sizes, strict=True):
+                watch = _FirstClassLoss()
+                with watch:
+                    run_ctx = session.changed_run(CHECK, model, batch)
+                weights = loss_weights(run_ctx, size / sum(sizes))
+                if watch.call is None or len(weights) != 1:
+                    log.v5(f"Accumulation check skipped: {why}, and no single class loss to judge by rows.")
+                    return None
+                rows = row_weights(run_ctx.total_loss(), watch.call)
+                if rows is None or float(rows.max() - rows.min()) > 0.01 * float(rows.abs().max()):
+                    log.v5(f"Accumulation check skipped: {why}, and the rows of a batch weigh differently.")
+                    return None
+                per_row.append(float(rows.mean()) * next(iter(weights.values())))
+                counts.append(len(rows))
+            losses = [name for name, marked in run_ctx.losses.items() if not marked.as_error]
+        if max(per_row) <= (1 + MATERIAL) * min(per_row):
+            return None
+        heavy, light = int(np.argmax(per_row)), int(np.argmin(per_row))
+        return (
+            f"in the first window ({len(batches)} batches, accum_grad_multiple_step = {self.accum}), the loss "
+            f"({', '.join(losses)}) is a mean over each batch's own rows ({', '.join(map(str, counts))} scored frames "
+            f"or tokens), and the engine weights each batch by its share of the window's {sum(sizes)} sequences: a "
+            f"frame of batch {heavy + 1} counts {per_row[heavy] / per_row[light]:.2f}x as much as one of batch "
+            f"{light + 1}, where one batch holding the window would weigh them alike. (Judged batch by batch: {why}.) "
             f"Mark the loss per frame (reduction='none') or as a sum with use_normalized_loss=False: the engine then "
             f"adds the batches' sums, which is exactly the window's."
         )

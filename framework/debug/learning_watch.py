@@ -14,6 +14,9 @@ steps on, so a two-epoch smoke run is judged too). It warns when
 - at an epoch end, a dev loss still sits at its chance level while the train loss fell well below
   it: the model memorizes labels that do not belong to their inputs.
 
+Each of these symptoms is handed to the differential diagnosis (``framework.debug.diagnosis``, on unless
+``debug_diagnose_symptoms = False``), which names its cause in the warning instead of a guess.
+
 The curve is kept as the engine's running epoch sums at segment ends (at most 8 steps each), copied
 into a fixed buffer on the device: a step costs a counter, a segment end a copy, a judgment one host
 sync. ``debug_dev_divergence_epochs`` (epochs): a dev loss that
@@ -34,9 +37,10 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event
-from framework.core.measurements import CHANCE_LEVELS, UPDATE_RATIO, ChanceLevel
+from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, ChanceLevel
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.debug.diagnosis import Symptom
 from framework.options import register
 
 register(
@@ -150,7 +154,7 @@ class LossWindowWatch(Plugin):
     segment's end copies them into a row of a fixed device buffer, a judgment reads the rows at once.
     """
 
-    needs = (CHANCE_LEVELS, UPDATE_RATIO)
+    needs = (CHANCE_LEVELS, UPDATE_RATIO, DIAGNOSE)
 
     def __init__(self, window: int):
         self.window = window
@@ -394,6 +398,8 @@ class LossWindowWatch(Plugin):
                 f"health warnings (a loss that does not depend on the parameters' values, weights that get no gradient)."
             )
             return
+        if self._diagnosed(state, f"the train loss is {how}: {facts[:-1]}", self._optimized_name()):
+            return
         log.v2(
             f"WARNING learning watch: the train loss is {how}: {facts} Check the learning rate ({last.lr:g}), the "
             f"sanity-check and gradient-health warnings, and whether the model can overfit a batch "
@@ -456,6 +462,13 @@ class LossWindowWatch(Plugin):
                     f"gradients (gradient_clip_global_norm), and read the gradient-health warnings."
                 )
                 continue
+            symptom = (
+                f"the train loss {name!r} has stayed at its chance level ({where}; {level.what} is {level.value:.4g}"
+                f"{self._dev_at_chance(state, name, level)}): the model predicts the label frequencies and has learned "
+                f"nothing from its input"
+            )
+            if self._diagnosed(state, symptom, name):
+                continue
             log.v2(
                 f"WARNING learning watch: the train loss {name!r} has stayed at its chance level ({where}; "
                 f"{level.what} is {level.value:.4g}{self._dev_at_chance(state, name, level)}): the model predicts the "
@@ -464,6 +477,20 @@ class LossWindowWatch(Plugin):
                 f"from another table); so does an input that never reaches the model (detached, zeroed, the wrong key)."
             )
         return at_chance
+
+    def _diagnosed(self, state: RunState, symptom: str, loss: str, train_learns: bool = False) -> bool:
+        """Hand ``symptom`` to the differential diagnosis (framework.debug.diagnosis), which names its cause in one
+        finding; False when it is off or could not run (then the symptom's own warning is given)."""
+        diagnose = state.store.get(DIAGNOSE)
+        if diagnose is None:
+            return False
+        self._flush()
+        applied = [lr for _, _, lr in self.segments]
+        return diagnose(state, Symptom(symptom, loss, applied, train_learns))
+
+    def _optimized_name(self) -> str:
+        """The name of the first optimized loss (for a symptom of the total)."""
+        return next((name for name, (_, as_error) in self.losses.items() if not as_error), "")
 
     def _peak(self, name: str) -> tuple[float, str]:
         """The highest segment mean of loss ``name`` and the steps that segment ends ("1-5")."""
@@ -503,6 +530,14 @@ class LossWindowWatch(Plugin):
                     continue
                 if all(value >= level.value * (1 - CHANCE_MARGIN) for value in history):
                     self.chance_warned.append(name)
+                    symptom = (
+                        f"{dataset}_{name} has stayed at its chance level while train_{name} fell below it: "
+                        f"{dataset}_{name} {history[0]:.4g} -> {history[-1]:.4g} in {len(history)} epoch(s), "
+                        f"train_{name} {train:.4g} over the last {last.steps} steps; {level.what} is {level.value:.4g}. "
+                        f"The model memorizes the training labels and learns nothing that carries over to {dataset}"
+                    )
+                    if self._diagnosed(state, symptom, name, train_learns=True):
+                        break
                     log.v2(
                         f"WARNING learning watch: {dataset}_{name} has stayed at its chance level while train_{name} "
                         f"fell below it: {dataset}_{name} {history[0]:.4g} -> {history[-1]:.4g} in {len(history)} "

@@ -22,6 +22,7 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import IGNORED_LABELS
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
@@ -126,7 +127,7 @@ class PaddingProbe(Plugin):
     first_step_check = ("debug_padding_check",)
 
     order = Order.CHECK
-    needs = (PROBE_SESSION,)
+    needs = (PROBE_SESSION, IGNORED_LABELS)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> PaddingProbe | None:
@@ -136,6 +137,10 @@ class PaddingProbe(Plugin):
     def probe(self, state: RunState) -> None:
         session = state.store.get(PROBE_SESSION)
         masks = {k: m for k in state.extern_data if (m := padding_mask(state.batch, k)) is not None}
+        # Labels padded with the ignore_index of the loss over them are excluded from it already: changing their
+        # padding would only break that exclusion (and an ignore_index that is also a class is named as such).
+        ignored = state.store.get(IGNORED_LABELS) or {}
+        masks = {k: m for k, m in masks.items() if not (k in ignored and bool((state.batch[k][m] == ignored[k]).all()))}
         if not masks or session is None:
             return
         try:

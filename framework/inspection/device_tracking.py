@@ -35,6 +35,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from framework.inspection.loss_contracts import cpu_side
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.tensors import calling_user_frame, format_frame
 
@@ -202,7 +203,7 @@ class DeviceTracker(TorchFunctionMode):
             inputs = _tensors_in(args, [])
             if kwargs:
                 _tensors_in(kwargs, inputs)
-            mix = self._mix(func, name, args, inputs) if self.finding is None else None
+            mix = self._mix(func, name, args, kwargs, inputs) if self.finding is None else None
         except Exception as exc:  # never break the user's run
             self._stop(exc)
             return func(*args, **kwargs)
@@ -239,10 +240,12 @@ class DeviceTracker(TorchFunctionMode):
         elif self._is_run(source):
             self._mark_run(out)
 
-    def _mix(self, func: Any, name: str, args: tuple, inputs: list[torch.Tensor]) -> str | None:
+    def _mix(self, func: Any, name: str, args: tuple, kwargs: dict, inputs: list[torch.Tensor]) -> str | None:
         """The finding, if this call mixes a (non-scalar) tensor on a fixed device with one on the run device."""
         if name in _TAKES_OTHER_DEVICES or len(inputs) < 2:
             return None
+        allowed = cpu_side(func, args, kwargs)  # e.g. ctc_loss's lengths: torch takes (cuDNN wants) them on the CPU
+        inputs = [t for t in inputs if not any(t is a for a in allowed)]
         if name == "__getitem__":  # x[idx]: indices may live on the CPU; a CPU tensor indexed by device indices may not
             base = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if base is None or base.dim() == 0 or self.origin(base) is None:

@@ -1,0 +1,350 @@
+"""From a symptom to its cause: the differential diagnosis (``debug_diagnose_symptoms``, on by default).
+
+When the learning watch sees a symptom (a loss at its chance level or not decreasing, dev at chance while
+train fell), it hands it here instead of guessing a cause. A ladder of checks, cheapest first, each rules a
+family of causes in or out:
+
+1. the losses get what their contracts expect (what the first step's loss-input check found);
+2. the optimizer and its schedule do what was meant (the learning rates applied over the run, the latest
+   update ratio: ``framework.inspection.schedule_trace``);
+3. the data carries information (per key over a few train batches: nearly constant values, one id that
+   dominates, labels of one class: ``framework.inspection.input_information``);
+4. the model reads its input (a gradient dependency map on a model copy: predictions that depend on the
+   padding and not on the real tokens, or on nothing: ``framework.inspection.dependency_map``);
+5. the model can learn (a copy fits one batch; units of a layer that are identical; parameters that get
+   gradients and never changed since the first step: ``framework.inspection.can_learn``).
+
+The first family ruled in is the cause; the finding (one, in the symptom's line) gives it with its
+evidence and what was ruled out before it. When every family is ruled out, it says so and what would
+decide the rest. Checks that run code run on copies in the probe session's isolation, only when a
+symptom appears; a healthy run pays one fingerprint of the parameters before its first step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from framework import log
+from framework.config import Config
+from framework.core.events import Event
+from framework.core.measurements import CONTRACT_BREACHES, DIAGNOSE, LABEL_KEYS, LOSS_FLOORS, UPDATE_RATIO
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
+from framework.core.step import run_step
+from framework.datasets.loader import to_device
+from framework.findings import Finding, report
+from framework.inspection.can_learn import (
+    FIT_LEARNING_RATE,
+    FIT_STEPS,
+    fingerprint,
+    fit_one_batch,
+    identical_units,
+    unchanged,
+)
+from framework.inspection.dependency_map import DependencyMap, dependency_map
+from framework.inspection.input_information import NEARLY_CONSTANT, data_information
+from framework.inspection.probe import ProbeLimit, ProbeSession, unseen, why_not
+from framework.inspection.schedule_trace import schedule_problem
+from framework.options import register
+
+CHECK = "diagnosis"
+
+register(
+    "debug_diagnose_symptoms",
+    "bool",
+    True,
+    "When training shows a symptom (chance level, a loss not decreasing, dev at chance), rule causes in or out on "
+    "copies and name one.",
+    __name__,
+)
+
+# Train batches the data family reads.
+DATA_BATCHES = 4
+
+
+@dataclass
+class Symptom:
+    """What the learning watch saw: the warning's ``text`` (the facts), the loss, the learning rates applied
+    over the run (in order), and whether the train loss fell (then fitting one batch tells nothing new)."""
+
+    text: str
+    loss: str
+    applied_lr: list[float] = field(default_factory=list)
+    train_learns: bool = False
+
+
+@dataclass
+class Ruling:
+    """One family's outcome: ``cause`` (the family is ruled in: why), else ``ruled_out`` (why not)."""
+
+    family: str
+    cause: str = ""
+    ruled_out: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    where: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class Diagnosis(Plugin):
+    """Fingerprints the parameters before the first step; offers ``diagnose`` to the symptom watchers."""
+
+    provides = (DIAGNOSE,)
+    needs = (CONTRACT_BREACHES, LABEL_KEYS, LOSS_FLOORS, UPDATE_RATIO)
+
+    def __init__(self) -> None:
+        self.start: torch.Tensor | None = None  # the parameters' fingerprint before the first update
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> Diagnosis | None:
+        return cls() if config.bool("debug_diagnose_symptoms") else None
+
+    @on(Event.STEP_START, once=True)
+    def record_start(self, state: RunState) -> None:
+        self.start = fingerprint(state.model)
+        state.store.put(DIAGNOSE, self.diagnose, by=self)
+
+    def diagnose(self, state: RunState, symptom: Symptom) -> bool:
+        """Run the ladder for ``symptom`` and report one finding (in the symptom's words, with the cause).
+        Returns whether it reported (False: no batch to run on)."""
+        began = time.process_time()
+        batch = _train_batch(state)
+        if batch is None:
+            return False
+        rulings: list[Ruling] = []
+        mapped: list[DependencyMap | str] = []  # the dependency map (or why it could not be made), made once
+
+        def mapping() -> DependencyMap | str:
+            if not mapped:
+                mapped.append(_dependency_map(state, batch))
+            return mapped[0]
+
+        ladder: list[Callable[[], Ruling]] = [
+            lambda: _contracts(state),
+            lambda: _schedule(state, symptom),
+            lambda: _data(state, mapping()),
+            lambda: _reads_input(mapping()),
+        ]
+        if not symptom.train_learns:
+            ladder.append(lambda: _can_learn(state, batch, self.start))
+        for rung in ladder:
+            started = time.process_time()
+            ruling = rung()
+            ruling.seconds = time.process_time() - started
+            rulings.append(ruling)
+            if ruling.cause:
+                break
+        seconds = time.process_time() - began
+        report(_finding(state, symptom, rulings, seconds))
+        log.v4(f"Diagnosis of {symptom.loss!r}: {len(rulings)} check(s) in {seconds:.2f} s of CPU time.")
+        return True
+
+
+def _train_batches(state: RunState, count: int) -> list[tuple[Any, dict[str, Any]]]:
+    """The first ``count`` batches of this epoch's train plan as the dataset gives them ([(indices, arrays)]).
+
+    The epoch's own plan (kept by the loader), so that reading them changes nothing the run reads next."""
+    loader = state.loaders.get("train")
+    if loader is None:
+        return []
+    epoch = max(state.epoch, 1)
+    return [(indices, loader.numpy_batch(indices, epoch)) for indices in loader.plan(epoch)[:count]]
+
+
+def _train_batch(state: RunState) -> dict[str, torch.Tensor] | None:
+    """The first train batch of this epoch, on the device (the same batch for every family)."""
+    loader = state.loaders.get("train")
+    epoch = max(state.epoch, 1)
+    plan = loader.plan(epoch) if loader is not None else []
+    return to_device(loader.tensor_batch(plan[0], epoch), state.device) if plan else state.batch
+
+
+def _contracts(state: RunState) -> Ruling:
+    breaches = state.store.get(CONTRACT_BREACHES) or []
+    ruling = Ruling("the losses get what their contracts expect", evidence={"breaches": list(breaches)})
+    if breaches:
+        ruling.cause = f"the first step found that a loss does not get what it expects: {breaches[0]}"
+    else:
+        ruling.ruled_out = "the losses get the inputs their contracts expect (first step)"
+    return ruling
+
+
+def _schedule(state: RunState, symptom: Symptom) -> Ruling:
+    problem, evidence = schedule_problem(symptom.applied_lr, state.learning_rate, state.store.get(UPDATE_RATIO))
+    ruling = Ruling("the optimizer and schedule do what was meant", evidence=evidence)
+    if problem:
+        ruling.cause = problem
+    elif symptom.applied_lr:
+        ruling.ruled_out = f"the applied learning rate reached {max(symptom.applied_lr):g}"
+    return ruling
+
+
+def _data(state: RunState, mapping: DependencyMap | str) -> Ruling:
+    """The dataset's keys over a few train batches, and what the model's first layer gets of them."""
+    ruling = Ruling("the data carries information")
+    infos = []
+    batches = _train_batches(state, DATA_BATCHES)
+    if batches:
+        infos = data_information(state.extern_data, batches, set(state.store.get(LABEL_KEYS) or ()))
+        ruling.evidence = {info.key: info.evidence for info in infos}
+    problems = [info for info in infos if info.problem]
+    first = mapping.first_input if isinstance(mapping, DependencyMap) else None
+    if problems:
+        ruling.cause = problems[0].problem
+        ruling.where = {"key": problems[0].key}
+    elif first is not None and first[0] < NEARLY_CONSTANT * first[1]:
+        spread, scale = first
+        ruling.evidence["first layer input"] = {"function": mapping.first_layer, "spread": spread, "scale": scale}
+        ruling.cause = (
+            f"what the model's first layer ({mapping.first_layer}) gets is nearly constant across the batch: it "
+            f"varies by {spread:.3g} (standard deviation across entries) at a scale of {scale:.3g}, while the "
+            f"dataset's keys vary; so the step's preprocessing erases the differences (inputs scaled or normalised "
+            f"twice, Normalize with the statistics of another scale, every token looked up as the same id)"
+        )
+    elif infos:
+        ruling.ruled_out = f"the inputs vary ({', '.join(repr(i.key) for i in infos)} over {DATA_BATCHES} batches)"
+    return ruling
+
+
+def _dependency_map(state: RunState, batch: dict[str, torch.Tensor]) -> DependencyMap | str:
+    """The dependency map of the model copy's predictions on ``batch`` (eval mode), or why it could not be made."""
+    keys = [k for k in batch if not k.endswith(":seq_len") and k in state.extern_data]
+    tokens = [k for k in keys if not batch[k].is_floating_point() and batch[k].dim() == 2]
+    floats = [k for k in keys if batch[k].is_floating_point()]
+    session = ProbeSession(state)
+
+    def run(changed: dict[str, torch.Tensor], watch: Any) -> None:
+        with session.isolated(CHECK) as model, watch:
+            session.changed_run(CHECK, model, changed)
+
+    try:
+        return dependency_map(run, batch, tokens, floats)
+    except ProbeLimit as exc:
+        return str(exc)
+
+
+def _reads_input(found: DependencyMap | str) -> Ruling:
+    ruling = Ruling("the model reads its input")
+    if isinstance(found, str):
+        ruling.evidence = {"could not run": found}
+        return ruling
+    if not found.keys:
+        ruling.evidence = {"not measured": "no loss input or no input key found on the graph"}
+        return ruling
+    ruling.evidence = {
+        d.key: {"real": round(d.real, 3), "padding": round(d.padding, 3), "other sequences": round(d.other, 3)}
+        for d in found.keys
+    }
+    inverted = [d for d in found.keys if d.reads_padding_not_input()]
+    if inverted:
+        d = inverted[0]
+        ruling.where = {"key": d.key}
+        ruling.cause = (
+            f"the predictions (the input of {found.loss}) depend on the padding of {d.key!r}, not on its real "
+            f"frames: of the gradient of {found.probes} probed predictions, {d.padding:.1%} reaches the "
+            f"{d.padded_frames} padded frames and {d.beside_peak:.1%} the real ones (of the padded sequences) besides each "
+            f"prediction's own position (or first token). A mask with the opposite convention does this "
+            f"(transformers' attention_mask is 1 at the tokens to attend; torch's key_padding_mask and a "
+            f"masked_fill mask are True at the positions to hide), and so does a final state read after the padding"
+        )
+    elif all(d.total == 0 for d in found.keys):
+        names = ", ".join(repr(d.key) for d in found.keys)
+        ruling.cause = (
+            f"no prediction (the input of {found.loss}) depends on the input ({names}): the gradient from the "
+            f"predictions to every input position is 0 (an input detached, zeroed, or replaced before the model "
+            f"reads it)"
+        )
+    else:
+        read = [d for d in found.keys if d.total > 0]
+        ruling.ruled_out = (
+            "the predictions read the real input ("
+            + ", ".join(f"{d.key!r}: {d.real:.0%} of the gradient on its real frames" for d in read)
+            + ")"
+        )
+    return ruling
+
+
+def _can_learn(state: RunState, batch: dict[str, torch.Tensor], start: torch.Tensor | None) -> Ruling:
+    ruling = Ruling("the model can learn")
+    floors = state.store.get(LOSS_FLOORS) or {}
+    floor = sum(floors.values()) if floors else 0.0
+
+    def run(model: torch.nn.Module) -> Any:
+        return run_step(state.config, model, batch, "train", epoch=max(state.epoch, 1), step=state.global_step)
+
+    try:
+        with unseen():
+            fit = fit_one_batch(state.model, run, floor)
+    except Exception as exc:  # a model that cannot be copied, or a step that fails on the copy: not decided
+        ruling.evidence = {"could not run": why_not(exc)}
+        return ruling
+    same = identical_units(state.model)
+    frozen = unchanged(state.model, start, fit.trained) if start is not None else []
+    ruling.evidence = {
+        "one-batch fit": f"{fit.losses[0]:.4g} -> {fit.losses[-1]:.4g} in {len(fit.losses)} Adam steps",
+        "identical units": [f"{name} ({n} units)" for name, n in same],
+        "never changed": frozen[:8],
+    }
+    if same:
+        name, n = same[0]
+        ruling.where = {"parameter": name}
+        ruling.cause = (
+            f"the {n} units of {name!r} have identical weights: they get identical gradients and never become "
+            f"different (a constant initialisation does this; initialise randomly)"
+        )
+    elif frozen:
+        ruling.where = {"parameter": frozen[0]}
+        ruling.cause = (
+            f"{len(frozen)} parameter(s) get gradients but never changed since the first step ({', '.join(frozen[:4])}"
+            f"): the optimizer does not update them (not in its param groups, or a learning rate of 0 for them)"
+        )
+    elif not fit.fits:
+        ruling.cause = (
+            f"a copy of the model cannot fit even one batch: its loss went {fit.losses[0]:.4g} -> {fit.losses[-1]:.4g} "
+            f"in {len(fit.losses)} Adam steps (learning rate {FIT_LEARNING_RATE:g}). The model or the loss is broken: its output "
+            f"cannot follow the labels (a layer that discards its input, an output squashed or detached, a loss "
+            f"computed on the wrong tensors)"
+        )
+    else:
+        ruling.ruled_out = (
+            f"a copy fits one batch ({fit.losses[0]:.4g} -> {min(fit.losses[-3:]):.4g} in {FIT_STEPS} Adam steps)"
+        )
+    return ruling
+
+
+def _finding(state: RunState, symptom: Symptom, rulings: list[Ruling], seconds: float) -> Finding:
+    """The one finding: the symptom, the cause (or what is left), what was ruled out, the evidence."""
+    cause = next((r for r in rulings if r.cause), None)
+    ruled_out = [r.ruled_out for r in rulings if r.ruled_out]
+    evidence: dict[str, Any] = {r.family: r.evidence for r in rulings}
+    evidence["seconds"] = {r.family: round(r.seconds, 3) for r in rulings} | {"all": round(seconds, 3)}
+    if cause is not None:
+        message = f"{symptom.text}. Cause: {cause.cause}."
+        if ruled_out:
+            message += f" (Ruled out first: {'; '.join(ruled_out)}.)"
+    else:
+        undecided = [r.family for r in rulings if not r.cause and not r.ruled_out]
+        message = (
+            f"{symptom.text}. Not decided yet: ruled out {'; '.join(ruled_out) or 'nothing'}"
+            + (f"; could not check: {', '.join(undecided)}" if undecided else "")
+            + ". What remains is how the labels are paired with the inputs. Labels that do not belong to their "
+            "inputs do exactly this (inputs and labels shuffled separately, misaligned files or orderings, a label "
+            "column from another table); look at a few examples with their labels to decide."
+        )
+    return Finding(
+        "warning",
+        "learning watch",
+        message,
+        evidence=evidence,
+        where=cause.where if cause is not None else {},
+        epoch=state.epoch,
+        step=state.global_step,
+        option="debug_diagnose_symptoms = False",
+    )
+
+
+PLUGINS = (Diagnosis,)
