@@ -252,6 +252,12 @@ def parse_args(args: Iterable[str]) -> tuple[list[str], dict[str, Any]]:
                 raise ConfigError(f"Override {arg!r}: {key!r} is not a valid option name.")
             if i + 1 >= len(args):
                 raise ConfigError(f"Override {arg!r} has no value; write '{arg} VALUE' (a Python literal).")
+            following = args[i + 1]
+            if following.startswith("++") and following[2:].isidentifier():  # a string value would be quoted: "'++x'"
+                raise ConfigError(
+                    f"Override {arg!r} has no value: the argument after it, {following!r}, is the next override. "
+                    f"Write '{arg} VALUE {following} ...' (VALUE a Python literal)."
+                )
             overrides[key] = parse_override_value(args[i + 1])
             i += 2
         elif arg.startswith("-"):

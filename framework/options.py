@@ -538,7 +538,7 @@ register(
     "import_model_train_epoch1",
     "str | None",
     None,
-    "Checkpoint whose parameters start a fresh training (e.g. from tools/import-torch-model.py); ignored on resume.",
+    "Checkpoint whose parameters start a fresh training (e.g. from framework-import-torch-model); ignored on resume.",
     _C,
 )
 register(
@@ -637,7 +637,7 @@ register(
     "stop_grace_seconds",
     "float",
     10.0,
-    "How long an ending run waits for the current step after SIGTERM/SIGHUP, and for threads the config left "
+    "How long an ending run waits for the current step after SIGINT/SIGTERM/SIGHUP, and for threads the config left "
     "running after the task; then it writes every thread's stack to the log and exits (SIGTERM: 143).",
     _C,
     range="(0, inf)",

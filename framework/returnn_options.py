@@ -124,7 +124,7 @@ ADVICE: dict[str, str] = {
     "web_server_port": _UNSUPPORTED,
     "propagate_behavior_version_to_subprocs": _UNSUPPORTED,
     "dry_run": "not supported here: model = None writes no checkpoints (and leave out learning_rate_file)",
-    "analyze_dataset": "here: tools/dump-dataset.py prints a dataset's statistics",
+    "analyze_dataset": "here: framework-dump-dataset prints a dataset's statistics",
     "calculate_exp_loss": "not supported here: the perplexity is exp of the ce score the log shows; delete it",
     "eval_output_file": "not supported here: task = 'eval' prints and logs the scores",
     "eval_output_file_per_seq": _UNSUPPORTED,

@@ -64,6 +64,30 @@ def open_kept(path: str, what: str, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
+def make_directory(path: str, what: str) -> None:
+    """Create the directory ``path`` (and its missing parents) unless it is there; a link at ``path`` is refused.
+
+    Files inside it are then created by name: a link in place of the directory would put them wherever it points,
+    so it is a PlantedLinkError naming it (a file there: ConfigError), and nothing is written.
+    """
+    if not os.path.islink(path):
+        os.makedirs(path, exist_ok=True)
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise PlantedLinkError(
+            f"{path} ({what}) is a symbolic link to {_link_target(path)!r}. The framework writes files into this "
+            f"directory and never through a link: anyone who can write to {os.path.dirname(os.path.abspath(path))} "
+            f"could make the run write wherever the link points. Nothing was written through it. Remove the link "
+            f"(rm {shlex.quote(path)}) or point the option at the real directory."
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(
+            f"{path} ({what}) is not a directory, and the framework needs to write files into a directory of this "
+            f"name. Nothing was written. Move it away (mv {shlex.quote(path)} {shlex.quote(path + '.moved')}) or "
+            f"choose another path."
+        )
+
+
 def refuse_unless_regular(path: str, what: str, info: os.stat_result) -> None:
     """PlantedLinkError for a link or a hard-linked file at ``path``, ConfigError for a directory or the like."""
     directory = os.path.dirname(os.path.abspath(path))

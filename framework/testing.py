@@ -202,6 +202,23 @@ def bitwise_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
+# Recorded options that name where a run writes: two runs compared entry by entry write to different places.
+OUTPUT_OPTIONS = ("model", "log", "tensorboard_dir", "output_dir")
+
+
+def checkpoint_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The entries of two checkpoints that are not bitwise equal: every entry (scores, learning-rate state and
+    options included), the recorded options less those that say where each run writes (``OUTPUT_OPTIONS``)."""
+    differ = []
+    for key in sorted(set(a) | set(b), key=str):
+        first, second = a.get(key), b.get(key)
+        if key == "options" and isinstance(first, dict) and isinstance(second, dict):
+            first, second = ({k: v for k, v in o.items() if k not in OUTPUT_OPTIONS} for o in (first, second))
+        if key not in a or key not in b or not bitwise_equal(first, second):
+            differ.append(str(key))
+    return differ
+
+
 def _nonfinite_count(t: torch.Tensor) -> int:
     return int((~torch.isfinite(t)).sum()) if t.is_floating_point() or t.is_complex() else 0
 

@@ -100,3 +100,70 @@ def test_compact_tracebacks_show_user_frames_with_values_and_fold_library_frames
     assert text.rstrip().endswith("[framework] the note") and "\nRuntimeError: " in text
     assert "Linear(in_features" not in text  # never a module's repr, only its settings
     assert "self = <Linear module in_features=3, out_features=2>" in text  # the library frame that uses them
+
+
+def _probe_of(model: nn.Module, x: torch.Tensor):
+    """The batch-independence probe of one forward of ``model`` on ``x`` (a leaf with gradients)."""
+    from framework.debug.batch_independence import _Probe
+
+    probe = _Probe(model, x.shape[0], x)
+    handles = [h for m in model.modules() for h in probe.hooks(m)]
+    model(x)
+    for handle in handles:
+        handle.remove()
+    return probe
+
+
+class _SqrtOfZero(nn.Module):
+    def forward(self, h):
+        return torch.sqrt(h * 0)  # the gradient is inf * 0: NaN for every sequence
+
+
+def test_a_nan_gradient_ratio_is_not_called_mixing_and_a_real_mix_still_is():
+    from framework.debug.batch_independence import first_mixing
+
+    x = torch.randn(5, 4, requires_grad=True)
+    assert first_mixing(_probe_of(nn.Sequential(nn.Linear(4, 4), _SqrtOfZero(), nn.Linear(4, 2)), x)) is None
+
+    class OverBatch(nn.Module):
+        def forward(self, h):
+            return h - h.mean(0)
+
+    found = first_mixing(_probe_of(nn.Sequential(nn.Linear(4, 4), OverBatch(), nn.Linear(4, 2)), x))
+    assert found is not None and math.isfinite(found[1])
+
+
+def test_ctc_loss_takes_its_targets_and_lengths_on_the_cpu_but_not_its_log_probs():
+    from framework.inspection.device_tracking import DeviceTracker
+
+    model = nn.Linear(6, 6)
+    lengths = torch.tensor([5, 4])
+    batch = {"data": torch.randn(2, 5, 6), "classes": torch.tensor([[1, 2], [3, 0]])}
+    tracker = ModuleTracker(model)
+    devices = DeviceTracker(model, {**batch, "data:seq_len": lengths}, tracker)
+    with tracker, devices:
+        log_probs = model(batch["data"]).log_softmax(-1).transpose(0, 1)
+        F.ctc_loss(log_probs, batch["classes"], lengths, torch.tensor([2, 1]))
+    assert devices.finding is None, devices.finding
+    devices = DeviceTracker(model, {**batch, "data:seq_len": lengths}, tracker)
+    with tracker, devices:
+        F.ctc_loss(torch.randn(5, 2, 6).log_softmax(-1), batch["classes"], lengths, torch.tensor([2, 1]))
+        model(batch["data"]) + torch.randn(2, 5, 6)  # a CPU tensor beside the model's: still a device bug
+    assert devices.finding is not None and "aten.add" in devices.finding
+
+
+def test_an_imbalance_is_a_note_and_a_label_that_differs_only_along_the_split_too():
+    from framework.inspection.data_checks import balance_findings, split_keys
+
+    [note] = balance_findings("classes", {"train": (np.array([950, 50]), "train")})
+    assert note.severity == "note" and "imbalanced" in note.message
+    classes = {"train": (np.array([400, 400, 400]), "train"), "dev": (np.array([130, 140, 130]), "dev")}
+    domain = {"train": (np.array([1200, 800]), "train"), "dev": (np.array([0, 400]), "dev")}
+    shifts = {
+        key: any(f.severity != "note" for f in balance_findings(key, c))
+        for key, c in [("classes", classes), ("domain", domain)]
+    }
+    assert shifts == {"classes": False, "domain": True} and split_keys(shifts) == {"domain"}
+    found = balance_findings("domain", domain, split_along=True)
+    assert found and all(f.severity == "note" and "by design" in f.message for f in found)
+    assert split_keys({"classes": True}) == set()  # the only label differs: a bad split, still a warning

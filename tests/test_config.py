@@ -129,3 +129,11 @@ def test_command_args_repeat_the_files_and_overrides_of_a_run():
     config.files = files
     assert parse_args(shlex.split(config.command_args())) == (files, overrides)
     assert "++plant forward_log" in config.command_args()
+
+
+def test_an_override_followed_by_another_override_has_no_value():
+    with pytest.raises(
+        ConfigError, match=r"Override '\+\+num_epochs' has no value: the argument after it, '\+\+model'"
+    ):
+        parse_args(["a.py", "++num_epochs", "++model", "x"])
+    assert parse_args(["a.py", "++name", "'++x'"])[1] == {"name": "++x"}  # a quoted string may start with ++

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+from framework.testing import checkpoint_differences
 
 pytestmark = pytest.mark.slow  # real training runs and processes, seconds each
 
@@ -159,25 +160,36 @@ def test_sigusr1_dumps_the_stacks_of_every_rank_labelled_by_rank(tmp_path):
         assert f"[rank {rank}] Current thread" in out and f"[rank {rank}]   File " in out
 
 
-def test_a_signal_to_one_rank_stops_every_rank_at_the_same_step_and_the_rerun_ends_equal(tmp_path, two_ranks):
-    # A SIGTERM reaches rank 1 alone (a node's scheduler, a user's kill): stopping on its own, rank 1 would leave
-    # rank 0 waiting in the next step's gradient all-reduce. Both must stop at one step, with one checkpoint.
-    term_on_rank_1 = (
+def test_a_requeue_signal_to_one_rank_stops_every_rank_at_one_step_requeues_once_and_the_rerun_ends_equal(
+    tmp_path, two_ranks
+):
+    # The requeue signal reaches rank 1 alone (a node's scheduler, a user's kill): stopping on its own, rank 1 would
+    # leave rank 0 waiting in the next step's gradient all-reduce. Both must stop at one step, with one checkpoint,
+    # and rank 0 (which holds the requeue command but got no signal) must requeue the job, once.
+    usr2_on_rank_1 = (
         "\nimport os as _os, signal as _signal, torch.distributed as _dist\n"
         "_train_step = train_step\n"
         "def train_step(*, model, extern_data, run_ctx, **kwargs):\n"
-        "    if _dist.get_rank() == 1 and run_ctx.step == 3:\n"
-        "        _os.kill(_os.getpid(), _signal.SIGTERM)\n"
+        "    if _dist.get_rank() == 1 and run_ctx.step == 3 and not _os.path.exists(_requeues):\n"
+        "        _os.kill(_os.getpid(), _signal.SIGUSR2)\n"
         "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
     )
-    config = tiny_config_with(tmp_path, PLAIN_SGD + term_on_rank_1)
-    stopped = torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "m"), "++log", str(tmp_path / "log"))
+    requeues = str(tmp_path / "requeues")
+    config = tiny_config_with(tmp_path, PLAIN_SGD + f"_requeues = {requeues!r}\n" + usr2_on_rank_1)
+    requeue = ["++requeue_signal", "'SIGUSR2'", "++requeue_command", repr(["sh", "-c", f"echo requeued >> {requeues}"])]
+    args = [config, "++batch_size", "8", "++model", str(tmp_path / "m"), *requeue]
+    stopped = torchrun(*args, "++log", str(tmp_path / "log"))
     assert stopped.returncode != 0, stopped.stdout + stopped.stderr
     logs = [(tmp_path / name).read_text() for name in ("log", "log.rank1")]
-    steps = [re.findall(r"Training stopped on request \((.*?)\) after epoch 1 step (\d+)", log) for log in logs]
-    assert steps == [[("a stop asked of another rank", "4")], [("SIGTERM", "4")]], logs  # flags read an update later
+    # The first line of each log (the run summary at its end says it again).
+    steps = [re.findall(r"Training stopped on request \((.*?)\) after epoch 1 step (\d+)", log)[:1] for log in logs]
+    expected = [[("a requeue asked of another rank", "4")], [("SIGUSR2, requeue_signal", "4")]]
+    assert steps == expected, logs  # flags read an update later
     assert os.path.exists(tmp_path / "m.interrupted.pt")
-    resumed = torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "m"), "++num_epochs", "2")
-    assert resumed.returncode == 0 and "Resuming from" in resumed.stdout, resumed.stdout + resumed.stderr
-    a, b = torch.load(tmp_path / "m.002.pt")["model"], torch.load(two_ranks[2] / "m.002.pt")["model"]
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    with open(requeues) as f:
+        assert f.read() == "requeued\n"  # once, by rank 0
+    resumed = torchrun(*args, "++num_epochs", "2")
+    assert resumed.returncode == 0 and "Continuing epoch 1 at step 5" in resumed.stdout, resumed.stdout + resumed.stderr
+    # Every entry, the scores of the resumed epoch (summed over both ranks) included, equals the uninterrupted run's.
+    a, b = (torch.load(directory / "m.002.pt", weights_only=True) for directory in (tmp_path, two_ranks[2]))
+    assert checkpoint_differences(a, b) == []

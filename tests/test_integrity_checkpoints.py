@@ -5,6 +5,7 @@ Real runs write the checkpoints; the damage is real (flipped bits, chmod, torch.
 """
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -223,3 +224,42 @@ def test_a_record_marked_as_a_folder_in_the_zip_directory_is_refused(trained):
         f.write(data)
     with pytest.raises(CheckpointError, match=f"the archive's directory marks record {info.filename} as a folder"):
         checkpoint.load_checkpoint(path)
+
+
+def _tiny_model() -> nn.Module:  # the tiny config's get_model
+    return nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.ReLU(), nn.Linear(8, 3))
+
+
+def test_files_written_by_others_get_one_paragraph_saying_how_to_use_them(tmp_path):
+    model = _tiny_model()
+    torch.save({"model": model.state_dict(), "epoch": 1}, tmp_path / "old.001.pt")  # an older format: no global_step
+    torch.save(
+        {"model": model.state_dict(), "epoch": 1}, tmp_path / "legacy.001.pt", _use_new_zipfile_serialization=False
+    )
+    torch.save(model.state_dict(), tmp_path / "plain.001.pt")
+    evaluate = ("++task", "'eval'", "++log", "None", "++model")
+    old = _one_paragraph(run_rnn(TINY_CONFIG, *evaluate, str(tmp_path / "old")).stderr)  # forward loads it alike
+    assert old.startswith(f"ERROR: Checkpoint {tmp_path / 'old.001.pt'} lacks 'global_step'")
+    legacy = run_rnn(TINY_CONFIG, *evaluate, str(tmp_path / "legacy"))
+    assert legacy.returncode == 2 and "in torch's legacy serialization format" in _one_paragraph(legacy.stderr)
+    assert " is damaged" not in legacy.stderr
+    convert = shlex.split(legacy.stderr.split("Convert it once: ")[1].split(", then use")[0])  # as a shell reads it
+    assert convert[:2] == ["python", "-c"]
+    subprocess.run([sys.executable, *convert[1:]], check=True, timeout=60)
+    assert torch.equal(torch.load(tmp_path / "legacy.001.zip.pt")["model"]["0.weight"], model.state_dict()["0.weight"])
+    plain = run_rnn(TINY_CONFIG, *evaluate, str(tmp_path / "plain"))
+    message = _one_paragraph(plain.stderr)
+    assert plain.returncode == 2 and "is a plain state_dict (4 tensors" in message
+    # The way forward it names works as written: import, then evaluate the imported checkpoint.
+    imported = str(tmp_path / "imported.001.pt")
+    assert f"--state-dict {tmp_path / 'plain.001.pt'} --out {imported};" in message
+    tool = os.path.join(ROOT, "tools", "import-torch-model.py")
+    assert (
+        run_script(tool, TINY_CONFIG, "--state-dict", str(tmp_path / "plain.001.pt"), "--out", imported).returncode == 0
+    )
+    assert f"++model {tmp_path / 'imported'}." in message
+    evaluated = run_rnn(TINY_CONFIG, *evaluate, str(tmp_path / "imported"))
+    assert evaluated.returncode == 0 and "Evaluation of epoch 0: dev: ce " in evaluated.stdout, evaluated.stderr
+    preload = shlex.split(message.split("RETURNN's way: ")[1].split(" with a new")[0])
+    trained = run_rnn(TINY_CONFIG, *preload, "++num_epochs", "1", "++model", str(tmp_path / "preloaded" / "m"))
+    assert trained.returncode == 0 and "preload_from_files['init']: loaded 4 parameter tensors" in trained.stdout

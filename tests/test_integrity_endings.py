@@ -65,12 +65,15 @@ def _log_has(tmp_path, text: str):
     return lambda: path.exists() and text in path.read_text()
 
 
-def _assert_ended_stuck(tmp_path, run: subprocess.Popen, stderr: str, why: str) -> str:
-    assert run.returncode == 143, stderr
+def _assert_ended_stuck(tmp_path, run: subprocess.Popen, stderr: str, why: str, signum=signal.SIGTERM) -> str:
+    assert run.returncode == 128 + signum, stderr
     log = (tmp_path / "train.log").read_text()
-    ending = f"SIGTERM: {why}"
+    ending = f"{signum.name}: {why}"
     assert ending in log and ending in stderr
-    assert "Ending the run now (exit 143) without a checkpoint of the unfinished step (epoch 2, global step 12)." in log
+    assert (
+        f"Ending the run now (exit {128 + signum}) without a checkpoint of the unfinished step (epoch 2, global step 12)."
+        in log
+    )
     assert f"The newest checkpoint is {tmp_path / 'model.001.pt'}; running the same command again resumes" in log
     assert "Where every thread was:\nThread 'MainThread'" in log and "_threading.Event().wait()" in log
     assert not (tmp_path / "model.interrupted.pt").exists() and not (tmp_path / "model.002.pt").exists()
@@ -78,17 +81,22 @@ def _assert_ended_stuck(tmp_path, run: subprocess.Popen, stderr: str, why: str) 
 
 
 @pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
-def test_sigterm_ends_a_run_stuck_in_data_loading_after_the_grace_period_with_the_stacks_in_the_log(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])  # SIGINT: a script's kill -INT, not only Ctrl-C
+def test_one_signal_ends_a_run_stuck_in_data_loading_after_the_grace_period_with_the_stacks_in_the_log(
+    tmp_path, signum
+):
     config, marker = _hanging_config(tmp_path)
     run = _start(tmp_path, config, "++stop_grace_seconds", "1")
     try:
         _wait_for(lambda: os.path.exists(marker), run)
-        run.send_signal(signal.SIGTERM)
+        run.send_signal(signum)
         _, stderr = run.communicate(timeout=60)
     finally:
         run.kill()
-    log = _assert_ended_stuck(tmp_path, run, stderr, "no step ended within 1 s (stop_grace_seconds) after SIGTERM.")
-    assert "SIGTERM: stopping after the current step and writing a checkpoint" in log
+    name = "Ctrl-C" if signum == signal.SIGINT else signum.name
+    why = f"no step ended within 1 s (stop_grace_seconds) after {name}."
+    log = _assert_ended_stuck(tmp_path, run, stderr, why, signum)
+    assert f"{name}: stopping after the current step and writing a checkpoint" in log
 
 
 @pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not

@@ -6,10 +6,12 @@ Real symlinks, hard links, flocks, deleted directories, /dev/full, file size lim
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
@@ -254,5 +256,68 @@ def test_a_numpy_dataset_of_empty_lists_says_so(tmp_path):
     result = run_rnn(config, "++model", str(tmp_path / "model"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "NumpyDataset: the lists of 'data', 'classes' are empty: a dataset needs at least one sequence" in (
+        result.stderr
+    )
+
+
+# Every output a training run can write, on at once (rank 0 of one process; forward outputs are forward's).
+ALL_OUTPUTS = [
+    *("++num_epochs", "1", "++checkpoint_every_n_steps", "4", "++learning_rate_file", "lr.txt"),
+    *("++tensorboard_dir", "tb", "++debug_grad_summaries", "4", "++torch_profile", "True", "++cprofile", "run.prof"),
+    *("++debug_fingerprint_file", "fp.jsonl", "++debug_fingerprint_steps", "100", "++watch_memory", "True"),
+]
+
+
+def _written(directory) -> list[str]:
+    """What a run left in ``directory``: every file and directory, relative, parents first."""
+    found = []
+    for parent, dirs, files in os.walk(directory):
+        found += [os.path.relpath(os.path.join(parent, name), directory) for name in sorted(dirs) + sorted(files)]
+    return found
+
+
+@pytest.mark.slow  # one real run per path the run writes
+def test_no_output_of_a_run_with_every_output_on_follows_a_link_planted_at_its_path(tmp_path):
+    def run(directory):
+        directory.mkdir()
+        return run_rnn(TINY_CONFIG, *ALL_OUTPUTS, "++model", "m", "++log", "train.log", cwd=str(directory))
+
+    clean = run(tmp_path / "clean")
+    assert clean.returncode == 0, clean.stderr
+    written = _written(tmp_path / "clean")
+    for expected in ("m.001.pt", "train.log", "lr.txt", "fp.jsonl", "run.prof", "profile/trace.json"):
+        assert expected in written  # the outputs are on; an option that stopped writing would go unnoticed
+    assert {"tb", "tb/profile", "tb/hparams"} <= set(written)
+    # Written and removed again, so not left behind: the lock and the mid-epoch checkpoint (superseded). Not planted
+    # at: event and trace files named by time, process and (event files) a random part, never the same name twice.
+    unique = re.compile(r"tfevents|\.pt\.trace\.json$")
+    planted_at = [path for path in written if not unique.search(path)] + ["m.lock", "m.interrupted.pt"]
+
+    def planted_run(k: int, planted: str) -> None:
+        victim_file, victim_dir = tmp_path / f"victim{k}.txt", tmp_path / f"victim{k}"
+        victim_file.write_text("the user's own file\n")
+        victim_dir.mkdir()
+        directory = tmp_path / f"planted{k}"
+        os.makedirs(directory / os.path.dirname(planted), exist_ok=True)
+        is_dir = os.path.isdir(tmp_path / "clean" / planted)
+        os.symlink(victim_dir if is_dir else victim_file, directory / planted)
+        result = run_rnn(TINY_CONFIG, *ALL_OUTPUTS, "++model", "m", "++log", "train.log", cwd=str(directory))
+        # Refused with the path named (a link, or a learning_rate_file read at startup whose content is not one), or
+        # written beside it (a finished file renamed over the link): never through it.
+        refused = result.returncode == 2 and f"{planted} " in result.stderr
+        assert refused or result.returncode == 0, (planted, result.stderr)
+        assert victim_file.read_text() == "the user's own file\n" and os.listdir(victim_dir) == [], planted
+        if is_dir:  # a directory the run writes into is never a link
+            assert refused and "is a symbolic link" in result.stderr, (planted, result.stderr)
+
+    with ThreadPoolExecutor(2) as pool:  # two runs at a time: each is mostly one process's startup
+        list(pool.map(planted_run, range(len(planted_at)), planted_at))
+
+
+def test_an_empty_train_dataset_is_one_paragraph_saying_what_to_check(tmp_path):
+    empty = "{'class': 'GaussianClustersDataset', 'split': 'train', 'num_seqs': 0, 'dim': 4, 'num_classes': 3}"
+    result = run_rnn(TINY_CONFIG, "++train", empty, "++model", str(tmp_path / "m"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "ERROR: The train dataset (GaussianClustersDataset, 0 sequences) delivered no batches in epoch 1" in (
         result.stderr
     )

@@ -3,12 +3,15 @@
 import signal
 import sys
 
+import numpy as np
 import pytest
 import torch
 
-from conftest import run_rnn, tiny_config_with
+from conftest import captured_log, run_rnn, tiny_config_with
+from framework.core.scores import rank_share
 from framework.errors import ConfigError
 from framework.testing import bitwise_equal
+from framework.training.distributed import Distributed
 from framework.training.preemption import parse_signal
 
 # The run SIGKILLs itself (or sends itself a signal) in the train_step of one global step: a real signal at a
@@ -78,3 +81,26 @@ def test_periodic_checkpoints_without_a_model_prefix_are_a_config_error(tmp_path
     result = run_rnn(tiny_config_with(tmp_path, "\ncheckpoint_every_n_steps = 5\n"))
     assert result.returncode == 2
     assert "checkpoint_every_n_steps is set, but 'model' is not, so there is nowhere to write" in result.stderr
+
+
+def test_mid_epoch_score_sums_continue_per_rank_or_as_their_total_on_another_number_of_ranks():
+    first, second = {"sums": {"ce": 3.0}, "weights": {"ce": 4}}, {"sums": {"ce": 5.0}, "weights": {"ce": 6}}
+    saved = {"ranks": [first, second]}
+    assert rank_share(saved, 1, 2) == (second, 2)  # as many ranks: each continues its own sums
+    assert rank_share(saved, 0, 1) == ({"sums": {"ce": 8.0}, "weights": {"ce": 10}}, 2)  # one process: the total
+    assert rank_share(saved, 2, 3) == ({"sums": {}, "weights": {}}, 2)  # more ranks: the total stays on rank 0
+    assert rank_share(first, 0, 1) == (first, 1)  # a checkpoint of an older version: one process's sums
+
+
+def test_batches_that_do_not_split_evenly_over_the_ranks_are_left_out_and_said_once():
+    ranks = Distributed.__new__(Distributed)  # its plan of the batches, without a process group
+    ranks.rank, ranks.size, ranks._remainder_said = 1, 2, False
+    plan = [np.arange(k * 4, k * 4 + 4) for k in range(5)]
+    with captured_log(3) as lines:
+        assert [list(b) for b in ranks.train_plan(plan)] == [[4, 5, 6, 7], [12, 13, 14, 15]]
+        ranks.train_plan(plan)  # the next epoch: said already
+    assert lines == [
+        "torch_distributed: an epoch has 5 batches, so each of the 2 ranks takes 2 and the last 1 (4 sequences) are "
+        "left out of each epoch (other ones when the order is shuffled): every rank must take the same number of "
+        "steps. To train on every batch, make the number of batches a multiple of 2 (batch_size, max_seqs or the data)."
+    ]

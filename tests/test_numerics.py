@@ -59,9 +59,10 @@ def test_nan_in_a_submodule_is_named_and_stopped_before_damage(tmp_path):
     # The printed replay command, copied as it is (overrides included), reproduces the diagnosis;
     # with the bug removed the step is clean.
     printed = message.split("replay it with:\n", 1)[1].splitlines()[0].split()
-    assert printed[:2] == ["python", "tools/replay-step.py"] and "++plant" in printed
+    assert printed[0] == "framework-replay-step" and "++plant" in printed  # installed: no checkout needed
+    command = os.path.join(os.path.dirname(sys.executable), printed[0])  # this environment's installed command
     replay = subprocess.run(
-        [sys.executable, *shlex.split(" ".join(printed[1:]))], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [command, *shlex.split(" ".join(printed[1:]))], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert replay.returncode == 1 and "encoder.layers.0.act (Act)" in replay.stdout
     clean = run_script(os.path.join(ROOT, "tools", "replay-step.py"), CONFIG, f"{prefix}.nonfinite.ep002.step10.pt")

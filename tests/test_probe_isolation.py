@@ -125,3 +125,41 @@ def test_summaries_logged_in_train_step_do_not_stop_the_probes(tmp_path):
     assert "loss-input check 1" in line and "batch-independence check 1" in line
     limits = line.partition("could not check:")[2]
     assert "loss-input" not in limits and "batch-independence" not in limits  # (the meta dry run needs .item())
+
+
+def _train_in_process(*files: str) -> None:
+    from framework.config import load_config
+    from framework.run import Engine
+
+    Engine(load_config([os.path.join(ROOT, "tests", "zoo", f) for f in files], {"model": None, "log": None})).run(
+        "train"
+    )
+
+
+def test_a_warning_of_the_users_model_is_shown_once_as_in_a_plain_run(recwarn):
+    """The probe runs of the first step must neither swallow the user's warning nor show it twice."""
+    _train_in_process("classify.py", "user_warning.py")
+    shown = [w for w in recwarn if "user model: inputs are not normalised" in str(w.message)]
+    assert len(shown) == 1, [str(w.message) for w in recwarn]
+    assert shown[0].filename.endswith("user_warning.py")
+
+
+def test_a_library_warning_given_once_is_not_lost_to_the_probe_runs():
+    """transformers' warning_once about padded input ids without an attention mask: the shared probe run gives
+    it first (a plain run's first step would), and the real step does not repeat it (an lru_cache)."""
+    transformers = pytest.importorskip("transformers")
+    import logging
+
+    transformers.logging.set_verbosity_warning()
+    transformers.utils.logging.warning_once.cache_clear()  # as in a fresh process
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    try:
+        _train_in_process("library_warning_no_attention_mask.py")
+    finally:
+        logger.removeHandler(handler)
+    shown = [r for r in records if "We strongly recommend passing in an `attention_mask`" in r]
+    assert len(shown) == 1, records

@@ -95,7 +95,7 @@ def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
 
 
 @pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
-def test_untraceable_model_graph_is_a_warning_not_a_crash(tmp_path):
+def test_an_untraceable_model_graph_is_skipped_quietly_not_a_crash(tmp_path):
     config = tiny_config_with(
         tmp_path,
         (
@@ -112,9 +112,13 @@ def test_untraceable_model_graph_is_a_warning_not_a_crash(tmp_path):
             "    run_ctx.mark_as_loss(name='ce', loss=nn.functional.cross_entropy(logits, extern_data['classes']))\n"
         ),
     )
-    result = run_rnn(config, "++tensorboard_dir", str(tmp_path / "tb"), "++num_epochs", "1")
+    result = run_rnn(config, "++tensorboard_dir", str(tmp_path / "tb"), "++num_epochs", "1", "++log_verbosity", "5")
     assert result.returncode == 0, result.stderr
-    assert "TensorBoard: could not trace the model graph with the first batch (tried model(data)" in result.stdout
+    # Many models take a dict or keywords: not the run's problem, so a detail of the verbose log, and torch's own
+    # messages from the failed trace are not shown.
+    assert "TensorBoard: no model graph: tracing with the first batch failed (tried model(data)" in result.stdout
+    quiet = run_rnn(config, "++tensorboard_dir", str(tmp_path / "tb2"), "++num_epochs", "1")
+    assert "model graph" not in quiet.stdout + quiet.stderr and "Error occurs" not in quiet.stdout + quiet.stderr
     events = EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
     assert "train/ce" in events.Tags()["scalars"]

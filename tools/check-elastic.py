@@ -7,7 +7,8 @@ jobs of the same command. Job k SIGKILLs rank k mod 2 (rank 0 included) at a mom
 through the run: after a training step's progress line, at an epoch's end (evaluation and
 checkpoint write under way) and right after a checkpoint was written. torchrun's agent restarts the
 workers, which resume from the newest checkpoint (a mid-epoch one with ``checkpoint_every_n_steps``).
-The final checkpoints' parameters, optimizer and plugin states are compared with the reference's.
+Every entry of the final checkpoints is compared with the reference's (parameters, optimizer, RNG, plugin states,
+the learning-rate control with the epochs' scores, the recorded options but those naming where a job writes).
 Prints a table and the totals (kills tried, resumed, bitwise equal); exit status 0 when every job
 resumed and matches, 1 if one does not, 2 on bad usage.
 
@@ -136,9 +137,18 @@ def main(args: argparse.Namespace) -> int:
             killed, code, output = killed_job(command, rank, moment, epoch, step)
             # The restarted attempt starts again (rank 0's startup line once more) and completes.
             came_back = killed and code == 0 and len(STARTUP.findall(output)) >= 2
-            same = came_back and check_resume.same_state(final, f"{prefix}.{len(epochs):03d}.pt")
+            differ = check_resume.differences(final, f"{prefix}.{len(epochs):03d}.pt") if came_back else []
+            same = came_back and not differ
             tried, resumed, equal = tried + killed, resumed + came_back, equal + same
-            result = "NOT KILLED" if not killed else "bitwise equal" if same else "DIFFERS" if came_back else "FAILED"
+            result = (
+                "NOT KILLED"
+                if not killed
+                else "bitwise equal"
+                if same
+                else f"DIFFERS ({', '.join(differ)})"
+                if came_back
+                else "FAILED"
+            )
             print(
                 f"{k:>4} {rank:>4} {moment[0]:>10} {f'epoch {epoch} step {step}':>18} {code:>5} {_source(output):>24}  {result}"
             )

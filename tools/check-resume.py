@@ -6,9 +6,10 @@ One uninterrupted reference run, then for each signal and each of N points sprea
 training steps: a run that receives the signal after that step's progress line, then reruns of
 the same command until training is complete. The stopped runs write mid-epoch checkpoints every
 ``--checkpoint-every`` steps (``checkpoint_every_n_steps``; 0: off), so a SIGKILLed run resumes
-mid-epoch too; the table says which checkpoint the first rerun resumed from. The final checkpoints' parameters, optimizer
-states and plugin states (e.g. the loss scale and growth tracker of a float16 run's gradient
-scaler, ``++torch_amp "{'dtype': 'float16'}"``) are compared with the reference's. Runs write into a temporary directory (no logs, no
+mid-epoch too; the table says which checkpoint the first rerun resumed from. Every entry of the final checkpoints
+is compared with the reference's: parameters, optimizer and RNG states, plugin states (e.g. the loss scale and growth
+tracker of a float16 run's gradient scaler, ``++torch_amp "{'dtype': 'float16'}"``), the learning-rate control with
+every epoch's scores, and the recorded options but those naming where a run writes. Runs write into a temporary directory (no logs, no
 TensorBoard). Prints a table; exit status 0 when every case matches, 1 if one does not, 2 on
 bad usage.
 """
@@ -54,7 +55,7 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
-from framework.testing import bitwise_equal  # noqa: E402
+from framework.testing import checkpoint_differences  # noqa: E402
 
 PROGRESS = re.compile(r"^ep (\d+) train, step (\d+),")
 EPOCH = re.compile(r"^Epoch (\d+) train: .*, (\d+) steps,")
@@ -114,10 +115,10 @@ def finish(command: list[str], attempts: int = 5) -> tuple[int, str]:
     raise RuntimeError(f"{' '.join(command)} did not complete in {attempts} attempts")
 
 
-def same_state(a: str, b: str) -> bool:
-    """Whether two checkpoints hold bitwise-identical parameters, optimizer and plugin states."""
+def differences(a: str, b: str) -> list[str]:
+    """The entries of two checkpoints that are not bitwise equal (every entry, scores included; not where they write)."""
     first, second = (torch.load(p, map_location="cpu", weights_only=True) for p in (a, b))
-    return all(bitwise_equal(first[key], second[key]) for key in ("model", "optimizer", "plugins"))
+    return checkpoint_differences(first, second)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -140,9 +141,16 @@ def main(args: argparse.Namespace) -> int:
                 command = rnn([*args.config_args, *periodic], prefix)
                 code = interrupted_run(command, epoch, step, signum)
                 reruns, resumed_from = finish(command)
-                equal = same_state(final, f"{prefix}.{len(epochs):03d}.pt")
+                differ = differences(final, f"{prefix}.{len(epochs):03d}.pt")
+                equal = not differ
                 # Exit 0: the run completed before the signal came, so no resume was tested.
-                result = "NOT STOPPED (slow the run down)" if code == 0 else "bitwise equal" if equal else "DIFFERS"
+                result = (
+                    "NOT STOPPED (slow the run down)"
+                    if code == 0
+                    else "bitwise equal"
+                    if equal
+                    else f"DIFFERS ({', '.join(differ)})"
+                )
                 failures += code == 0 or not equal
                 where = f"epoch {epoch} step {step}"
                 print(f"{signum.name:8} {where:>22} {resumed_from:>16} {code:>5} {reruns:>6}  {result}")

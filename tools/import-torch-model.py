@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
     checkpoint.save_checkpoint(args.out, {"model": state, "epoch": 0, "global_step": 0, "imported_from": source})
     print(
         f"Wrote {args.out}: {len(mapping.pairs)} tensors from {source}. Train from it with "
-        f"import_model_train_epoch1 = {args.out!r}, or compare with tools/compare-models.py --checkpoint {args.out}."
+        f"import_model_train_epoch1 = {args.out!r}, or compare with framework-compare-models --checkpoint {args.out}."
     )
     return 0
 

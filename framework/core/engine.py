@@ -32,7 +32,7 @@ from framework.core.plugins import build_plugins, prepare_config
 from framework.core.run_ctx import RunCtx
 from framework.core.run_findings import FINDINGS_EXIT_STATUS, RunFindings
 from framework.core.run_summary import how_it_ended, summary_block
-from framework.core.scores import ScoreAccumulator, Scores, format_scores
+from framework.core.scores import ScoreAccumulator, Scores, format_scores, rank_share, to_host
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
@@ -339,7 +339,12 @@ class Engine:
             if control.checkpoint_asked and boundary:
                 self._checkpoint_mid_epoch()
         if not plan:
-            raise ConfigError(f"The train dataset ({loader.dataset.name}) delivered no batches in epoch {state.epoch}.")
+            raise ConfigError(
+                f"The train dataset ({loader.dataset.name}, {loader.dataset.num_seqs} sequences) delivered no batches "
+                f"in epoch {state.epoch}, so there is nothing to train on. Check what the 'train' option reads (its "
+                f"files, num_seqs, a partition_epoch larger than the data); framework-dump-dataset your_config.py "
+                f"shows what it delivers."
+            )
         return scores.result(self._total)
 
     def _checkpoint_mid_epoch(self) -> None:
@@ -515,7 +520,15 @@ class Engine:
         resume, self._resume = self._resume, None
         if resume is None or resume["epoch"] != self.state.epoch:
             return 0
-        scores.load_state_dict(resume["scores"])
+        distributed = self.state.distributed
+        rank, size = (0, 1) if distributed is None else (distributed.rank, distributed.size)
+        share, saved_size = rank_share(resume["scores"], rank, size)
+        scores.load_state_dict(share)
+        if saved_size != size and rank == 0:
+            log.v3(
+                f"The epoch's scores so far were summed on {saved_size} process(es) and continue on {size}: this "
+                f"epoch's train scores can differ from an uninterrupted run's in the last digits (summation order)."
+            )
         log.v3(f"Continuing epoch {self.state.epoch} at step {resume['next_step']} of {num_steps}.")
         return resume["next_step"]
 
@@ -565,7 +578,7 @@ class Engine:
         epoch = self.config.get("load_epoch") or max(found)
         if epoch not in found:
             raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
-        saved = self.features.load_checkpoint(found[epoch])
+        saved = self.features.load_inference_state(found[epoch])
         seed_everything(self.config.int("random_seed"))
         self.build_model(epoch=epoch, step=saved["global_step"])
         self.features.load_model_state(self.state.model, saved["model"], found[epoch])
@@ -623,14 +636,25 @@ class Engine:
         self.features.remove_interrupted(prefix)
         self.callbacks.emit(Event.CHECKPOINT_SAVED, self.state)
 
+    def _epoch_score_sums(self) -> dict[str, list[dict]]:
+        """The running score sums of this epoch of every rank, in rank order: each rank's sums are its own, and a
+        resumed rank continues them, so that the epoch's scores equal an uninterrupted run's bit for bit."""
+        sums = {
+            part: {name: to_host(value) for name, value in values.items()}
+            for part, values in self.state.epoch_scores.state_dict().items()
+        }
+        distributed = self.state.distributed
+        return {"ranks": [sums] if distributed is None else distributed.gather(sums)}
+
     def save_interrupted_checkpoint(self) -> str | None:
         """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch."""
+        scores = self._epoch_score_sums()  # a collective under torch.distributed: every rank takes part
         prefix = self._writes_checkpoints()
         if not prefix:
             self._help_gather()
             return None
         saved = self._checkpoint_state()
-        saved.update(next_step=self.state.step_in_epoch + 1, scores=self.state.epoch_scores.state_dict())
+        saved.update(next_step=self.state.step_in_epoch + 1, scores=scores)
         path = self.features.interrupted_path(prefix)
         self._lock.verify(f"writing {path}")
         self.features.save_checkpoint(path, saved)

@@ -55,6 +55,31 @@ class ScoreAccumulator:
         return {name: summed[i] / summed[len(names) + i] for i, name in enumerate(names)}
 
 
+def to_host(value: torch.Tensor | float) -> torch.Tensor | float:
+    """A running sum as a checkpoint and the other ranks can take it: on the CPU."""
+    return value.cpu() if isinstance(value, torch.Tensor) else value
+
+
+def rank_share(saved: dict, rank: int, size: int) -> tuple[dict[str, dict], int]:
+    """What ``rank`` of ``size`` continues from the score sums of a mid-epoch checkpoint, and how many ranks wrote them.
+
+    ``saved`` holds each rank's sums (``{"ranks": [...]}``; older checkpoints: one process's). With as many ranks
+    as wrote them, each rank takes its own; with another number, rank 0 takes their total and the others start at
+    zero, so that the sum over the ranks is still the epoch's.
+    """
+    ranks = saved["ranks"] if "ranks" in saved else [saved]
+    if len(ranks) == size:
+        return ranks[rank], size
+    if rank != 0:
+        return {"sums": {}, "weights": {}}, len(ranks)
+    total: dict[str, dict] = {"sums": {}, "weights": {}}
+    for share in ranks:
+        for part, values in share.items():
+            for name, value in values.items():
+                total[part][name] = total[part][name] + value if name in total[part] else value
+    return total, len(ranks)
+
+
 def _sum_and_weight(marked: MarkedLoss, num_seqs: int) -> tuple[torch.Tensor | float, torch.Tensor | float]:
     """A step's share of the epoch score of ``marked``: its sum and what the sum is divided by."""
     loss, norm = marked.loss, marked.custom_inv_norm_factor

@@ -7,11 +7,16 @@ the other sequences must be exactly zero; it is not when a reshape stands where 
 meant, or a normalization runs over the batch axis. The module whose output first mixes
 sequences is found by bisecting the modules in the order they finished (a few backward passes
 on the first batch). Batch norm mixes sequences in training mode by design; eval mode leaves it
-out, and a batch-norm module found as the culprit is not reported.
+out, and a batch-norm module found as the culprit is not reported. Neither is mixing that changes
+with the random state: the probe runs once more under other seeds, and when the sequences that
+influence the first one are others then, the step draws its partners at random (mixup, cutmix,
+in-batch sampling): an augmentation by design, where a bug (a view for a transpose, a statistic
+over the batch axis) mixes the same sequences every time.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -28,6 +33,7 @@ from framework.findings import Finding
 from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
+from framework.rng import seed_everything
 
 CHECK = "batch-independence check"
 
@@ -103,11 +109,23 @@ class _Probe:
                 self.points.append((name, module, kind, tensor, axis))
                 return
 
+    def partners(self, index: int) -> list[int]:
+        """The sequences whose input influences sequence 0's value at point ``index`` (its own left out)."""
+        _, _, _, output, axis = self.points[index]
+        row = output.select(axis, 0)
+        weights = torch.randn(row.shape, generator=torch.Generator().manual_seed(0)).to(row.device, row.dtype)
+        (grad,) = torch.autograd.grad((row * weights).sum(), self.leaf, retain_graph=True, allow_unused=True)
+        if grad is None:
+            return []
+        leaf_axis = batch_axis(self.leaf, self.batch_size) or 0
+        magnitudes = grad.abs().movedim(leaf_axis, 0).reshape(self.batch_size, -1).amax(dim=1).tolist()
+        return [j for j in range(1, self.batch_size) if magnitudes[j] > RELATIVE * max(magnitudes[0], 1e-30)]
+
     def mixes(self, output: torch.Tensor, axis: int) -> float:
         """The largest gradient to another sequence's input, relative to the largest to the sequence's own.
 
         The first and the last sequence are probed: a view that interleaves sequences can leave
-        the first one intact.
+        the first one intact. NaN when a gradient is not finite: then nothing can be told.
         """
         ratios = []
         for index in (0, self.batch_size - 1):
@@ -118,6 +136,8 @@ class _Probe:
                 return 0.0
             leaf_axis = batch_axis(self.leaf, self.batch_size) or 0
             magnitudes = grad.abs().movedim(leaf_axis, 0).reshape(self.batch_size, -1).amax(dim=1).tolist()
+            if not all(math.isfinite(m) for m in magnitudes):
+                return math.nan
             own = magnitudes.pop(index)
             other = max(magnitudes)
             ratios.append(other / own if own > 0 else (float("inf") if other > 0 else 0.0))
@@ -133,7 +153,7 @@ def first_mixing(probe: _Probe) -> tuple[int, float] | None:
     if not points:
         return None
     last = probe.mixes(points[-1][3], points[-1][4])
-    if last <= RELATIVE:
+    if not last > RELATIVE:  # also NaN: a non-finite gradient says nothing about mixing (the numerics checks name it)
         return None
     low, high, ratio = 0, len(points) - 1, last  # points[high] mixes
     while low < high:
@@ -211,21 +231,23 @@ class BatchIndependence(Plugin):
             if declared.sparse_dim is None and t is not None and t.is_floating_point():
                 key, batch[name] = name, t.detach().clone().requires_grad_()
                 break
-        with session.isolated(CHECK) as model, torch.enable_grad():
-            probe = _Probe(model, batch_size, batch[key] if key else None)
-            handles = [h for m in model.modules() for h in probe.hooks(m)]
-            try:
-                session.changed_run(CHECK, model, batch)
-            finally:
-                for handle in handles:
-                    handle.remove()
-            if probe.leaf is None:
-                log.v5("Batch independence check skipped: no input entered the model with gradients.")
-                return None
-            found = first_mixing(probe)
+        probe = self._probe(session, batch, batch_size, key)
+        if probe.leaf is None:
+            log.v5("Batch independence check skipped: no input entered the model with gradients.")
+            return None
+        found = first_mixing(probe)
         if found is None:
             return None
         index, ratio = found
+        partners = probe.partners(index)
+        for seed in (1, 2):  # other random states: a random pairing (mixup) differs under one of them at least
+            again = self._probe(session, batch, batch_size, key, seed)
+            if len(again.points) == len(probe.points) and again.partners(index) != partners:
+                log.v5(
+                    f"Batch independence: {_describe(probe.points[index])} mixes sequences that the step draws at "
+                    f"random (others under another random state): a batch augmentation such as mixup, by design."
+                )
+                return None
         name, module, kind, _, _ = probe.points[index]
         if isinstance(module, nn.modules.batchnorm._BatchNorm) and kind == "output":
             return None
@@ -239,6 +261,25 @@ class BatchIndependence(Plugin):
             f"reshape/view used where a transpose/permute was meant (e.g. [B, T, F] viewed as [T, B, F]), or a "
             f"normalization, softmax or mean over the batch axis (dim 0) instead of the feature or time axis.",
         )
+
+    @staticmethod
+    def _probe(
+        session: ProbeSession, batch: dict[str, torch.Tensor], batch_size: int, key: str | None, seed: int | None = None
+    ) -> _Probe:
+        """One probe run on a copy of the model (under the random state ``seed`` when given)."""
+        if key is not None:
+            batch = {**batch, key: batch[key].detach().clone().requires_grad_()}
+        with session.isolated(CHECK) as model, torch.enable_grad():
+            if seed is not None:
+                seed_everything(seed)  # the isolated block restores every generator afterwards
+            probe = _Probe(model, batch_size, batch[key] if key else None)
+            handles = [h for m in model.modules() for h in probe.hooks(m)]
+            try:
+                session.changed_run(CHECK, model, batch)
+            finally:
+                for handle in handles:
+                    handle.remove()
+        return probe
 
 
 PLUGINS = (BatchIndependence,)

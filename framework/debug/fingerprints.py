@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+import os
+from typing import Any, TextIO
 
 import torch
 
@@ -24,12 +25,13 @@ from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.sharded import full
 from framework.inspection.tensors import iter_tensors
 from framework.options import register
+from framework.safe_create import open_kept
 
 register(
     "debug_fingerprint_file",
     "str | None",
     None,
-    "Write per-step hashes of batch, module outputs, gradients and parameters here (tools/check-determinism.py).",
+    "Write per-step hashes of batch, module outputs, gradients and parameters here (framework-check-determinism).",
     __name__,
 )
 
@@ -55,8 +57,8 @@ class Fingerprints(Plugin):
     # tracks the step as the model runs it: compiled, with the other diagnostics' hooks in place
     after = ("Compile", "LayerShapes", "NumericsGuard", "SanityCheck")
 
-    def __init__(self, path: str, steps: int):
-        self.path = path
+    def __init__(self, path: str, steps: int, file: TextIO):
+        self.path, self.file = path, file
         self.steps = steps
         self.entries: list[list[Any]] = []
         self.calls: dict[str, int] = {}
@@ -68,8 +70,9 @@ class Fingerprints(Plugin):
         path = config.get("debug_fingerprint_file")
         if not path:
             return None
-        open(path, "w").close()  # a rerun starts a fresh file
-        return cls(path, config.int("debug_fingerprint_steps"))
+        fd = open_kept(path, "debug_fingerprint_file", os.O_WRONLY)  # never through a planted link
+        os.ftruncate(fd, 0)  # a rerun starts a fresh file (truncated after the checks: not another name's content)
+        return cls(path, config.int("debug_fingerprint_steps"), os.fdopen(fd, "w", encoding="utf-8"))
 
     @on(Event.STEP_START, Order.LAST)
     def on_step_start(self, state: RunState) -> None:
@@ -91,6 +94,10 @@ class Fingerprints(Plugin):
             self.tracker.__exit__(None, None, None)
             self.tracker = None
 
+    @on(Event.CLOSE)
+    def close_file(self, state: RunState) -> None:
+        self.file.close()
+
     @on(Event.AFTER_BACKWARD)
     def on_after_backward(self, state: RunState) -> None:
         for name, p in state.model.named_parameters():
@@ -100,8 +107,8 @@ class Fingerprints(Plugin):
     @on(Event.STEP_END)
     def on_step_end(self, state: RunState) -> None:
         self.entries += [fingerprint("parameter", repr(name), p) for name, p in state.model.named_parameters()]
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": state.global_step - 1, "entries": self.entries}) + "\n")
+        self.file.write(json.dumps({"step": state.global_step - 1, "entries": self.entries}) + "\n")
+        self.file.flush()
         self.done += 1
         if self.done >= self.steps:
             log.v4(f"Fingerprints of {self.done} steps written to {self.path}")

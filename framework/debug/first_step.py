@@ -64,10 +64,26 @@ class FirstStepProbes(Plugin):
         self.session = ProbeSession(state)
         state.store.put(PROBE_SESSION, self.session, by=self)
 
+    @on(Event.STEP_START, Order.LAST, once=True)
+    def watch_real_step(self, state: RunState) -> None:
+        """After the checks: note what the real first step logs and warns, to show the rest of what the shared
+        run held back after it (``HeldOutput``)."""
+        if self.session is not None:
+            self.session.held.watch_real_step()
+
+    @on(Event.EXCEPTION)
+    @on(Event.CLOSE)
+    def show_held(self, state: RunState) -> None:
+        """A first step that ended before its forward did: show what the shared run held back."""
+        if self.session is not None:
+            self.session.held.release()
+
     @on(Event.AFTER_FORWARD, once=True)
     def close_session(self, state: RunState) -> None:
-        """After the real first forward: log what the checks ran, and let go of the session's tensors."""
+        """After the real first forward: show what the shared run held back and the real step did not show, log
+        what the checks ran, and let go of the session's tensors."""
         if self.session is not None:
+            self.session.held.release()
             log.v4(f"First-step checks: {self.session.summary()}.")
             self.session.release()
             state.store.put(PROBE_SESSION, None, by=self)

@@ -7,10 +7,10 @@ every rank reaches knowing of the request) it writes
 resumes, and exits with status 130. Rerunning the same command continues exactly where it
 stopped. A second Ctrl-C exits at once.
 
-A scheduler's SIGTERM must end the run even when the step never ends (a hang in data loading,
-a collective waiting for a dead rank): a second SIGTERM or SIGHUP, one arriving while the step has
-already run longer than ``stop_grace_seconds``, or a step that does not end within that time after
-the first, ends the process at once (exit 128 + the signal's number: 143 for SIGTERM) with every
+A scheduler's SIGTERM, or a script's ``kill -INT``, must end the run even when the step never ends (a hang in data
+loading, a collective waiting for a dead rank): a second SIGTERM or SIGHUP, one of the three arriving while the step
+has already run longer than ``stop_grace_seconds``, or a step that does not end within that time after
+the first, ends the process at once (exit 128 + the signal's number: 143 for SIGTERM, 130 for SIGINT) with every
 thread's stack and the reason in the log. No checkpoint of the unfinished step is written; a
 checkpoint write under way is completed first.
 """
@@ -71,17 +71,17 @@ class GracefulStop(Plugin):
         self.previous = {}
 
     def _on_signal(self, state: RunState, signum: int) -> None:
+        # SIGINT is Ctrl-C at a terminal, but also what a script sends (kill -INT): it ends a stuck step as the others do.
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        if signum != signal.SIGINT:
-            running = time.monotonic() - self.step_began
-            if self.stop_asked is not None:
-                self._end_stuck(state, signum, f"{name} arrived again, after {self.stop_asked}")
-            if running > self.grace:
-                self._end_stuck(state, signum, f"{name} arrived while the current step had run for {running:.0f} s")
+        running = time.monotonic() - self.step_began
+        if self.stop_asked is not None:
+            self._end_stuck(state, signum, f"{name} arrived again, after {self.stop_asked}")
+        if running > self.grace:
+            self._end_stuck(state, signum, f"{name} arrived while the current step had run for {running:.0f} s")
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
         distributed.ask_to_stop(state, name)
         log.v1(f"{name}: stopping after the current step and writing a checkpoint; press Ctrl-C again to exit at once.")
-        if signum != signal.SIGINT and self.stop_asked is None:
+        if self.stop_asked is None:
             self.stop_asked = name
             self.progress.clear()
             threading.Thread(target=self._watch, args=(state, signum), name="stop-grace-watch", daemon=True).start()

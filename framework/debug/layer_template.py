@@ -31,7 +31,7 @@ from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.op_checks import op_name
-from framework.inspection.probe import model_copy
+from framework.inspection.probe import model_copy, unseen
 from framework.inspection.tensors import format_frame, iter_tensors, user_frame
 from framework.options import register
 from framework.rng import get_rng_state, set_rng_state
@@ -127,11 +127,12 @@ def _swap_to_meta(model: nn.Module) -> list[tuple[dict, str, Any]]:
     return saved
 
 
-def _fake_batch(extern_data: dict, batch: int, time: int) -> dict[str, torch.Tensor]:
+def _fake_batch(extern_data: dict, batch: int, time: int, device: torch.device | str) -> dict[str, torch.Tensor]:
+    """A batch of the declared shapes: meta tensors, or zeros on a real device (zero is a valid class id too)."""
     fake = {}
     for key, declared in extern_data.items():
         shape = (batch,) + tuple(time if d is None else d for d in declared.shape)
-        fake[key] = torch.empty(shape, dtype=getattr(torch, declared.dtype), device="meta")
+        fake[key] = torch.zeros(shape, dtype=getattr(torch, declared.dtype), device=device)
         if declared.variable:
             fake[key + ":seq_len"] = torch.full((batch,), time, dtype=torch.int64)  # on the CPU, as the loader gives it
     return fake
@@ -153,7 +154,9 @@ def symbolic_dim(a: int, b: int) -> str:
     return f"?({a}|{b})"
 
 
-def _dry_run(state: RunState, model: nn.Module, batch: int, time: int) -> tuple[dict[str, list], str | None]:
+def _dry_run(
+    state: RunState, model: nn.Module, batch: int, time: int, device: torch.device | str
+) -> tuple[dict[str, list], str | None]:
     """One dry run; returns {module path: [(shapes, dtypes) per call]} and why it stopped early, if it did."""
     outputs: dict[str, list] = {}
 
@@ -165,7 +168,7 @@ def _dry_run(state: RunState, model: nn.Module, batch: int, time: int) -> tuple[
         outputs.setdefault(path, []).append(([tuple(t.shape) for t in tensors], [t.dtype for t in tensors]))
 
     tracker = ModuleTracker(model, post_hook=record)
-    fake = _fake_batch(state.extern_data, batch, time)
+    fake = _fake_batch(state.extern_data, batch, time, device)
     try:
         with tracker, DeviceCheck(tracker):
             run_step(state.config, model, fake, "train", epoch=max(state.epoch, 1), step=state.global_step)
@@ -181,17 +184,17 @@ def _dry_run(state: RunState, model: nn.Module, batch: int, time: int) -> tuple[
 
 def layer_output_template(state: RunState) -> str:
     """Run the dry runs and format the template, with any device bug or error that stopped them."""
-    rng = get_rng_state()
-    runs = []
-    try:
-        for b, t in SIZES:  # each on a fresh copy: the user's modules never see these runs
-            model = model_copy(state.model).train()
-            with on_meta(model):
-                runs.append(_dry_run(state, model, b, t))
-    finally:
-        set_rng_state(rng)
+    runs = _dry_runs(state, "meta")
+    header = "dry run on the meta device: no data, no compute"
+    stopped = runs[0][1]
+    if stopped and not stopped.startswith("DEVICE BUG"):
+        # Code that needs real values (.item(), a boolean mask: Hugging Face models check their masks) cannot run on
+        # meta tensors: the same dry runs with zeros on the run's device, unseen, get through such code.
+        real = _dry_runs(state, state.device)
+        if len(real[0][0]) > len(runs[0][0]) or real[0][1] is None:
+            runs, header = real, f"dry run with zero-valued inputs on {state.device}, as the model needs real values"
     (first, stopped), (second, _) = runs
-    lines = ["Layer output template (dry run on the meta device: no data, no compute; B = batch, T = time):"]
+    lines = [f"Layer output template ({header}; B = batch, T = time):"]
     for key, declared in state.extern_data.items():
         dims = ", ".join(["B"] + ["T" if d is None else str(d) for d in declared.shape])
         sparse = f" sparse_dim={declared.sparse_dim}" if declared.sparse_dim is not None else ""
@@ -222,6 +225,28 @@ def layer_output_template(state: RunState) -> str:
             f"code that needs real values (.item(), boolean masks) cannot run on meta tensors."
         )
     return "\n".join(lines)
+
+
+def _dry_runs(state: RunState, device: torch.device | str) -> list[tuple[dict[str, list], str | None]]:
+    """The dry runs of ``SIZES``, each on a fresh copy of the model (the user's modules never see them), with the
+    RNG states kept; on a real device without gradients, and what the model prints, logs or warns swallowed."""
+    rng = get_rng_state()
+    runs = []
+    try:
+        for b, t in SIZES:
+            model = model_copy(state.model).train()
+            isolation = on_meta(model) if device == "meta" else _unseen_without_gradients()
+            with isolation:
+                runs.append(_dry_run(state, model, b, t, device))
+    finally:
+        set_rng_state(rng)
+    return runs
+
+
+@contextlib.contextmanager
+def _unseen_without_gradients() -> Iterator[None]:
+    with torch.no_grad(), unseen():
+        yield
 
 
 class LayerOutputTemplate(Plugin):

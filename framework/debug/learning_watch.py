@@ -34,13 +34,13 @@ from typing import Any
 
 import torch
 
-from framework import log
 from framework.config import Config
 from framework.core.events import Event
 from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, ChanceLevel
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.diagnosis import Symptom
+from framework.findings import Finding, report
 from framework.options import register
 
 register(
@@ -104,6 +104,11 @@ TYPICAL_LEARNING_RATES = {
     "Adadelta": 1.0,
     "LBFGS": 1.0,
 }
+
+
+def _warn(state: RunState, message: str, option: str = "debug_loss_window = 0") -> None:
+    """Report a learning-watch warning (``option`` turns the judgment off)."""
+    report(Finding("warning", "learning watch", message, epoch=state.epoch, step=state.global_step, option=option))
 
 
 def typical_learning_rate(optimizer: torch.optim.Optimizer) -> tuple[str, float] | None:
@@ -224,7 +229,7 @@ class LossWindowWatch(Plugin):
             self._close(state)
             # At the epoch's last step the epoch end judges, with the dev scores at hand.
             if at_window and state.step_in_epoch + 1 < state.steps_in_epoch:
-                self._judge_curve(state)
+                self._judge_curve(state, final=False)
 
     @on(Event.EPOCH_END)
     def on_epoch_end(self, state: RunState) -> None:
@@ -232,7 +237,7 @@ class LossWindowWatch(Plugin):
             self._close(state)
         self._flush()
         self.base = None  # the next epoch's sums start from zero
-        self._judge_curve(state)
+        self._judge_curve(state, final=True)
         self._judge_dev(state)
 
     @on(Event.FINISH)
@@ -240,7 +245,7 @@ class LossWindowWatch(Plugin):
         """The end of the run: judge the steps since the last epoch end (a run stopped within an epoch)."""
         if self.in_segment and state.epoch_scores is not None:
             self._close(state)
-        self._judge_curve(state)  # nothing new since the last epoch end: judged there
+        self._judge_curve(state, final=True)  # nothing new since the last epoch end: judged there
 
     def _close(self, state: RunState) -> None:
         """End the open segment: copy the epoch sums of the optimized losses on the device into a pending row
@@ -338,13 +343,14 @@ class LossWindowWatch(Plugin):
         return sum(scale * means[name] for name, scale in optimized)
 
     # -- judging it
-    def _judge_curve(self, state: RunState) -> None:
+    def _judge_curve(self, state: RunState, final: bool) -> None:
         """Far too small steps, at the chance level, not decreasing: the first part of the curve against the latest.
 
         From two windows on, a loss not below the first window is named (as a plateau after progress is not).
         Before, a flat loss may be a plateau that a longer run leaves (a hard function is at first predicted
         by its mean): only a loss at its chance level, one that barely moves with far too small steps, and one
-        that rises beyond its noise are named.
+        that rises beyond its noise are named. ``final``: judged at an epoch end (with its dev scores) or at
+        the end of the run, not within an epoch. While a dev score improves, the train loss is learning.
         """
         self._flush()
         total = self.total
@@ -376,13 +382,15 @@ class LossWindowWatch(Plugin):
                     f"far too small for it or the gradients are (near) zero: raise it, or read the gradient-health "
                     f"warnings."
                 )
-                log.v2(f"WARNING learning watch: the train loss {how}: {facts} {updates}{rate or '.'} {conclusion}")
+                _warn(state, f"the train loss {how}: {facts} {updates}{rate or '.'} {conclusion}")
             return
         stalled = decrease < MIN_IMPROVEMENT and updates  # no weight moves, at a usual rate: no gradient
-        if not stalled and self._judge_chance(state, last.means, last.steps):
+        if not stalled and self._judge_chance(state, last.means, last.steps, final):
             return  # at its chance level: named there, whether it still decreases or not
         if now < before * (1 - MIN_IMPROVEMENT):
             self.warned = False
+            return
+        if _dev_improves(state):
             return
         rising = now > before * (1 + MIN_IMPROVEMENT) and now - before > RISE_SIGMAS * _noise(
             self._optimized, first, last
@@ -392,18 +400,20 @@ class LossWindowWatch(Plugin):
         self.warned = True
         how = "rising" if rising and not full else "not decreasing"
         if stalled:
-            log.v2(
-                f"WARNING learning watch: the train loss is {how}: {facts} {updates}, although the learning rate "
+            _warn(
+                state,
+                f"the train loss is {how}: {facts} {updates}, although the learning rate "
                 f"({last.lr:g}) is a usual one: the gradients are (near) zero. Check the sanity-check and gradient-"
-                f"health warnings (a loss that does not depend on the parameters' values, weights that get no gradient)."
+                f"health warnings (a loss that does not depend on the parameters' values, weights that get no gradient).",
             )
             return
         if self._diagnosed(state, f"the train loss is {how}: {facts[:-1]}", self._optimized_name()):
             return
-        log.v2(
-            f"WARNING learning watch: the train loss is {how}: {facts} Check the learning rate ({last.lr:g}), the "
+        _warn(
+            state,
+            f"the train loss is {how}: {facts} Check the learning rate ({last.lr:g}), the "
             f"sanity-check and gradient-health warnings, and whether the model can overfit a batch "
-            f"(debug_overfit_batches = 1)."
+            f"(debug_overfit_batches = 1).",
         )
 
     def _tiny_steps(self, state: RunState, lr: float) -> tuple[str, str]:
@@ -435,8 +445,15 @@ class LossWindowWatch(Plugin):
             f"{usual / lr:.0f}x below the {usual:g} that {name} typically needs{schedule}."
         )
 
-    def _judge_chance(self, state: RunState, last: dict[str, float], steps: int) -> bool:
-        """Warn (once per loss) when a loss sits at its chance level; whether one does."""
+    def _judge_chance(self, state: RunState, last: dict[str, float], steps: int, final: bool) -> bool:
+        """Warn (once per loss) when a loss sits at its chance level and the run had a real chance to leave it;
+        whether one sits there.
+
+        A slow starter sits there too at first (a long-range dependency, a long warmup): the judgement
+        waits while the learning rate still rises, within an epoch until two windows were trained, and
+        is not given while a dev score says the model learned (a dev loss below the chance level, or
+        dev scores that improve).
+        """
         at_chance = False
         for name, level in (state.store.get(CHANCE_LEVELS) or {}).items():
             mean = last.get(name)
@@ -450,16 +467,19 @@ class LossWindowWatch(Plugin):
             at_chance = True
             if name in self.chance_warned:
                 continue
+            if not diverged and not self._had_a_chance(state, name, level, final):
+                continue
             self.chance_warned.append(name)
             where = f"mean {mean:.4g} over the last {steps} steps up to step {state.global_step}"
             if diverged:
-                log.v2(
-                    f"WARNING learning watch: the train loss {name!r} went far above its chance level (a mean of "
+                _warn(
+                    state,
+                    f"the train loss {name!r} went far above its chance level (a mean of "
                     f"{peak:.4g} over steps {peak_steps}) and then settled at (or just above) it ({where}; {level.what} "
                     f"is {level.value:.4g}): the training diverged, and the model collapsed to predicting the label "
                     f"frequencies (units that no longer respond after huge updates); it has learned nothing from its "
                     f"input since. Lower the learning rate ({state.optimizer.param_groups[0]['lr']:g}) or clip "
-                    f"gradients (gradient_clip_global_norm), and read the gradient-health warnings."
+                    f"gradients (gradient_clip_global_norm), and read the gradient-health warnings.",
                 )
                 continue
             symptom = (
@@ -469,12 +489,11 @@ class LossWindowWatch(Plugin):
             )
             if self._diagnosed(state, symptom, name):
                 continue
-            log.v2(
-                f"WARNING learning watch: the train loss {name!r} has stayed at its chance level ({where}; "
-                f"{level.what} is {level.value:.4g}{self._dev_at_chance(state, name, level)}): the model predicts the "
-                f"label frequencies and has learned nothing from its input. Labels that do not belong to their inputs "
+            _warn(
+                state,
+                f"{symptom}. Labels that do not belong to their inputs "
                 f"do exactly this (inputs and labels shuffled separately, misaligned files or orderings, a label column "
-                f"from another table); so does an input that never reaches the model (detached, zeroed, the wrong key)."
+                f"from another table); so does an input that never reaches the model (detached, zeroed, the wrong key).",
             )
         return at_chance
 
@@ -491,6 +510,21 @@ class LossWindowWatch(Plugin):
     def _optimized_name(self) -> str:
         """The name of the first optimized loss (for a symptom of the total)."""
         return next((name for name, (_, as_error) in self.losses.items() if not as_error), "")
+
+    def _had_a_chance(self, state: RunState, name: str, level: ChanceLevel, final: bool) -> bool:
+        """Whether a loss at its chance level after ``self.total`` steps is a verdict rather than a slow start."""
+        if self._warming_up() or (not final and self.total < 2 * self.window):
+            return False
+        for values in _dev_scores(state):
+            if name in values and values[name] < level.value * (1 - CHANCE_MARGIN):
+                return False  # the model learned something that carries over to dev
+        return not _dev_improves(state)
+
+    def _warming_up(self) -> bool:
+        """Whether the applied learning rate still rises: the latest segment's is above every earlier one's."""
+        if len(self.segments) < 2:
+            return False
+        return self.segments[-1][2] > max(lr for _, _, lr in self.segments[:-1]) * (1 + 1e-6)
 
     def _peak(self, name: str) -> tuple[float, str]:
         """The highest segment mean of loss ``name`` and the steps that segment ends ("1-5")."""
@@ -538,17 +572,38 @@ class LossWindowWatch(Plugin):
                     )
                     if self._diagnosed(state, symptom, name, train_learns=True):
                         break
-                    log.v2(
-                        f"WARNING learning watch: {dataset}_{name} has stayed at its chance level while train_{name} "
-                        f"fell below it: {dataset}_{name} {history[0]:.4g} -> {history[-1]:.4g} in {len(history)} "
-                        f"epoch(s), train_{name} {train:.4g} over the last {last.steps} steps; {level.what} is "
-                        f"{level.value:.4g}. The model memorizes the training labels and learns nothing that carries "
-                        f"over to {dataset}. Labels that do not belong to their inputs do exactly this (inputs and "
+                    _warn(
+                        state,
+                        f"{symptom}. Labels that do not belong to their inputs do exactly this (inputs and "
                         f"labels shuffled separately, misaligned files or orderings, a label column from another "
                         f"table), and so do inputs that carry no information about the labels: regularizing would not "
-                        f"help; check how the labels are paired with the inputs."
+                        f"help; check how the labels are paired with the inputs.",
                     )
                     break
+
+
+def _dev_scores(state: RunState) -> list[dict[str, float]]:
+    """Every evaluation's scores of every dataset other than train, by epoch."""
+    scores = state.lr_control.scores
+    return [values for epoch in sorted(scores) for dataset, values in scores[epoch].items() if dataset != "train"]
+
+
+def _dev_improves(state: RunState) -> bool:
+    """Whether a dev score (a loss or an error measure) of the latest evaluation is clearly better than the one
+    before: then the model learns, whatever the train loss shows."""
+    scores = state.lr_control.scores
+    epochs = sorted(scores)
+    if len(epochs) < 2:
+        return False
+    before, now = scores[epochs[-2]], scores[epochs[-1]]
+    for dataset, values in now.items():
+        if dataset == "train":
+            continue
+        for name, value in values.items():
+            old = before.get(dataset, {}).get(name)
+            if old is not None and value < old - MIN_IMPROVEMENT * abs(old):
+                return True
+    return False
 
 
 class DevDivergenceWatch(Plugin):
@@ -624,11 +679,13 @@ class DevDivergenceWatch(Plugin):
         return False
 
     def _warn(self, state: RunState, key: str, dev: list[float], train_key: str, train: list[float]) -> None:
-        log.v2(
-            f"WARNING learning watch: overfitting: {key} rose for {self.epochs} epochs "
+        _warn(
+            state,
+            f"overfitting: {key} rose for {self.epochs} epochs "
             f"({dev[0]:.4g} -> {dev[-1]:.4g} since epoch {state.epoch - self.epochs}) while {train_key} "
             f"fell ({train[0]:.4g} -> {train[-1]:.4g}). Regularize (dropout, weight decay, more data) or "
-            f"stop early (early_stopping_patience)."
+            f"stop early (early_stopping_patience).",
+            option="debug_dev_divergence_epochs = 0",
         )
 
 

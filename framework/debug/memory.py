@@ -116,8 +116,11 @@ class MemoryLog(Plugin):
 
     @on(Event.EPOCH_END)
     def on_epoch_end(self, state: RunState) -> None:
-        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-        text = f"Epoch {state.epoch} memory: rss {format_bytes(rss())} (peak {format_bytes(peak_rss)})"
+        current = rss()
+        # Linux reports KiB, and updates its high-water mark lazily (when pages are unmapped): it can lag the
+        # current size, and a peak below the current value is no peak.
+        peak_rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, current)
+        text = f"Epoch {state.epoch} memory: rss {format_bytes(current)} (peak {format_bytes(peak_rss)})"
         stats = memory_stats(self.device) if self.device is not None else None
         if stats is not None:
             text += (

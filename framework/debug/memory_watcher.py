@@ -1,8 +1,8 @@
 """``watch_memory``: a separate process that reports the memory of the training process and its children.
 
 Run by the engine as ``python -m framework.debug.memory_watcher PID INTERVAL [LOGFILE ...]``; it
-imports only psutil, so it starts fast and costs the training process nothing. Every INTERVAL
-seconds it reads RSS, PSS and USS of PID and of each of its children (DataLoader workers
+imports only psutil and safe_create's link-safe open, so it starts fast and costs the training process
+nothing. Every INTERVAL seconds it reads RSS, PSS and USS of PID and of each of its children (DataLoader workers
 included) and prints a line for each process that appeared, ended, or whose memory changed by
 more than 5% or 16 MB since its last line. It ends when PID ends.
 """
@@ -14,6 +14,8 @@ import sys
 import time
 
 import psutil
+
+from framework.safe_create import open_kept
 
 _MB = 1024.0**2
 
@@ -65,7 +67,8 @@ def watch(pid: int, interval: float, log_files: list[str]) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
             for path in log_files:
-                with open(path, "a", encoding="utf-8") as f:
+                # Opened each time, by name: never through a link planted there since the run checked its log.
+                with os.fdopen(open_kept(path, "a log file", os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8") as f:
                     f.write(text)
         time.sleep(interval)
 

@@ -504,7 +504,7 @@ class NumericsGuard(Plugin):
         if saved:
             where = (
                 f"\nSaved batch, parameters and RNG state of the step to {saved}; replay it with:\n"
-                f"    python tools/replay-step.py {files} {saved}"
+                f"    framework-replay-step {files} {saved}"
             )
         elif replayed:
             where = "\nSet the 'model' option to keep the offending batch for replay."

@@ -13,8 +13,14 @@ setup); view it with ``snakeviz run.prof``.
 from __future__ import annotations
 
 import cProfile
+import marshal
 import os
-from typing import Any
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 import torch
 
@@ -23,7 +29,9 @@ from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
+from framework.disk import write_atomically
 from framework.options import register
+from framework.safe_create import make_directory
 
 register(
     "torch_profile",
@@ -60,6 +68,24 @@ def _device_activities(device: torch.device) -> list[torch.profiler.ProfilerActi
     name = device.type.upper() if hasattr(torch.profiler.ProfilerActivity, device.type.upper()) else "PrivateUse1"
     activity = getattr(torch.profiler.ProfilerActivity, name, None)
     return [activity] if activity in torch.profiler.supported_activities() else []
+
+
+def _make_trace_directory(tensorboard_dir: str) -> str:
+    """``<tensorboard_dir>/profile``, created with neither it nor ``tensorboard_dir`` a link (refused: PlantedLinkError)."""
+    make_directory(tensorboard_dir, "tensorboard_dir")  # first: creating profile/ in a linked one would follow it
+    directory = os.path.join(tensorboard_dir, "profile")
+    make_directory(directory, "torch_profile's TensorBoard trace directory")
+    return directory
+
+
+def _copy_into(source: str) -> Callable[[BinaryIO], None]:
+    """What ``write_atomically`` writes: the bytes of ``source``."""
+
+    def write(file: BinaryIO) -> None:
+        with open(source, "rb") as f:
+            shutil.copyfileobj(f, file)
+
+    return write
 
 
 class TorchProfile(Plugin):
@@ -101,6 +127,10 @@ class TorchProfile(Plugin):
         model_dir = os.path.dirname(config.get("model") or "") or "."
         out_dir = config.get("torch_profile_dir") or os.path.join(model_dir, "profile")
         tensorboard_dir = config.get("tensorboard_dir") or config.get("tf_log_dir")
+        # Before training: a planted link in place of a directory the traces go to stops the run at once.
+        make_directory(out_dir, "the directory of torch_profile's trace")
+        if tensorboard_dir:
+            _make_trace_directory(tensorboard_dir)
         return cls(config.get("torch_profile"), out_dir, tensorboard_dir, state.device)
 
     @on(Event.STARTUP)
@@ -148,11 +178,20 @@ class TorchProfile(Plugin):
         self.profiler.stop()
 
     def _trace_ready(self, profiler: torch.profiler.profile) -> None:
-        os.makedirs(self.out_dir, exist_ok=True)
         path = os.path.join(self.out_dir, "trace.json")
-        profiler.export_chrome_trace(path)
-        if self.tensorboard_dir:
-            torch.profiler.tensorboard_trace_handler(os.path.join(self.tensorboard_dir, "profile"))(profiler)
+        with tempfile.TemporaryDirectory(prefix="torch-profile-") as private:
+            # torch writes the trace by name, and once: into a directory only this process writes, then copied into
+            # files created without following a link.
+            trace = os.path.join(private, "trace.json")
+            profiler.export_chrome_trace(trace)
+            make_directory(self.out_dir, "the directory of torch_profile's trace")
+            advice = "Free some space or point torch_profile_dir elsewhere."
+            write_atomically(path, _copy_into(trace), "torch_profile's trace", advice)
+            if self.tensorboard_dir:  # named like torch.profiler.tensorboard_trace_handler's files, for its plugin
+                directory = _make_trace_directory(self.tensorboard_dir)
+                name = f"{socket.gethostname()}_{os.getpid()}.{time.time_ns()}.pt.trace.json"
+                advice = "Free some space or point tensorboard_dir elsewhere."
+                write_atomically(os.path.join(directory, name), _copy_into(trace), "a TensorBoard trace", advice)
         table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
         log.v3(
             f"torch_profile: wrote {path} (open in ui.perfetto.dev or chrome://tracing)"
@@ -182,8 +221,9 @@ class CProfile(Plugin):
     @on(Event.CLOSE)
     def write(self, state: RunState) -> None:
         self.profiler.disable()
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        self.profiler.dump_stats(self.path)
+        self.profiler.create_stats()  # what dump_stats writes, into a file created without following a link
+        advice = "Free some space or point cprofile elsewhere."
+        write_atomically(self.path, lambda f: marshal.dump(self.profiler.stats, f), "the cprofile stats", advice)
         log.v3(f"cprofile: wrote {self.path}; view it with: snakeviz {self.path}")
 
 

@@ -11,7 +11,10 @@ norm weight, gate or residual branch (timm's ``zero_init_last``, torchvision's
 ``zero_init_residual``, ReZero, zero convolutions) blocks the gradient of what comes before it
 until its own first update. Those parameters are watched over the next ``SETTLE_UPDATES``
 updates (their gradient norms summed on the device, one host sync at the end) and named only if
-their gradient stayed exactly zero: dead units, a ReLU that never fires.
+their gradient stayed exactly zero: dead units, a ReLU that never fires. Likewise a parameter
+that gets no gradient at step 0 while others do may be skipped by that step only (LayerDrop,
+stochastic depth, an idle expert of a top-1 mixture of experts): it is named as not connected to
+the loss only if it got no gradient in any of those updates either (a Python check per update).
 
 Findings are printed as warnings; severe ones stop training with all of them in the message,
 except in the verdict runs (``debug_overfit_batches``, ``debug_synthetic_data``), whose verdict
@@ -36,6 +39,7 @@ from framework.errors import DataError, FrameworkError, ModelCheckError
 from framework.findings import Finding
 from framework.inspection import data_checks, model_checks, sharded
 from framework.inspection.model_checks import SETTLE_UPDATES
+from framework.inspection.module_tracker import matches_any
 from framework.options import register
 
 register(
@@ -73,6 +77,9 @@ class SanityCheck(Plugin):
         self._zero: list[str] = []  # exactly-zero gradient at step 0: judged again over the next updates
         self._zero_sums: torch.Tensor | None = None  # their gradient norms summed since (on the device)
         self._zero_updates = 0
+        self._unused: list[str] = []  # no gradient at step 0 while others got one: judged over the same updates
+        self._frozen_calls: dict[str, list[bool]] = {}  # module with frozen parameters -> per call: could it train
+        self._frozen_hooks: list[Any] = []
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> SanityCheck | None:
@@ -93,10 +100,15 @@ class SanityCheck(Plugin):
                     counts.setdefault(key.name, {})[option] = data_checks.class_counts(loader.dataset, key, batches)
                 if batches and (key_stats := data_checks.value_stats(key, batches)) is not None:
                     stats.setdefault(key.name, {})[option] = key_stats
+        per_frame = {key: data_checks.labels_per_frame(state.extern_data[key]) for key in counts}
+        shifts = {
+            key: any(f.severity != "note" for f in data_checks.balance_findings(key, per_option))
+            for key, per_option in counts.items()
+            if not per_frame[key]
+        }
+        along = data_checks.split_keys(shifts)
         for key, per_option in counts.items():
-            findings += data_checks.balance_findings(
-                key, per_option, per_frame=data_checks.labels_per_frame(state.extern_data[key])
-            )
+            findings += data_checks.balance_findings(key, per_option, per_frame[key], split_along=key in along)
         for key, per_option in stats.items():
             findings += data_checks.split_findings(key, per_option)
         self._report(state, "data", findings, DataError)
@@ -108,6 +120,23 @@ class SanityCheck(Plugin):
         if self.ranges:
             self._capture = model_checks.capture_outputs(state.model, list(self.ranges))
             self._captured = self._capture.__enter__()
+        self._watch_frozen_modules(state.model)
+
+    def _watch_frozen_modules(self, model: torch.nn.Module) -> None:
+        """Note, for the modules holding frozen parameters that frozen_params does not list, whether each of their
+        calls in the first step ran with gradients and in training mode (a teacher runs under no_grad)."""
+        for path, module in model.named_modules():
+            names = [f"{path}.{n}" if path else n for n, p in module.named_parameters(recurse=False)]
+            if not any(not p.requires_grad for p in module.parameters(recurse=False)):
+                continue
+            if all(matches_any(n, self.frozen) for n in names):
+                continue
+            calls = self._frozen_calls.setdefault(path, [])
+
+            def note(module: torch.nn.Module, args: Any, calls: list[bool] = calls) -> None:
+                calls.append(torch.is_grad_enabled() and module.training)
+
+            self._frozen_hooks.append(module.register_forward_pre_hook(note))
 
     @on(Event.AFTER_FORWARD, once=True)
     def after_first_forward(self, state: RunState) -> None:
@@ -122,7 +151,18 @@ class SanityCheck(Plugin):
 
     @on(Event.AFTER_BACKWARD, once=True)
     def after_first_backward(self, state: RunState) -> None:
-        findings = model_checks.gradient_findings(state.model, self.frozen, state.optimizer, zero_gradients=False)
+        fixed = frozenset(
+            f"{path}.{n}" if path else n
+            for path, calls in self._frozen_calls.items()
+            if calls and not any(calls)
+            for n, _ in state.model.get_submodule(path).named_parameters(recurse=False)
+        )
+        findings = model_checks.gradient_findings(
+            state.model, self.frozen, state.optimizer, zero_gradients=False, unused=False, fixed=fixed
+        )
+        trainable = [(n, p) for n, p in state.model.named_parameters() if p.requires_grad]
+        if any(p.grad is not None for _, p in trainable):
+            self._unused = [n for n, p in trainable if p.grad is None and not matches_any(n, self.frozen)]
         self._zero = model_checks.zero_gradient_names(state.model, self.frozen)
         if self._zero:
             blocking = [n for n in model_checks.zero_valued_names(state.model) if n not in self._zero]
@@ -147,13 +187,18 @@ class SanityCheck(Plugin):
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def watch_zero_gradients(self, state: RunState) -> None:
         """Sum the gradient norms of the parameters whose gradient was exactly zero at step 0; judge at the end."""
-        if not self._zero:  # none, or judged: no cost on later steps
+        if not self._zero and not self._unused:  # none, or judged: no cost on later steps
             self.callbacks.off(Event.BEFORE_OPTIMIZER_STEP, self.watch_zero_gradients)
             return
         self._zero_updates += 1
         if self._zero_updates == 1 or state.control.update_skipped:  # step 0's gradient was judged already
             return
         params = dict(state.model.named_parameters())
+        self._unused = [n for n in self._unused if params[n].grad is None]
+        if not self._zero:
+            if self._zero_updates > SETTLE_UPDATES:
+                self.judge_zero_gradients(state)
+            return
         present = [(i, params[n].grad) for i, n in enumerate(self._zero) if params[n].grad is not None]
         if self._zero_sums is None:
             self._zero_sums = torch.zeros(len(self._zero), device=next(iter(params.values())).device)
@@ -166,7 +211,12 @@ class SanityCheck(Plugin):
 
     @on(Event.FINISH)
     def judge_zero_gradients(self, state: RunState) -> None:
-        """Name the parameters whose gradient stayed exactly zero after step 0 (once; a run too short says nothing)."""
+        """Name the parameters whose gradient stayed exactly zero (or absent) after step 0 (once; a run too short
+        says nothing)."""
+        unused, self._unused = self._unused, []
+        if unused and self._zero_updates > SETTLE_UPDATES:
+            finding = model_checks.unused_finding(state.model, unused, updates=self._zero_updates - 1)
+            report_findings(state, f"first {self._zero_updates} updates", [finding], ModelCheckError, strict=False)
         if not self._zero or self._zero_sums is None:
             return
         names, sums, updates = self._zero, self._zero_sums.tolist(), self._zero_updates - 1
@@ -179,6 +229,9 @@ class SanityCheck(Plugin):
     @on(Event.EXCEPTION)
     @on(Event.CLOSE)
     def release(self, state: RunState) -> None:
+        for handle in self._frozen_hooks:
+            handle.remove()
+        self._frozen_hooks = []
         if self._capture is not None:
             self._capture.__exit__(None, None, None)
             self._capture = None

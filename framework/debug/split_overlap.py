@@ -43,8 +43,8 @@ NATURAL_FACTOR = 3  # an overlap up to this many times the rate of duplicates wi
 
 def _key_hashes(value: Any, count: int) -> list[int]:
     if isinstance(value, np.ndarray):
-        rows = np.ascontiguousarray(value[:count]).reshape(min(count, len(value)), -1)
-        return [hash(row.tobytes()) for row in rows]
+        rows = np.ascontiguousarray(value[:count])
+        return [hash(row.tobytes()) for row in rows.reshape(len(rows), -1)] if len(rows) else []
     # A list of arrays, or Ragged variable-length data (which is indexed one sequence at a time)
     return [
         hash((a.shape, np.ascontiguousarray(a).tobytes())) for a in (value[i] for i in range(min(count, len(value))))

@@ -15,12 +15,9 @@ config's step functions.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import socket
 import time
-import warnings
 from typing import Any
 
 import torch
@@ -33,12 +30,12 @@ from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.memory import rss
-from framework.debug.tensorboard_writer import TensorBoardWriterProcess
+from framework.debug.tensorboard_writer import TensorBoardWriterProcess, unguessable_suffix
 from framework.disk import probe_directory
 from framework.findings import Finding
-from framework.inspection.probe import model_copy
+from framework.inspection.probe import model_copy, unseen
 from framework.options import register
-from framework.rng import get_rng_state, set_rng_state
+from framework.safe_create import make_directory
 from framework.training.optim import GRAD_NORM
 
 register(
@@ -89,6 +86,7 @@ register(
 
 
 _FLUSH_RECORDS, _FLUSH_SEC = 100, 10.0
+HPARAMS_RUN = "hparams"  # the subdirectory (a TensorBoard run of its own) of the final scores with the options
 
 
 class TensorBoardLogger(Plugin):
@@ -118,6 +116,9 @@ class TensorBoardLogger(Plugin):
                 interval = int(config.get("tensorboard_opts").get("log_every_n_train_steps", 100))
         if not log_dir or (state.distributed is not None and state.distributed.rank != 0):
             return None
+        make_directory(log_dir, "tensorboard_dir")  # a link in its place would put the event files elsewhere
+        # Written at the end of the run: a link planted there stops the run now, not after training.
+        make_directory(os.path.join(log_dir, HPARAMS_RUN), "the TensorBoard hparams run")
         probe_directory(log_dir, "TensorBoard directory", "tensorboard_dir")
         return cls(log_dir, interval, config.int_or_off("debug_grad_summaries"))
 
@@ -169,27 +170,23 @@ class TensorBoardLogger(Plugin):
         problem = ""
         from torch.utils.tensorboard import SummaryWriter
 
-        rng = get_rng_state()  # tracing runs the model (dropout, sampling): training must not notice
-        try:
-            for names in attempts:  # model(first input), then model(*all inputs)
-                args = tuple(state.batch[k] for k in names)
-                try:  # once per run: its own event file, written from here because tracing needs the model
-                    # torch warns when a random model's trace check differs and prints when tracing fails
-                    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-                        warnings.simplefilter("ignore")
-                        with SummaryWriter(self.log_dir) as graph_writer:
-                            graph_writer.add_graph(  # a copy: tracing runs the model, the user's must not notice
-                                model_copy(state.model), args[0] if len(args) == 1 else args, use_strict_trace=False
-                            )
-                    return
-                except Exception as exc:  # a model that does not take the batch tensors as arguments
-                    problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        finally:
-            set_rng_state(rng)
+        for names in attempts:  # model(first input), then model(*all inputs)
+            args = tuple(state.batch[k] for k in names)
+            try:  # once per run: its own event file, written from here because tracing needs the model
+                # Tracing runs the model: on a copy, with the RNG states kept and what the model, torch's tracer
+                # and libraries print, log or warn swallowed (the probe session's isolation), so the run sees nothing.
+                with unseen(), SummaryWriter(self.log_dir, filename_suffix=unguessable_suffix()) as graph_writer:
+                    graph_writer.add_graph(
+                        model_copy(state.model), args[0] if len(args) == 1 else args, use_strict_trace=False
+                    )
+                return
+            except Exception as exc:  # a model that does not take the batch tensors as arguments
+                problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         tried = " and ".join(f"model({', '.join(names)})" for names in attempts)
-        log.v2(
-            f"TensorBoard: could not trace the model graph with the first batch (tried {tried}): {problem}. "
-            f"The graph is skipped; everything else is logged."
+        # Not a problem of the run (many models take a dict or keywords): a detail, not a warning.
+        log.v5(
+            f"TensorBoard: no model graph: tracing with the first batch failed (tried {tried}): {problem}. "
+            f"Everything else is logged."
         )
 
     @on(Event.STEP_END)
@@ -262,7 +259,7 @@ class TensorBoardLogger(Plugin):
             "add_hparams",
             scalar_options(state.config),
             {f"hparam/{dataset}_{name}": v for dataset, losses in final.items() for name, v in losses.items()},
-            run_name="hparams",
+            run_name=HPARAMS_RUN,
         )
 
 

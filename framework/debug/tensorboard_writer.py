@@ -15,12 +15,14 @@ from __future__ import annotations
 import fcntl
 import os
 import pickle
+import secrets
 import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
+from framework.safe_create import create_new, make_directory
 from framework.util import start_framework_process
 
 _F_SETPIPE_SZ = 1031
@@ -42,6 +44,12 @@ def _use_fast_crc32c() -> None:
     record_writer.masked_crc32c = masked_crc32c
 
 
+def unguessable_suffix() -> str:
+    """An event file name's ending that no one can guess: SummaryWriter opens its files by name, so a link planted
+    at a name it will use (``events.out.tfevents.<seconds>.<host>.<pid>``) would be written through."""
+    return f".{secrets.token_hex(8)}"
+
+
 class _ScalarFile:
     """Scalars written synchronously into an event file of their own (no writer thread to hand off to)."""
 
@@ -49,9 +57,8 @@ class _ScalarFile:
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.summary.writer.record_writer import RecordWriter
 
-        os.makedirs(log_dir, exist_ok=True)
         name = f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.{os.getpid()}.scalars"
-        self.file = open(os.path.join(log_dir, name), "ab")
+        self.file = os.fdopen(create_new(os.path.join(log_dir, name), "a TensorBoard event file"), "wb")
         self.records = RecordWriter(self.file)
         self.records.write(Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString())
         self.last_flush = time.time()
@@ -103,11 +110,28 @@ def serve(log_dir: str) -> None:
             if writer is None:
                 from torch.utils.tensorboard import SummaryWriter
 
-                writer = SummaryWriter(log_dir, flush_secs=10)
-            getattr(writer, method)(*args, **kwargs)
+                writer = SummaryWriter(log_dir, flush_secs=10, filename_suffix=unguessable_suffix())
+            if method == "add_hparams":
+                _add_hparams(log_dir, *args, **kwargs)
+            else:
+                getattr(writer, method)(*args, **kwargs)
     scalars.close()
     if writer is not None:
         writer.close()
+
+
+def _add_hparams(log_dir: str, hparams: dict, metrics: dict, run_name: str) -> None:
+    """``SummaryWriter.add_hparams`` (a run of its own, ``<log_dir>/<run_name>``), never through a planted link."""
+    from torch.utils.tensorboard import SummaryWriter
+    from torch.utils.tensorboard.summary import hparams as hparams_summaries
+
+    directory = os.path.join(log_dir, run_name)
+    make_directory(directory, "the TensorBoard hparams run")
+    with SummaryWriter(directory, filename_suffix=unguessable_suffix()) as writer:
+        for summary in hparams_summaries(hparams, metrics):
+            writer.file_writer.add_summary(summary)
+        for name, value in metrics.items():
+            writer.add_scalar(name, value)
 
 
 class TensorBoardWriterProcess:

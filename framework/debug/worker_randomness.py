@@ -16,12 +16,12 @@ touched.
 
 from __future__ import annotations
 
-from framework import log
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.datasets.worker_seeding import repeating_generators
+from framework.findings import Finding, report
 from framework.options import register
 
 register(
@@ -62,14 +62,15 @@ class WorkerRandomness(Plugin):
             named = ", ".join(
                 f"dataset.{path} ({type(g).__module__.split('.')[0]}.{type(g).__name__})" for path, g in found.items()
             )
-            log.v3(
+            message = (
                 f"Dataset {option!r} ({loader.dataset.name}) draws from its own random generator {named} when it "
                 f"loads a batch. Each of the {self.num_workers} DataLoader workers (torch_dataloader_opts) gets a copy "
                 f"of it in the same state, so every worker would draw the same augmentation, and every epoch the same "
                 f"again. The framework reseeds it in each worker from torch's worker seed (different per worker and "
-                f"epoch, reproducible with random_seed); a worker_init_fn of yours runs after that. "
-                f"(debug_worker_randomness = False leaves the copies as they are.)"
+                f"epoch, reproducible with random_seed); a worker_init_fn of yours runs after that."
             )
+            # What the framework repairs for the user: one note, shown at the default verbosity.
+            report(Finding("note", "worker randomness", message, option="debug_worker_randomness = False"))
 
 
 PLUGINS = (WorkerRandomness,)

@@ -305,31 +305,56 @@ def labels_per_frame(key: DataKey) -> bool:
     return key.variable or bool(key.shape)
 
 
-def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_frame: bool = False) -> list[Finding]:
-    """Classes missing from a split, much rarer in one split than in train, or dominating train.
+def balance_findings(
+    key: str, counts: dict[str, tuple[np.ndarray, str]], per_frame: bool = False, split_along: bool = False
+) -> list[Finding]:
+    """Classes dominating train (a note: many tasks are imbalanced by nature, and their losses handle it), missing
+    from a split, or much rarer in one split than in train.
 
-    ``per_frame``: the key labels frames. Their imbalance is a note (mostly "no event" frames), and
-    so is a difference between the splits: frames of one sequence are alike (a file full of digits,
-    a long silence), so a few sequences shift the frame counts of a split by chance.
+    ``per_frame``: the key labels frames. A difference between the splits is a note: frames of one
+    sequence are alike (a file full of digits, a long silence), so a few sequences shift the frame
+    counts of a split by chance. ``split_along``: the other labels agree between the splits while this
+    one differs (``split_keys``): the splits were made along this key (a held-out domain, speaker or
+    source), so its difference is a note too.
     """
     if "train" not in counts:
         return []
-    train, train_what = counts["train"]
+    train, _ = counts["train"]
     findings = []
     share = train / max(train.sum(), 1)
     if train.sum() >= 100 and share.max() > 0.9:
-        text = (
-            f"train key {key!r} is imbalanced: class {int(share.argmax())} is {share.max():.0%} of {train_what}, "
-            f"so always predicting it scores {share.max():.0%} accuracy"
-        )
-        # Per-frame labels are imbalanced by nature (silence, blanks, 'no event'): a fact, not a finding.
-        if per_frame:
-            findings.append(
-                Finding("note", "sanity check", text + "; judge the model by a per-class score, not by frame accuracy.")
+        # Imbalanced by nature (rare events, 'no event' frames, a long tail) and handled by the loss (class
+        # weights, a focal loss) or not: a fact; a model that learns only the frequencies shows at its chance level.
+        findings.append(
+            Finding(
+                "note",
+                "sanity check",
+                f"train key {key!r} is imbalanced: class {int(share.argmax())} is {share.max():.0%} of "
+                f"{counts['train'][1]}, so always predicting it scores {share.max():.0%} accuracy; judge the model by "
+                f"a per-class score{', not by frame accuracy' if per_frame else ''}.",
             )
-        else:
-            findings.append(Finding("warning", "sanity check", text + ". Weight the loss or resample."))
-    shift = "note" if per_frame else "warning"
+        )
+    shift = "note" if per_frame or split_along else "warning"
+    return findings + _shift_findings(key, counts, shift, split_along)
+
+
+def split_keys(shifts: dict[str, bool]) -> set[str]:
+    """The keys along which the splits were made: those whose class distributions differ between the splits
+    (``shifts``: key -> whether they differ) while another label's agree. A bad split (made by the label, a
+    sorted file cut in two) shifts the labels that the task predicts; a split along a domain, speaker or source
+    differs in that key only."""
+    if all(shifts.values()):
+        return set()
+    return {key for key, differs in shifts.items() if differs}
+
+
+def _shift_findings(
+    key: str, counts: dict[str, tuple[np.ndarray, str]], shift: str, split_along: bool
+) -> list[Finding]:
+    """Classes of ``key`` missing from a split or much rarer in one split than in train, at severity ``shift``."""
+    train, train_what = counts["train"]
+    share = train / max(train.sum(), 1)
+    findings = []
     for option, (other, other_what) in counts.items():
         if option == "train":
             continue
@@ -369,6 +394,12 @@ def balance_findings(key: str, counts: dict[str, tuple[np.ndarray, str]], per_fr
                         f"{train[c] / train.sum():.1%} of train; the splits come from different distributions.",
                     )
                 )
+    if split_along:
+        for finding in findings:
+            finding.message += (
+                " The other labels are distributed alike in the splits: they were made along this key (a held-out "
+                "domain, speaker or source), by design."
+            )
     return findings
 
 

@@ -19,7 +19,8 @@ The first call that mixes the two is the finding, with the line that made the fi
 the line that mixes it; on a GPU that call fails with "Expected all tensors to be on the same
 device". Scalars (0-dim tensors) mix with any device, as in torch; so do the calls that take
 tensors of other devices on purpose (indices of ``x[idx]``, ``copy_``, ``.to``, the lengths of
-``pack_padded_sequence``). Tensors of unknown origin (``torch.from_numpy``, a custom autograd
+``pack_padded_sequence``), and the arguments that torch accepts on the CPU (``ctc_loss``'s targets
+and lengths). Tensors of unknown origin (``torch.from_numpy``, a custom autograd
 function's aliases) count as neither: the tracker never guesses. It never changes what the
 user's code computes (``.cpu()`` of a CPU tensor gives an alias instead of the same object, so
 that the two can be told apart) and never raises: a failure of its own stops the tracking.

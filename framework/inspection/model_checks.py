@@ -65,19 +65,38 @@ def loss_findings(losses: dict[str, Any]) -> list[Finding]:
 
 
 def gradient_findings(
-    model: nn.Module, frozen: list[str], optimizer: Any = None, *, zero_gradients: bool = True
+    model: nn.Module,
+    frozen: list[str],
+    optimizer: Any = None,
+    *,
+    zero_gradients: bool = True,
+    unused: bool = True,
+    fixed: frozenset[str] = frozenset(),
 ) -> list[Finding]:
     """After backward: parameters frozen by mistake, without gradient, with an all-zero gradient, not optimized.
 
     ``zero_gradients=False`` leaves the all-zero gradients out: a caller that can watch later steps
     judges them there (``zero_gradient_names``), since a zero gradient at step 0 is often the
-    initialisation's design (``zero_gradient_finding``).
+    initialisation's design (``zero_gradient_finding``). ``unused=False`` likewise leaves out the
+    parameters without a gradient while others got one (``unused_finding``): what one step skips
+    (LayerDrop, stochastic depth, an idle expert of a top-1 mixture) is used by others. ``fixed``: frozen
+    parameters whose modules the step ran only under ``torch.no_grad()`` or in eval mode (a distillation
+    teacher, a frozen feature extractor): frozen by design, a note.
     """
     params = dict(model.named_parameters())
     trainable = {n: p for n, p in params.items() if p.requires_grad}
     findings = []
     origins = {n: freeze_origin(p) for n, p in params.items() if not p.requires_grad and not matches_any(n, frozen)}
-    mistaken = [n for n, origin in origins.items() if origin is None or not origin.by_design]
+    mistaken = [n for n, origin in origins.items() if (origin is None or not origin.by_design) and n not in fixed]
+    if fixed & origins.keys():
+        findings.append(
+            Finding(
+                "note",
+                "sanity check",
+                f"{by_module(model, [n for n in origins if n in fixed])} do not require grad and ran only under "
+                f"torch.no_grad() or in eval mode: a fixed part by design (a teacher, a frozen feature extractor).",
+            )
+        )
     if mistaken:
         lines = [origins[n].frame for n in mistaken if origins[n] is not None and origins[n].frame is not None]
         cause = f"frozen at {format_frame(lines[0])}" if lines else "requires_grad_(False) somewhere"
@@ -99,16 +118,8 @@ def gradient_findings(
                 "loss.detach().requires_grad_(), or the model's output detached before the loss).",
             )
         )
-    elif no_grad:
-        findings.append(
-            Finding(
-                "warning",
-                "sanity check",
-                f"{by_module(model, no_grad)} receive no gradient: not connected to the loss (defined but not used "
-                f"in forward, or its output goes through .detach() / torch.no_grad()). Remove what is unused, or "
-                f"list it in frozen_params.",
-            )
-        )
+    elif no_grad and unused:
+        findings.append(unused_finding(model, no_grad))
     if zero_gradients:
         zero = zero_gradient_names(model, frozen)
         if zero:
@@ -137,6 +148,18 @@ def gradient_findings(
                 )
             )
     return findings
+
+
+def unused_finding(model: nn.Module, names: list[str], *, updates: int = 0) -> Finding:
+    """``names`` got no gradient: at this step (``updates`` 0), or at step 0 and every one of the next ``updates``."""
+    when = f" at step 0 nor in any of the {updates} updates after it" if updates else ""
+    return Finding(
+        "warning",
+        "sanity check",
+        f"{by_module(model, names)} receive no gradient{when}: not connected to the loss (defined but not used "
+        f"in forward, or its output goes through .detach() / torch.no_grad()). Remove what is unused, or "
+        f"list it in frozen_params.",
+    )
 
 
 def optimized_ids(optimizer: Any) -> set[int]:

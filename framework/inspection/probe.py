@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import os
 import sys
 import threading
 import warnings
@@ -38,6 +39,9 @@ from framework.inspection.sharded import is_sharded
 from framework.rng import get_rng_state, set_rng_state
 
 _probing = False
+# Warnings attributed to the framework's own files come from its observation of a probe run (a torch function
+# mode calling the user's op): not the user's or a library's warnings, never shown.
+_FRAMEWORK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class _ThisThreadSilenced:
@@ -65,36 +69,173 @@ def probing() -> bool:
     return _probing
 
 
-class _OtherThreadsOnly(logging.Filter):
-    """Drops the log records of one thread (the probe's), except the framework's own."""
+class HeldOutput:
+    """The log records and warnings of the probe run that the real first step repeats, held back until that step
+    ran: then each is shown that the real step did not show itself (a library that warns once, through
+    ``logger.warning_once`` or torch's ``TORCH_WARN_ONCE``, or a warning Python shows once per place, would
+    not warn again), so that a run shows them as a plain run does: once."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._thread = threading.get_ident()
+        self.records: list[tuple[logging.Handler, logging.LogRecord]] = []
+        self.warnings: list[tuple] = []  # showwarning's arguments
+        self._seen_records: set[tuple] = set()
+        self._seen_warnings: set[tuple] = set()
+        self._show: Any = None
+        self._filters: dict[logging.Handler, logging.Filter] = {}
+        self._released = False  # after release, what a probe run adds is shown at once
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread != self._thread or record.name.startswith("framework")
+    def watch_real_step(self) -> None:
+        """From now on until ``release``, note what is logged and warned (all of it still shown)."""
+        seen_records, seen_warnings = self._seen_records, self._seen_warnings
+
+        class _Note(logging.Filter):
+            def __init__(self, handler: logging.Handler):
+                super().__init__()
+                self.handler = handler
+
+            def filter(self, record: logging.LogRecord) -> bool:
+                if not _probing:  # a probe's record is held back, not shown
+                    seen_records.add((self.handler, _record_key(record)))
+                return True
+
+        for handler in _all_handlers():
+            self._filters[handler] = _Note(handler)
+            handler.addFilter(self._filters[handler])
+        show = self._show = warnings.showwarning
+
+        def note(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+            seen_warnings.add(_warning_key(message, category, filename, lineno))
+            show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = note
+
+    def release(self) -> None:
+        """Stop watching; show what was held back and not shown by the real step since ``watch_real_step``."""
+        for handler, note in self._filters.items():
+            handler.removeFilter(note)
+        self._filters = {}
+        if self._show is not None:
+            warnings.showwarning, self._show = self._show, None
+        for handler, record in self.records:
+            if (handler, _record_key(record)) not in self._seen_records:
+                self._seen_records.add((handler, _record_key(record)))  # once, also when the run was made twice
+                handler.handle(record)
+        for args in self.warnings:
+            if _warning_key(*args[:4]) not in self._seen_warnings:
+                self._seen_warnings.add(_warning_key(*args[:4]))
+                warnings.showwarning(*args)
+        self.records, self.warnings = [], []
+        self._released = True
+
+    def add(self, records: list[tuple[logging.Handler, logging.LogRecord]], shown: list[tuple]) -> None:
+        """Hold ``records`` and warnings (showwarning's arguments) of a run that the real step repeats."""
+        self.records += records
+        self.warnings += shown
+        if self._released:
+            self.release()
 
 
-@contextlib.contextmanager
-def _logging_silenced() -> Iterator[None]:
-    """Within the block, what the user's code and its libraries log from this thread is dropped."""
+def _record_key(record: logging.LogRecord) -> tuple:
+    return record.name, record.levelno, record.getMessage()
+
+
+def _warning_key(message: Any, category: Any, filename: str, lineno: int) -> tuple:
+    return str(message), category, filename, lineno
+
+
+def _all_handlers() -> set[logging.Handler]:
     handlers = set(logging.root.handlers)
     for logger in list(logging.Logger.manager.loggerDict.values()):
         handlers.update(getattr(logger, "handlers", ()))
-    silence = _OtherThreadsOnly()
-    for handler in handlers:
-        handler.addFilter(silence)
-    try:
-        yield
-    finally:
-        for handler in handlers:
-            handler.removeFilter(silence)
+    return handlers
+
+
+class _OtherThreadsOnly(logging.Filter):
+    """Holds back the log records of one thread (the probe's), except the framework's own: ``held`` keeps each
+    with the handler it was meant for."""
+
+    def __init__(self, handler: logging.Handler, held: list[tuple[logging.Handler, logging.LogRecord]]):
+        super().__init__()
+        self._thread = threading.get_ident()
+        self._handler = handler
+        self._held = held
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread != self._thread or record.name.startswith("framework"):
+            return True
+        self._held.append((self._handler, record))
+        return False
 
 
 @contextlib.contextmanager
-def unseen() -> Iterator[None]:
-    """Within the block, output, log records and warnings of the user's code are swallowed and RNG states kept."""
+def _logging_held(held: HeldOutput | None) -> Iterator[None]:
+    """Within the block, what the user's code and its libraries log from this thread goes to ``held`` (None:
+    nowhere)."""
+    records: list[tuple[logging.Handler, logging.LogRecord]] = []
+    filters = {handler: _OtherThreadsOnly(handler, records) for handler in _all_handlers()}
+    for handler, hold in filters.items():
+        handler.addFilter(hold)
+    try:
+        yield
+    finally:
+        for handler, hold in filters.items():
+            handler.removeFilter(hold)
+        if held is not None:
+            held.add(records, [])
+
+
+@contextlib.contextmanager
+def _warnings_held(held: HeldOutput | None) -> Iterator[None]:
+    """Within the block, the warnings this thread shows go to ``held``; with None they are dropped and forgotten:
+    Python shows a warning once per place, and a dropped one must not keep the real run from showing it.
+
+    The warning filters stay as they are (changing them would make Python forget which warnings it showed,
+    so that the real step shows them again); only what showing does is replaced.
+    """
+    thread = threading.get_ident()
+    show = warnings.showwarning
+    shown: list[tuple[tuple, dict | None]] = []
+
+    def hold(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        if threading.get_ident() != thread:
+            show(message, category, filename, lineno, file, line)
+            return
+        shown.append(((message, category, filename, lineno, file, line), _registry(filename, lineno)))
+
+    warnings.showwarning = hold
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
+        for args, registry in shown:
+            if held is not None and not os.path.abspath(args[2]).startswith(_FRAMEWORK_DIR):
+                held.add([], [args])
+                continue
+            text, category, lineno = str(args[0]), args[1], args[3]
+            for key in ((text, category, lineno), (text, category, 0)):
+                (registry or {}).pop(key, None)
+            warnings.onceregistry.pop((text, category), None)
+
+
+def _registry(filename: str, lineno: int) -> dict | None:
+    """The ``__warningregistry__`` in which Python noted a warning it is showing now, from the stack: that of
+    the frame at the warning's place."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == filename and frame.f_lineno == lineno:
+            return frame.f_globals.get("__warningregistry__")
+        frame = frame.f_back
+    return None
+
+
+@contextlib.contextmanager
+def unseen(held: HeldOutput | None = None) -> Iterator[None]:
+    """Within the block, the user's output, log records and warnings are held back and RNG states kept.
+
+    The log records and warnings go to ``held`` (a run that the real step repeats unchanged: shown
+    after that step, see ``HeldOutput``); without it they are dropped. Printed output is dropped
+    either way (the real step prints it again).
+    """
     global _probing
     rng = get_rng_state()
     previous, _probing = _probing, True
@@ -102,10 +243,9 @@ def unseen() -> Iterator[None]:
         with (
             contextlib.redirect_stdout(_ThisThreadSilenced(sys.stdout)),
             contextlib.redirect_stderr(_ThisThreadSilenced(sys.stderr)),
-            _logging_silenced(),
-            warnings.catch_warnings(),
+            _logging_held(held),
+            _warnings_held(held),
         ):
-            warnings.simplefilter("ignore")
             yield
     finally:
         _probing = previous
@@ -169,12 +309,14 @@ class ProbeSession:
         self._uncopyable: ProbeLimit | None = None  # set when the model cannot be copied: no check can run
         self._watchers: dict[str, Observer] = {}  # check -> its observer of the shared run, until served
         self._watch_failed: Exception | None = None  # the shared run failed only while observed
+        self.held = HeldOutput()  # the shared run's log records and warnings, shown after the real first step
 
     @contextlib.contextmanager
-    def isolated(self, check: str, train: bool = False) -> Iterator[torch.nn.Module]:
+    def isolated(self, check: str, train: bool = False, held: HeldOutput | None = None) -> Iterator[torch.nn.Module]:
         """A fresh copy of the model (eval mode, or training mode with ``train``); within the block the user's
-        output, logging and warnings are swallowed, afterwards the random generators and the parameters'
-        gradients are as they were. A model that cannot be copied raises ``ProbeLimit``."""
+        output, logging and warnings are swallowed (or held in ``held``: see ``unseen``), afterwards the random
+        generators and the parameters' gradients are as they were. A model that cannot be copied raises
+        ``ProbeLimit``."""
         if self._uncopyable is not None:
             raise self._uncopyable
         if any(is_sharded(p) for p in self.state.model.parameters()):
@@ -198,7 +340,7 @@ class ProbeSession:
         # eval-mode copy would fail where the user's training runs (on a GPU), so that copy uses torch's own.
         rnn_kernels = contextlib.nullcontext() if train else torch.backends.cudnn.flags(enabled=False)
         try:
-            with unseen(), rnn_kernels:
+            with unseen(held), rnn_kernels:
                 yield model
         finally:
             for p, grad in grads:
@@ -263,7 +405,7 @@ class ProbeSession:
             raise self._limit(ProbeLimit(check, exc)) from exc
 
     def _run_unchanged(self, check: str, observe: tuple[Observer, ...]) -> RunCtx:
-        with self.isolated(check, train=True) as model:
+        with self.isolated(check, train=True, held=self.held) as model:
             try:
                 with contextlib.ExitStack() as stack:
                     for factory in observe:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import torch
+
+from framework.disk import write_atomically
 
 
 def image_grid(images: torch.Tensor, nrow: int = 8, padding: int = 2) -> torch.Tensor:
@@ -30,6 +31,6 @@ def save_image_grid(images: torch.Tensor, path: str, nrow: int = 8) -> torch.Ten
 
     grid = image_grid(images, nrow)
     pixels = (grid.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    Image.fromarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels).save(path)
+    image = Image.fromarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
+    write_atomically(path, lambda f: image.save(f, format="PNG"), "the image", "Free space or choose another path.")
     return grid

@@ -253,8 +253,55 @@ def load_checkpoint(path: str) -> dict[str, Any]:
             f"of this framework, and was left untouched. {_newest_other_advice(path, _is_intact, 'intact')}"
         ) from None
     if not isinstance(state, dict) or "model" not in state or "epoch" not in state:
-        raise CheckpointError(f"Checkpoint {path} is not a framework checkpoint (no 'model'/'epoch' entries).")
+        raise CheckpointError(_not_ours_message(path, state))
     return state
+
+
+def load_inference_state(path: str) -> dict[str, Any]:
+    """``load_checkpoint`` for evaluation or forwarding: CheckpointError if it lacks what building the model reads."""
+    state = load_checkpoint(path)
+    if "global_step" not in state:
+        raise CheckpointError(
+            f"Checkpoint {path} lacks 'global_step' (the step count that get_model is called with), so it was written "
+            f"by an older version of the framework or by another tool; nothing was evaluated. Evaluate it with the "
+            f"version that wrote it, or make a checkpoint of its parameters: framework-import-torch-model "
+            f"your_config.py --state-dict {shlex.quote(path)} --out {shlex.quote(_imported_path(path))}, then "
+            f"++model {shlex.quote(_imported_path(path).removesuffix('.001.pt'))}."
+        )
+    return state
+
+
+def _imported_path(path: str) -> str:
+    """Where the import advice writes the checkpoint made of ``path``'s parameters: a prefix of its own, epoch 1."""
+    return os.path.join(os.path.dirname(path), "imported.001.pt")
+
+
+def _not_ours_message(path: str, state: Any) -> str:
+    """Why ``state`` (what ``path`` holds) is not a framework checkpoint, and how to use its parameters anyway."""
+    tensors = isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values())
+    what = (
+        f"a plain state_dict ({len(state)} tensors, no 'model'/'epoch' entries)"
+        if tensors
+        else "not a framework checkpoint (no 'model'/'epoch' entries)"
+    )
+    imported = _imported_path(path)
+    return (
+        f"Checkpoint {path} is {what}; nothing was loaded. To use its parameters, import them into a checkpoint of "
+        f"your config's model (names are mapped, shapes checked): framework-import-torch-model your_config.py "
+        f"--state-dict {shlex.quote(path)} --out {shlex.quote(imported)}; then train from it with "
+        f"++import_model_train_epoch1 {shlex.quote(imported)} and a new ++model prefix, or evaluate it with "
+        f"++model {shlex.quote(imported.removesuffix('.001.pt'))}."
+        + (
+            f" A state_dict whose names are the model's also starts a training as it is, RETURNN's way: "
+            f"++preload_from_files {shlex.quote(_PRELOAD % path)} with a new ++model prefix."
+            if tensors
+            else ""
+        )
+    )
+
+
+# A plain state_dict as RETURNN's preload_from_files takes it when a training starts (framework.training.preload).
+_PRELOAD = "{'init': {'filename': %r, 'checkpoint_key': None, 'init_for_train': True}}"
 
 
 def load_training_state(path: str) -> dict[str, Any]:
@@ -300,6 +347,20 @@ def _check_loadable(path: str) -> None:
             f"another prefix."
         )
     try:
+        legacy = _in_legacy_format(path)
+    except OSError as exc:
+        raise CheckpointError(_unreadable_message(path, exc)) from None
+    if legacy:
+        converted = shlex.quote(re.sub(r"(\.pt)?$", ".zip.pt", path, count=1))
+        convert = f"torch.save(torch.load({path!r}, weights_only=True), {converted!r})"
+        raise CheckpointError(
+            f"Checkpoint {path} is in torch's legacy serialization format (torch.save before torch 1.6, or "
+            f"_use_new_zipfile_serialization=False), not the zip format whose records carry the checksums this "
+            f"framework verifies; it is not damaged and was left untouched. Convert it once: python -c "
+            f"{shlex.quote('import torch; ' + convert)}, then use the converted file (a plain state_dict: import "
+            f"it with framework-import-torch-model your_config.py --state-dict {converted} --out imported.001.pt)."
+        )
+    try:
         problem = damage(path)
     except OSError as exc:
         raise CheckpointError(_unreadable_message(path, exc)) from None
@@ -308,6 +369,15 @@ def _check_loadable(path: str) -> None:
             f"Checkpoint {path} is damaged: {printable(problem)}. It was not loaded and was left untouched. "
             f"{_newest_other_advice(path, _is_intact, 'intact')}"
         )
+
+
+# What torch.save's legacy format starts with: its magic number, pickled with protocol 2.
+_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."
+
+
+def _in_legacy_format(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(len(_LEGACY_MAGIC)) == _LEGACY_MAGIC
 
 
 def _unreadable_message(path: str, exc: OSError) -> str:

@@ -103,6 +103,8 @@ class Distributed:
         # Where the ranks agree on a stop: a CPU all-reduce, never a wait for the device.
         self._cpu_group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
         self._stop_asked: str | None = None  # a signal asked this rank to stop; not yet agreed on by all
+        self._requeue_asked = False  # ... and to requeue the job after (requeue_signal)
+        self.requeue_agreed = False  # some rank was asked to requeue: known to every rank once they stopped
         self._stop_flags: tuple[Any, torch.Tensor] | None = None  # the last boundary's all-reduce, in flight
         self.device = device
         self.find_unused_parameters = bool(options.get("find_unused_parameters", False))
@@ -110,6 +112,7 @@ class Distributed:
         # Whether the replicas should be equal now: always with DDP; with param_sync_step right after an averaging.
         self.params_in_sync = True
         self._updates = 0
+        self._remainder_said = False  # train_plan said that it leaves out the batches that do not split evenly
 
     def train_plan(self, plan: list[np.ndarray]) -> list[np.ndarray]:
         """This rank's batches: every N-th, in whole groups of N so that all ranks take the same number of steps.
@@ -128,6 +131,15 @@ class Distributed:
                 )
             return plan[:steps]
         steps = len(plan) // self.size
+        left_out = plan[steps * self.size :]
+        if left_out and not self._remainder_said:
+            self._remainder_said = True
+            log.v3(
+                f"torch_distributed: an epoch has {len(plan)} batches, so each of the {self.size} ranks takes {steps} "
+                f"and the last {len(left_out)} ({sum(map(len, left_out))} sequences) are left out of each epoch (other "
+                f"ones when the order is shuffled): every rank must take the same number of steps. To train on every "
+                f"batch, make the number of batches a multiple of {self.size} (batch_size, max_seqs or the data)."
+            )
         return [plan[step * self.size + self.rank] for step in range(steps)]
 
     def eval_plan(self, plan: list[np.ndarray]) -> list[np.ndarray]:
@@ -162,13 +174,14 @@ class Distributed:
         callbacks.on(Event.AFTER_OPTIMIZER_STEP, self.average, Order.TRAINING, owner=__name__)
         return model
 
-    def ask_to_stop(self, reason: str) -> None:
+    def ask_to_stop(self, reason: str, requeue: bool = False) -> None:
         """A stop asked of this rank (a signal); every rank stops at the first update boundary after all know of it.
 
         Signals reach the ranks at different moments, and a rank may be a step ahead of another: stopping
         on its own, a rank would leave the others waiting in the next step's collectives for a peer that left.
         """
         self._stop_asked = self._stop_asked or reason
+        self._requeue_asked = self._requeue_asked or requeue
 
     def agree_on_stop(self, state: Any) -> None:
         """At each update boundary, whether any rank was asked to stop by the previous one.
@@ -188,11 +201,14 @@ class Distributed:
             self._stop_flags = self._share_stop_flag()
         for work, _ in flags:
             work.wait()
-        if any(asked.item() for _, asked in flags) and state.control.stop_reason is None:
-            state.control.stop(self._stop_asked or "a stop asked of another rank")
+        asked = max(int(flag.item()) for _, flag in flags)  # 0: go on, 1: stop, 2: stop and requeue
+        if asked and state.control.stop_reason is None:
+            self.requeue_agreed = asked == 2
+            other = "a requeue asked of another rank" if self.requeue_agreed else "a stop asked of another rank"
+            state.control.stop(self._stop_asked or other)
 
     def _share_stop_flag(self) -> tuple[Any, torch.Tensor]:
-        asked = torch.tensor([self._stop_asked is not None], dtype=torch.int32)
+        asked = torch.tensor([2 if self._requeue_asked else int(self._stop_asked is not None)], dtype=torch.int32)
         return dist.all_reduce(asked, op=dist.ReduceOp.MAX, group=self._cpu_group, async_op=True), asked
 
     def average(self, state: Any) -> None:
@@ -212,6 +228,12 @@ class Distributed:
             # Whatever still holds the process group (a DDP wrapper, a copy of the model) lets go now, while
             # Python is alive: gloo's threads released during interpreter shutdown abort the process.
             gc.collect()
+
+    def gather(self, value: Any) -> list[Any]:
+        """``value`` (plain data, CPU tensors) of every rank, in rank order; a collective every rank calls."""
+        values: list[Any] = [None] * self.size
+        dist.all_gather_object(values, value, group=self._cpu_group)
+        return values
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
         """``values`` summed over all ranks."""
@@ -235,13 +257,13 @@ def _init_process_group(backend: str) -> None:
     dist.init_process_group(backend, store=dist.PrefixStore(f"attempt{attempt}", store), rank=rank, world_size=size)
 
 
-def ask_to_stop(state: Any, reason: str) -> None:
+def ask_to_stop(state: Any, reason: str, requeue: bool = False) -> None:
     """Stop training with a checkpoint at the next update boundary; under torch.distributed, at the first one
-    that every rank stops at (``Distributed.ask_to_stop``)."""
+    that every rank stops at (``Distributed.ask_to_stop``), every rank then knowing whether one asked to ``requeue``."""
     if state.distributed is None:
         state.control.stop(reason)
     else:
-        state.distributed.ask_to_stop(reason)
+        state.distributed.ask_to_stop(reason, requeue)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

@@ -28,6 +28,7 @@ class TrainingFeatures:
     save_checkpoint = staticmethod(checkpoint.save_checkpoint)
     load_checkpoint = staticmethod(checkpoint.load_checkpoint)
     load_training_state = staticmethod(checkpoint.load_training_state)
+    load_inference_state = staticmethod(checkpoint.load_inference_state)
     load_model_state = staticmethod(checkpoint.load_model_state)
     load_optimizer_state = staticmethod(checkpoint.load_optimizer_state)
     preload_from_files = staticmethod(preload.preload_from_files)

@@ -99,14 +99,16 @@ class Preemption(Plugin):
         if self.received:  # also sent by torchrun's agent after the cluster sent it: one stop
             return
         self.received = True
-        distributed.ask_to_stop(state, f"{self.signum.name}, requeue_signal")
+        distributed.ask_to_stop(state, f"{self.signum.name}, requeue_signal", requeue=True)
         log.v1(f"{self.signum.name} (requeue_signal): writing a checkpoint after the current step, then requeueing.")
 
     @on(Event.CLOSE)
     def requeue(self, state: RunState) -> None:
         if self.previous is not None:  # STARTUP ran
             signal.signal(self.signum, self.previous)
-        if not self.received or state.outcome != "interrupted":
+        # The signal may have reached another rank only (a node's scheduler): the ranks agreed on it when they stopped.
+        asked = self.received or (state.distributed is not None and state.distributed.requeue_agreed)
+        if not asked or state.outcome != "interrupted":
             return
         if self.command is None:
             if state.distributed is None or state.distributed.rank == 0:
