@@ -11,7 +11,6 @@ per config, the result and the lines taken out. ``--root`` runs another checkout
 
 from __future__ import annotations
 
-import argparse
 import ast
 import glob
 import os
@@ -21,6 +20,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from framework.tools.tool_args import ToolParser  # noqa: E402
+
 CONFIGS = os.path.join(ROOT, "tests", "returnn", "configs")
 
 
@@ -86,7 +89,7 @@ def measure(path: str, root: str, timeout: float) -> tuple[str, list[str], str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ToolParser(__file__, __doc__, takes_config=False, usage_tail="[--root DIR] [--timeout S] [config ...]")
     parser.add_argument("--root", default=ROOT, help="the checkout whose rnn.py runs the configs")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("configs", nargs="*", help="default: every tests/returnn/configs/*.config")
