@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import ROOT, run_rnn
+from devkit.doc_commands import assert_documented
 
 pytestmark = pytest.mark.slow
 
@@ -109,6 +110,15 @@ BUGS = {
     ),
 }
 
+# bug class -> the start of the block of docs/health.rst that quotes what its run prints
+DOCUMENTED = {
+    "softmax into cross_entropy": "WARNING sanity check (first step): cross_entropy at tests/zoo/classify.py",
+    "loss over padded frames": "WARNING sanity check (first step): the loss covers padding",
+    "view instead of transpose": "WARNING sanity check (first step): sequences of a batch influence each other",
+    "dev set copied from train": "WARNING sanity check (data): 1600 of the 1600 sequences",
+    "tensor created without a device": "WARNING sanity check (first step): device bug in module (model)",
+}
+
 HEALTHY = {
     "classifier": ["classify.py"],
     "binary cross-entropy on logits": ["classify.py", "bce_logits.py"],
@@ -136,6 +146,12 @@ def test_bug_is_named(runs, name):
     _, output = runs[f"bug: {name}"]
     for pattern in BUGS[name][1]:
         assert re.search(pattern, output), f"{name}: no match for {pattern!r} in:\n{output[-4000:]}"
+
+
+@pytest.mark.parametrize("name", list(DOCUMENTED))
+def test_the_docs_quote_what_the_bug_run_prints(runs, name):
+    _, output = runs[f"bug: {name}"]
+    assert_documented(output, "docs/health.rst", DOCUMENTED[name])
 
 
 @pytest.mark.parametrize("name", list(HEALTHY))

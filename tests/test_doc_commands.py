@@ -6,7 +6,16 @@ import subprocess
 import sys
 
 import pytest
-from devkit.doc_commands import Command, FileBlock, extract, missing_lines, prose_quotes, unprinted_quotes
+from devkit.doc_commands import (
+    Command,
+    FileBlock,
+    OutputBlock,
+    extract,
+    missing_lines,
+    prose_quotes,
+    unchecked_output,
+    unprinted_quotes,
+)
 
 from conftest import ROOT
 
@@ -76,6 +85,36 @@ def test_output_quoted_in_prose_must_be_printed_by_some_command():
     assert unprinted_quotes(quotes, outputs) == [quotes[1]]  # a fragment of a line, numbers within tolerance
     assert unprinted_quotes(quotes, [*outputs, "dev: ce 0.21 fer 0.061"]) == []
     assert unprinted_quotes(quotes[:1], ["Epoch 10 evaluation: dev: recon 97.165 kl 6.5"]) == quotes[:1]
+
+
+def test_output_quoted_without_its_command_is_compared_by_the_test_the_page_names():
+    page = (
+        "A bug::\n\n    WARNING x: y 1.5 ...\n\n.. doc-test: printed by tests/test_a.py\n\n"
+        "Another::\n\n    WARNING zoo check: w 2\n"
+    )
+    unmarked, marked = extract("docs/p.rst", page)
+    assert isinstance(unmarked, OutputBlock) and (unmarked.test, unmarked.lines) == (None, ["WARNING x: y 1.5 ..."])
+    assert (marked.test, marked.line) == ("tests/test_a.py", 11)
+    comparing = 'assert_documented(output(), "docs/p.rst", "WARNING zoo check:")'
+    assert unchecked_output([unmarked, marked], {"tests/test_a.py": comparing}) == [unmarked]
+    assert unchecked_output([marked], {"tests/test_a.py": comparing.replace("p.rst", "q.rst")}) == [marked]
+    assert unchecked_output([marked], {"tests/test_a.py": comparing.replace("zoo", "zap")}) == [marked]
+
+
+def test_every_block_of_output_in_the_docs_is_compared_by_a_test():
+    blocks = []
+    for page in ["README.rst", *(f"docs/{name}" for name in sorted(os.listdir(os.path.join(ROOT, "docs"))))]:
+        if page.endswith(".rst"):
+            with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+                blocks += [b for b in extract(page, f.read()) if isinstance(b, OutputBlock)]
+    tests = {}
+    for block in blocks:
+        if block.test and os.path.isfile(os.path.join(ROOT, block.test)):
+            with open(os.path.join(ROOT, block.test), encoding="utf-8") as f:
+                tests[block.test] = f.read()
+    unchecked = unchecked_output(blocks, tests)
+    assert not unchecked, "output no test compares (mark it '.. doc-test: printed by tests/X.py' and call "
+    "assert_documented there): " + ", ".join(f"{b.where} {b.lines[0][:60]!r}" for b in unchecked)
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import pytest
+from devkit.doc_commands import assert_documented
 from torch import nn
 
 from framework.config import Config
@@ -67,6 +68,7 @@ def test_a_layer_defined_but_not_connected_is_named(output):
     assert "module 'unused' (Linear): weight, bias receive no gradient" in text
     assert "module 'unused' (Linear): weight, bias did not change in" in text  # gradient health, later
     assert "'body'" not in text and "'head'" not in text
+    assert_documented(text, "docs/health.rst", "WARNING sanity check (first 9 updates): module 'unused'")
 
 
 def _frozen_head(**_):
@@ -79,6 +81,7 @@ def _frozen_head(**_):
 def test_a_layer_frozen_by_mistake_is_named_and_a_declared_frozen_one_is_not(output):
     _train(get_model=_frozen_head)
     assert "module 'head' (Linear): weight, bias do not require grad, but frozen_params does not list them" in output()
+    assert_documented(output(), "docs/health.rst", "WARNING sanity check (first step): module 'head' (Linear)")
     _train(get_model=_frozen_head, frozen_params=["head.*"])
     assert _warnings(output()) == []
 
@@ -100,6 +103,7 @@ def test_a_deep_sigmoid_mlp_has_vanishing_gradients_named(output):
     _train(get_model=deep, num_epochs=1)
     (line,) = [w for w in _warnings(output()) if "vanishing gradients" in w]
     assert "module '0' (Linear): weight" in line and "'38.weight'" in line
+    assert_documented(line, "docs/health.rst", "WARNING gradient health: vanishing gradients")
 
 
 def test_a_huge_learning_rate_gives_exploding_updates(output):
@@ -228,6 +232,7 @@ def test_dev_diverging_from_train_is_reported_as_overfitting(output):
     )
     text = output()
     assert "WARNING learning watch: overfitting: dev_ce rose for 2 epochs" in text
+    assert_documented(text, "docs/health.rst", "WARNING learning watch: overfitting:")
     assert "chance level" not in text
 
 
@@ -243,6 +248,7 @@ def test_memorized_random_labels_are_named_not_called_overfitting(output):
         text,
     )
     assert "overfitting" not in text and "Regularize" not in text
+    assert_documented(text, "docs/health.rst", "WARNING learning watch: dev_ce has stayed at its chance level")
 
 
 def test_early_stopping_ends_training_and_a_rerun_does_not_train_on(tmp_path, output):

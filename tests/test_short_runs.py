@@ -8,6 +8,7 @@ import os
 import re
 
 import pytest
+from devkit.doc_commands import assert_documented
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import ROOT, write_config
@@ -186,6 +187,7 @@ def test_a_warmup_indexed_by_epoch_is_named_and_every_epoch_line_shows_the_appli
         text,
     )
     assert match and _epoch_of(text, match.start()) == 1
+    assert_documented(text, "docs/health.rst", "Epoch 1 train: ce 2.306 fer 0.905, 63 steps")
     events = EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
     assert [e.value for e in events.Scalars("epoch/learning_rate")] == pytest.approx([1e-6, 2e-6])
@@ -270,6 +272,7 @@ def test_the_common_vae_exercise_is_not_decided_yet_not_an_error(tmp_path, outpu
     assert match, text[-3000:]
     assert 0 < int(match.group(2)) <= 300 and int(match.group(3)) >= 300 + int(match.group(2))
     assert "ERROR" not in text and "does NOT learn" not in text
+    assert_documented(text, "docs/health.rst", "debug_overfit_batches verdict: NOT DECIDED yet")
 
 
 def _geometric(start: float, factor: float, steps: int, floor: float = 0.0) -> list[float]:

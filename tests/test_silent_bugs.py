@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from conftest import ROOT, captured_log
+from devkit.doc_commands import assert_documented
 from framework.config import load_config
 from framework.debug.accumulation_check import merge_batches
 from framework.debug.target_leakage import align
@@ -79,6 +80,12 @@ BUGS = {
     ),
 }
 
+# bug -> the start of the block of docs/health.rst that quotes what its run prints
+DOCUMENTED = {
+    "leakage: labels not shifted (LSTM language model)": "WARNING sanity check (first step): target leakage",
+    "accumulation: a loss averaged over each batch's own frames": "WARNING accumulation check: the accumulated",
+}
+
 HEALTHY = {
     "LSTM language model, shifted targets": ["silent_lm.py"],
     "transformer language model with a causal mask": ["silent_lm.py", "silent_lm_transformer.py"],
@@ -114,6 +121,8 @@ def test_the_silent_bug_is_named(output, name):
     files, pattern = BUGS[name]
     _train(files)
     assert re.search(pattern, output()), f"{name}: no match for {pattern!r} in:\n{output()[-4000:]}"
+    if name in DOCUMENTED:
+        assert_documented(output(), "docs/health.rst", DOCUMENTED[name])
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from conftest import ROOT, captured_log
+from devkit.doc_commands import assert_documented
 from framework.config import load_config
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import parse_extern_data
@@ -183,6 +184,8 @@ def test_the_bug_is_named(output, name):
     _train(files)
     for pattern in patterns:
         assert re.search(pattern, output()), f"{name}: no match for {pattern!r} in:\n{output()[-4000:]}"
+    if name == "eval: F.dropout without training=self.training":
+        assert_documented(output(), "docs/health.rst", "WARNING sanity check (first step): randomness is active")
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from devkit.doc_commands import assert_documented
 from torch import nn
 
 from framework.config import Config
@@ -53,6 +54,7 @@ def test_a_constant_initialisation_of_every_layer_is_named_layer_by_layer(output
     assert len(lines) == 1, output()
     assert "0 (Linear, 32 units), 2 (Linear, 32 units)" in lines[0] and "4 (Linear" not in lines[0]
     assert "nn.init.constant_" in lines[0]
+    assert_documented(output(), "docs/health.rst", "WARNING symmetric init: the output units")
 
 
 def test_a_zero_initialised_output_layer_is_quiet(output):

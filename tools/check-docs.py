@@ -8,7 +8,9 @@ checkout do not leak in; commands run with ``bash`` in it, ``python`` being this
 A command passes when every line its page quotes matches a printed line (``...`` = any text,
 numbers within a tolerance), or, when the page quotes nothing, when it exits 0. Output quoted in
 prose (``:output:`...```) must be in what some command printed, once all have run, and the commands
-must leave no file that git would list as untracked (outputs go to ignored directories). Commands marked
+must leave no file that git would list as untracked (outputs go to ignored directories). Output quoted
+without its command (``.. doc-test: printed by tests/test_x.py``) is compared by that test, not here.
+Commands marked
 ``.. doc-test: illustrative`` are listed, not run (see tools/devkit/doc_commands.py). With ``--fork``
 (the test suite's choice), plain ``python SCRIPT ARGS`` commands run forked from an interpreter
 that has imported torch, which saves some 5 s of imports per command. Exit status: 0 all passed,
@@ -28,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the framework, and the harness in tools/devkit
 
-from devkit.doc_commands import Command, FileBlock, extract, missing_lines, prose_quotes, unprinted_quotes  # noqa: E402
+from devkit.doc_commands import Command, FileBlock, OutputBlock, extract, missing_lines, prose_quotes, unprinted_quotes  # noqa: E402
 from devkit.preloaded import run_script  # noqa: E402
 
 from framework.tools.tool_args import ToolParser  # noqa: E402
@@ -167,6 +169,9 @@ def main(args: argparse.Namespace) -> int:
             if isinstance(command, FileBlock):
                 print(f"{command.page}:{command.line}: (writes {command.path})")
                 continue
+            if isinstance(command, OutputBlock):
+                print(f"{command.where}: (output printed by {command.test or 'nothing that checks it'})")
+                continue
             note = f"  [illustrative: {command.illustrative}]" if command.illustrative else ""
             print(f"{command.where}: {command.text}{note}")
         for quote in quotes:
@@ -183,6 +188,8 @@ def main(args: argparse.Namespace) -> int:
     outputs: list[str] = []
     try:
         for command in commands:
+            if isinstance(command, OutputBlock):
+                continue  # its test compares it (tests/test_doc_commands.py checks that one does)
             if isinstance(command, FileBlock):
                 with open(os.path.join(directory, command.path), "w", encoding="utf-8") as f:
                     f.write(command.content)

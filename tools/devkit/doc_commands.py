@@ -8,6 +8,12 @@ before a block changes how it is run (comments do not show in the rendered page)
 
     .. doc-test: illustrative (why)   the block's commands are not run (placeholders, GPUs, ...)
     .. doc-test: last step            only the part after the last ``&&`` is run (install, then demo)
+    .. doc-test: printed by tests/test_x.py   the block is output of a run that test makes
+
+A block marked ``printed by`` holds output without its command (a bug of ``tests/zoo/``, a model
+built in a test): the named test runs it and compares, with ``assert_documented(output, page,
+first words)`` (the same loose match as a command's quoted output). A block of output that is
+neither a command's nor marked is an error (``unchecked_output``), so no quote goes untested.
 
 Quoted output is compared loosely: each quoted line must match some printed line, ``...`` stands
 for any text, and numbers agree within a tolerance (see ``numbers_agree``).
@@ -20,12 +26,15 @@ repeats (a benchmark, a test) is not quoted in prose this way.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
 
 COMMAND_WORDS = ("python", "python3", "torchrun", "ipython", "tensorboard", "pip", ".venv/bin/", "mkdir")
-MARKER = re.compile(r"^\.\. doc-test: (illustrative|last step)\b(.*)$")
+MARKER = re.compile(r"^\.\. doc-test: (illustrative|last step|printed by)\b(.*)$")
+# the first words of the lines the framework prints: a literal block starting with one is output
+OUTPUT_WORDS = ("WARNING ", "ERROR", "Epoch ", "debug_", "Sanity check", "First difference")
 NUMBER = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 
 
@@ -37,6 +46,20 @@ class FileBlock:
     line: int
     path: str
     content: str
+
+
+@dataclass
+class OutputBlock:
+    """Output quoted without its command; ``test`` (a path) runs what prints it, or None: nothing checks it."""
+
+    page: str
+    line: int
+    lines: list[str]
+    test: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
 
 @dataclass
@@ -67,10 +90,10 @@ class Command:
         return f"{self.page}:{self.line}"
 
 
-def extract(page: str, text: str) -> list[Command | FileBlock]:
+def extract(page: str, text: str) -> list[Command | FileBlock | OutputBlock]:
     """The commands and file blocks of one page, in the order written."""
     lines = text.split("\n")
-    commands: list[Command | FileBlock] = []
+    commands: list[Command | FileBlock | OutputBlock] = []
     marker: tuple[str, str] | None = None
     i = 0
     while i < len(lines):
@@ -115,10 +138,13 @@ def _literal_block(lines: list[str], i: int) -> tuple[int, list[str]]:
 
 def _commands_of_block(
     page: str, start: int, block: list[str], marker: tuple[str, str] | None
-) -> list[Command | FileBlock]:
+) -> list[Command | FileBlock | OutputBlock]:
     named = re.fullmatch(r"# ([\w./-]+\.py)", block[0].strip()) if block else None
     if named:
         return [FileBlock(page, start + 1, named.group(1), "\n".join(block) + "\n")]
+    if block and block[0].startswith(OUTPUT_WORDS):
+        test = marker[1] if marker and marker[0] == "printed by" else None
+        return [OutputBlock(page, start + 1, [line.strip() for line in block if line.strip()], test)]
     commands: list[Command] = []
     if any(line.startswith("$ ") for line in block):
         for offset, line in enumerate(block):
@@ -146,6 +172,35 @@ def _without_comment(line: str) -> str:
         if shlex.split(line[: hash_sign.start()], comments=True) == words:
             return line[: hash_sign.start()].rstrip()
     return line.strip()
+
+
+def documented_output(page: str, first_words: str) -> OutputBlock:
+    """The block of output on ``page`` (a path from the repository root) whose first line starts with ``first_words``."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, page), encoding="utf-8") as f:
+        blocks = [b for b in extract(page, f.read()) if isinstance(b, OutputBlock) and b.lines[0].startswith(first_words)]
+    if len(blocks) != 1:
+        raise LookupError(f"{len(blocks)} blocks of output on {page} start with {first_words!r}; expected 1")
+    return blocks[0]
+
+
+def assert_documented(output: str, page: str, first_words: str) -> None:
+    """Fail unless ``output`` prints every line of the block of ``page`` that starts with ``first_words``."""
+    block = documented_output(page, first_words)
+    missing = missing_lines(block.lines, output)
+    assert not missing, f"{block.where} quotes lines this run does not print:\n" + "\n".join(missing)
+
+
+def unchecked_output(blocks: list[OutputBlock], tests: dict[str, str]) -> list[OutputBlock]:
+    """The blocks of output that no test compares: unmarked ones, and those whose test (path -> its source)
+    does not name their page and the start of their first line (the arguments of its ``assert_documented``)."""
+    unchecked = []
+    for block in blocks:
+        literals = set(re.findall(r'"([^"\\\n]+)"', tests.get(block.test, "")))
+        starts = [text for text in literals if len(text) >= 16 and block.lines[0].startswith(text)]
+        if block.page not in literals or not starts:
+            unchecked.append(block)
+    return unchecked
 
 
 def numbers_agree(expected: str, actual: str) -> bool:
