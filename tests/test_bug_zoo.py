@@ -12,9 +12,9 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, run_rnn
-from devkit.doc_commands import assert_documented
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ import re
 
 import pytest
 import torch
+from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, captured_log
-from devkit.doc_commands import assert_documented
 from framework.config import load_config
 from framework.debug.accumulation_check import merge_batches
 from framework.debug.target_leakage import align

@@ -15,9 +15,9 @@ import re
 import numpy as np
 import pytest
 import torch
+from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, captured_log
-from devkit.doc_commands import assert_documented
 from framework.config import load_config
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import parse_extern_data

@@ -178,7 +178,9 @@ def documented_output(page: str, first_words: str) -> OutputBlock:
     """The block of output on ``page`` (a path from the repository root) whose first line starts with ``first_words``."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, page), encoding="utf-8") as f:
-        blocks = [b for b in extract(page, f.read()) if isinstance(b, OutputBlock) and b.lines[0].startswith(first_words)]
+        blocks = [
+            b for b in extract(page, f.read()) if isinstance(b, OutputBlock) and b.lines[0].startswith(first_words)
+        ]
     if len(blocks) != 1:
         raise LookupError(f"{len(blocks)} blocks of output on {page} start with {first_words!r}; expected 1")
     return blocks[0]
