@@ -94,7 +94,7 @@ def test_output_quoted_without_its_command_is_compared_by_the_test_the_page_name
     )
     unmarked, marked = extract("docs/p.rst", page)
     assert isinstance(unmarked, OutputBlock) and (unmarked.test, unmarked.lines) == (None, ["WARNING x: y 1.5 ..."])
-    assert (marked.test, marked.line) == ("tests/test_a.py", 11)
+    assert (marked.test, marked.line) == ("tests/test_a.py", 9)
     comparing = 'assert_documented(output(), "docs/p.rst", "WARNING zoo check:")'
     assert unchecked_output([unmarked, marked], {"tests/test_a.py": comparing}) == [unmarked]
     assert unchecked_output([marked], {"tests/test_a.py": comparing.replace("p.rst", "q.rst")}) == [marked]

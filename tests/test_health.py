@@ -80,8 +80,9 @@ def _frozen_head(**_):
 
 def test_a_layer_frozen_by_mistake_is_named_and_a_declared_frozen_one_is_not(output):
     _train(get_model=_frozen_head)
-    assert "module 'head' (Linear): weight, bias do not require grad, but frozen_params does not list them" in output()
-    assert_documented(output(), "docs/health.rst", "WARNING sanity check (first step): module 'head' (Linear)")
+    text = output()
+    assert "module 'head' (Linear): weight, bias do not require grad, but frozen_params does not list them" in text
+    assert_documented(text, "docs/health.rst", "WARNING sanity check (first step): module 'head' (Linear)")
     _train(get_model=_frozen_head, frozen_params=["head.*"])
     assert _warnings(output()) == []
 

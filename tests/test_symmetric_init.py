@@ -50,11 +50,12 @@ def _zero_output_layer(**_):
 
 def test_a_constant_initialisation_of_every_layer_is_named_layer_by_layer(output):
     _train(_constant_init)
-    lines = [line for line in output().splitlines() if line.startswith("WARNING symmetric init:")]
-    assert len(lines) == 1, output()
+    text = output()
+    lines = [line for line in text.splitlines() if line.startswith("WARNING symmetric init:")]
+    assert len(lines) == 1, text
     assert "0 (Linear, 32 units), 2 (Linear, 32 units)" in lines[0] and "4 (Linear" not in lines[0]
     assert "nn.init.constant_" in lines[0]
-    assert_documented(output(), "docs/health.rst", "WARNING symmetric init: the output units")
+    assert_documented(text, "docs/health.rst", "WARNING symmetric init: the output units")
 
 
 def test_a_zero_initialised_output_layer_is_quiet(output):
