@@ -397,8 +397,9 @@ def _check_override_kind(key: str, old: Any, new: Any) -> None:
 def import_plugin_modules(config: Config) -> list[tuple[str | type, types.ModuleType | None]]:
     """Import the modules the config's ``plugins`` names (importing one registers its options).
 
-    Returns each entry with its module (None for an entry that is a class); the plugin seam
-    (``framework.core.plugins``) checks what they hold.
+    Returns each entry with its module (None for an entry that is a class); a module without ``PLUGINS`` is a
+    config error found here, before anything is loaded. The plugin seam (``framework.core.plugins``) checks
+    the classes.
     """
     found = []
     for entry in config.get("plugins") or []:  # an override wins over the files, as for any option
@@ -408,11 +409,14 @@ def import_plugin_modules(config: Config) -> list[tuple[str | type, types.Module
         if not isinstance(entry, str):
             raise ConfigError(f"plugins: {entry!r} is neither a module name nor a Plugin subclass.")
         try:
-            found.append((entry, importlib.import_module(entry)))
+            module = importlib.import_module(entry)
         except ImportError as exc:
             raise ConfigError(
                 f"plugins: cannot import {entry!r}: {exc}. Is its directory on the Python path? rnn.py does not "
                 "search the config's directory: set PYTHONPATH, or add it in the config (sys.path.insert(0, "
                 "os.path.dirname(__file__))); see docs/writing_a_diagnostic.rst."
             ) from None
+        if not getattr(module, "PLUGINS", None):
+            raise ConfigError(f"plugins: module {entry!r} has no PLUGINS = (MyPlugin, ...) listing its plugin classes.")
+        found.append((entry, module))
     return found

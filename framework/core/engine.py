@@ -95,7 +95,7 @@ class Engine:
 
     def _summarize(self, ending: BaseException | None, seconds: float) -> None:
         """The run's last log lines: the summary block (after the last checkpoint line, however the run ended)."""
-        self.findings.stop()
+        self.findings.stop(did_its_work=ending is None)
         state, config = self.state, self.config
         files: dict[str, str] = {}
         prefix = config.get("model")

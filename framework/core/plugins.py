@@ -34,10 +34,7 @@ def import_user_plugins(config: Config) -> list[type[Plugin]]:
                 raise ConfigError(f"plugins: {entry!r} is neither a module name nor a Plugin subclass.")
             found.append(entry)
             continue
-        classes = getattr(module, "PLUGINS", None)
-        if not classes:
-            raise ConfigError(f"plugins: module {entry!r} has no PLUGINS = (MyPlugin, ...) listing its plugin classes.")
-        found += list(classes)
+        found += list(module.PLUGINS)  # import_plugin_modules made sure it has some
     return found
 
 

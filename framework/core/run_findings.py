@@ -6,8 +6,9 @@ the epoch and global step (0 before the first epoch and step). Each finding is a
 and the sanity check's summary read them) and, in the process that writes checkpoints, written to
 ``<model directory>/findings.jsonl`` as one JSON object per line with one ``write`` call, so a run
 killed a moment later keeps it; a resumed run appends to the same file. The file is opened without
-following a planted link (``safe_create.open_kept``: a link there stops the run at its first finding)
-and is created at the end of a run that found nothing, so that an empty file says "nothing found".
+following a planted link (``safe_create.open_kept``: a link there stops the run at its first finding),
+at the first finding, or at the end of a run that did its work and found nothing, so that an empty file
+says "nothing found"; a run that refused to start or failed before finding anything leaves no file.
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ class RunFindings:
         findings.add_sink(self.take)
         findings.set_clock(self._now)
 
-    def stop(self) -> None:
-        """Stop taking findings; the file exists from here on (empty when nothing was found)."""
+    def stop(self, did_its_work: bool) -> None:
+        """Stop taking findings. After a run that ``did_its_work`` the file exists from here on (empty when
+        nothing was found); after one that failed it exists only if something was found."""
         findings.remove_sink(self.take)
         findings.set_clock(None)
-        if self._fd is None and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
+        if did_its_work and self._fd is None and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
             try:
                 self._open()
             except PlantedLinkError as exc:  # the run is over: nothing was written through it, the log says so

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from framework.config import Config
+from framework.core.events import Event, Order
 from framework.core.measurements import (
     CHANCE_LEVELS,
     CONTRACT_BREACHES,
@@ -46,6 +47,7 @@ from framework.core.measurements import (
     LOSS_FLOORS,
     ChanceLevel,
 )
+from framework.core.plugin import on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
@@ -443,6 +445,12 @@ class LossInputsCheck(SharedRunCheck):
 
     def __init__(self, class_ids: bool = True) -> None:
         self.class_ids = class_ids
+
+    @on(Event.STEP_START, Order.CHECK - 1, once=True)
+    def judge_shared_run(self, state: RunState) -> None:
+        """The first check to ask for the shared run makes it: this one (before the other checks' judgements), so
+        that the session's summary and an error raised in that run name the check whose contracts it is for."""
+        super().judge_shared_run(state)
 
     @contextlib.contextmanager
     def observe(self, state: RunState, model: torch.nn.Module) -> Iterator[_FirstStepWatch]:
