@@ -21,6 +21,10 @@ gradient having grown ``RECOVERING`` times (a gradient blocked by a weight that 
 as that weight moves); a check that finds such suspects schedules the one that confirms them.
 "Never changed" is judged after ``SETTLE_UPDATES`` updates at the earliest, and a weight that
 starts at or near zero (``TINY_INIT``) is not called exploding while its norm grows from there.
+
+In a compiled run (``torch_compile``), a warning about missing or vanishing gradients raised at a check
+compares the named parameters' gradients in that compiled step with an eager step of the same batch on a
+probe copy (``framework.inspection.compiled_gradients``): a compiler problem, or the model's own.
 """
 
 from __future__ import annotations
