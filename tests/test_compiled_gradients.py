@@ -34,6 +34,21 @@ def _zero_first_weight_gradient(gm: torch.fx.GraphModule, example_inputs):
     return gm
 
 
+@make_boxed_compiler
+def _zero_every_gradient(gm: torch.fx.GraphModule, example_inputs):
+    """The backward graph, with every gradient replaced by zeros."""
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    with gm.graph.inserting_before(output):
+        grads = [
+            None if g is None else gm.graph.call_function(torch.ops.aten.zeros_like.default, (g,))
+            for g in output.args[0]
+        ]
+    output.args = (tuple(grads),)
+    gm.recompile()
+    return gm
+
+
+ALL_ZERO_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=_zero_every_gradient)
 ZEROING_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=_zero_first_weight_gradient)
 HEALTHY_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=nop)
 
@@ -54,7 +69,7 @@ def _train_step(*, model, extern_data, run_ctx, **_kwargs):
     run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
 
 
-def _warnings(capsys, backend, get_model) -> list[str]:
+def _warnings(capsys, backend, get_model, check: str = "gradient health") -> list[str]:
     config = Config.from_dict(
         {
             "train": {"class": "GaussianClustersDataset", "split": "train", "num_seqs": 96, "dim": 4},
@@ -70,7 +85,7 @@ def _warnings(capsys, backend, get_model) -> list[str]:
         }
     )
     Engine(config).run("train")
-    return [line for line in capsys.readouterr().out.splitlines() if "WARNING gradient health:" in line]
+    return [line for line in capsys.readouterr().out.splitlines() if f"WARNING {check}:" in line]
 
 
 def _mlp():
@@ -101,3 +116,9 @@ def test_the_models_own_missing_gradient_is_the_models_when_eager_mode_agrees(ca
         "no gradient reaches them, their gradient is zero, or the optimizer does not hold them. If "
         "that is intended, list them in frozen_params."
     ), line
+
+
+def test_updates_that_change_nothing_because_the_compiled_gradients_are_zero_name_the_compiler(capsys):
+    (line,) = _warnings(capsys, ALL_ZERO_BACKEND, _mlp, check="update integrity")
+    assert "the last update of epoch 1 changed no parameter" in line, line
+    assert "a compiler problem" in line and "accumulates gradients on its own" not in line, line

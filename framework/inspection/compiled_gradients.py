@@ -31,6 +31,8 @@ from framework.inspection.probe import ProbeLimit, ProbeSession
 DIFFERENT = 0.5
 # Eager mode's gradient RMS below this fraction of its largest: eager mode finds the gradient (near) zero too.
 NEGLIGIBLE = 1e-4
+# Parameters named in the sentence (the evidence lists all).
+NAMED = 6
 
 
 def is_compiled(model: torch.nn.Module | None) -> bool:
@@ -56,7 +58,9 @@ class EagerComparison:
                 f"decides it."
             )
         if self.differ:
-            names = ", ".join(self.differ)
+            names = ", ".join(list(self.differ)[:NAMED]) + (
+                f" and {len(self.differ) - NAMED} more" if len(self.differ) > NAMED else ""
+            )
             return (
                 f"The compiled model's gradients differ from eager mode's (an eager step of the same batch on a copy "
                 f"of the model: max rel diff {self.max_rel_diff:.3g}, parameters {names}): a compiler problem, not the "
