@@ -19,6 +19,7 @@ from framework.run import Engine
 @pytest.fixture(autouse=True)
 def quiet_log():
     log.setup(verbosity=2)
+    torch._dynamo.reset()  # no compiled code (of another test's backend) reused for nn.Sequential.forward
 
 
 @make_boxed_compiler
