@@ -11,14 +11,12 @@ from functorch.compile import make_boxed_compiler, nop
 from torch import nn
 from torch._dynamo.backends.common import aot_autograd
 
-from framework import log
 from framework.config import Config
 from framework.run import Engine
 
 
 @pytest.fixture(autouse=True)
-def quiet_log():
-    log.setup(verbosity=2)
+def fresh_dynamo():
     torch._dynamo.reset()  # no compiled code (of another test's backend) reused for nn.Sequential.forward
 
 
@@ -70,7 +68,7 @@ def _train_step(*, model, extern_data, run_ctx, **_kwargs):
     run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
 
 
-def _warnings(capsys, backend, get_model, check: str = "gradient health") -> list[str]:
+def _warnings(output, backend, get_model, check: str = "gradient health") -> list[str]:
     config = Config.from_dict(
         {
             "train": {"class": "GaussianClustersDataset", "split": "train", "num_seqs": 96, "dim": 4},
@@ -86,28 +84,28 @@ def _warnings(capsys, backend, get_model, check: str = "gradient health") -> lis
         }
     )
     Engine(config).run("train")
-    return [line for line in capsys.readouterr().out.splitlines() if f"WARNING {check}:" in line]
+    return [line for line in output().splitlines() if line.startswith(f"WARNING {check}:")]
 
 
-def _mlp():
+def _mlp(**_kwargs):
     return nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
 
 
-def test_a_weight_the_compiled_graph_gives_no_gradient_is_named_a_compiler_problem(capsys):
-    (line,) = _warnings(capsys, ZEROING_BACKEND, _mlp)
+def test_a_weight_the_compiled_graph_gives_no_gradient_is_named_a_compiler_problem(output):
+    (line,) = _warnings(output, ZEROING_BACKEND, _mlp)
     assert "vanishing gradients" in line and "module '0' (Linear): weight" in line, line
     assert "The compiled model's gradients differ from eager mode's" in line and "a compiler problem" in line, line
     assert "parameters 0.weight" in line and "torch_compile = False" in line, line
     assert "sigmoid/tanh" not in line, line  # the model's usual causes are not suggested
 
 
-def test_a_healthy_compiled_model_stays_quiet(capsys):
-    assert _warnings(capsys, HEALTHY_BACKEND, _mlp) == []
+def test_a_healthy_compiled_model_stays_quiet(output):
+    assert _warnings(output, HEALTHY_BACKEND, _mlp) == []
 
 
-def test_the_models_own_missing_gradient_is_the_models_when_eager_mode_agrees(capsys):
-    compiled = _warnings(capsys, HEALTHY_BACKEND, Detached)
-    eager = _warnings(capsys, None, Detached)
+def test_the_models_own_missing_gradient_is_the_models_when_eager_mode_agrees(output):
+    compiled = _warnings(output, HEALTHY_BACKEND, lambda **_: Detached())
+    eager = _warnings(output, None, lambda **_: Detached())
     assert any("module 'side' (Linear): weight, bias did not change" in line for line in compiled), compiled
     assert all("compiler problem" not in line for line in compiled), compiled
     assert any("An eager step of the same batch on a copy of the model agrees" in line for line in compiled), compiled
@@ -119,7 +117,7 @@ def test_the_models_own_missing_gradient_is_the_models_when_eager_mode_agrees(ca
     ), line
 
 
-def test_updates_that_change_nothing_because_the_compiled_gradients_are_zero_name_the_compiler(capsys):
-    (line,) = _warnings(capsys, ALL_ZERO_BACKEND, _mlp, check="update integrity")
+def test_updates_that_change_nothing_because_the_compiled_gradients_are_zero_name_the_compiler(output):
+    (line,) = _warnings(output, ALL_ZERO_BACKEND, _mlp, check="update integrity")
     assert "the last update of epoch 1 changed no parameter" in line, line
     assert "a compiler problem" in line and "accumulates gradients on its own" not in line, line
