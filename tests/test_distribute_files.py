@@ -267,6 +267,7 @@ def test_two_torchrun_ranks_train_on_disjoint_files_and_resume_at_the_right_sub_
 def _train_steps(log_path, epoch) -> int:
     """The number of training steps of ``epoch`` in a rank's log."""
     text = open(log_path).read()
-    found = re.search(rf"^Epoch {epoch} train: .*?(\d+) steps,", text, re.MULTILINE)
+    # train.log lines start with their time
+    found = re.search(rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d Epoch {epoch} train: .*?(\d+) steps,", text, re.MULTILINE)
     assert found, text
     return int(found.group(1))

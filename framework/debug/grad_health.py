@@ -21,6 +21,10 @@ gradient having grown ``RECOVERING`` times (a gradient blocked by a weight that 
 as that weight moves); a check that finds such suspects schedules the one that confirms them.
 "Never changed" is judged after ``SETTLE_UPDATES`` updates at the earliest, and a weight that
 starts at or near zero (``TINY_INIT``) is not called exploding while its norm grows from there.
+
+In a compiled run (``torch_compile``), a warning about missing or vanishing gradients raised at a check
+compares the named parameters' gradients in that compiled step with an eager step of the same batch on a
+probe copy (``framework.inspection.compiled_gradients``): a compiler problem, or the model's own.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.findings import Finding, report
 from framework.inspection import sharded
+from framework.inspection.compiled_gradients import compare_with_eager, is_compiled
 from framework.inspection.model_checks import SETTLE_UPDATES, by_module, fingerprints
 from framework.inspection.module_tracker import matches_any
 from framework.options import register
@@ -106,6 +111,9 @@ class GradHealth(Plugin):
         self.zero_init: set[str] = set()  # weights (near) zero at startup (TINY_INIT): their norm grows from zero
         self.suspects: dict[str, tuple[int, int, float]] = {}  # vanishing, unconfirmed: update, step, RMS ratio then
         self.recheck_at: int | None = None  # the update of the check that confirms or clears the suspects
+        # In a compiled run, at a check: each parameter's gradient norm in this update (None: no gradient), which a
+        # warning compares with an eager step of the batch (compiled_gradients); None in eager runs and between checks.
+        self.compiled_grads: dict[str, float | None] | None = None
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> GradHealth | None:
@@ -163,10 +171,13 @@ class GradHealth(Plugin):
             torch.stack(torch._foreach_norm(before)).double().square(), sampled
         ).sqrt()
         grads, updates, weights = torch.stack([grad_norms, update_norms.float(), param_norms.float()]).tolist()
+        if is_compiled(state.step_model):
+            self.compiled_grads = dict.fromkeys(params) | dict(zip(names, grads, strict=True))
         self._analyze(state, names, grads, updates, weights, [params[n] for n in names])
         if self.updates >= max(self.interval, SETTLE_UPDATES):
             self.compare_with_initial(state)
         self._check_frozen(state)
+        self.compiled_grads = None
 
     def _analyze(self, state: RunState, names, grads, updates, weights, params) -> None:
         step = state.global_step
@@ -250,9 +261,10 @@ class GradHealth(Plugin):
             lambda which: (
                 f"vanishing gradients from step {first} to step {step}: {which} have a gradient RMS below "
                 f"{VANISHING:g} x that of '{largest_name}' ({largest:.2e}) and updates |dW|/|W| below {SLOW_UPDATE:g} "
-                f"x the other weights' (median {typical:.2e}): they hardly learn. Deep stacks of sigmoid/tanh, a bad "
-                f"initialization or a missing normalization/residual connection are typical causes."
+                f"x the other weights' (median {typical:.2e}): they hardly learn."
             ),
+            cause="Deep stacks of sigmoid/tanh, a bad initialization or a missing normalization/residual connection "
+            "are typical causes.",
         )
         for name in confirmed:
             del self.suspects[name]
@@ -276,14 +288,21 @@ class GradHealth(Plugin):
         params = dict(state.model.named_parameters())
         still = [n for n in _unchanged(names, before, params) if params[n].requires_grad]
         if still:
+            evidence: dict[str, Any] = {"updates": self.updates}
+            text = self._with_eager_comparison(
+                state,
+                still,
+                f"{by_module(state.model, still)} did not change in {self.updates} updates although they require grad",
+                ": no gradient reaches them, their gradient is zero, or the optimizer does not hold them. If that is "
+                "intended, list them in frozen_params.",
+                evidence,
+            )
             report(
                 Finding(
                     "warning",
                     CHECK,
-                    f"{by_module(state.model, still)} did not change in {self.updates} updates although they require "
-                    f"grad: no gradient reaches them, their gradient is zero, or the optimizer does not hold them. If "
-                    f"that is intended, list them in frozen_params.",
-                    evidence={"updates": self.updates},
+                    text,
+                    evidence=evidence,
                     where={"parameters": still},
                     fix="list them in frozen_params if they are meant to stay",
                     option=OFF,
@@ -307,15 +326,30 @@ class GradHealth(Plugin):
             ),
         )
 
-    def _warn(self, state: RunState, kind: str, names: list[str], message: Any) -> None:
+    def _warn(self, state: RunState, kind: str, names: list[str], message: Any, cause: str = "") -> None:
+        """Report ``message(which)`` for the parameters ``names`` not yet warned of as ``kind``; ``cause`` (the
+        model's usual causes) is judged against an eager step in a compiled run."""
         new = [n for n in names if (kind, n) not in self.warned]
         if not new:
             return
         self.warned.update((kind, n) for n in new)
         which = "the global norm" if new == ["(global)"] else by_module(state.model, new)
-        report(
-            Finding("warning", CHECK, message(which), evidence={"kind": kind}, where={"parameters": new}, option=OFF)
-        )
+        evidence: dict[str, Any] = {"kind": kind}
+        text = self._with_eager_comparison(state, new, message(which), f" {cause}" if cause else "", evidence)
+        report(Finding("warning", CHECK, text, evidence=evidence, where={"parameters": new}, option=OFF))
+
+    def _with_eager_comparison(
+        self, state: RunState, names: list[str], facts: str, cause: str, evidence: dict[str, Any]
+    ) -> str:
+        """``facts`` and the model's usual ``cause``; in a compiled run at a check, what an eager step of the same
+        batch says about ``names`` replaces ``cause`` (a compiler problem) or follows it (eager mode agrees)."""
+        if self.compiled_grads is None or state.batch is None:
+            return facts + cause
+        compared = compare_with_eager(state, self.compiled_grads, names)
+        evidence["eager step"] = {"max_rel_diff": compared.max_rel_diff, "differ": sorted(compared.differ)}
+        if compared.differ:
+            return f"{facts.rstrip('.')}. {compared.sentence()}"
+        return f"{facts}{cause} {compared.sentence()}"
 
 
 def _unchanged(names: list[str], before: torch.Tensor, params: dict[str, torch.Tensor]) -> list[str]:

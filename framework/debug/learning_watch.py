@@ -515,10 +515,12 @@ class LossWindowWatch(Plugin):
         """Whether a loss at its chance level after ``self.total`` steps is a verdict rather than a slow start."""
         if self._warming_up() or (not final and self.total < 2 * self.window):
             return False
-        for values in _dev_scores(state):
-            if name in values and values[name] < level.value * (1 - CHANCE_MARGIN):
-                return False  # the model learned something that carries over to dev
-        return not _dev_improves(state)
+        dev = [values[name] for values in _dev_scores(state) if name in values]
+        if any(value < level.value * (1 - CHANCE_MARGIN) for value in dev):
+            return False  # the model learned something that carries over to dev
+        # A dev loss measured at its chance level says more than dev scores that move by a percent around it (an
+        # error rate of 0.500 -> 0.492 on a dev set at chance is noise); without one, an improving dev score wins.
+        return bool(dev) or not _dev_improves(state)
 
     def _warming_up(self) -> bool:
         """Whether the applied learning rate still rises: the latest segment's is above every earlier one's."""

@@ -38,6 +38,7 @@ from framework.debug.sanity import report_findings
 from framework.errors import ModelCheckError
 from framework.findings import Finding, report
 from framework.inspection import sharded
+from framework.inspection.compiled_gradients import compare_with_eager, is_compiled
 from framework.inspection.model_checks import optimized_ids, overridden_at
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.tensors import format_frame, iter_tensors, user_frame
@@ -136,6 +137,9 @@ class UpdateIntegrity(SharedRunCheck):
     def __init__(self) -> None:
         self.fingerprint: torch.Tensor | None = None  # the fingerprint before the update being checked
         self.updated: list[nn.Parameter] = []  # the parameters with gradients at that update
+        # In a compiled run, their gradients (references, alive through the optimizer step anyway): a warning compares
+        # them with an eager step of the batch (compiled_gradients).
+        self.grads: list[torch.Tensor] = []
         self.skip_flag: torch.Tensor | None = None  # the device flag that may skip the update being checked
         self.checked_first = False
         self.warned = False
@@ -167,6 +171,7 @@ class UpdateIntegrity(SharedRunCheck):
             return  # a warmup from 0 or a tiny rate changes nothing on purpose (the learning watch judges rates)
         self.skip_flag = state.control.skip_flag
         self.updated = [p for p in state.model.parameters() if p.grad is not None]
+        self.grads = [p.grad for p in self.updated] if is_compiled(state.step_model) else []
         self.fingerprint = _fingerprint(self.updated)
 
     @on(Event.AFTER_OPTIMIZER_STEP)
@@ -175,6 +180,7 @@ class UpdateIntegrity(SharedRunCheck):
         if before is None:
             return
         updated, self.updated = self.updated, []
+        grads, self.grads = self.grads, []
         first, self.checked_first = not self.checked_first, True
         changed = before.numel() == 0 or not torch.equal(before, _fingerprint(updated))  # a host sync, twice an epoch
         if sharded.on_any_rank(changed, updated):  # under FSDP: changed in some rank's slice
@@ -200,6 +206,11 @@ class UpdateIntegrity(SharedRunCheck):
                 "drops updates the engine asked for, such as an epoch's last partial window; accumulate with "
                 "accum_grad_multiple_step instead."
             )
+        if grads and state.batch is not None:
+            names = {id(p): n for n, p in state.model.named_parameters()}
+            compiled = {names[id(p)]: float(g.detach().double().norm()) for p, g in zip(updated, grads, strict=True)}
+            compared = compare_with_eager(state, compiled, list(compiled))
+            cause = compared.sentence() if compared.differ else f"{cause} {compared.sentence()}"
         report(
             Finding(
                 "warning",

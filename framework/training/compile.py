@@ -7,6 +7,8 @@ hooks added to a compiled module would not be seen. Diagnostics that hook every 
 (``debug_add_check_numerics_on_output``, ``debug_add_check_numerics_ops``) keep the whole run
 eager, and say so at startup. Evaluation and every replay run the eager model. Checkpoints hold
 the eager model's parameters, so compiled and eager runs resume from each other's checkpoints.
+Gradients the compiled model gets wrong are told apart from the model's own where gradient health or
+update integrity warns (``framework.inspection.compiled_gradients``: an eager step on a copy).
 """
 
 from __future__ import annotations

@@ -1,0 +1,123 @@
+"""Gradients that torch.compile gets wrong are told apart from the model's own (an eager step of the same batch).
+
+The compiler bug is real, made by a backend of this test's own: ``aot_autograd`` with a backward compiler that
+replaces one weight's gradient in the backward graph by zeros (what a miscompiled graph does). No real compiler
+bug is needed, and no inductor compile (slow on a CPU).
+"""
+
+import pytest
+import torch
+from functorch.compile import make_boxed_compiler, nop
+from torch import nn
+from torch._dynamo.backends.common import aot_autograd
+
+from framework.config import Config
+from framework.run import Engine
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()  # no compiled code (of another test's backend) reused for nn.Sequential.forward
+
+
+@make_boxed_compiler
+def _zero_first_weight_gradient(gm: torch.fx.GraphModule, example_inputs):
+    """The backward graph, with the gradient of its first 2-d input (a weight) replaced by zeros."""
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    grads = list(output.args[0])
+    i = next(i for i, g in enumerate(grads) if g is not None and g.meta["val"].dim() == 2)
+    with gm.graph.inserting_before(output):
+        grads[i] = gm.graph.call_function(torch.ops.aten.zeros_like.default, (grads[i],))
+    output.args = (tuple(grads),)
+    gm.recompile()
+    return gm
+
+
+@make_boxed_compiler
+def _zero_every_gradient(gm: torch.fx.GraphModule, example_inputs):
+    """The backward graph, with every gradient replaced by zeros."""
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    with gm.graph.inserting_before(output):
+        grads = [
+            None if g is None else gm.graph.call_function(torch.ops.aten.zeros_like.default, (g,))
+            for g in output.args[0]
+        ]
+    output.args = (tuple(grads),)
+    gm.recompile()
+    return gm
+
+
+ALL_ZERO_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=_zero_every_gradient)
+ZEROING_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=_zero_first_weight_gradient)
+HEALTHY_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=nop)
+
+
+class Detached(nn.Module):
+    """A classifier whose side branch is added detached by mistake: ``side`` never gets a gradient, eager or not."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.head, self.side = nn.Linear(4, 16), nn.Linear(16, 3), nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.body(x))) + self.side(x).detach()
+
+
+def _train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["data"])
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+
+
+def _warnings(output, backend, get_model, check: str = "gradient health") -> list[str]:
+    config = Config.from_dict(
+        {
+            "train": {"class": "GaussianClustersDataset", "split": "train", "num_seqs": 96, "dim": 4},
+            "batch_size": 8,
+            "num_epochs": 1,
+            "device": "cpu",
+            "optimizer": {"class": "sgd"},
+            "learning_rate": 0.1,
+            "debug_grad_health": 2,
+            "get_model": get_model,
+            "train_step": _train_step,
+            **({"torch_compile": {"backend": backend}} if backend is not None else {}),
+        }
+    )
+    Engine(config).run("train")
+    return [line for line in output().splitlines() if line.startswith(f"WARNING {check}:")]
+
+
+def _mlp(**_kwargs):
+    return nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def test_a_weight_the_compiled_graph_gives_no_gradient_is_named_a_compiler_problem(output):
+    (line,) = _warnings(output, ZEROING_BACKEND, _mlp)
+    assert "vanishing gradients" in line and "module '0' (Linear): weight" in line, line
+    assert "The compiled model's gradients differ from eager mode's" in line and "a compiler problem" in line, line
+    assert "parameters 0.weight" in line and "torch_compile = False" in line, line
+    assert "sigmoid/tanh" not in line, line  # the model's usual causes are not suggested
+
+
+def test_a_healthy_compiled_model_stays_quiet(output):
+    assert _warnings(output, HEALTHY_BACKEND, _mlp) == []
+
+
+def test_the_models_own_missing_gradient_is_the_models_when_eager_mode_agrees(output):
+    compiled = _warnings(output, HEALTHY_BACKEND, lambda **_: Detached())
+    eager = _warnings(output, None, lambda **_: Detached())
+    assert any("module 'side' (Linear): weight, bias did not change" in line for line in compiled), compiled
+    assert all("compiler problem" not in line for line in compiled), compiled
+    assert any("An eager step of the same batch on a copy of the model agrees" in line for line in compiled), compiled
+    # Without torch_compile, the message is the one it always was.
+    (line,) = eager
+    assert line.endswith(
+        "no gradient reaches them, their gradient is zero, or the optimizer does not hold them. If "
+        "that is intended, list them in frozen_params."
+    ), line
+
+
+def test_updates_that_change_nothing_because_the_compiled_gradients_are_zero_name_the_compiler(output):
+    (line,) = _warnings(output, ALL_ZERO_BACKEND, _mlp, check="update integrity")
+    assert "the last update of epoch 1 changed no parameter" in line, line
+    assert "a compiler problem" in line and "accumulates gradients on its own" not in line, line
