@@ -17,6 +17,12 @@ from framework.errors import ConfigError, WriteError
 from framework.safe_create import create_new
 
 
+def beside_checkpoints(prefix: str, name: str) -> str:
+    """The path of the run file ``name`` (findings, metrics, attention maps) in the directory of the checkpoints
+    that the 'model' option ``prefix`` names."""
+    return os.path.join(os.path.dirname(prefix) or ".", name)
+
+
 def probe_directory(directory: str, what: str, option: str) -> None:
     """Create ``directory`` if needed and write a file into it; ConfigError naming ``option`` if that fails."""
     directory = directory or "."

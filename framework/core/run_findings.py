@@ -19,6 +19,7 @@ import os
 from framework import findings, log
 from framework.config import Config
 from framework.core.state import RunState
+from framework.disk import beside_checkpoints
 from framework.errors import PlantedLinkError
 from framework.findings import SEVERITIES, Finding
 from framework.safe_create import open_kept
@@ -44,7 +45,7 @@ class RunFindings:
         """``findings.jsonl`` beside the checkpoints; None without checkpoints (no 'model', a verdict run, not
         rank 0). Read when needed: a plugin's mode may set 'model' after the run started."""
         prefix = self.config.get("model")
-        return os.path.join(os.path.dirname(prefix) or ".", FILE_NAME) if prefix and self.writes_files else None
+        return beside_checkpoints(prefix, FILE_NAME) if prefix and self.writes_files else None
 
     @property
     def found(self) -> list[Finding]:

@@ -12,7 +12,6 @@ per module path, at most ``MAX_POSITIONS`` positions each way and ``MAX_MODULES`
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ from framework.config import Config
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.disk import write_atomically
+from framework.disk import beside_checkpoints, write_atomically
 from framework.inspection.probe import ProbeLimit, ProbeSession
 from framework.options import register
 
@@ -111,7 +110,7 @@ class AttentionMaps(Plugin):
         writes = state.distributed is None or state.distributed.rank == 0
         if not config.bool("report_attention") or not prefix or not writes or state.task != "train":
             return None
-        return cls(os.path.join(os.path.dirname(prefix) or ".", FILE_NAME))
+        return cls(beside_checkpoints(prefix, FILE_NAME))
 
     @on(Event.FINISH)
     def keep_weights(self, state: RunState) -> None:

@@ -29,6 +29,7 @@ from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.memory import rss
+from framework.disk import beside_checkpoints
 from framework.options import register
 from framework.safe_create import open_kept
 
@@ -71,7 +72,7 @@ class RunMetrics(Plugin):
         writes = state.distributed is None or state.distributed.rank == 0
         if not config.bool("metrics_file") or not prefix or not writes or state.task != "train":
             return None
-        return cls(os.path.join(os.path.dirname(prefix) or ".", FILE_NAME))
+        return cls(beside_checkpoints(prefix, FILE_NAME))
 
     @on(Event.STARTUP, Order.FIRST)
     def start(self, state: RunState) -> None:
