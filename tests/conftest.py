@@ -47,6 +47,18 @@ def output():
         yield take
 
 
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """One intra-op torch thread for a module's in-process runs, as rnn.py picks on a busy machine: on shared
+    cores (the suite runs a worker per core) a second thread spin-waits, which cost several times the CPU."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def tiny_config() -> str:
     """Path of the tiny training config."""

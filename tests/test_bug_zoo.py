@@ -16,7 +16,7 @@ from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, run_rnn
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]  # in-process runs: one torch thread
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 

@@ -26,6 +26,8 @@ from framework.config import load_config
 from framework.inspection import model_checks
 from framework.run import Engine
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
+
 ZOO = os.path.join(ROOT, "tests", "zoo")
 
 HEALTHY = {
@@ -35,15 +37,6 @@ HEALTHY = {
     "Hugging Face BertForSequenceClassification": ["hf_bert.py"],
     "Hugging Face GPT2LMHeadModel, tied embeddings": ["hf_gpt2.py"],
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread, as rnn.py picks on a busy machine: two threads spin-wait on shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _run(files: list[str], **overrides) -> Engine:
@@ -80,7 +73,8 @@ def _marian_with_frozen_encoder(**kwargs):
     return model
 
 
-@pytest.mark.parametrize("model", ["timm_resnet18.py", "timm_vit.py"])
+# A ResNet-18 at full width trains for most of a minute: the full suite runs it, the fast subset does not.
+@pytest.mark.parametrize("model", [pytest.param("timm_resnet18.py", marks=pytest.mark.slow), "timm_vit.py"])
 def test_models_initialised_as_timm_initialises_them_get_no_warning_in_a_two_epoch_run(output, model):
     """Found on timm's own resnet18 and vit_tiny on a GPU: the last stage of a ResNet-18 sees 1x1 feature
     maps (only the centre tap of each 3x3 kernel gets a gradient, which evenly spaced samples missed), and

@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
 
 from conftest import ROOT
 from framework import findings
 from framework.config import load_config
 from framework.run import Engine
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
 
 pytest.importorskip("transformers")
 
@@ -70,15 +71,6 @@ CORPUS = {
     "regression: MLP, mse_loss": (["regress.py"], {"num_epochs": 2}),
     "docs/own_data.rst's example": (["healthy_own_data.py"], {}),
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread, as rnn.py picks on a busy machine: two threads spin-wait on shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture
