@@ -16,7 +16,7 @@ from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, run_rnn
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]  # in-process runs: one torch thread
+pytestmark = pytest.mark.slow
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 
