@@ -1,12 +1,10 @@
 """Verdict runs and the determinism check, through real rnn.py / tool subprocesses."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+from conftest import ROOT, TINY_CONFIG, run_rnn, run_script, tiny_config_with
 
 DETACHED_LOSS = (
     "\ndef train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
@@ -55,13 +53,8 @@ def test_synthetic_data_tells_a_data_problem_from_a_model_bug(tmp_path):
 
 
 def _check_determinism(*args):
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "check-determinism.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    # The tool's own process is forked from the preloaded server; the two rnn.py runs it compares stay fresh.
+    return run_script(os.path.join(ROOT, "tools", "check-determinism.py"), *args)
 
 
 @pytest.mark.slow
