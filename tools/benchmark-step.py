@@ -169,7 +169,7 @@ def benchmark_steps(args: argparse.Namespace, device: torch.device) -> None:
         f"(target <= {target}); {(fw_median - hw_median) * 1e6:.0f} us/step"
     )
     print(f"control, the same hand-written loop again: {cw / hw:.3f} fastest, {cw_median / hw_median:.3f} median")
-    with HostSyncCounter() as syncs:
+    with HostSyncCounter(device) as syncs:
         engine.state.epoch = args.rounds + 3
         engine.train_epoch()
     print(

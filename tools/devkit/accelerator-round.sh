@@ -51,13 +51,13 @@ step() {
     echo "$name: exit $rc after $((SECONDS - start)) s$([ "$rc" = 124 ] && echo ' (timed out)')" | tee -a "$OUT/summary.txt"
 }
 
-step environment 60 "$PYTHON" -c "import sys, torch, framework.run; print(sys.version.split()[0], 'torch', torch.__version__, \
+step environment 30 "$PYTHON" -c "import sys, torch, framework.run; print(sys.version.split()[0], 'torch', torch.__version__, \
 torch.accelerator.current_accelerator(), 'framework from', framework.run.__file__)"
 # shellcheck disable=SC2086  # CHECK_ARGS is a list of pytest arguments
-step check-accelerator 120 "$PYTHON" tools/check-accelerator.py --device "$CHECK_DEVICE" -- $CHECK_ARGS
+step check-accelerator 100 "$PYTHON" tools/check-accelerator.py --device "$CHECK_DEVICE" -- $CHECK_ARGS
 BENCH=("$PYTHON" tools/benchmark-step.py --device "$DEVICE" --rounds "$ROUNDS")
-step transformer-defaults 130 "${BENCH[@]}" --model transformer
-step transformer-all-off 130 "${BENCH[@]}" --model transformer --all-off
-step transformer-amp-bfloat16 80 "${BENCH[@]}" --model transformer --amp bfloat16
-step mlp-defaults 80 "${BENCH[@]}"
+step transformer-defaults 110 "${BENCH[@]}" --model transformer
+step transformer-all-off 110 "${BENCH[@]}" --model transformer --all-off
+step transformer-amp-bfloat16 70 "${BENCH[@]}" --model transformer --amp bfloat16
+step mlp-defaults 60 "${BENCH[@]}"
 cat "$OUT/summary.txt"
