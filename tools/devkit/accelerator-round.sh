@@ -8,7 +8,9 @@
 #
 #   OUT=/some/dir bash tools/devkit/accelerator-round.sh            # in the repository root (a copy, not installed)
 #
-# Rehearsal without an accelerator: DEVICE=cpu CHECK_DEVICE=emu CHECK_ARGS="-k resume" ROUNDS=1 PYTHON=.venv/bin/python
+# Rehearsal without an accelerator (wheels of the same versions for the local Python in WHEELS):
+#   DEVICE=cpu CHECK_DEVICE=emu CHECK_ARGS="-k loss_scaling" ROUNDS=1 PYTHON=.venv/bin/python WHEELS=/tmp/whl311 \
+#   SITE=/tmp/site311 OUT=/tmp/gpu-out bash tools/devkit/accelerator-round.sh
 #
 # The machine has Python 3.12 with torch, numpy, psutil, tensorboard, h5py, pytest, pytest-xdist and no network; the
 # framework's other requirements come as wheels in .whl/ (ignored by git: carry it), installed into a --target
@@ -28,16 +30,19 @@ DEVICE=${DEVICE:-cuda}
 CHECK_DEVICE=${CHECK_DEVICE:-$DEVICE}
 CHECK_ARGS=${CHECK_ARGS:-}
 ROUNDS=${ROUNDS:-11}
+WHEELS=${WHEELS:-.whl}
 SITE=${SITE:-/tmp/site}
 OUT=${OUT:-/tmp/accelerator-round}
 cd "$(dirname "$0")/../.." || exit 2
 mkdir -p "$OUT"
 
-if "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl; then
-    export PYTHONPATH=$PWD:$SITE
+# Without pip, unpacking each wheel into the folder does what --target does for these (no compiled scripts needed).
+if "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl ||
+    "$PYTHON" -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" "$SITE" "$WHEELS"/*.whl; then
+    export PYTHONPATH=$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}
 else
-    echo "accelerator-round: installing the wheels in .whl/ failed; going on without them" | tee "$OUT/install.txt"
-    export PYTHONPATH=$PWD
+    echo "accelerator-round: installing the wheels in $WHEELS/ failed; going on without them" | tee "$OUT/install.txt"
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 
 # step NAME SECONDS COMMAND...: run COMMAND under a timeout, its output to stdout and $OUT/NAME.txt.
