@@ -59,10 +59,10 @@ step() {
 step environment 30 "$PYTHON" -c "import sys, torch, framework.run; print(sys.version.split()[0], 'torch', torch.__version__, \
 torch.accelerator.current_accelerator(), 'framework from', framework.run.__file__)"
 # shellcheck disable=SC2086  # CHECK_ARGS is a list of pytest arguments
-step check-accelerator 100 "$PYTHON" tools/check-accelerator.py --device "$CHECK_DEVICE" -- $CHECK_ARGS
+step check-accelerator 90 "$PYTHON" tools/check-accelerator.py --device "$CHECK_DEVICE" -- $CHECK_ARGS
 BENCH=("$PYTHON" tools/benchmark-step.py --device "$DEVICE" --rounds "$ROUNDS")
-step transformer-defaults 110 "${BENCH[@]}" --model transformer
-step transformer-all-off 110 "${BENCH[@]}" --model transformer --all-off
+step transformer-defaults 120 "${BENCH[@]}" --model transformer
+step transformer-all-off 120 "${BENCH[@]}" --model transformer --all-off
 step transformer-amp-bfloat16 70 "${BENCH[@]}" --model transformer --amp bfloat16
 step mlp-defaults 60 "${BENCH[@]}"
 cat "$OUT/summary.txt"
