@@ -4,7 +4,8 @@
 #   b. tools/benchmark-step.py --model transformer: defaults, --all-off, --amp bfloat16,
 #   c. tools/benchmark-step.py (the MLP).
 # Each step has its own timeout (a hang costs that step only) and writes its whole output to $OUT/<name>.txt as
-# well as to stdout; $OUT/summary.txt lists each step's exit status and seconds. About 4 minutes on an H100.
+# well as to stdout; $OUT/summary.txt lists each step's exit status and seconds. Estimated 4 minutes on an H100
+# (not yet measured); the timeouts add up to 8.
 #
 #   OUT=/some/dir bash tools/devkit/accelerator-round.sh            # in the repository root (a copy, not installed)
 #
