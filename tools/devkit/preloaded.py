@@ -91,7 +91,9 @@ def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out: str, err:
     sys.argv = argv
     code: int | str | None = 0
     interrupted = False
-    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))  # as `python SCRIPT` does
+    # as `python SCRIPT` does: the script's directory, then the environment's PYTHONPATH
+    extra = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    sys.path[:0] = [os.path.dirname(os.path.abspath(argv[0])), *extra]
     try:
         runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as exc:
