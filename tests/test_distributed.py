@@ -11,7 +11,7 @@ import psutil
 import pytest
 import torch
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+from conftest import ROOT, TINY_CONFIG, run_rnn, run_torchrun, tiny_config_with
 from framework.testing import checkpoint_differences
 
 pytestmark = pytest.mark.slow  # real training runs and processes, seconds each
@@ -26,6 +26,13 @@ PLAIN_SGD = (
 
 
 def torchrun(*args, timeout=120, sync="{}"):
+    """``torchrun --nproc_per_node=2 --standalone rnn.py ARGS``, its ranks forked with torch imported (conftest)."""
+    return run_torchrun(*args, "++torch_distributed", sync, timeout=timeout)
+
+
+def torchrun_command(*args, timeout=120, sync="{}"):
+    """The same as a ``python -m torch.distributed.run`` process: for how a job with a failed rank ends (what its
+    workers print as they are ended, the root cause its summary names), which the forked launcher does its own way."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
     return subprocess.run(
         [*command, os.path.join(ROOT, "rnn.py"), *args, "++torch_distributed", sync],
@@ -79,7 +86,8 @@ def test_nan_on_rank_1_stops_both_ranks_at_the_same_step_with_the_report_of_rank
         "    if _dist.get_rank() == 1 and run_ctx.step == 3:\n"
         "        run_ctx.losses['ce'].loss = run_ctx.losses['ce'].loss * float('nan')\n"
     )
-    result = torchrun(tiny_config_with(tmp_path, PLAIN_SGD + nan_on_rank_1), "++batch_size", "8")
+    # The torchrun command: its summary's root cause (the first failed exit) is asserted below.
+    result = torchrun_command(tiny_config_with(tmp_path, PLAIN_SGD + nan_on_rank_1), "++batch_size", "8")
     assert result.returncode != 0
     out = result.stdout + result.stderr
     assert "ERROR: Non-finite values on rank 1 in training step 3 of epoch 1 (global step 3). Stopped before" in out
@@ -100,7 +108,8 @@ def test_an_exception_on_one_rank_ends_the_job_promptly_with_its_traceback(tmp_p
         "        raise RuntimeError('boom on rank 1')\n"
         "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
     )
-    result = torchrun(tiny_config_with(tmp_path, PLAIN_SGD + boom_on_rank_1), "++batch_size", "8", timeout=60)
+    # The torchrun command: how its agent ends the other rank and what reaches its output, as users get them.
+    result = torchrun_command(tiny_config_with(tmp_path, PLAIN_SGD + boom_on_rank_1), "++batch_size", "8", timeout=60)
     assert result.returncode != 0
     out = result.stdout + result.stderr
     assert "[rank1]: RuntimeError: boom on rank 1" in out and "rank      : 1 (local_rank: 1)" in out
