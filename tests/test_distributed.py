@@ -55,13 +55,21 @@ def two_ranks(tmp_path_factory):
     return config, two, directory / "two"
 
 
-def test_two_ranks_match_one_process_with_twice_the_batch_and_one_rank_resumes(tmp_path, two_ranks):
-    config, two, two_dir = two_ranks
-    one = run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "one/m"))
+@pytest.fixture(scope="module")
+def one_process(two_ranks):
+    """The same config in one process with the two ranks' batches in one (batch 16): (its run, its model directory)."""
+    config, _, two_dir = two_ranks
+    one = run_rnn(config, "++batch_size", "16", "++model", str(two_dir.parent / "one/m"))
     assert one.returncode == 0, one.stderr
+    return one, two_dir.parent / "one"
+
+
+def test_two_ranks_match_one_process_with_twice_the_batch_and_one_rank_resumes(tmp_path, two_ranks, one_process):
+    config, two, two_dir = two_ranks
+    one, one_dir = one_process
     final = [line for line in two.stdout.splitlines() if line.startswith("Epoch 2 evaluation")]
     assert final and final == [line for line in one.stdout.splitlines() if line.startswith("Epoch 2 evaluation")]
-    a, b = torch.load(two_dir / "m.002.pt")["model"], torch.load(tmp_path / "one/m.002.pt")["model"]
+    a, b = torch.load(two_dir / "m.002.pt")["model"], torch.load(one_dir / "m.002.pt")["model"]
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     assert sorted(os.listdir(two_dir)) == [  # rank 0 writes
         "findings.jsonl",
@@ -120,12 +128,11 @@ def test_torch_distributed_without_torchrun_is_a_config_error(tmp_path):
     assert result.returncode == 2 and "was not started by torchrun" in result.stderr
 
 
-def test_parameter_averaging_every_step_matches_one_process(tmp_path):
-    config = tiny_config_with(tmp_path, PLAIN_SGD)
+def test_parameter_averaging_every_step_matches_one_process(tmp_path, two_ranks, one_process):
+    config, one_dir = two_ranks[0], one_process[1]  # the same config and its one-process run
     averaged = torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "avg/m"), sync="{'param_sync_step': 1}")
     assert averaged.returncode == 0, averaged.stdout + averaged.stderr
-    assert run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "one/m")).returncode == 0
-    a, b = torch.load(tmp_path / "avg/m.002.pt")["model"], torch.load(tmp_path / "one/m.002.pt")["model"]
+    a, b = torch.load(tmp_path / "avg/m.002.pt")["model"], torch.load(one_dir / "m.002.pt")["model"]
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)  # SGD: averaging updates = averaging gradients
 
 
