@@ -57,9 +57,6 @@ def test_a_bug_stops_every_rank_before_the_first_checkpoint_with_the_parameter_r
     result = torchrun(tmp_path, config)
     assert result.returncode != 0 and re.search(expected, result.stderr), result.stdout + result.stderr
     assert "first in the" in result.stderr and "all ranks stop; rank 0 says why." in result.stderr  # rank 1
-    # Rank 1 waited for rank 0's report before it exited: torchrun ends the job at the first failed exit.
-    root_cause = result.stderr.split("Root Cause (first observed failure):")[1]
-    assert "rank      : 0 (local_rank: 0)" in root_cause.split("=====")[0], root_cause
     assert not os.path.exists(tmp_path / "m.001.pt")
 
 
