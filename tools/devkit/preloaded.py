@@ -171,7 +171,9 @@ def _script_as_main(argv: list[str]) -> Callable[[], object]:
 
     def run() -> None:
         sys.argv = argv
-        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+        # as `python SCRIPT` does: the script's directory, then the environment's PYTHONPATH
+        extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+        sys.path[:0] = [os.path.dirname(os.path.abspath(argv[0])), *extra]
         runpy.run_path(argv[0], run_name="__main__")
 
     return run
