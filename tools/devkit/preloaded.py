@@ -78,8 +78,10 @@ def run_torchrun(
     torchrun_args: tuple[str, ...] = ("--nproc_per_node=2", "--standalone"),
     cwd: str | None = None,
     timeout: float = 180,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run ``python -m torch.distributed.run TORCHRUN_ARGS rnn.py ARGS`` and capture its output.
+    """Run ``python -m torch.distributed.run TORCHRUN_ARGS rnn.py ARGS`` in ``cwd`` (environment ``env``, default
+    this one's) and capture its output.
 
     The launcher is torchrun's own (its argument parser, elastic agent, rendezvous, the workers' environment,
     restarts, its report of a failed worker), run in a child forked from the preloaded server, and its workers
@@ -92,10 +94,10 @@ def run_torchrun(
     command = [sys.executable, "-m", "torch.distributed.run", *torchrun_args, RNN, *args]
     if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
         return subprocess.run(
-            command, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     launcher_argv = [*torchrun_args, "--start-method=fork", "--run-path", RNN, *args]
-    return _run_forked(_launch_in_child, launcher_argv, command, cwd, dict(os.environ), timeout)
+    return _run_forked(_launch_in_child, launcher_argv, command, cwd, dict(env or os.environ), timeout)
 
 
 def _forkserver():
