@@ -56,8 +56,16 @@ def test_killed_ranks_restart_resume_mid_epoch_and_match_a_two_node_job(tmp_path
     assert (tmp_path / "ref/m.002.pt").exists()
     # Rank 1 is SIGKILLed at epoch 1 step 3, the restarted rank 0 at epoch 2 step 2; the agent restarts both times.
     kills = [(1, "ep 1 train, step 3,"), (0, "ep 2 train, step 2,")]
+    # Steps of 0.3 s: a kill aimed at a step's line must land within the epoch also when the reader of the
+    # output lags behind a busy machine (steps of milliseconds let an epoch end before the kill arrived).
     job = subprocess.Popen(
-        [*_launcher("--standalone", "--nproc_per_node=2", "--max-restarts=2"), "++model", str(tmp_path / "job/m")],
+        [
+            *_launcher("--standalone", "--nproc_per_node=2", "--max-restarts=2"),
+            "++model",
+            str(tmp_path / "job/m"),
+            "++step_sleep",
+            "0.3",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
