@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_script
+from conftest import run_script, run_torchrun
 from framework import returnn_options
 from framework.config import Config, load_config
 from framework.errors import CheckpointError, ConfigError
@@ -320,10 +320,9 @@ def test_collected_returnn_config_trains(tmp_path, path):
     config = _write(tmp_path, source, os.path.basename(path))
     args = [config, "++device", "'cpu'", "++num_epochs", "1"]
     if "torch_distributed =" in source:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", "--standalone"]
         env = dict(os.environ, OMP_NUM_THREADS="1", FIXTURE_OUT=str(tmp_path), PYTHONPATH=CONFIGS + os.pathsep + ROOT)
-        command = [*launcher, os.path.join(ROOT, "rnn.py"), *args]
-        result = subprocess.run(command, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+        nproc = ("--nproc_per_node=1", "--standalone")
+        result = run_torchrun(*args, torchrun_args=nproc, cwd=str(tmp_path), env=env, timeout=300)
     else:
         result = _rnn(*args, cwd=str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
