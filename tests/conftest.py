@@ -47,9 +47,9 @@ def output():
         yield take
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session", autouse=True)
 def one_thread() -> Iterator[None]:
-    """One intra-op torch thread for a module's in-process runs, as rnn.py picks on a busy machine: on shared
+    """One intra-op torch thread for the tests' in-process runs, as rnn.py picks on a busy machine: on shared
     cores (the suite runs a worker per core) a second thread spin-waits, which cost several times the CPU."""
     import torch
 

@@ -30,8 +30,6 @@ from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.schedule_trace import schedule_problem
 from framework.run import Engine
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 ZOO = os.path.join(ROOT, "tests", "zoo")
 
 

@@ -26,8 +26,6 @@ from framework.config import load_config
 from framework.inspection import model_checks
 from framework.run import Engine
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 ZOO = os.path.join(ROOT, "tests", "zoo")
 
 HEALTHY = {

@@ -13,8 +13,6 @@ from framework.datasets.base import Dataset
 from framework.errors import ConfigError, DataError, ModelCheckError
 from framework.run import Engine
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):
     logits = model(extern_data["data"])

@@ -29,7 +29,6 @@ from framework.run import Engine
 # Found, not imported: importing transformers takes seconds, which a fast-subset run that selects none of these
 # tests would pay at collection.
 pytestmark = [
-    pytest.mark.usefixtures("one_thread"),  # in-process runs: one torch thread (see conftest)
     pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed"),
 ]
 

@@ -28,8 +28,6 @@ from framework.inspection.device_tracking import DeviceTracker
 from framework.inspection.module_tracker import ModuleTracker
 from framework.run import Engine
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 pytest.importorskip("transformers")
 
 ZOO = os.path.join(ROOT, "tests", "zoo")

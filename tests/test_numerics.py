@@ -16,8 +16,6 @@ from framework.core.events import Callbacks, Event
 from framework.debug.numerics import NonFiniteError
 from framework.run import Engine
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 CONFIG = os.path.join(ROOT, "tests", "data", "numerics_config.py")
 
 

@@ -18,8 +18,6 @@ from framework.debug.learning_watch import LossWindowWatch
 from framework.debug.verdicts import curve_trend, trend, undecided
 from framework.run import Engine
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 ZOO = os.path.join(ROOT, "tests", "zoo")
 MNIST = os.path.join(ROOT, "configs", "mnist_mlp.py")  # 63 steps per epoch: a two-epoch run has 126
 VAE = os.path.join(ROOT, "configs", "vae_mnist.py")

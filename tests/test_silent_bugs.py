@@ -21,8 +21,6 @@ from framework.debug.accumulation_check import merge_batches
 from framework.debug.target_leakage import align
 from framework.run import Engine
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 ZOO = os.path.join(ROOT, "tests", "zoo")
 FIRST = r"WARNING sanity check \(first step\): "
 

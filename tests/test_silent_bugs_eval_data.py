@@ -27,8 +27,6 @@ from framework.debug.input_layout import moved_axes
 from framework.rng import get_rng_state
 from framework.run import Engine
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 pytest.importorskip("transformers")
 
 ZOO = os.path.join(ROOT, "tests", "zoo")

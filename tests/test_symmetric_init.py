@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 from devkit.doc_commands import assert_documented
 from torch import nn
 
 from framework.config import Config
 from framework.run import Engine
-
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

@@ -7,8 +7,6 @@ from torch import nn
 from conftest import TINY_CONFIG
 from framework import testing
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # in-process runs: one torch thread (see conftest)
-
 
 def _batch():
     generator = torch.Generator().manual_seed(0)
