@@ -21,6 +21,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -62,6 +64,105 @@ def run_script(
         return subprocess.CompletedProcess(command, child.exitcode, _read(out), _read(err))
 
 
+class StartedRun:
+    """A run started by ``start_script``: the parts of ``subprocess.Popen`` the tests use.
+
+    ``stdout`` and ``stderr`` are text pipes to read while it runs; ``returncode`` is ``-N`` when signal N ended it.
+    """
+
+    def __init__(self, command: list[str], cwd: str | None, env: dict[str, str] | None) -> None:
+        self.args = command
+        self.returncode: int | None = None
+        if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
+            self._popen: subprocess.Popen | None = subprocess.Popen(
+                command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            self.pid = self._popen.pid
+            self.stdout, self.stderr = (
+                _text(os.dup(pipe.fileno())) for pipe in (self._popen.stdout, self._popen.stderr)
+            )
+            self._popen.stdout.close()
+            self._popen.stderr.close()
+            return
+        self._popen = None
+        context = _forkserver()
+        (out_read, out_write), (err_read, err_write) = context.Pipe(duplex=False), context.Pipe(duplex=False)
+        self._child = context.Process(
+            target=_run_in_child, args=(command[1:], cwd or os.getcwd(), dict(env or os.environ), out_write, err_write)
+        )
+        self._child.start()
+        out_write.close()
+        err_write.close()
+        self.pid = self._child.pid
+        self.stdout, self.stderr = (_text(os.dup(end.fileno())) for end in (out_read, err_read))
+        out_read.close()
+        err_read.close()
+
+    def poll(self) -> int | None:
+        """The exit status, or None while it runs."""
+        if self.returncode is None:
+            if self._popen is not None:
+                self.returncode = self._popen.poll()
+            elif self._child.exitcode is not None:
+                self.returncode = self._child.exitcode
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end (``subprocess.TimeoutExpired`` after ``timeout`` seconds); return the exit status."""
+        if self._popen is not None:
+            self.returncode = self._popen.wait(timeout)
+            return self.returncode
+        self._child.join(timeout)
+        if self.poll() is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Read the rest of stdout and stderr until both close, wait for the end; return what was read."""
+        texts = {}
+        readers = [
+            threading.Thread(target=lambda f=f: texts.__setitem__(f, f.read())) for f in (self.stdout, self.stderr)
+        ]
+        for reader in readers:
+            reader.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self.stdout.close()
+        self.stderr.close()
+        return texts[self.stdout], texts[self.stderr]
+
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the run unless it has ended."""
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        """SIGTERM."""
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        self.send_signal(signal.SIGKILL)
+
+
+def start_rnn(*args: str, cwd: str | None = None, env: dict[str, str] | None = None) -> StartedRun:
+    """Start ``python rnn.py ARGS`` in ``cwd``, its output on pipes, like ``subprocess.Popen``."""
+    return start_script(RNN, *args, cwd=cwd, env=env)
+
+
+def start_script(script: str, *args: str, cwd: str | None = None, env: dict[str, str] | None = None) -> StartedRun:
+    """Start ``python SCRIPT ARGS`` in ``cwd`` (environment ``env``, default this one's), its output on pipes."""
+    return StartedRun([sys.executable, script, *args], cwd, env)
+
+
+def _text(fd: int):
+    return os.fdopen(fd, "r", encoding="utf-8", errors="replace")
+
+
 def _forkserver():
     global _context
     if _context is None:
@@ -78,15 +179,20 @@ def _read(path: str) -> str:
         return f.read()
 
 
-def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
-    """Become ``python SCRIPT ARGS``: directory, environment, output files, then run it as the interpreter would."""
+def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
+    """Become ``python SCRIPT ARGS``: directory, environment, output files (paths or pipe ends), then run it as the
+    interpreter would."""
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    for fd, path in ((1, out), (2, err)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(target, fd)
-        os.close(target)
+    for fd, where in ((1, out), (2, err)):
+        if isinstance(where, str):
+            target = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+        else:
+            os.dup2(where.fileno(), fd)
+            where.close()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.argv = argv
     code: int | str | None = 0
