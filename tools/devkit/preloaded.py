@@ -36,9 +36,11 @@ PRELOAD = [
 _context = None
 
 
-def run_rnn(*args: str, cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``python rnn.py ARGS`` in ``cwd`` and capture its output, like ``subprocess.run``."""
-    return run_script(RNN, *args, cwd=cwd, timeout=timeout)
+def run_rnn(
+    *args: str, cwd: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python rnn.py ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output."""
+    return run_script(RNN, *args, cwd=cwd, timeout=timeout, env=env)
 
 
 def run_script(
