@@ -7,8 +7,13 @@ forkserver). Each run is still its own process: its own working directory, envir
 and stderr files, signal handlers and exit status, the script executed as ``__main__`` with
 ``sys.argv`` set, ending as the interpreter ends (atexit handlers, the excepthook for an uncaught
 exception). The scripts must be this checkout's (the framework is imported once, from here).
-``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh interpreter instead. Used by the
-tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
+``run_rnn``/``run_script`` wait for the end, like ``subprocess.run``; ``start_rnn``/``start_script``
+return at once, like ``subprocess.Popen``, with the output on pipes: for tests that signal or kill a
+live run. A forked run has the signal dispositions of a fresh interpreter, but no controlling terminal,
+stdin is /dev/null, and it ends by ``os._exit`` after the atexit handlers, without waiting for
+non-daemon threads: a test about a terminal, ``python -m`` (pdb, cProfile), or how the interpreter
+itself ends needs a fresh one. ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh
+interpreter instead. Used by the tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
 """
 
 from __future__ import annotations
