@@ -44,12 +44,12 @@ def main(argv: list[str]) -> int:
         message = f"{exc}" if isinstance(exc, TrainingInterrupted) else f"ERROR: {exc}"  # a requested stop is no error
         print(message, file=sys.stderr)
         log.to_files(message)
-        return exit_log.exiting_with(exc.exit_code)
+        return exit_log.exiting_with(exc.exit_code, exc)
     except exit_log.Terminated as exc:
         message = exit_log.terminated_message(exc)
         print(message, file=sys.stderr)
         log.to_files(message)
-        return exit_log.exiting_with(128 + exc.signum)
+        return exit_log.exiting_with(128 + exc.signum, exc)
     except BaseException as exc:  # the log says why the run died; the exception propagates unchanged
         exit_log.log_fatal(exc)
         exit_log.exiting_with(exc)

@@ -14,6 +14,9 @@ class FrameworkError(Exception):
     # The step the error is about when it is not the engine's current one (a verdict read a step later):
     # RunState field -> value, which the engine's state takes before EXCEPTION callbacks see it.
     step: dict[str, Any] | None = None
+    # Under torch.distributed, an error raised because other ranks failed names them: their reports are the ones
+    # that matter, and this rank's process waits for them before it exits (torchrun ends the job at the first exit).
+    peers_reporting: tuple[int, ...] = ()
 
 
 class ConfigError(FrameworkError):

@@ -5,8 +5,12 @@ replaces one weight's gradient in the backward graph by zeros (what a miscompile
 bug is needed, and no inductor compile (slow on a CPU).
 """
 
+import os
+import re
+
 import pytest
 import torch
+from devkit.doc_commands import missing_lines
 from functorch.compile import make_boxed_compiler, nop
 from torch import nn
 from torch._dynamo.backends.common import aot_autograd
@@ -97,6 +101,14 @@ def test_a_weight_the_compiled_graph_gives_no_gradient_is_named_a_compiler_probl
     assert "The compiled model's gradients differ from eager mode's" in line and "a compiler problem" in line, line
     assert "parameters 0.weight" in line and "torch_compile = False" in line, line
     assert "sigmoid/tanh" not in line, line  # the model's usual causes are not suggested
+    assert missing_lines([f"... {_documented_warning()} ..."], line) == [], line
+
+
+def _documented_warning() -> str:
+    """The warning as docs/health.rst quotes it (``...`` where the run's numbers and names go)."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "health.rst"), encoding="utf-8") as f:
+        (quote,) = re.findall(r'the warning says "([^"]+)"', " ".join(f.read().split()))
+    return quote
 
 
 def test_a_healthy_compiled_model_stays_quiet(output):

@@ -85,6 +85,10 @@ def test_nan_on_rank_1_stops_both_ranks_at_the_same_step_with_the_report_of_rank
     assert "ERROR: Non-finite values on rank 1 in training step 3 of epoch 1 (global step 3). Stopped before" in out
     assert "non-finite losses: ce = nan" in out
     assert "ERROR: Non-finite values on rank 1 in training step 3 of epoch 1 (global step 3): all ranks stopped" in out
+    # Rank 0 knew at once that rank 1 failed, and waited for rank 1's report before it exited: torchrun ends the
+    # job at the first failed exit, and its summary names that rank as the root cause.
+    root_cause = out.split("Root Cause (first observed failure):")[1]
+    assert "rank      : 1 (local_rank: 1)" in root_cause.split("=====")[0], root_cause
 
 
 def test_an_exception_on_one_rank_ends_the_job_promptly_with_its_traceback(tmp_path):

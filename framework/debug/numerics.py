@@ -572,11 +572,13 @@ def _nonfinite(values: list[torch.Tensor]) -> torch.Tensor:
 
 def _raise_for_other_ranks(state: RunState, ranks: list[int]) -> None:
     names = ", ".join(str(r) for r in ranks)
-    raise NonFiniteError(
+    error = NonFiniteError(
         f"Non-finite values on rank {names} in training step {state.step_in_epoch} of epoch "
         f"{state.epoch} (global step {state.global_step}): all ranks stopped before the optimizer step, "
         f"the parameters are untouched. The report is in the output of rank {names}."
     )
+    error.peers_reporting = tuple(ranks)
+    raise error
 
 
 def _what_is_bad(state: RunState, grad_norms: dict[str, torch.Tensor] | None, culprits: list[Any] = ()) -> str:

@@ -16,6 +16,7 @@ checkpoint stands for all) is checked by ``framework.debug.replicas``, with what
 from __future__ import annotations
 
 import atexit
+import datetime
 import gc
 import os
 import re
@@ -30,8 +31,10 @@ from framework.accelerator import is_accelerator
 from framework.core.events import Event, Order
 from framework.datasets.loader import RankPlan
 from framework.errors import ConfigError
-from framework.training import fsdp
+from framework.training import exit_log, fsdp
 from framework.training.optim import trainable_parameters
+
+_ENDED = "framework-rank-ended"  # store key prefix: a rank has reported how it ended
 
 
 def rank_from_env() -> int:
@@ -95,10 +98,12 @@ class Distributed:
                 f"torch_distributed: torch has no process-group backend for device {device}; name one with "
                 f"torch_distributed = {{'backend': ...}}, or train on a device that has one (cuda, xpu, cpu)."
             ) from None
+        self._store: dist.Store | None = None  # the rendezvous store: it outlives the process group
         if not dist.is_initialized():
-            _init_process_group(backend)
+            self._store = _init_process_group(backend)
             # Every exit path, also an error before the engine's task starts: gloo left alone aborts at exit.
             atexit.register(self.close)
+            exit_log.when_ending(self._end_after_peers_reported)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         # Where the ranks agree on a stop: a CPU all-reduce, never a wait for the device.
         self._cpu_group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
@@ -229,6 +234,20 @@ class Distributed:
             # Python is alive: gloo's threads released during interpreter shutdown abort the process.
             gc.collect()
 
+    def _end_after_peers_reported(self, cause: BaseException | None, grace: float) -> None:
+        """Once this rank has reported how it ended: say so in the store, and if it stopped because other ranks
+        failed, wait (at most ``grace`` seconds) until they have reported theirs. torchrun ends every rank as soon as
+        one exits with an error: without the wait, the ranks that only know "another rank failed" would end the
+        rank that is still writing the report of what failed."""
+        assert self._store is not None
+        try:
+            self._store.set(f"{_ENDED}/{self.rank}", "1")
+            peers = getattr(cause, "peers_reporting", ())
+            if peers:
+                self._store.wait([f"{_ENDED}/{rank}" for rank in peers], datetime.timedelta(seconds=grace))
+        except (RuntimeError, dist.DistError):  # the wait timed out, or the store went with rank 0: nothing to wait for
+            pass
+
     def gather(self, value: Any) -> list[Any]:
         """``value`` (plain data, CPU tensors) of every rank, in rank order; a collective every rank calls."""
         values: list[Any] = [None] * self.size
@@ -242,19 +261,19 @@ class Distributed:
         return values
 
 
-def _init_process_group(backend: str) -> None:
-    """The process group on the store of torchrun's rendezvous, under a prefix of this attempt.
+def _init_process_group(backend: str) -> dist.Store:
+    """The process group on the store of torchrun's rendezvous, under a prefix of this attempt; returns the store.
 
     An elastic restart (``torchrun --max-restarts``) reuses the agent's store, which still holds the
     failed attempt's keys: gloo then connects to the dead workers' addresses ("connectFullMesh ...
     Connection refused"). Keys under ``TORCHELASTIC_RESTART_COUNT`` are this attempt's alone.
     """
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
-    if attempt is None:  # not started by torchrun's agent: no earlier attempt's keys to avoid
-        dist.init_process_group(backend)
-        return
     store, rank, size = next(dist.rendezvous("env://"))
-    dist.init_process_group(backend, store=dist.PrefixStore(f"attempt{attempt}", store), rank=rank, world_size=size)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is not None:  # started by torchrun's agent: earlier attempts' keys are in its store
+        store = dist.PrefixStore(f"attempt{attempt}", store)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=size)
+    return store
 
 
 def ask_to_stop(state: Any, reason: str, requeue: bool = False) -> None:

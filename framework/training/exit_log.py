@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from framework import log, options
@@ -28,6 +29,7 @@ from framework import log, options
 _installed_by: int | None = None
 _exit_status: int | BaseException = 1  # what the run ends with, for the leftover-thread check at exit
 _leftover_grace: float | None = None  # seconds; set when the check is registered
+_ending_hooks: list[Callable[[BaseException | None, float], None]] = []
 
 
 class Terminated(BaseException):
@@ -104,12 +106,22 @@ def end_stuck_run(status: int, reason: str) -> None:
     _flush_and_exit(status)
 
 
-def exiting_with(status: Any) -> Any:
-    """Record what the run ends with (an exit status, or the exception propagating) for the leftover-thread check;
-    returns ``status``."""
+def exiting_with(status: Any, cause: BaseException | None = None) -> Any:
+    """Record what the run ends with (an exit status, or the exception propagating) for the leftover-thread check,
+    once the ending is reported; runs the ``when_ending`` hooks with the exception that ended the run (or None) and
+    the grace; returns ``status``."""
     global _exit_status
     _exit_status = status
+    grace = _leftover_grace if _leftover_grace is not None else options.get("stop_grace_seconds").default
+    for hook in _ending_hooks:
+        hook(status if isinstance(status, BaseException) else cause, grace)
     return status
+
+
+def when_ending(hook: Callable[[BaseException | None, float], None]) -> None:
+    """Call ``hook(cause, grace)`` when the run's ending has been reported: ``cause`` is the exception that ended it
+    (None after a normal end), ``grace`` is ``stop_grace_seconds``, the most the hook may wait for."""
+    _ending_hooks.append(hook)
 
 
 def watch_leftover_threads(grace: float | None = None) -> None:

@@ -22,12 +22,18 @@ STEPS_ONLY = {
 
 
 def alternate(
-    variants: dict[str, Callable[[int], int]], rounds: int, warmup: int = 2, clock: str = "wall"
+    variants: dict[str, Callable[[int], int]],
+    rounds: int,
+    warmup: int = 2,
+    clock: str = "wall",
+    synchronize: Callable[[], None] | None = None,
 ) -> dict[str, tuple[float, float]]:
     """Per variant, (fastest, median) seconds per step over the rounds; ``variant(round) -> steps``.
 
     Noise on a shared machine only ever adds time, so the fastest round estimates the intrinsic
     cost best; the median shows how noisy the rounds were. ``clock`` is a key of ``CLOCKS``.
+    ``synchronize`` (on an accelerator: ``torch.accelerator.synchronize``) runs at the end of each
+    timed run, inside its time: the device's queued work counts to the variant that queued it.
     """
     now = CLOCKS[clock]
     times: dict[str, list[float]] = {name: [] for name in variants}
@@ -35,6 +41,8 @@ def alternate(
         for name, run in variants.items():
             start = now()
             steps = run(r + 1)
+            if synchronize is not None:
+                synchronize()
             if r >= warmup:
                 times[name].append((now() - start) / steps)
     return {name: (min(values), statistics.median(values)) for name, values in times.items()}
