@@ -3,6 +3,7 @@ mid-epoch checkpoint and ends bitwise equal to an uninterrupted job; two "nodes"
 
 tools/check-elastic.py runs the 10-kill sweep (different ranks, different moments)."""
 
+import concurrent.futures
 import os
 import signal
 import socket
@@ -14,7 +15,7 @@ import psutil
 import pytest
 import torch
 
-from conftest import ROOT, TINY_CONFIG
+from conftest import ROOT, TINY_CONFIG, run_torchrun
 from framework.testing import checkpoint_differences
 
 pytestmark = pytest.mark.slow  # real torchrun jobs, seconds each
@@ -43,22 +44,28 @@ def test_killed_ranks_restart_resume_mid_epoch_and_match_a_two_node_job(tmp_path
     # The reference: two "nodes" of one rank each, meeting through a c10d rendezvous on this machine.
     endpoint = f"127.0.0.1:{_free_port()}"
     node = ["--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", "--rdzv-id=t"]
-    nodes = [
-        subprocess.Popen(
-            [*_launcher(*node), "++model", str(tmp_path / "ref/m"), "++log", str(tmp_path / f"ref/log{k}")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+
+    def node_run(k: int) -> subprocess.CompletedProcess:  # the launchers forked with torch imported (conftest)
+        return run_torchrun(
+            *ARGS, "++model", str(tmp_path / "ref/m"), "++log", str(tmp_path / f"ref/log{k}"), torchrun_args=node
         )
-        for k in range(2)
-    ]
-    outputs = [p.communicate(timeout=180)[0] for p in nodes]
-    assert [p.returncode for p in nodes] == [0, 0], "\n".join(outputs)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        nodes = list(pool.map(node_run, range(2)))
+    assert [p.returncode for p in nodes] == [0, 0], "\n".join(p.stdout + p.stderr for p in nodes)
     assert (tmp_path / "ref/m.002.pt").exists()
     # Rank 1 is SIGKILLed at epoch 1 step 3, the restarted rank 0 at epoch 2 step 2; the agent restarts both times.
     kills = [(1, "ep 1 train, step 3,"), (0, "ep 2 train, step 2,")]
+    # Steps of 0.3 s: a kill aimed at a step's line must land within the epoch also when the reader of the
+    # output lags behind a busy machine (steps of milliseconds let an epoch end before the kill arrived).
     job = subprocess.Popen(
-        [*_launcher("--standalone", "--nproc_per_node=2", "--max-restarts=2"), "++model", str(tmp_path / "job/m")],
+        [
+            *_launcher("--standalone", "--nproc_per_node=2", "--max-restarts=2"),
+            "++model",
+            str(tmp_path / "job/m"),
+            "++step_sleep",
+            "0.3",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -4,29 +4,21 @@ their healthy twins stay quiet. The configs are tests/zoo/classify.py plus one t
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, run_torchrun
 from framework.debug.replicas import TOLERANCE, checksums, disagreement
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 
 
 def torchrun(tmp_path, *files, args=()):
-    """``torchrun --nproc_per_node=2 rnn.py classify.py FILES``, checkpoints under tmp_path."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
+    """``torchrun --nproc_per_node=2 --standalone rnn.py classify.py FILES``, checkpoints under tmp_path (its ranks
+    forked with torch imported: conftest's run_torchrun)."""
     configs = [os.path.join(ZOO, f) for f in ("classify.py", *files)]
-    return subprocess.run(
-        [*command, os.path.join(ROOT, "rnn.py"), *configs, "++model", str(tmp_path / "m"), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_torchrun(*configs, "++model", str(tmp_path / "m"), *args)
 
 
 BUGS = {

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import run_script, run_torchrun
 from framework import returnn_options
 from framework.config import Config, load_config
 from framework.errors import CheckpointError, ConfigError
@@ -28,8 +29,7 @@ FIXTURES = sorted(glob.glob(os.path.join(CONFIGS, "*.config")))
 
 def _rnn(*args: str, cwd: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", FIXTURE_OUT=cwd, PYTHONPATH=CONFIGS + os.pathsep + ROOT)
-    command = [sys.executable, os.path.join(ROOT, "rnn.py"), *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return run_script(os.path.join(ROOT, "rnn.py"), *args, cwd=cwd, env=env, timeout=300)
 
 
 def _write(directory, text: str, name: str = "returnn.config") -> str:
@@ -318,20 +318,12 @@ def test_collected_returnn_config_trains(tmp_path, path):
     for name in ("dry_run", "torch_amp_options", "calculate_exp_loss"):
         source = re.sub(rf"^{name} = ", f"_{name} = ", source, flags=re.M)
     config = _write(tmp_path, source, os.path.basename(path))
-    launcher = (
-        ["-m", "torch.distributed.run", "--nproc_per_node=1", "--standalone"] if "torch_distributed =" in source else []
-    )
-    env = dict(os.environ, OMP_NUM_THREADS="1", FIXTURE_OUT=str(tmp_path), PYTHONPATH=CONFIGS + os.pathsep + ROOT)
-    command = [
-        sys.executable,
-        *launcher,
-        os.path.join(ROOT, "rnn.py"),
-        config,
-        "++device",
-        "'cpu'",
-        "++num_epochs",
-        "1",
-    ]
-    result = subprocess.run(command, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    args = [config, "++device", "'cpu'", "++num_epochs", "1"]
+    if "torch_distributed =" in source:
+        env = dict(os.environ, OMP_NUM_THREADS="1", FIXTURE_OUT=str(tmp_path), PYTHONPATH=CONFIGS + os.pathsep + ROOT)
+        nproc = ("--nproc_per_node=1", "--standalone")
+        result = run_torchrun(*args, torchrun_args=nproc, cwd=str(tmp_path), env=env, timeout=300)
+    else:
+        result = _rnn(*args, cwd=str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Epoch 1 train:" in result.stdout

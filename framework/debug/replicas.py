@@ -148,7 +148,10 @@ class ReplicaCheck(Plugin):
         if with_gradients and _ddp_waits_for_unused(state, [p for _, p in named], high):
             differs = differs[: len(named)]  # DDP raises at the next forward, naming them (distributed.py)
         if any(differs):
-            raise ReplicasDiverged(self._report(state, when, [n for n, _ in named], tensors, local, differs))
+            error = ReplicasDiverged(self._report(state, when, [n for n, _ in named], tensors, local, differs))
+            if state.distributed.rank != 0:  # its report refers to rank 0's: wait for that before exiting
+                error.peers_reporting = (0,)
+            raise error
         compared = f"{len(named)} parameters" + (" and their gradients" if with_gradients else "")
         log.v5(f"Replica check {when}: {compared} equal on all {state.distributed.size} ranks.")
 

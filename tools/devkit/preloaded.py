@@ -19,6 +19,8 @@ interpreter instead. Used by the tests (``tests/conftest.py``) and ``tools/check
 from __future__ import annotations
 
 import atexit
+import faulthandler
+import io
 import multiprocessing
 import os
 import runpy
@@ -29,6 +31,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RNN = os.path.join(ROOT, "rnn.py")
@@ -39,6 +42,9 @@ PRELOAD = [
     "framework.run",  # the engine with the training features (the plugin modules load when a run builds them)
 ]  # torch.optim imports _dynamo on first use
 _context = None
+# A forked torchrun job's signal handlers and process name, before its agent set its own.
+_fresh_signal_handlers: dict[int, object] = {}
+_fresh_process_name = ""
 
 
 def run_rnn(
@@ -57,11 +63,16 @@ def run_script(
         return subprocess.run(
             command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
+    return _run_forked(_run_in_child, command[1:], command, cwd, dict(env or os.environ), timeout)
+
+
+def _run_forked(
+    target: Callable, argv: list[str], command: list[str], cwd: str | None, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess:
+    """``target(argv, cwd, env, stdout file, stderr file)`` in a child of the server; ``command`` is what it stands for."""
     with tempfile.TemporaryDirectory(prefix="rnn-run-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        child = _forkserver().Process(
-            target=_run_in_child, args=(command[1:], cwd or os.getcwd(), dict(env or os.environ), out, err)
-        )
+        child = _forkserver().Process(target=target, args=(argv, cwd or os.getcwd(), env, out, err))
         child.start()
         child.join(timeout)
         if child.exitcode is None:
@@ -69,6 +80,33 @@ def run_script(
             child.join()
             raise subprocess.TimeoutExpired(command, timeout, _read(out), _read(err))
         return subprocess.CompletedProcess(command, child.exitcode, _read(out), _read(err))
+
+
+def run_torchrun(
+    *args: str,
+    torchrun_args: tuple[str, ...] = ("--nproc_per_node=2", "--standalone"),
+    cwd: str | None = None,
+    timeout: float = 180,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """Run ``python -m torch.distributed.run TORCHRUN_ARGS rnn.py ARGS`` in ``cwd`` (environment ``env``, default
+    this one's) and capture its output.
+
+    The launcher is torchrun's own (its argument parser, elastic agent, rendezvous, the workers' environment,
+    restarts, its report of a failed worker), run in a child forked from the preloaded server, and its workers
+    are forked from that child instead of exec'd as ``python -u rnn.py ARGS``: each rank is still a process
+    of its own (its own session, fresh signal handlers, unbuffered output, ``sys.argv``), without paying the
+    imports again. What differs is the end of a job whose worker failed: torch.multiprocessing, not the agent's
+    poll, terminates the other workers, and the summary names the first failure only (of ``_rank_main``, not of
+    rnn.py). So tests of how such a job ends, and of the ``torchrun`` command itself (signals to it, a worker's
+    command line), start ``python -m torch.distributed.run`` as a subprocess instead."""
+    command = [sys.executable, "-m", "torch.distributed.run", *torchrun_args, RNN, *args]
+    if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
+        return subprocess.run(
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
+    launcher_argv = [*torchrun_args, "--start-method=fork", "--run-path", RNN, *args]
+    return _run_forked(_launch_in_child, launcher_argv, command, cwd, dict(env or os.environ), timeout)
 
 
 class StartedRun:
@@ -189,6 +227,46 @@ def _read(path: str) -> str:
 def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
     """Become ``python SCRIPT ARGS``: directory, environment, output files (paths or pipe ends), then run it as the
     interpreter would."""
+    _become_process(cwd, env, out, err)
+    _exit_as_interpreter(_script_as_main(argv))
+
+
+def _launch_in_child(argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
+    """Become ``python -m torch.distributed.run ARGV``, its workers forked from this interpreter (see run_torchrun)."""
+    _become_process(cwd, env, out, err)
+    global _fresh_signal_handlers, _fresh_process_name
+    _fresh_signal_handlers = {signum: signal.getsignal(signum) for signum in signal.valid_signals()}
+    with open("/proc/self/comm", encoding="utf-8") as f:
+        _fresh_process_name = f.read().strip()
+    from torch.distributed import run as launcher
+
+    launcher.run_script_path = _rank_main  # the entry point of a ``--run-path`` job
+    _exit_as_interpreter(lambda: launcher.main(argv))
+
+
+def _rank_main(script: str, *args: str) -> None:
+    """One worker of a forked torchrun job: ``python -u SCRIPT ARGS`` as torchrun starts it, in this process.
+
+    The agent's bookkeeping for function workers expects a return on success; any other ending is an exit
+    status the agent reads like a subprocess's."""
+    import torch.multiprocessing
+
+    os.setsid()  # as torchrun starts its workers (``start_new_session``)
+    torch.multiprocessing._set_thread_name(_fresh_process_name)  # not "pt_elastic", the agent's
+    for signum, handler in _fresh_signal_handlers.items():  # not the agent's handlers (SIGTERM, SIGINT, ...)
+        if handler is not None and signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
+    faulthandler.disable()  # torch's ``record`` wrapper turned it on; a fresh ``python`` starts without it
+    for name, fd in (("stdout", 1), ("stderr", 2)):  # ``-u``: unbuffered, as torchrun runs its workers
+        stream = getattr(sys, name)
+        stream.flush()
+        raw = open(fd, "wb", buffering=0, closefd=False)  # noqa: SIM115 (the process's stream until it ends)
+        setattr(sys, name, io.TextIOWrapper(raw, stream.encoding, stream.errors, write_through=True))
+    _exit_as_interpreter(_script_as_main([script, *args]), success_returns=True)
+
+
+def _become_process(cwd: str, env: dict[str, str], out, err) -> None:
+    """This forked child's directory, environment, output files and SIGINT handling, as a fresh process has."""
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
@@ -197,16 +275,33 @@ def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> N
             target = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(target, fd)
             os.close(target)
-        else:
+        else:  # a pipe's end (a multiprocessing Connection), from StartedRun
             os.dup2(where.fileno(), fd)
             where.close()
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.argv = argv
+
+
+def _script_as_main(argv: list[str]) -> Callable[[], object]:
+    """A function that runs ``argv[0]`` as ``__main__`` with ``sys.argv`` and ``sys.path`` as ``python SCRIPT`` sets them."""
+
+    def run() -> None:
+        sys.argv = argv
+        # as `python SCRIPT` does: the script's directory, then the environment's PYTHONPATH
+        extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+        sys.path[:0] = [os.path.dirname(os.path.abspath(argv[0])), *extra]
+        runpy.run_path(argv[0], run_name="__main__")
+
+    return run
+
+
+def _exit_as_interpreter(main: Callable[[], object], success_returns: bool = False) -> None:
+    """Call ``main`` and end as the interpreter ends after it: the exit status of its ``SystemExit`` or 1 after
+    printing an uncaught exception (through ``sys.excepthook``), atexit handlers, death by SIGINT after an
+    uncaught KeyboardInterrupt. With ``success_returns``, a status of 0 returns instead of exiting."""
     code: int | str | None = 0
     interrupted = False
-    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))  # as `python SCRIPT` does
     try:
-        runpy.run_path(argv[0], run_name="__main__")
+        main()
     except SystemExit as exc:
         code = exc.code
     except KeyboardInterrupt:
@@ -227,4 +322,6 @@ def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> N
     if interrupted:  # Python ends on an uncaught KeyboardInterrupt by dying of SIGINT
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+    if success_returns and not code:
+        return
     os._exit(code or 0)
