@@ -15,7 +15,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_CONFIG = os.path.join(ROOT, "tests", "data", "tiny_config.py")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the development harness lives in tools/devkit
 
-from devkit.preloaded import run_rnn, run_script, run_torchrun  # noqa: E402, F401  (the tests import them from here)
+from devkit.preloaded import (  # noqa: E402, F401  (the tests import them from here)
+    StartedRun,
+    run_rnn,
+    run_script,
+    run_torchrun,
+    start_rnn,
+    start_script,
+)
 
 from framework import log  # noqa: E402
 

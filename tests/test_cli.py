@@ -3,14 +3,12 @@
 import os
 import re
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, start_rnn, tiny_config_with
 from framework.log import TIME_PREFIX
 
 STEP_LINE = re.compile(
@@ -86,16 +84,10 @@ def test_sigkill_at_any_moment_then_resume_ends_with_the_uninterrupted_parameter
     args = [TINY_CONFIG, "++model", str(prefix), "++num_epochs", "4", "++step_sleep", "0.02"]
     # Killed mid-epoch 2, then (resumed from model.001.pt) right after model.003.pt is written.
     for kill_after in ["ep 2 train, step 3,", f"Saved checkpoint {prefix}.003.pt"]:
-        process = subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "rnn.py"), *args, "++log_verbosity", "5"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+        process = start_rnn(*args, "++log_verbosity", "5")
         assert any(line.startswith(kill_after) for line in process.stdout), f"{kill_after!r} never appeared"
         process.send_signal(signal.SIGKILL)
-        process.wait()
-        process.stdout.close()
+        process.communicate()
     with open(f"{prefix}.004.pt.tmp99999", "wb") as f:  # what a kill during a checkpoint write leaves
         f.write(b"half a checkpoint")
     resumed = run_rnn(*args)

@@ -22,13 +22,20 @@ from framework.training import checkpoint, checkpoint_integrity
 RNN = os.path.join(ROOT, "rnn.py")
 
 
-@pytest.fixture
-def trained(tmp_path) -> str:
-    """The prefix of a real run's checkpoints of epochs 1 and 2."""
-    prefix = str(tmp_path / "model")
-    result = run_rnn(TINY_CONFIG, "++model", prefix, "++num_epochs", "2")
+@pytest.fixture(scope="module")
+def trained_once(tmp_path_factory) -> str:
+    """The directory of one real run's checkpoints of epochs 1 and 2 (prefix ``model``), trained once per module."""
+    directory = tmp_path_factory.mktemp("trained")
+    result = run_rnn(TINY_CONFIG, "++model", str(directory / "model"), "++num_epochs", "2")
     assert result.returncode == 0, result.stderr
-    return prefix
+    return str(directory)
+
+
+@pytest.fixture
+def trained(trained_once, tmp_path) -> str:
+    """The prefix of a copy, in this test's directory, of everything that real run wrote: each test damages its own."""
+    shutil.copytree(trained_once, tmp_path, dirs_exist_ok=True)
+    return str(tmp_path / "model")
 
 
 def _flip_bit_in_tensor_data(path: str) -> None:
@@ -115,6 +122,7 @@ def test_a_directory_named_like_a_checkpoint_is_named_as_a_directory(trained):
     assert "does not exist" not in message
 
 
+@pytest.mark.slow  # a fresh interpreter in a user namespace of its own: seconds of imports
 def test_an_unreadable_newest_checkpoint_is_called_unreadable_not_damaged(trained):
     newest = f"{trained}.002.pt"
     os.chmod(newest, 0)
@@ -245,7 +253,9 @@ def test_files_written_by_others_get_one_paragraph_saying_how_to_use_them(tmp_pa
     assert " is damaged" not in legacy.stderr
     convert = shlex.split(legacy.stderr.split("Convert it once: ")[1].split(", then use")[0])  # as a shell reads it
     assert convert[:2] == ["python", "-c"]
-    subprocess.run([sys.executable, *convert[1:]], check=True, timeout=60)
+    (tmp_path / "convert.py").write_text(convert[2])  # the code of `python -c CODE ARGS`, run in a forked run
+    converted = run_script(str(tmp_path / "convert.py"), *convert[3:], cwd=str(tmp_path))
+    assert converted.returncode == 0, converted.stderr
     assert torch.equal(torch.load(tmp_path / "legacy.001.zip.pt")["model"]["0.weight"], model.state_dict()["0.weight"])
     plain = run_rnn(TINY_CONFIG, *evaluate, str(tmp_path / "plain"))
     message = _one_paragraph(plain.stderr)

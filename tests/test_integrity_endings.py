@@ -1,8 +1,9 @@
 """Every run ends, and its log says why: SIGTERM ends a step that never ends, the stall watch writes to the log,
 and threads a config leaves running do not keep the process alive.
 
-Real rnn.py processes (fresh interpreters: a forked test run would not show how Python ends), real signals,
-real threads; the tests wait for files and log lines.
+Real rnn.py processes, real signals, real threads; the tests wait for files and log lines. A run stuck in a step
+ends by the framework's own exit from another thread, the same in a run forked from the preloaded server; the
+leftover-threads test is about how the interpreter itself ends, so it runs a fresh one.
 """
 
 import os
@@ -14,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from conftest import ROOT, tiny_config_with
+from conftest import ROOT, StartedRun, start_rnn, tiny_config_with
 
 RNN = os.path.join(ROOT, "rnn.py")
 
@@ -43,7 +44,11 @@ def _hanging_config(tmp_path) -> tuple[str, str]:
     return config, marker
 
 
-def _start(tmp_path, config: str, *args: str) -> subprocess.Popen:
+def _start(tmp_path, config: str, *args: str) -> StartedRun:
+    return start_rnn(config, "++model", str(tmp_path / "model"), "++log", str(tmp_path / "train.log"), *args)
+
+
+def _start_fresh(tmp_path, config: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, RNN, config, "++model", str(tmp_path / "model"), "++log", str(tmp_path / "train.log"), *args],
         stdout=subprocess.PIPE,
@@ -52,7 +57,7 @@ def _start(tmp_path, config: str, *args: str) -> subprocess.Popen:
     )
 
 
-def _wait_for(condition, process: subprocess.Popen, timeout: float = 90) -> None:
+def _wait_for(condition, process: StartedRun, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert process.poll() is None, f"the run ended early: {process.communicate()}"
@@ -65,7 +70,7 @@ def _log_has(tmp_path, text: str):
     return lambda: path.exists() and text in path.read_text()
 
 
-def _assert_ended_stuck(tmp_path, run: subprocess.Popen, stderr: str, why: str, signum=signal.SIGTERM) -> str:
+def _assert_ended_stuck(tmp_path, run: StartedRun, stderr: str, why: str, signum=signal.SIGTERM) -> str:
     assert run.returncode == 128 + signum, stderr
     log = (tmp_path / "train.log").read_text()
     ending = f"{signum.name}: {why}"
@@ -142,7 +147,7 @@ def test_threads_the_config_leaves_running_are_named_in_the_log_and_the_run_ends
     )
     if step_fails:
         extra += "def train_step(**_kwargs):\n    raise RuntimeError('boom in the step')\n"
-    run = _start(tmp_path, tiny_config_with(tmp_path, extra), "++num_epochs", "1", "++stop_grace_seconds", "1")
+    run = _start_fresh(tmp_path, tiny_config_with(tmp_path, extra), "++num_epochs", "1", "++stop_grace_seconds", "1")
     try:
         _, stderr = run.communicate(timeout=90)
     finally:

@@ -3,14 +3,22 @@
 import os
 import re
 import signal
-import subprocess
 import sys
 
 import pexpect
 import pytest
 import torch
 
-from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with, write_config
+from conftest import (
+    FAILING_TRAIN_STEP,
+    ROOT,
+    TINY_CONFIG,
+    StartedRun,
+    run_rnn,
+    start_rnn,
+    tiny_config_with,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow  # real training runs and processes, seconds each
 
@@ -172,13 +180,7 @@ def test_segfault_prints_native_backtrace_and_python_stack(tmp_path):
 
 
 def test_sigusr1_prints_all_thread_stacks_and_training_continues(tmp_path):
-    process = subprocess.Popen(
-        [sys.executable, RNN, TINY_CONFIG, "++step_sleep", "0.05", "++log_verbosity", "5"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
+    process = start_rnn(TINY_CONFIG, "++step_sleep", "0.05", "++log_verbosity", "5", cwd=str(tmp_path))
     for line in process.stdout:
         if "ep 1 train, step 2," in line:
             break
@@ -208,7 +210,7 @@ def test_watch_stall_dumps_stacks_without_killing_the_run(tmp_path):
     assert re.search(r'File ".*config\.py", line \d+ in train_step', result.stderr)
 
 
-def _wait_for(process: subprocess.Popen, text: str) -> None:
+def _wait_for(process: StartedRun, text: str) -> None:
     for line in process.stdout:
         if text in line:
             return
@@ -220,13 +222,7 @@ def test_ctrl_c_checkpoints_mid_epoch_and_the_rerun_resumes_exactly(tmp_path):
     assert reference.returncode == 0
     prefix = str(tmp_path / "run" / "m")
     args = [TINY_CONFIG, "++model", prefix, "++num_epochs", "3", "++log_verbosity", "5"]
-    process = subprocess.Popen(
-        [sys.executable, RNN, *args, "++step_sleep", "0.05"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
+    process = start_rnn(*args, "++step_sleep", "0.05")
     _wait_for(process, "ep 2 train, step 3,")
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=90)
@@ -246,23 +242,7 @@ def test_ctrl_c_checkpoints_mid_epoch_and_the_rerun_resumes_exactly(tmp_path):
 
 
 def test_second_ctrl_c_exits_at_once(tmp_path):
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            RNN,
-            TINY_CONFIG,
-            "++model",
-            str(tmp_path / "m"),
-            "++step_sleep",
-            "1.0",
-            "++log_verbosity",
-            "5",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
+    process = start_rnn(TINY_CONFIG, "++model", str(tmp_path / "m"), "++step_sleep", "1.0", "++log_verbosity", "5")
     _wait_for(process, "ep 1 train, step 0,")
     _wait_for(process, "train_step sleeps")  # inside step 1 (each step sleeps 1 s)
     process.send_signal(signal.SIGINT)

@@ -339,6 +339,7 @@ def test_a_nan_in_dev_scores_is_named_like_one_in_training(output):  # noqa: F81
     assert engine.state.epoch == 2 and all(torch.isfinite(p).all() for p in engine.state.model.parameters())
 
 
+@pytest.mark.slow  # 8 epochs with TensorBoard: about 9 s of CPU
 def test_any_dataset_name_works_in_scores_tensorboard_and_the_watches(tmp_path, output):  # noqa: F811
     engine = _train(
         train=_noisy_clusters(48, 0, 0.5),

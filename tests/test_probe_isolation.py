@@ -144,6 +144,7 @@ def test_a_warning_of_the_users_model_is_shown_once_as_in_a_plain_run(recwarn):
     assert shown[0].filename.endswith("user_warning.py")
 
 
+@pytest.mark.slow  # BERT's modules imported and trained in this process: about 9 s of CPU
 def test_a_library_warning_given_once_is_not_lost_to_the_probe_runs():
     """transformers' warning_once about padded input ids without an attention mask: the shared probe run gives
     it first (a plain run's first step would), and the real step does not repeat it (an lru_cache)."""

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from conftest import run_rnn
 from framework.datasets import Task12AXDataset
 from framework.datasets.hdf import HDFDataset
 from framework.training.checkpoint_cleanup import epochs_to_keep, milestones
@@ -24,9 +24,7 @@ DEMO = os.path.join(ROOT, "tests", "returnn", "demo_torch.config")
 
 def _rnn(*args: str, out: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, DEMO_OUT=out, OMP_NUM_THREADS="1")
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "rnn.py"), *args], env=env, capture_output=True, text=True, timeout=300
-    )
+    return run_rnn(*args, env=env, timeout=300)
 
 
 def _returnn_hdf(path: str):

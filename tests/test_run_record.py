@@ -11,16 +11,14 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, run_script, tiny_config_with
+from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, StartedRun, run_rnn, run_script, start_rnn, tiny_config_with
 from framework.commands import RNN_SCRIPT
 from framework.log import TIME_PREFIX
 
-RNN = os.path.join(ROOT, "rnn.py")
 ZERO_LR = ("++learning_rate", "0.0")
 
 
@@ -76,17 +74,18 @@ def test_findings_fail_level_exits_3_after_the_run_did_its_work(tmp_path):
     assert healthy.returncode == 0 and _findings(tmp_path / "healthy") == []  # an empty file: nothing found
 
 
-def _start(tmp_path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, RNN, TINY_CONFIG, "++model", str(tmp_path / "model"), "++log", str(tmp_path / "train.log")]
-        + ["++num_epochs", "1000", "++step_sleep", "0.02", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+def _start(tmp_path, *args: str) -> StartedRun:
+    return start_rnn(
+        TINY_CONFIG,
+        "++model",
+        str(tmp_path / "model"),
+        "++log",
+        str(tmp_path / "train.log"),
+        *("++num_epochs", "1000", "++step_sleep", "0.02", *args),
     )
 
 
-def _wait_for(condition, process: subprocess.Popen, timeout: float = 90) -> None:
+def _wait_for(condition, process: StartedRun, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert process.poll() is None, f"the run ended early: {process.communicate()}"

@@ -16,12 +16,22 @@ import time
 import pytest
 import torch
 
-from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, tiny_config_with, write_config
+from conftest import (
+    FAILING_TRAIN_STEP,
+    ROOT,
+    TINY_CONFIG,
+    run_rnn,
+    run_script,
+    start_rnn,
+    tiny_config_with,
+    write_config,
+)
 from framework.config import load_config
 from framework.errors import ConfigError
 from framework.training import checkpoint
 
 RNN = os.path.join(ROOT, "rnn.py")
+CHECK_RESUME = os.path.join(ROOT, "tools", "check-resume.py")
 
 
 def _wait_for_file(path, process=None, timeout: float = 60) -> None:
@@ -59,9 +69,7 @@ def _dead_pid() -> int:
 def test_a_second_run_on_the_same_model_exits_2_naming_the_first_and_a_dead_run_never_blocks(tmp_path):
     config, holding, _ = _config_holding_at(tmp_path, "step_start")
     prefix = str(tmp_path / "out" / "model")
-    first = subprocess.Popen(
-        [sys.executable, RNN, config, "++model", prefix], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    first = start_rnn(config, "++model", prefix)
     try:
         _wait_for_file(holding, first)
         live_tmp, dead_tmp = f"{prefix}.001.pt.tmp{first.pid}", f"{prefix}.001.pt.tmp{_dead_pid()}"
@@ -79,7 +87,7 @@ def test_a_second_run_on_the_same_model_exits_2_naming_the_first_and_a_dead_run_
         assert os.path.exists(live_tmp) and not os.path.exists(dead_tmp)
     finally:
         first.kill()
-        first.wait()
+        first.communicate()
     assert os.path.exists(f"{prefix}.lock")  # left by the killed run; it must not block
     third = run_rnn(TINY_CONFIG, "++model", prefix, "++num_epochs", "1")
     assert third.returncode == 0, third.stderr
@@ -92,18 +100,14 @@ def test_eval_and_forward_do_not_take_the_lock(tmp_path):
     prefix = str(tmp_path / "model")
     assert run_rnn(TINY_CONFIG, "++model", prefix, "++num_epochs", "1").returncode == 0
     config, holding, _ = _config_holding_at(tmp_path, "step_start")
-    training = subprocess.Popen(
-        [sys.executable, RNN, config, "++model", prefix, "++num_epochs", "2"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    training = start_rnn(config, "++model", prefix, "++num_epochs", "2")
     try:
         _wait_for_file(holding, training)
         result = run_rnn(TINY_CONFIG, "++model", prefix, "++task", "eval")
         assert result.returncode == 0 and "Evaluation of epoch 1" in result.stdout, result.stderr
     finally:
         training.kill()
-        training.wait()
+        training.communicate()
 
 
 # ------------------------------------------------------------------------------ values and names
@@ -311,9 +315,7 @@ def test_an_exception_in_user_code_is_written_to_the_log_with_the_frameworks_not
 def test_sigterm_outside_training_is_logged_with_where_the_run_was(tmp_path):
     config, holding, _ = _config_holding_at(tmp_path, "startup")
     log_file = tmp_path / "train.log"
-    process = subprocess.Popen(
-        [sys.executable, RNN, config, "++log", str(log_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    process = start_rnn(config, "++log", str(log_file), cwd=str(tmp_path))
     try:
         _wait_for_file(holding, process)
         process.send_signal(signal.SIGTERM)
@@ -351,12 +353,13 @@ def test_a_second_ctrl_c_during_a_checkpoint_write_takes_effect_after_the_write(
 
 @pytest.mark.slow
 def test_check_resume_tool_stops_a_run_with_sighup_a_closed_terminal_and_finds_the_resumed_run_bitwise_equal():
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "check-resume.py"), TINY_CONFIG, "++accum_grad_multiple_step", "3"]
+    result = run_script(
+        CHECK_RESUME,
+        TINY_CONFIG,
+        "++accum_grad_multiple_step",
+        "3",
         # 0.1 s per step: the signal must land while the run still trains, also on a loaded machine
-        + ["++step_sleep", "0.1", "--signals", "HUP", "--points", "1"],
-        capture_output=True,
-        text=True,
+        *("++step_sleep", "0.1", "--signals", "HUP", "--points", "1"),
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -371,11 +374,12 @@ def test_check_resume_tool_finds_a_float16_run_with_a_moving_loss_scale_bitwise_
     # would skip other updates. Ctrl-C resumes from a mid-epoch checkpoint, where the scale is furthest from its
     # initial value (SIGKILL's resume from an epoch checkpoint is tested in test_cli).
     amp = "{'dtype': 'float16', 'grad_scaler': {'growth_interval': 2}}"
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "check-resume.py"), TINY_CONFIG, "++torch_amp", amp]
-        + ["++step_sleep", "0.1", "--signals", "INT", "--points", "1"],
-        capture_output=True,
-        text=True,
+    result = run_script(
+        CHECK_RESUME,
+        TINY_CONFIG,
+        "++torch_amp",
+        amp,
+        *("++step_sleep", "0.1", "--signals", "INT", "--points", "1"),
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -93,6 +93,7 @@ def _library_frame(text: str) -> list[str]:
     return lines[start:end]
 
 
+@pytest.mark.slow  # a run that imports transformers' BERT: about 9 s of CPU
 def test_a_hugging_face_head_left_at_two_labels_shows_the_line_with_num_labels(tmp_path):
     pytest.importorskip("transformers")
     config = write_config(tmp_path, _TOKENS.format(classes=4) + _BERT)

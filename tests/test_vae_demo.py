@@ -49,6 +49,7 @@ def test_the_device_bug_is_found_on_a_cpu_by_the_layer_template(tmp_path):
     assert "mixes the model's tensors with a tensor on cpu [3, 20]" in result.stdout
 
 
+@pytest.mark.slow  # the MNIST demo run to its first step: about 8 s of CPU
 def test_the_shape_bug_names_the_layer_and_its_weight(tmp_path):
     result = run_rnn(VAE, os.path.join(BUGS, "shape.py"), cwd=tmp_path)
     assert result.returncode == 1

@@ -7,8 +7,13 @@ forkserver). Each run is still its own process: its own working directory, envir
 and stderr files, signal handlers and exit status, the script executed as ``__main__`` with
 ``sys.argv`` set, ending as the interpreter ends (atexit handlers, the excepthook for an uncaught
 exception). The scripts must be this checkout's (the framework is imported once, from here).
-``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh interpreter instead. Used by the
-tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
+``run_rnn``/``run_script`` wait for the end, like ``subprocess.run``; ``start_rnn``/``start_script``
+return at once, like ``subprocess.Popen``, with the output on pipes: for tests that signal or kill a
+live run. A forked run has the signal dispositions of a fresh interpreter, but no controlling terminal,
+stdin is /dev/null, and it ends by ``os._exit`` after the atexit handlers, without waiting for
+non-daemon threads: a test about a terminal, ``python -m`` (pdb, cProfile), or how the interpreter
+itself ends needs a fresh one. ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh
+interpreter instead. Used by the tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from collections.abc import Callable
 
@@ -40,9 +47,11 @@ _fresh_signal_handlers: dict[int, object] = {}
 _fresh_process_name = ""
 
 
-def run_rnn(*args: str, cwd: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``python rnn.py ARGS`` in ``cwd`` and capture its output, like ``subprocess.run``."""
-    return run_script(RNN, *args, cwd=cwd, timeout=timeout)
+def run_rnn(
+    *args: str, cwd: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python rnn.py ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output."""
+    return run_script(RNN, *args, cwd=cwd, timeout=timeout, env=env)
 
 
 def run_script(
@@ -100,6 +109,105 @@ def run_torchrun(
     return _run_forked(_launch_in_child, launcher_argv, command, cwd, dict(env or os.environ), timeout)
 
 
+class StartedRun:
+    """A run started by ``start_script``: the parts of ``subprocess.Popen`` the tests use.
+
+    ``stdout`` and ``stderr`` are text pipes to read while it runs; ``returncode`` is ``-N`` when signal N ended it.
+    """
+
+    def __init__(self, command: list[str], cwd: str | None, env: dict[str, str] | None) -> None:
+        self.args = command
+        self.returncode: int | None = None
+        if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
+            self._popen: subprocess.Popen | None = subprocess.Popen(
+                command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            self.pid = self._popen.pid
+            self.stdout, self.stderr = (
+                _text(os.dup(pipe.fileno())) for pipe in (self._popen.stdout, self._popen.stderr)
+            )
+            self._popen.stdout.close()
+            self._popen.stderr.close()
+            return
+        self._popen = None
+        context = _forkserver()
+        (out_read, out_write), (err_read, err_write) = context.Pipe(duplex=False), context.Pipe(duplex=False)
+        self._child = context.Process(
+            target=_run_in_child, args=(command[1:], cwd or os.getcwd(), dict(env or os.environ), out_write, err_write)
+        )
+        self._child.start()
+        out_write.close()
+        err_write.close()
+        self.pid = self._child.pid
+        self.stdout, self.stderr = (_text(os.dup(end.fileno())) for end in (out_read, err_read))
+        out_read.close()
+        err_read.close()
+
+    def poll(self) -> int | None:
+        """The exit status, or None while it runs."""
+        if self.returncode is None:
+            if self._popen is not None:
+                self.returncode = self._popen.poll()
+            elif self._child.exitcode is not None:
+                self.returncode = self._child.exitcode
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end (``subprocess.TimeoutExpired`` after ``timeout`` seconds); return the exit status."""
+        if self._popen is not None:
+            self.returncode = self._popen.wait(timeout)
+            return self.returncode
+        self._child.join(timeout)
+        if self.poll() is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Read the rest of stdout and stderr until both close, wait for the end; return what was read."""
+        texts = {}
+        readers = [
+            threading.Thread(target=lambda f=f: texts.__setitem__(f, f.read())) for f in (self.stdout, self.stderr)
+        ]
+        for reader in readers:
+            reader.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self.stdout.close()
+        self.stderr.close()
+        return texts[self.stdout], texts[self.stderr]
+
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the run unless it has ended."""
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        """SIGTERM."""
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        self.send_signal(signal.SIGKILL)
+
+
+def start_rnn(*args: str, cwd: str | None = None, env: dict[str, str] | None = None) -> StartedRun:
+    """Start ``python rnn.py ARGS`` in ``cwd``, its output on pipes, like ``subprocess.Popen``."""
+    return start_script(RNN, *args, cwd=cwd, env=env)
+
+
+def start_script(script: str, *args: str, cwd: str | None = None, env: dict[str, str] | None = None) -> StartedRun:
+    """Start ``python SCRIPT ARGS`` in ``cwd`` (environment ``env``, default this one's), its output on pipes."""
+    return StartedRun([sys.executable, script, *args], cwd, env)
+
+
+def _text(fd: int):
+    return os.fdopen(fd, "r", encoding="utf-8", errors="replace")
+
+
 def _forkserver():
     global _context
     if _context is None:
@@ -116,8 +224,9 @@ def _read(path: str) -> str:
         return f.read()
 
 
-def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
-    """Become ``python SCRIPT ARGS``: directory, environment, output files, then run it as the interpreter would."""
+def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
+    """Become ``python SCRIPT ARGS``: directory, environment, output files (paths or pipe ends), then run it as the
+    interpreter would."""
     _become_process(cwd, env, out, err)
     _exit_as_interpreter(_script_as_main(argv))
 
@@ -156,15 +265,19 @@ def _rank_main(script: str, *args: str) -> None:
     _exit_as_interpreter(_script_as_main([script, *args]), success_returns=True)
 
 
-def _become_process(cwd: str, env: dict[str, str], out: str, err: str) -> None:
+def _become_process(cwd: str, env: dict[str, str], out, err) -> None:
     """This forked child's directory, environment, output files and SIGINT handling, as a fresh process has."""
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    for fd, path in ((1, out), (2, err)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(target, fd)
-        os.close(target)
+    for fd, where in ((1, out), (2, err)):
+        if isinstance(where, str):
+            target = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+        else:  # a pipe's end (a multiprocessing Connection), from StartedRun
+            os.dup2(where.fileno(), fd)
+            where.close()
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
