@@ -47,12 +47,17 @@ def _config_holding_at(tmp_path, hook: str) -> tuple[str, str, str]:
     on a FIFO: the run is alive at a known point until the test writes to the FIFO or kills it."""
     marker, fifo = str(tmp_path / "holding"), str(tmp_path / "release")
     os.mkfifo(fifo)
-    body = f"    open({marker!r}, 'w').close()\n    open({fifo!r}).read()\n"
+    # System calls only (no Python frame of io or codecs once the marker is visible): a signal the test sends then
+    # lands in the hook's own frame.
+    body = (
+        f"    _os.close(_os.open({marker!r}, _os.O_CREAT | _os.O_WRONLY))\n"
+        f"    _os.read(_os.open({fifo!r}, _os.O_RDONLY), 1)\n"
+    )
     if hook == "startup":
-        extra = f"\ndef startup_callback(**_kwargs):\n{body}"
+        extra = f"\nimport os as _os\ndef startup_callback(**_kwargs):\n{body}"
     else:
         extra = (
-            f"\n_held = []\ndef _hold(state):\n    if _held:\n        return\n    _held.append(1)\n{body}"
+            f"\nimport os as _os\n_held = []\ndef _hold(state):\n    if _held:\n        return\n    _held.append(1)\n{body}"
             f"callbacks = {{'{hook}': _hold}}\n"
         )
     return tiny_config_with(tmp_path, extra), marker, fifo
