@@ -59,20 +59,32 @@ def run_script(
 ) -> subprocess.CompletedProcess:
     """Run ``python SCRIPT ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output."""
     command = [sys.executable, script, *args]
-    if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
-        return subprocess.run(
-            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    return _run_forked(_run_in_child, command[1:], command, cwd, dict(env or os.environ), timeout)
+    if _fresh_processes():
+        return _run_fresh(command, cwd, env, timeout)
+    return _run_forked(_run_in_child, command[1:], command, cwd, env, timeout)
+
+
+def _fresh_processes() -> bool:
+    """Whether ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` asks for a fresh interpreter per run."""
+    return os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1"
+
+
+def _run_fresh(
+    command: list[str], cwd: str | None, env: dict[str, str] | None, timeout: float
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def _run_forked(
-    target: Callable, argv: list[str], command: list[str], cwd: str | None, env: dict[str, str], timeout: float
+    target: Callable, argv: list[str], command: list[str], cwd: str | None, env: dict[str, str] | None, timeout: float
 ) -> subprocess.CompletedProcess:
-    """``target(argv, cwd, env, stdout file, stderr file)`` in a child of the server; ``command`` is what it stands for."""
+    """``target(argv, cwd, env, stdout file, stderr file)`` in a child of the server (environment ``env``, default
+    this one's); ``command`` is what it stands for."""
     with tempfile.TemporaryDirectory(prefix="rnn-run-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        child = _forkserver().Process(target=target, args=(argv, cwd or os.getcwd(), env, out, err))
+        child = _forkserver().Process(target=target, args=(argv, cwd or os.getcwd(), dict(env or os.environ), out, err))
         child.start()
         child.join(timeout)
         if child.exitcode is None:
@@ -101,12 +113,10 @@ def run_torchrun(
     rnn.py). So tests of how such a job ends, and of the ``torchrun`` command itself (signals to it, a worker's
     command line), start ``python -m torch.distributed.run`` as a subprocess instead."""
     command = [sys.executable, "-m", "torch.distributed.run", *torchrun_args, RNN, *args]
-    if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
-        return subprocess.run(
-            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
+    if _fresh_processes():
+        return _run_fresh(command, cwd, env, timeout)
     launcher_argv = [*torchrun_args, "--start-method=fork", "--run-path", RNN, *args]
-    return _run_forked(_launch_in_child, launcher_argv, command, cwd, dict(env or os.environ), timeout)
+    return _run_forked(_launch_in_child, launcher_argv, command, cwd, env, timeout)
 
 
 class StartedRun:
@@ -118,7 +128,7 @@ class StartedRun:
     def __init__(self, command: list[str], cwd: str | None, env: dict[str, str] | None) -> None:
         self.args = command
         self.returncode: int | None = None
-        if os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1":
+        if _fresh_processes():
             self._popen: subprocess.Popen | None = subprocess.Popen(
                 command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
