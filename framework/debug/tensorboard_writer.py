@@ -4,7 +4,9 @@ Writing a scalar with ``SummaryWriter`` costs ~70 us of the caller's time, mostl
 writer's pure-Python CRC32C in a thread that holds the GIL; a few scalars per step would slow a
 small model's training by 10% or more. The training process instead pickles small messages into
 this process's stdin (a few microseconds) and this process writes: all scalars of a step as one
-event (one CRC per step), histograms, images and hparams with torch's summary builders.
+event (one CRC per step), texts, histograms, images and hparams, built from tensorboard's protobufs
+(``tensorboard_summaries``): this process never imports torch (~2 s of CPU and ~300 MB beside the
+training it serves).
 
 Started as ``python -m framework.debug.tensorboard_writer LOGDIR`` (not multiprocessing's
 spawn, which would re-run the user's main script).
@@ -20,10 +22,13 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from framework.safe_create import create_new, make_directory
 from framework.util import start_framework_process
+
+if TYPE_CHECKING:  # the training process imports this module for TensorBoardWriterProcess alone: nothing heavy
+    from tensorboard.compat.proto.summary_pb2 import Summary
 
 _F_SETPIPE_SZ = 1031
 
@@ -50,27 +55,32 @@ def unguessable_suffix() -> str:
     return f".{secrets.token_hex(8)}"
 
 
-class _ScalarFile:
-    """Scalars written synchronously into an event file of their own (no writer thread to hand off to)."""
+class _EventFile:
+    """An event file of its own in ``directory``, written synchronously (no writer thread to hand off to)."""
 
-    def __init__(self, log_dir: str):
+    def __init__(self, directory: str):
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.summary.writer.record_writer import RecordWriter
 
-        name = f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.{os.getpid()}.scalars"
-        self.file = os.fdopen(create_new(os.path.join(log_dir, name), "a TensorBoard event file"), "wb")
+        name = f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.{os.getpid()}{unguessable_suffix()}"
+        self.file = os.fdopen(create_new(os.path.join(directory, name), "a TensorBoard event file"), "wb")
         self.records = RecordWriter(self.file)
         self.records.write(Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString())
         self.last_flush = time.time()
 
-    def write(self, step: int, values: list[tuple[str, float]]) -> None:
+    def write(self, step: int, summary: Summary) -> None:
+        """One event with ``summary`` at ``step``."""
         from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.compat.proto.summary_pb2 import Summary
 
-        summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values])
         self.records.write(Event(wall_time=time.time(), step=step, summary=summary).SerializeToString())
         if time.time() - self.last_flush > 10:  # visible to a running TensorBoard within seconds
             self.flush()
+
+    def scalars(self, step: int, values: list[tuple[str, float]]) -> None:
+        """All scalars of a step as one event (one checksum)."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        self.write(step, Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values]))
 
     def flush(self) -> None:
         self.file.flush()
@@ -81,14 +91,13 @@ class _ScalarFile:
 
 
 def serve(log_dir: str) -> None:
-    """Read (method, args, kwargs) messages from stdin until EOF or "close".
+    """Read (method, args, kwargs) messages from stdin until EOF or "close" and write their summaries."""
+    from framework.debug.tensorboard_summaries import histogram_summary, image_summary, text_summary
 
-    Scalars go to an event file written here directly, so that this process starts without
-    importing torch (~2 s); torch's SummaryWriter is loaded for the first histogram, image or hparams.
-    """
+    # ("add", (kind, tag, value, step), options): the builder of a kind's summary
+    builders = {"text": text_summary, "image": image_summary, "histogram": histogram_summary}
     _use_fast_crc32c()
-    scalars = _ScalarFile(log_dir)
-    writer = None
+    events = _EventFile(log_dir)
     stdin, stdout = sys.stdin.buffer, sys.stdout
     while True:
         try:
@@ -99,43 +108,40 @@ def serve(log_dir: str) -> None:
             break
         if method == "scalars":
             for step, values in args[0]:
-                scalars.write(step, values)
+                events.scalars(step, values)
+        elif method == "add":
+            kind, tag, value, step = args
+            summary = builders[kind](tag, value, **kwargs)
+            if summary is not None:
+                events.write(step, summary)
+        elif method == "hparams":
+            _write_hparams(log_dir, *args)
         elif method == "flush":
-            scalars.flush()
-            if writer is not None:
-                writer.flush()
+            events.flush()
             stdout.write("flushed\n")
             stdout.flush()
         else:
-            if writer is None:
-                from torch.utils.tensorboard import SummaryWriter
-
-                writer = SummaryWriter(log_dir, flush_secs=10, filename_suffix=unguessable_suffix())
-            if method == "add_hparams":
-                _add_hparams(log_dir, *args, **kwargs)
-            else:
-                getattr(writer, method)(*args, **kwargs)
-    scalars.close()
-    if writer is not None:
-        writer.close()
+            raise ValueError(f"TensorBoard writer: unknown message {method!r}")
+    events.close()
 
 
-def _add_hparams(log_dir: str, hparams: dict, metrics: dict, run_name: str) -> None:
-    """``SummaryWriter.add_hparams`` (a run of its own, ``<log_dir>/<run_name>``), never through a planted link."""
-    from torch.utils.tensorboard import SummaryWriter
-    from torch.utils.tensorboard.summary import hparams as hparams_summaries
+def _write_hparams(log_dir: str, hparams: dict[str, Any], metrics: dict[str, float], run_name: str) -> None:
+    """What ``SummaryWriter.add_hparams`` writes: a run of its own, ``<log_dir>/<run_name>``, with the hparams
+    summaries and the metrics as scalars at step 0."""
+    from framework.debug.tensorboard_summaries import hparams_summaries
 
     directory = os.path.join(log_dir, run_name)
     make_directory(directory, "the TensorBoard hparams run")
-    with SummaryWriter(directory, filename_suffix=unguessable_suffix()) as writer:
-        for summary in hparams_summaries(hparams, metrics):
-            writer.file_writer.add_summary(summary)
-        for name, value in metrics.items():
-            writer.add_scalar(name, value)
+    events = _EventFile(directory)
+    for summary in hparams_summaries(hparams, metrics):
+        events.write(0, summary)
+    for tag, value in metrics.items():
+        events.scalars(0, [(tag, value)])
+    events.close()
 
 
 class TensorBoardWriterProcess:
-    """The training side: methods named like SummaryWriter's, executed in the writer process."""
+    """The training side: sends scalars, summaries and hparams to the writer process it starts."""
 
     def __init__(self, log_dir: str):
         self.process = start_framework_process(
@@ -149,9 +155,13 @@ class TensorBoardWriterProcess:
 
     BATCH = 16  # steps of scalars per message: fewer writes, fewer wake-ups of the writer process
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> None:
-        """Run ``SummaryWriter.<method>(*args, **kwargs)`` in the writer process (arrays as numpy)."""
-        self._send((method, args, kwargs))
+    def add(self, kind: str, tag: str, value: Any, step: int, **options: Any) -> None:
+        """A text, image or histogram summary (``tensorboard_summaries``; arrays as numpy) at ``step``."""
+        self._send(("add", (kind, tag, value, step), options))
+
+    def hparams(self, hparams: dict[str, Any], metrics: dict[str, float], run_name: str) -> None:
+        """The run's options and final scores for the HPARAMS tab, in the run ``<log_dir>/<run_name>``."""
+        self._send(("hparams", (hparams, metrics, run_name), {}))
 
     def scalars(self, step: int, values: list[tuple[str, float]]) -> None:
         """Scalars of one step; sent in batches of steps."""
