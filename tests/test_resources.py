@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework.training.threads import allowed_cpus
@@ -83,6 +84,12 @@ def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
     assert {"params/0.weight", "grads/0.weight"} <= set(tags["histograms"])
     assert [e.step for e in events.Scalars("grad_norm/0.weight")] == [0, 5, 10, 15]
     assert tags["images"] == ["train/inputs"] and tags["graph"]
+    (image,) = events.Images("train/inputs")  # the batch [16, 4] as a gray image [1, 16, 4] (CHW)
+    assert (image.step, image.width, image.height) == (3, 4, 16)
+    for histogram in events.Histograms("params/0.weight") + events.Histograms("grads/0.weight"):
+        h = histogram.histogram_value  # Linear(4, hidden=8).weight
+        assert h.num == 32 and sum(h.bucket) == 32 and h.min <= h.sum / h.num <= h.max
+    assert [e.step for e in events.Histograms("grads/0.weight")] == [0, 5, 10, 15]
     assert [e.step for e in events.Scalars("grad_health/update_ratio/0.weight")] == [0]  # debug_grad_health default
     # tracing the graph runs the model (dropout): training must be the same as without TensorBoard
     (tmp_path / "plain").mkdir()
@@ -92,6 +99,13 @@ def test_tensorboard_scalars_histograms_graph_images_and_hparams(tmp_path):
     hparams = EventAccumulator(str(tb / "hparams"))
     hparams.Reload()
     assert "hparam/dev_ce" in hparams.Tags()["scalars"]
+    assert hparams.Scalars("hparam/dev_ce")[0].value == pytest.approx(dev_ce, abs=1e-3)
+    content = {tag: HParamsPluginData.FromString(c) for tag, c in hparams.PluginTagToContent("hparams").items()}
+    table = content["_hparams_/session_start_info"].session_start_info.hparams  # the HPARAMS tab's row of this run
+    assert table["learning_rate"].number_value == 0.01 and table["hidden"].number_value == 8
+    assert table["tf_log_dir"].string_value == str(tb) and table["debug_grad_summaries"].number_value == 5
+    metrics = [m.name.tag for m in content["_hparams_/experiment"].experiment.metric_infos]
+    assert sorted(metrics) == ["hparam/dev_ce", "hparam/dev_fer", "hparam/train_ce", "hparam/train_fer"]
 
 
 @pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not

@@ -1,5 +1,6 @@
 """The VAE demo (configs/vae_mnist.py) and the DTU exercise's bug classes planted in configs/vae_bugs/."""
 
+import io
 import math
 import os
 
@@ -35,6 +36,10 @@ def test_the_vae_writes_the_three_pictures_and_logs_them_to_tensorboard(tmp_path
     events = EventAccumulator(str(out / "tensorboard"), size_guidance={"images": 0})
     events.Reload()
     assert {"vae/orig_data", "vae/reconstructions", "vae/generated_samples"} <= set(events.Tags()["images"])
+    for name, picture in pictures.items():  # the same pictures (the PNG files round, TensorBoard truncates as torch)
+        (logged,) = events.Images(f"vae/{name}")
+        pixels = np.asarray(Image.open(io.BytesIO(logged.encoded_image_string)).convert("L"), dtype=np.float64) / 255
+        assert pixels.shape == picture.shape and np.abs(pixels - picture).max() <= 1 / 255 + 1e-9
     assert "Epoch 3 evaluation: dev: recon " in result.stdout and " kl " in result.stdout
     assert "Wrote orig_data.png, reconstructions.png, generated_samples.png to output/vae_mnist/" in result.stdout
 
