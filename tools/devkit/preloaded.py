@@ -32,14 +32,17 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing import forkserver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RNN = os.path.join(ROOT, "rnn.py")
+TOOLS = os.path.join(ROOT, "tools")
 PRELOAD = [
     "torch",
     "torch._dynamo",
     "framework.cli",
-    "framework.run",  # the engine with the training features (the plugin modules load when a run builds them)
+    "framework.run",  # the engine with the training features
+    "devkit.warm_server",  # the plugin modules and their declared options
 ]  # torch.optim imports _dynamo on first use
 _context = None
 # A forked torchrun job's signal handlers and process name, before its agent set its own.
@@ -223,6 +226,17 @@ def _forkserver():
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
+        # The server imports PRELOAD with the sys.path its environment gives (Python 3.11's forkserver ignores the
+        # parent's until it forks a child), and devkit.warm_server lives in tools/.
+        before = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [TOOLS, before]))
+        try:
+            forkserver.ensure_running()
+        finally:
+            if before is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = before
     return _context
 
 
