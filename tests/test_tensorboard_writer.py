@@ -10,7 +10,13 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
-from framework.debug.tensorboard_summaries import check_image
+from framework.debug.tensorboard_summaries import (
+    check_image,
+    histogram_summary,
+    hparams_summaries,
+    image_summary,
+    text_summary,
+)
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess
 
 
@@ -42,6 +48,7 @@ def test_the_writer_process_writes_every_kind_of_summary_without_importing_torch
     assert re.search(r"\|\s+tensorboard\.compat\.proto\.summary_pb2$", imports, re.M)  # the list is there
     assert re.search(r"\|\s+PIL\.PngImagePlugin$", imports, re.M)  # ... and covers the images
     assert not re.search(r"\|\s+torch(\.\S+)?$", imports, re.M)
+    assert not re.search(r"\|\s+tensorboard\.compat\.tensorflow_stub$", imports, re.M)  # ~0.35 s, not needed
 
     events = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0, "histograms": 0, "images": 0, "tensors": 0})
     events.Reload()
@@ -96,3 +103,35 @@ def test_an_image_whose_dataformats_do_not_fit_is_refused_with_what_is_wrong():
         check_image((5, 7, 5), "HWC")
     with pytest.raises(ValueError, match="name each axis once"):
         check_image((5, 7), "HH")
+
+
+def test_the_summaries_show_what_torchs_summary_writer_shows():
+    """torch's builders (which the writer process used to run) as the reference: the same hparams table and text,
+    the same pixels (torch stores a gray image as RGB), the same histogram statistics."""
+    from torch.utils.tensorboard import summary as torch_summary
+
+    hparams = {"learning_rate": 0.01, "hidden": 8, "model_name": "mlp", "use_amp": True}
+    metrics = {"hparam/dev_ce": 0.25, "hparam/dev_fer": 0.5}
+    ours = [s.SerializeToString() for s in hparams_summaries(hparams, metrics)]
+    assert ours == [s.SerializeToString() for s in torch_summary.hparams(hparams, metrics)]
+    assert (
+        text_summary("a/b", "**x** é").SerializeToString() == torch_summary.text("a/b", "**x** é").SerializeToString()
+    )
+    rng = np.random.default_rng(1)
+    for image, dataformats in [
+        (rng.random((1, 5, 7)), "CHW"),
+        (rng.random((5, 7)) * 1.2 - 0.1, "HW"),  # out of [0, 1]: clipped
+        (rng.random((5, 7, 3)).astype(np.float32), "HWC"),
+        (rng.integers(0, 256, (3, 5, 7), dtype=np.uint8), "CHW"),
+    ]:
+        expected = torch_summary.image("t", image, dataformats=dataformats).value[0].image
+        got = image_summary("t", image, dataformats).value[0].image
+        assert (got.width, got.height) == (expected.width, expected.height)
+        as_rgb = Image.open(io.BytesIO(got.encoded_image_string)).convert("RGB")
+        np.testing.assert_array_equal(np.asarray(as_rgb), _pixels(expected))
+    values = rng.normal(size=1000) * 3
+    expected = torch_summary.histogram("h", values, "auto").value[0].histo  # its statistics do not depend on the bins
+    got = histogram_summary("h", values).value[0].histo
+    for field in ("min", "max", "num"):
+        assert getattr(got, field) == getattr(expected, field)
+    assert (got.sum, got.sum_squares) == pytest.approx((expected.sum, expected.sum_squares))
