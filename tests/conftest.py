@@ -103,6 +103,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # once, in pytest-xdist's controller (or the only process)
         for directory in ("framework", "tools"):
             compileall.compile_dir(os.path.join(ROOT, directory), quiet=1)
+        # One intra-op thread for every run the suite starts (the workers and all their runs inherit it): the
+        # suite already runs a worker per core, where the default ('auto') samples the cores' load for 0.1 s at
+        # each run's start and may still pick a second thread that spin-waits. Tests of 'auto' set their own.
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
