@@ -1,7 +1,7 @@
 """TensorBoard summaries (text, image, histogram, hparams) built from tensorboard's protobufs, without torch.
 
 The writer process (``tensorboard_writer``) builds them from the numpy arrays and Python values the training
-process sends, so it never imports torch (~2 s of CPU and ~300 MB at each run's end, when ``add_hparams`` came).
+process sends, so it never imports torch (~2-4 s of CPU and ~240 MB at each run's end, when ``add_hparams`` came).
 They are what ``torch.utils.tensorboard.SummaryWriter`` writes for the same calls, so TensorBoard shows the same:
 the same tags, images scaled the same way, the same HPARAMS table.
 """

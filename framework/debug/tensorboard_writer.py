@@ -5,7 +5,7 @@ writer's pure-Python CRC32C in a thread that holds the GIL; a few scalars per st
 small model's training by 10% or more. The training process instead pickles small messages into
 this process's stdin (a few microseconds) and this process writes: all scalars of a step as one
 event (one CRC per step), texts, histograms, images and hparams, built from tensorboard's protobufs
-(``tensorboard_summaries``): this process never imports torch (~2 s of CPU and ~300 MB beside the
+(``tensorboard_summaries``): this process never imports torch (~2-4 s of CPU and ~240 MB beside the
 training it serves).
 
 Started as ``python -m framework.debug.tensorboard_writer LOGDIR`` (not multiprocessing's
