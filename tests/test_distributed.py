@@ -160,9 +160,7 @@ def test_sigusr1_dumps_the_stacks_of_every_rank_labelled_by_rank(tmp_path):
     )
     signalled = tmp_path / "signalled"
     config = tiny_config_with(tmp_path, f"_signalled = {str(signalled)!r}\n" + wait_at_step_1)
-    job = start_torchrun(
-        config, "++torch_distributed", "{}", "++batch_size", "8", "++num_epochs", "1", "++log_verbosity", "5"
-    )
+    job = start_torchrun(config, "++torch_distributed", "{}", "++num_epochs", "1", "++log_verbosity", "5")
     lines: list[str] = []
     try:
         for line in job.stdout:  # rank 0's step lines: both ranks are past startup, inside training
@@ -177,6 +175,7 @@ def test_sigusr1_dumps_the_stacks_of_every_rank_labelled_by_rank(tmp_path):
         rest, err = job.communicate(timeout=90)
         out = "".join(lines) + rest + err
     finally:
+        signalled.touch()  # also when the test failed: the ranks must not wait for ever
         job.kill()
     assert job.returncode == 0, out  # training goes on after the dump
     for rank in (0, 1):

@@ -25,9 +25,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-# ``kills``, {attempt: (rank, epoch, global step)}: in that attempt of the job (the agent's restart count) that rank
-# SIGKILLs itself as it begins that step. From inside, the kill lands at its step also on a busy machine, in a forked rank or a
-# fresh one alike; the restarted attempts do not repeat the ones before.
+# ``kills``, {attempt: (rank, epoch, global step)}: in that attempt of the job (the agent's restart count), that rank
+# SIGKILLs itself as it begins that step. From inside, the kill lands at its step also on a busy machine, and in a rank
+# forked from the launcher as in a fresh one (which the test could find from outside); later attempts do not repeat it.
 SELF_KILL = (
     "\nimport os as _os, signal as _signal, torch.distributed as _dist\n"
     "kills = {}\n"
@@ -57,26 +57,20 @@ def test_killed_ranks_restart_resume_mid_epoch_and_match_a_two_node_job(tmp_path
         nodes = list(pool.map(node_run, range(2)))
     assert [p.returncode for p in nodes] == [0, 0], "\n".join(p.stdout + p.stderr for p in nodes)
     assert (tmp_path / "ref/m.002.pt").exists()
-    # Rank 1 is SIGKILLed at epoch 1 step 3, the restarted rank 0 at epoch 2 step 2 (global step 7, epochs of 5 steps);
+    # Rank 1 is SIGKILLed at epoch 1 step 3, the restarted rank 0 at epoch 2 step 2 (global step 7: epochs of 5 steps);
     # the agent restarts both times.
     kills = "{0: (1, 1, 3), 1: (0, 2, 7)}"
-    job = run_torchrun(
-        *args,
-        "++model",
-        str(tmp_path / "job/m"),
-        "++kills",
-        kills,
-        torchrun_args=("--standalone", "--nproc_per_node=2", "--max-restarts=2"),
-    )
+    restarts = ("--standalone", "--nproc_per_node=2", "--max-restarts=2")
+    job = run_torchrun(*args, "++model", str(tmp_path / "job/m"), "++kills", kills, torchrun_args=restarts)
     out = job.stdout + job.stderr
     assert job.returncode == 0, out
     assert "attempt 0: rank 1 SIGKILLs itself" in out and "attempt 1: rank 0 SIGKILLs itself" in out, out
-    lines = job.stdout.splitlines()
-    assert sum(line.startswith("task train, ") for line in lines) == 3, out  # the first attempt and two restarts
+    starts = [line for line in job.stdout.splitlines() if line.startswith("task train, ")]
+    assert len(starts) == 3, out  # the first attempt and two restarts
     interrupted = tmp_path / "job/m.interrupted.pt"
-    # Each restart continues from the newest mid-epoch checkpoint.
-    assert f"Resuming from {interrupted}: epoch 1, global step " in out
-    assert f"Resuming from {interrupted}: epoch 2, global step " in out and "Continuing epoch 2 at step " in out
+    # Each restart continues from the newest mid-epoch checkpoint before its kill (every 2 steps).
+    assert f"Resuming from {interrupted}: epoch 1, global step 2." in out
+    assert f"Resuming from {interrupted}: epoch 2, global step 6." in out and "Continuing epoch 2 at step 1 " in out
     assert not interrupted.exists()  # the final epoch checkpoint superseded it
     reference, resumed = (torch.load(tmp_path / f"{d}/m.002.pt", weights_only=True) for d in ("ref", "job"))
     assert checkpoint_differences(reference, resumed) == []  # every entry, the mid-epoch resumed epochs' scores too
