@@ -332,6 +332,9 @@ def _become_process(cwd: str, env: dict[str, str], out, err) -> None:
             os.dup2(where.fileno(), fd)
             where.close()
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The server's children inherit its start method ('forkserver'); a fresh interpreter has none (Linux: fork), so
+    # the run's DataLoader workers would each start a server of their own, importing torch again (seconds each).
+    multiprocessing.set_start_method(None, force=True)
 
 
 def _script_as_main(argv: list[str]) -> Callable[[], object]:
