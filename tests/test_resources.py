@@ -1,17 +1,16 @@
 """Memory, time, profiling and TensorBoard, checked with real runs and tensorboard's own reader."""
 
+import cProfile
 import json
 import os
 import pstats
 import re
-import subprocess
-import sys
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
+from conftest import ROOT, TINY_CONFIG, run_rnn, run_script, tiny_config_with
 from framework.training.threads import allowed_cpus
 
 LEAKY = """
@@ -162,22 +161,11 @@ def test_torch_profile_writes_a_trace_with_named_regions_and_checkpoints_still_w
 
 @pytest.mark.slow
 def test_python_m_cprofile_works(tmp_path):
+    # cProfile's main runs rnn.py as __main__ in globals of its own, profiled from the first line: run as
+    # `python -m cProfile` does it, forked with torch imported (the imports are not what is tested).
     out = tmp_path / "whole.prof"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cProfile",
-            "-o",
-            str(out),
-            os.path.join(ROOT, "rnn.py"),
-            TINY_CONFIG,
-            "++num_epochs",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = run_script(
+        cProfile.__file__, "-o", str(out), os.path.join(ROOT, "rnn.py"), TINY_CONFIG, "++num_epochs", "1"
     )
     assert result.returncode == 0, result.stderr
     assert any(name == "train_epoch" for _, _, name in pstats.Stats(str(out)).stats)

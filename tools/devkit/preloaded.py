@@ -11,7 +11,7 @@ exception). The scripts must be this checkout's (the framework is imported once,
 return at once, like ``subprocess.Popen``, with the output on pipes: for tests that signal or kill a
 live run. A forked run has the signal dispositions of a fresh interpreter, but no controlling terminal,
 stdin is /dev/null, and it ends by ``os._exit`` after the atexit handlers, without waiting for
-non-daemon threads: a test about a terminal, ``python -m`` (pdb, cProfile), or how the interpreter
+non-daemon threads: a test about a terminal, ``python -m pdb``, or how the interpreter
 itself ends needs a fresh one. ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh
 interpreter instead. Used by the tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
 """
