@@ -78,6 +78,9 @@ class _ForkedPty(ptyprocess.PtyProcess):
                 args=(argv[1:], cwd or os.getcwd(), dict(env or os.environ), terminal),
             )
             process.start()
+        except BaseException:
+            os.close(master)
+            raise
         finally:
             terminal.close()
         run = cls(process.pid, master)
