@@ -12,6 +12,7 @@ import sys
 from framework import log, returnn_options
 from framework.config import load_config, parse_args
 from framework.errors import FrameworkError, TrainingInterrupted
+from framework.quick_exit import collect_once_then_freeze
 from framework.training import exit_log
 
 USAGE = """usage: rnn config.py [more_config.py ...] [++option value ...] [--explain-plugins]
@@ -35,6 +36,7 @@ def main(argv: list[str]) -> int:
         return 0
     from framework.debug.crash import install_crash_handlers
 
+    collect_once_then_freeze()
     crash_status = install_crash_handlers()  # first: a crash while loading the config is covered too
     exit_log.install_termination_handlers()
     exit_log.watch_leftover_threads()  # threads the config starts, also while it loads, must not keep us alive

@@ -23,6 +23,7 @@ from devkit.preloaded import (  # noqa: E402, F401  (the tests import them from 
     run_torchrun,
     start_rnn,
     start_script,
+    start_torchrun,
 )
 from devkit.terminal import spawn_rnn, spawn_script  # noqa: E402, F401
 

@@ -11,7 +11,7 @@ import psutil
 import pytest
 import torch
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, run_torchrun, tiny_config_with
+from conftest import ROOT, run_rnn, run_torchrun, start_torchrun, tiny_config_with
 from framework.testing import checkpoint_differences
 
 pytestmark = pytest.mark.slow  # real training runs and processes, seconds each
@@ -149,27 +149,33 @@ def test_unused_parameters_are_named_by_rank(tmp_path):
 
 
 def test_sigusr1_dumps_the_stacks_of_every_rank_labelled_by_rank(tmp_path):
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
-    args = [TINY_CONFIG, "++torch_distributed", "{}", "++batch_size", "8", "++step_sleep", "0.3", "++num_epochs", "1"]
-    job = subprocess.Popen(
-        [*command, os.path.join(ROOT, "rnn.py"), *args, "++log_verbosity", "5"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    # Each rank waits at step 1 until the test has sent the signals: both are alive inside training when they arrive.
+    wait_at_step_1 = (
+        "\nimport os as _os, time as _time\n"
+        "_train_step = train_step\n"
+        "def train_step(*, run_ctx, **kwargs):\n"
+        "    while run_ctx.step == 1 and not _os.path.exists(_signalled):\n"
+        "        _time.sleep(0.01)\n"
+        "    _train_step(run_ctx=run_ctx, **kwargs)\n"
     )
+    signalled = tmp_path / "signalled"
+    config = tiny_config_with(tmp_path, f"_signalled = {str(signalled)!r}\n" + wait_at_step_1)
+    job = start_torchrun(config, "++torch_distributed", "{}", "++num_epochs", "1", "++log_verbosity", "5")
     lines: list[str] = []
     try:
         for line in job.stdout:  # rank 0's step lines: both ranks are past startup, inside training
             lines.append(line)
             if "ep 1 train, step 0," in line:
                 break
-        workers = [p for p in psutil.Process(job.pid).children(recursive=True) if "rnn.py" in " ".join(p.cmdline())]
+        workers = psutil.Process(job.pid).children()  # torchrun's workers (forked, or ``python -u rnn.py``)
         assert len(workers) == 2, "".join(lines)
         for worker in workers:
             worker.send_signal(signal.SIGUSR1)
-        rest, _ = job.communicate(timeout=90)
-        out = "".join(lines) + rest
+        signalled.touch()
+        rest, err = job.communicate(timeout=90)
+        out = "".join(lines) + rest + err
     finally:
+        signalled.touch()  # also when the test failed: the ranks must not wait for ever
         job.kill()
     assert job.returncode == 0, out  # training goes on after the dump
     for rank in (0, 1):

@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from conftest import ROOT, StartedRun, start_rnn, tiny_config_with
+from conftest import ROOT, StartedRun, run_rnn, start_rnn, tiny_config_with
 
 RNN = os.path.join(ROOT, "rnn.py")
 
@@ -136,6 +136,25 @@ def test_the_stall_watch_writes_to_the_log_and_sigterm_during_a_long_stall_ends_
         run.kill()
     log = _assert_ended_stuck(tmp_path, run, stderr, "SIGTERM arrived while the current step had run for ")
     assert "stopping after the current step" not in log
+
+
+def test_garbage_there_is_at_exit_is_still_finalized(tmp_path):
+    # The process skips Python's collections over every object at teardown (framework.quick_exit: seconds with
+    # torch imported), after collecting once: an object in a reference cycle that becomes garbage as the process
+    # ends (here, in an atexit handler of the config's) still has its finalizer run, as a plain interpreter would.
+    marker = tmp_path / "finalized"
+    extra = (
+        "\nimport atexit as _atexit\n"
+        "class _InACycle:\n"
+        "    def __init__(self):\n"
+        "        self.me = self  # only a garbage collection frees it\n"
+        "    def __del__(self):\n"
+        f"        open({str(marker)!r}, 'w').close()\n"
+        "_atexit.register(_InACycle)  # garbage made at exit, after the run\n"
+    )
+    result = run_rnn(tiny_config_with(tmp_path, extra), "++num_epochs", "1", "++model", str(tmp_path / "m"))
+    assert result.returncode == 0, result.stderr
+    assert marker.exists()
 
 
 @pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not

@@ -12,7 +12,7 @@ must leave no file that git would list as untracked (outputs go to ignored direc
 without its command (``.. doc-test: printed by tests/test_x.py``) is compared by that test, not here.
 Commands marked
 ``.. doc-test: illustrative`` are listed, not run (see tools/devkit/doc_commands.py). With ``--fork``
-(the test suite's choice), plain ``python SCRIPT ARGS`` commands run forked from an interpreter
+(the test suite's choice), plain ``python SCRIPT ARGS`` commands (also after ``NAME=value`` words) run forked from an interpreter
 that has imported torch, which saves some 5 s of imports per command. Exit status: 0 all passed,
 1 one failed, 2 bad usage.
 """
@@ -38,6 +38,7 @@ from framework.tools.tool_args import ToolParser  # noqa: E402
 PYTHONS = ("python", "python3", ".venv/bin/python")
 HARNESS = (".venv", ".doc-test-bin")  # what this tool adds to the copy
 SHELL_SYNTAX = re.compile(r"[|&;<>$`]")
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S*")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -118,10 +119,26 @@ def _interpreter_at(path: str) -> None:
 def run(command: Command, directory: str, env: dict[str, str], timeout: float, fork: bool) -> tuple[bool, str, str]:
     """Run one command; whether it passed, if not why, and what it printed."""
     words = shlex.split(command.text)
-    forkable = fork and words[0] in PYTHONS and not words[1].startswith("-") and not SHELL_SYNTAX.search(command.text)
+    assignments = {}  # ``NAME=value python ...``: the command's environment
+    while words and ASSIGNMENT.fullmatch(words[0]):
+        name, value = words.pop(0).split("=", 1)
+        assignments[name] = value
+    forkable = (
+        fork
+        and len(words) > 1
+        and words[0] in PYTHONS
+        and not words[1].startswith("-")
+        and not SHELL_SYNTAX.search(command.text)
+    )
     try:
         if forkable:
-            forked = run_script(os.path.join(directory, words[1]), *words[2:], cwd=directory, timeout=timeout, env=env)
+            forked = run_script(
+                os.path.join(directory, words[1]),
+                *words[2:],
+                cwd=directory,
+                timeout=timeout,
+                env={**env, **assignments},
+            )
             result = subprocess.CompletedProcess(words, forked.returncode, forked.stdout + forked.stderr)
         else:
             result = subprocess.run(

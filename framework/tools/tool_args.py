@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from framework.quick_exit import collect_once_then_freeze
+
 CONFIG_USAGE = "config.py [more.py ...] [++key value ...]"
 _command: str | None = None  # how the tool was started, when not as ``python tools/NAME.py``
 
@@ -31,6 +33,7 @@ class ToolParser(argparse.ArgumentParser):
     """
 
     def __init__(self, tool_file: str, doc: str, *, takes_config: bool = True, usage_tail: str = "[options]"):
+        collect_once_then_freeze()  # a tool's process starts here
         self.takes_config = takes_config
         prog = _command or f"python tools/{os.path.basename(tool_file)}"
         head = f"{prog} {CONFIG_USAGE} " if takes_config else f"{prog} "

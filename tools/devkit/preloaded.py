@@ -44,7 +44,8 @@ PRELOAD = [
     "torch._dynamo",
     "framework.cli",
     "framework.run",  # the engine with the training features
-    "devkit.warm_server",  # the plugin modules and their declared options
+    "torch.utils.tensorboard",  # the model graph's writer (0.5 s: tensorboard's TensorFlow stub, boto3)
+    "devkit.warm_server",  # the plugin modules and their declared options; last: it freezes what is there
 ]  # torch.optim imports _dynamo on first use
 _context = None
 # A forked torchrun job's signal handlers and process name, before its agent set its own.
@@ -117,20 +118,46 @@ def run_torchrun(
     poll, terminates the other workers, and the summary names the first failure only (of ``_rank_main``, not of
     rnn.py). So tests of how such a job ends, and of the ``torchrun`` command itself (signals to it, a worker's
     command line), start ``python -m torch.distributed.run`` as a subprocess instead."""
-    command = [sys.executable, "-m", "torch.distributed.run", *torchrun_args, RNN, *args]
+    command, launcher_argv = _torchrun_commands(torchrun_args, args)
     if _fresh_processes():
         return _run_fresh(command, cwd, env, timeout)
-    launcher_argv = [*torchrun_args, "--start-method=fork", "--run-path", RNN, *args]
     return _run_forked(_launch_in_child, launcher_argv, command, cwd, env, timeout)
 
 
+def start_torchrun(
+    *args: str,
+    torchrun_args: tuple[str, ...] = ("--nproc_per_node=2", "--standalone"),
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> StartedRun:
+    """Start ``python -m torch.distributed.run TORCHRUN_ARGS rnn.py ARGS`` in ``cwd`` (environment ``env``, default
+    this one's), its output on pipes, like ``subprocess.Popen``: the launcher of ``run_torchrun`` (forked, and so is
+    each worker), for tests that signal a live job's workers. Either way the workers are the launcher's children."""
+    command, launcher_argv = _torchrun_commands(torchrun_args, args)
+    return StartedRun(command, cwd, env, target=_launch_in_child, argv=launcher_argv)
+
+
+def _torchrun_commands(torchrun_args: tuple[str, ...], args: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The torchrun command line of ``rnn.py ARGS``, and the arguments of its forked launcher (see run_torchrun)."""
+    command = [sys.executable, "-m", "torch.distributed.run", *torchrun_args, RNN, *args]
+    return command, [*torchrun_args, "--start-method=fork", "--run-path", RNN, *args]
+
+
 class StartedRun:
-    """A run started by ``start_script``: the parts of ``subprocess.Popen`` the tests use.
+    """A run started by ``start_script`` or ``start_torchrun``: the parts of ``subprocess.Popen`` the tests use.
 
     ``stdout`` and ``stderr`` are text pipes to read while it runs; ``returncode`` is ``-N`` when signal N ended it.
+    Forked, the child runs ``target(argv, cwd, env, stdout end, stderr end)``, by default ``command`` as a script.
     """
 
-    def __init__(self, command: list[str], cwd: str | None, env: dict[str, str] | None) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        cwd: str | None,
+        env: dict[str, str] | None,
+        target: Callable | None = None,
+        argv: list[str] | None = None,
+    ) -> None:
         self.args = command
         self.returncode: int | None = None
         if _fresh_processes():
@@ -147,8 +174,10 @@ class StartedRun:
         self._popen = None
         context = _forkserver()
         (out_read, out_write), (err_read, err_write) = context.Pipe(duplex=False), context.Pipe(duplex=False)
+        argv = command[1:] if argv is None else argv
         self._child = context.Process(
-            target=_run_in_child, args=(command[1:], cwd or os.getcwd(), dict(env or os.environ), out_write, err_write)
+            target=target or _run_in_child,
+            args=(argv, cwd or os.getcwd(), dict(env or os.environ), out_write, err_write),
         )
         self._child.start()
         out_write.close()
@@ -257,7 +286,7 @@ def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> N
     _exit_as_interpreter(_script_as_main(argv))
 
 
-def _launch_in_child(argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
+def _launch_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
     """Become ``python -m torch.distributed.run ARGV``, its workers forked from this interpreter (see run_torchrun)."""
     _become_process(cwd, env, out, err)
     global _fresh_signal_handlers, _fresh_process_name
