@@ -12,8 +12,9 @@ return at once, like ``subprocess.Popen``, with the output on pipes: for tests t
 live run. A forked run has the signal dispositions of a fresh interpreter, but no controlling terminal,
 stdin is /dev/null (devkit/terminal.py forks runs in a pseudo-terminal, for pexpect), and it ends by
 ``os._exit`` after the atexit handlers, without waiting for non-daemon threads: a test about ``python -m``
-(pdb, cProfile), or how the interpreter itself ends needs a fresh one. ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh
-interpreter instead. Used by the tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
+(pdb, cProfile), or how the interpreter itself ends needs a fresh one. ``FRAMEWORK_TEST_FRESH_PROCESSES=1``
+starts every run as a fresh interpreter instead. Used by the tests (``tests/conftest.py``) and
+``tools/check-docs.py --fork``.
 """
 
 from __future__ import annotations
