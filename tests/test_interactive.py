@@ -15,6 +15,8 @@ from conftest import (
     TINY_CONFIG,
     StartedRun,
     run_rnn,
+    spawn_rnn,
+    spawn_script,
     start_rnn,
     tiny_config_with,
     write_config,
@@ -27,8 +29,9 @@ ENV = dict(os.environ, IPY_TEST_SIMPLE_PROMPT="1", PYTHONUNBUFFERED="1")
 PROMPT = r"In \[\d+\]: "
 
 
-def _spawn(*args: str, python_args: tuple[str, ...] = ()) -> pexpect.spawn:
-    return pexpect.spawn(sys.executable, [*python_args, RNN, *args], env=ENV, encoding="utf-8", timeout=90)
+def _spawn(*args: str) -> pexpect.spawn:
+    """``python rnn.py ARGS`` in a pseudo-terminal (forked from the preloaded server: tools/devkit/terminal.py)."""
+    return spawn_rnn(*args, env=ENV, encoding="utf-8", timeout=90)
 
 
 def _params(path):
@@ -89,7 +92,7 @@ def test_plain_python_shell_when_ipython_is_missing(tmp_path):
         ),
         "launch.py",
     )
-    child = pexpect.spawn(sys.executable, [launcher], env=ENV, encoding="utf-8", timeout=90)
+    child = spawn_script(launcher, env=ENV, encoding="utf-8", timeout=90)
     child.expect("IPython is not installed: plain Python shell")
     child.expect(">>> ")
     child.sendline("print('batch', tuple(extern_data['data'].shape))")

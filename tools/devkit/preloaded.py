@@ -10,16 +10,17 @@ exception). The scripts must be this checkout's (the framework is imported once,
 ``run_rnn``/``run_script`` wait for the end, like ``subprocess.run``; ``start_rnn``/``start_script``
 return at once, like ``subprocess.Popen``, with the output on pipes: for tests that signal or kill a
 live run. A forked run has the signal dispositions of a fresh interpreter, but no controlling terminal,
-stdin is /dev/null, and it ends by ``os._exit`` after the atexit handlers, without waiting for
-non-daemon threads: a test about a terminal, ``python -m pdb``, or how the interpreter
-itself ends needs a fresh one. ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh
-interpreter instead. Used by the tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
+stdin is /dev/null (devkit/terminal.py forks runs in a pseudo-terminal, for pexpect), and it ends by
+``os._exit`` after the atexit handlers, without waiting for non-daemon threads: a test about ``python -m pdb``
+or how the interpreter itself ends needs a fresh one. ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a
+fresh interpreter instead. Used by the tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
 """
 
 from __future__ import annotations
 
 import atexit
 import faulthandler
+import fcntl
 import io
 import multiprocessing
 import os
@@ -28,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 import traceback
@@ -328,6 +330,8 @@ def _become_process(cwd: str, env: dict[str, str], out, err) -> None:
             target = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(target, fd)
             os.close(target)
+        elif isinstance(where, int):  # a descriptor the caller keeps (a terminal, from _run_in_terminal)
+            os.dup2(where, fd)
         else:  # a pipe's end (a multiprocessing Connection), from StartedRun
             os.dup2(where.fileno(), fd)
             where.close()
@@ -335,6 +339,40 @@ def _become_process(cwd: str, env: dict[str, str], out, err) -> None:
     # The server's children inherit its start method ('forkserver'); a fresh interpreter has none (Linux: fork), so
     # the run's DataLoader workers would each start a server of their own, importing torch again (seconds each).
     multiprocessing.set_start_method(None, force=True)
+
+
+def _run_in_terminal(argv: list[str], cwd: str, env: dict[str, str], terminal) -> None:
+    """Become ``python SCRIPT ARGS`` started in a pseudo-terminal as ``pexpect.spawn`` starts it (``terminal``: a
+    Connection holding the terminal's slave end; devkit/terminal.py): leader of a new session whose controlling
+    terminal it is, the terminal as standard input, output and error, ``sys.std*`` as Python opens them on one."""
+    os.setsid()
+    fcntl.ioctl(terminal.fileno(), termios.TIOCSCTTY, 0)
+    os.dup2(terminal.fileno(), 0)
+    _become_process(cwd, env, terminal.fileno(), terminal.fileno())
+    terminal.close()
+    _open_stdio_on_terminal()
+    _exit_as_interpreter(_script_as_main(argv))
+
+
+def _open_stdio_on_terminal() -> None:
+    """``sys.std*`` (and ``sys.__std*__``) on descriptors 0-2, a terminal now, as Python opens them at start-up
+    (pylifecycle.c, create_stdio): line-buffered on a terminal, unbuffered output with PYTHONUNBUFFERED, the
+    encoding and errors of the server's own (its stdin is multiprocessing's /dev/null, utf-8 whatever the locale)."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    encoding, errors = sys.stdout.encoding, {"stdin": sys.stdout.errors, "stdout": sys.stdout.errors}
+    errors["stderr"] = sys.stderr.errors
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        raw = fd > 0 and unbuffered  # stdin is buffered even then
+        buffer = open(fd, "wb" if fd else "rb", buffering=0 if raw else -1, closefd=False)  # noqa: SIM115
+        (buffer if raw else buffer.raw).name = f"<{name}>"
+        stream = io.TextIOWrapper(
+            buffer, encoding, errors[name], newline="\n", line_buffering=not unbuffered, write_through=unbuffered
+        )
+        stream.mode = "w" if fd else "r"
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 def _script_as_main(argv: list[str]) -> Callable[[], object]:
