@@ -1,19 +1,23 @@
 """Post-mortem debuggers on a real pseudo-terminal: the exception's note says how many ``up`` steps reach the
-user's line, and that many steps get there, under ``python -m pdb -c continue`` and ``ipython --pdb``."""
+user's line, and that many steps get there, under ``python -m pdb -c continue`` and ``ipython --pdb``.
+
+The debuggers' own entry points (pdb's ``main``, the ``ipython`` launcher) run as scripts forked from the preloaded
+server (tools/devkit): what they do with rnn.py (run it as ``__main__``, post mortem on its exception) is theirs."""
 
 import os
+import pdb
 import re
-import subprocess
 import sys
 
 import pexpect
 import pytest
 
-from conftest import FAILING_TRAIN_STEP, ROOT, tiny_config_with
+from conftest import FAILING_TRAIN_STEP, ROOT, run_script, spawn_script, tiny_config_with
 
-pytestmark = pytest.mark.slow  # a fresh interpreter each, under a debugger
+pytestmark = pytest.mark.slow  # real runs under a debugger
 
 RNN = os.path.join(ROOT, "rnn.py")
+IPYTHON = os.path.join(os.path.dirname(sys.executable), "ipython")  # the launcher script of ``ipython``
 ENV = dict(os.environ, IPY_TEST_SIMPLE_PROMPT="1", PYTHONUNBUFFERED="1", TERM="dumb")
 # The tiny config's batches have 4 features: torch raises in Linear.forward, below the user's frame.
 SHAPE_BUG = """
@@ -49,17 +53,14 @@ def _up_to_the_users_line(child: pexpect.spawn, prompt: str) -> None:
 
 def test_pdb_note_counts_the_up_steps_to_the_users_line(tmp_path):
     config = tiny_config_with(tmp_path, SHAPE_BUG)
-    child = pexpect.spawn(
-        sys.executable, ["-m", "pdb", "-c", "continue", RNN, config], env=ENV, encoding="utf-8", timeout=60
-    )
+    child = spawn_script(pdb.__file__, "-c", "continue", RNN, config, env=ENV, encoding="utf-8", timeout=60)
     _up_to_the_users_line(child, r"\(Pdb\) ")
     child.terminate(force=True)  # after quit, pdb would restart the script
 
 
 def test_ipython_pdb_shows_the_short_traceback_and_the_same_count(tmp_path):
     config = tiny_config_with(tmp_path, SHAPE_BUG)
-    ipython = os.path.join(os.path.dirname(sys.executable), "ipython")
-    child = pexpect.spawn(ipython, ["--pdb", "--colors=nocolor", RNN, config], env=ENV, encoding="utf-8", timeout=60)
+    child = spawn_script(IPYTHON, "--pdb", "--colors=nocolor", RNN, config, env=ENV, encoding="utf-8", timeout=60)
     child.expect(re.escape("Traceback (most recent call last; library frames folded):"))
     child.expect("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
     _up_to_the_users_line(child, "ipdb> ")
@@ -70,12 +71,6 @@ def test_ipython_pdb_shows_the_short_traceback_and_the_same_count(tmp_path):
 
 def test_pdb_opens_in_the_users_frame_when_the_user_raised(tmp_path):
     config = tiny_config_with(tmp_path, FAILING_TRAIN_STEP)
-    debugged = subprocess.run(
-        [sys.executable, "-m", "pdb", "-c", "continue", RNN, config],
-        input="p secret_local\nquit\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    debugged = run_script(pdb.__file__, "-c", "continue", RNN, config, input="p secret_local\nquit\n", timeout=120)
     assert "'found-me'" in debugged.stdout, debugged.stdout[-2000:]
     assert "reaches your code" not in debugged.stdout  # no up steps to count

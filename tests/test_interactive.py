@@ -157,8 +157,8 @@ def test_debug_shell_called_from_model_code(tmp_path):
 
 def test_ipython_pdb_lands_in_the_frame_of_the_exception(tmp_path):
     config = tiny_config_with(tmp_path, FAILING_TRAIN_STEP)
-    ipython = os.path.join(os.path.dirname(sys.executable), "ipython")
-    child = pexpect.spawn(ipython, ["--pdb", RNN, config], env=ENV, encoding="utf-8", timeout=90)
+    ipython = os.path.join(os.path.dirname(sys.executable), "ipython")  # the launcher script, run forked
+    child = spawn_script(ipython, "--pdb", RNN, config, env=ENV, encoding="utf-8", timeout=90)
     child.expect("ipdb> ")
     child.sendline("p secret_local")
     child.expect("'found-me'")

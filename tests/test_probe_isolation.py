@@ -8,13 +8,13 @@ N-th real call, also under ``python -m pdb -c continue`` (post mortem in the use
 from __future__ import annotations
 
 import os
+import pdb
 import re
 import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, TINY_CONFIG, run_rnn
+from conftest import ROOT, TINY_CONFIG, run_rnn, run_script
 
 COUNTING = os.path.join(ROOT, "tests", "data", "counting_model_config.py")
 
@@ -70,12 +70,13 @@ def test_an_error_in_the_unchanged_probe_run_is_the_users_and_names_the_check(tm
 
 @pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 def test_pdb_stops_in_the_users_frame_at_the_nth_real_call(tmp_path):
-    command = [sys.executable, "-m", "pdb", "-c", "continue", os.path.join(ROOT, "rnn.py"), TINY_CONFIG, COUNTING]
-    result = subprocess.run(
-        [*command, "++fail_at", "3"],
+    command = ["-c", "continue", os.path.join(ROOT, "rnn.py"), TINY_CONFIG, COUNTING]  # ``python -m pdb`` forked
+    result = run_script(
+        pdb.__file__,
+        *command,
+        "++fail_at",
+        "3",
         input="p ('calls', self.calls)\nquit\n",
-        capture_output=True,
-        text=True,
         timeout=240,
         cwd=str(tmp_path),
     )

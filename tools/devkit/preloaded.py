@@ -10,10 +10,11 @@ exception). The scripts must be this checkout's (the framework is imported once,
 ``run_rnn``/``run_script`` wait for the end, like ``subprocess.run``; ``start_rnn``/``start_script``
 return at once, like ``subprocess.Popen``, with the output on pipes: for tests that signal or kill a
 live run. A forked run has the signal dispositions of a fresh interpreter, but no controlling terminal,
-stdin is /dev/null (devkit/terminal.py forks runs in a pseudo-terminal, for pexpect), and it ends by
-``os._exit`` after the atexit handlers, without waiting for non-daemon threads: a test about ``python -m pdb``
-or how the interpreter itself ends needs a fresh one. ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a
-fresh interpreter instead. Used by the tests (``tests/conftest.py``) and ``tools/check-docs.py --fork``.
+stdin is /dev/null or ``run_script``'s ``input`` (devkit/terminal.py forks runs in a pseudo-terminal, for pexpect),
+and it ends by ``os._exit`` after the atexit handlers, without waiting for non-daemon threads: a test about how the
+interpreter itself ends needs a fresh one (``python -m pdb`` runs forked as pdb's script: ``pdb.__file__``).
+``FRAMEWORK_TEST_FRESH_PROCESSES=1`` starts every run as a fresh interpreter instead. Used by the tests
+(``tests/conftest.py``) and ``tools/check-docs.py --fork``.
 """
 
 from __future__ import annotations
@@ -61,13 +62,19 @@ def run_rnn(
 
 
 def run_script(
-    script: str, *args: str, cwd: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+    script: str,
+    *args: str,
+    cwd: str | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run ``python SCRIPT ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output."""
+    """Run ``python SCRIPT ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output; its
+    standard input is ``input`` (as ``subprocess.run(..., input=input)`` gives it), or /dev/null without one."""
     command = [sys.executable, script, *args]
     if _fresh_processes():
-        return _run_fresh(command, cwd, env, timeout)
-    return _run_forked(_run_in_child, command[1:], command, cwd, env, timeout)
+        return _run_fresh(command, cwd, env, timeout, input)
+    return _run_forked(_run_in_child, command[1:], command, cwd, env, timeout, input)
 
 
 def _fresh_processes() -> bool:
@@ -76,21 +83,31 @@ def _fresh_processes() -> bool:
 
 
 def _run_fresh(
-    command: list[str], cwd: str | None, env: dict[str, str] | None, timeout: float
+    command: list[str], cwd: str | None, env: dict[str, str] | None, timeout: float, input: str | None = None
 ) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-    )
+    stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **stdin)
 
 
 def _run_forked(
-    target: Callable, argv: list[str], command: list[str], cwd: str | None, env: dict[str, str] | None, timeout: float
+    target: Callable,
+    argv: list[str],
+    command: list[str],
+    cwd: str | None,
+    env: dict[str, str] | None,
+    timeout: float,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """``target(argv, cwd, env, stdout file, stderr file)`` in a child of the server (environment ``env``, default
-    this one's); ``command`` is what it stands for."""
+    """``target(argv, cwd, env, stdout file, stderr file)`` (and the file of ``input`` when given) in a child of the
+    server (environment ``env``, default this one's); ``command`` is what it stands for."""
     with tempfile.TemporaryDirectory(prefix="rnn-run-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        child = _forkserver().Process(target=target, args=(argv, cwd or os.getcwd(), dict(env or os.environ), out, err))
+        args = (argv, cwd or os.getcwd(), dict(env or os.environ), out, err)
+        if input is not None:
+            with open(os.path.join(tmp, "stdin"), "w", encoding="utf-8") as f:
+                f.write(input)
+            args += (f.name,)
+        child = _forkserver().Process(target=target, args=args)
         child.start()
         child.join(timeout)
         if child.exitcode is None:
@@ -279,11 +296,25 @@ def _read(path: str) -> str:
         return f.read()
 
 
-def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
-    """Become ``python SCRIPT ARGS``: directory, environment, output files (paths or pipe ends), then run it as the
-    interpreter would."""
+def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err, stdin: str | None = None) -> None:
+    """Become ``python SCRIPT ARGS``: directory, environment, output files (paths or pipe ends), the file ``stdin``
+    as standard input if given (else /dev/null, multiprocessing's), then run it as the interpreter would."""
     _become_process(cwd, env, out, err)
+    if stdin is not None:
+        _open_stdin(stdin)
     _exit_as_interpreter(_script_as_main(argv))
+
+
+def _open_stdin(path: str) -> None:
+    """The file ``path`` as descriptor 0 and ``sys.stdin``, as Python opens a file it is given as standard input
+    (block-buffered, the encoding of the server's own streams)."""
+    fd = os.open(path, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
+    buffer = open(0, "rb", closefd=False)  # noqa: SIM115 (the process's stdin until it ends)
+    buffer.raw.name = "<stdin>"
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(buffer, sys.stdout.encoding, sys.stdout.errors, newline="\n")
+    sys.stdin.mode = "r"
 
 
 def _launch_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
