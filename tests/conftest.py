@@ -25,7 +25,6 @@ from devkit.preloaded import (  # noqa: E402, F401  (the tests import them from 
     start_script,
     start_torchrun,
 )
-from devkit.terminal import spawn_rnn, spawn_script  # noqa: E402, F401
 
 from framework import log  # noqa: E402
 

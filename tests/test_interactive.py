@@ -8,6 +8,7 @@ import sys
 import pexpect
 import pytest
 import torch
+from devkit.terminal import spawn_rnn, spawn_script  # pexpect: only the terminal tests need it
 
 from conftest import (
     FAILING_TRAIN_STEP,
@@ -15,8 +16,6 @@ from conftest import (
     TINY_CONFIG,
     StartedRun,
     run_rnn,
-    spawn_rnn,
-    spawn_script,
     start_rnn,
     tiny_config_with,
     write_config,
