@@ -11,8 +11,9 @@ import sys
 
 import pexpect
 import pytest
+from devkit.terminal import spawn_script  # pexpect: only the terminal tests need it
 
-from conftest import FAILING_TRAIN_STEP, ROOT, run_script, spawn_script, tiny_config_with
+from conftest import FAILING_TRAIN_STEP, ROOT, run_script, tiny_config_with
 
 pytestmark = pytest.mark.slow  # real runs under a debugger
 
