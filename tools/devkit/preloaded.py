@@ -285,7 +285,15 @@ def _forkserver():
                 del os.environ["PYTHONPATH"]
             else:
                 os.environ["PYTHONPATH"] = before
+        atexit.register(_kill_live_runs)  # runs before multiprocessing's own handler, which joins them
     return _context
+
+
+def _kill_live_runs() -> None:
+    """Kill the runs still alive as this process ends (a failed test's run waiting at a prompt, say): multiprocessing
+    would wait for them forever, where a fresh child would get a hangup from its closed terminal or pipe."""
+    for run in multiprocessing.active_children():
+        run.kill()
 
 
 def _read(path: str) -> str:
