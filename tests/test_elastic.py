@@ -15,7 +15,7 @@ from framework.testing import checkpoint_differences
 
 pytestmark = pytest.mark.slow  # real torchrun jobs, seconds each
 
-# Mid-epoch checkpoints every 2 steps; a progress line per step (rank 0's stdout) to aim the kills at.
+# Mid-epoch checkpoints every 2 steps, which each restart resumes from; a progress line per step (rank 0's stdout).
 ARGS = ["++torch_distributed", "{}", "++checkpoint_every_n_steps", "2", "++log_verbosity", "5"]
 
 

@@ -319,10 +319,7 @@ def _open_stdin(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     os.dup2(fd, 0)
     os.close(fd)
-    buffer = open(0, "rb", closefd=False)  # noqa: SIM115 (the process's stdin until it ends)
-    buffer.raw.name = "<stdin>"
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(buffer, sys.stdout.encoding, sys.stdout.errors, newline="\n")
-    sys.stdin.mode = "r"
+    _open_std_stream(0, sys.stdout.encoding, sys.stdout.errors, line_buffering=False)
 
 
 def _launch_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
@@ -398,20 +395,25 @@ def _open_stdio_on_terminal() -> None:
     (pylifecycle.c, create_stdio): line-buffered on a terminal, unbuffered output with PYTHONUNBUFFERED, the
     encoding and errors of the server's own (its stdin is multiprocessing's /dev/null, utf-8 whatever the locale)."""
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
-    encoding, errors = sys.stdout.encoding, {"stdin": sys.stdout.errors, "stdout": sys.stdout.errors}
-    errors["stderr"] = sys.stderr.errors
+    encoding, errors = sys.stdout.encoding, (sys.stdout.errors, sys.stdout.errors, sys.stderr.errors)
     sys.stdout.flush()
     sys.stderr.flush()
-    for fd, name in enumerate(("stdin", "stdout", "stderr")):
-        raw = fd > 0 and unbuffered  # stdin is buffered even then
-        buffer = open(fd, "wb" if fd else "rb", buffering=0 if raw else -1, closefd=False)  # noqa: SIM115
-        (buffer if raw else buffer.raw).name = f"<{name}>"
-        stream = io.TextIOWrapper(
-            buffer, encoding, errors[name], newline="\n", line_buffering=not unbuffered, write_through=unbuffered
-        )
-        stream.mode = "w" if fd else "r"
-        setattr(sys, name, stream)
-        setattr(sys, f"__{name}__", stream)
+    for fd in (0, 1, 2):  # stdin is buffered even with PYTHONUNBUFFERED
+        _open_std_stream(fd, encoding, errors[fd], line_buffering=not unbuffered, unbuffered=fd > 0 and unbuffered)
+
+
+def _open_std_stream(fd: int, encoding: str, errors: str, line_buffering: bool, unbuffered: bool = False) -> None:
+    """``sys.stdin``/``stdout``/``stderr`` (``fd`` 0, 1, 2) and its ``sys.__std*__`` twin on that descriptor, as
+    Python's start-up builds it (pylifecycle.c, create_stdio): ``unbuffered`` writes through a raw file."""
+    name = ("stdin", "stdout", "stderr")[fd]
+    buffer = open(fd, "wb" if fd else "rb", buffering=0 if unbuffered else -1, closefd=False)  # noqa: SIM115
+    (buffer if unbuffered else buffer.raw).name = f"<{name}>"
+    stream = io.TextIOWrapper(
+        buffer, encoding, errors, newline="\n", line_buffering=line_buffering, write_through=unbuffered
+    )
+    stream.mode = "w" if fd else "r"
+    setattr(sys, name, stream)
+    setattr(sys, f"__{name}__", stream)
 
 
 def _script_as_main(argv: list[str]) -> Callable[[], object]:
