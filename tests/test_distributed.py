@@ -119,6 +119,34 @@ def test_an_exception_on_one_rank_ends_the_job_promptly_with_its_traceback(tmp_p
     assert "[rank1]: RuntimeError: boom on rank 1" in out and "rank      : 1 (local_rank: 1)" in out
 
 
+def test_the_process_group_is_destroyed_by_the_exit_handlers_not_by_the_models_release(tmp_path):
+    # A gloo thread that frees the last reference to a tensor of a collective takes the GIL. If the DDP wrapper's
+    # reducer held the group's last reference, the wrapper's release as the task returns would destroy the group
+    # with the GIL held, waiting for that thread: the rank hung after its summary (CI, about 1 run in 30 on a busy
+    # machine). The group must outlive the model and go in the exit handlers, through references that let go of the
+    # GIL. Seen from the config: gloo's threads counted by an exit handler that runs before the framework's (added
+    # during training) and by one that runs after it (added as the config loads).
+    exit_handlers = (
+        "\nimport atexit as _atexit, os as _os\n"
+        "def _gloo_threads(when):\n"
+        "    if _os.environ['RANK'] != '0':\n"
+        "        return\n"
+        "    names = [open(f'/proc/self/task/{t}/comm').read().strip() for t in _os.listdir('/proc/self/task')]\n"
+        "    print(f'gloo threads {when}:', names.count('pt_gloo_runloop'), flush=True)\n"
+        "_atexit.register(_gloo_threads, 'after the exit handlers')\n"
+        "_train_step = train_step\n"
+        "def train_step(*, model, extern_data, run_ctx, **kwargs):\n"
+        "    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)\n"
+        "    if run_ctx.epoch == 1 and run_ctx.step == 1:\n"
+        "        _atexit.register(_gloo_threads, 'once the task returned')\n"
+    )
+    config = tiny_config_with(tmp_path, PLAIN_SGD + exit_handlers)
+    result = torchrun(config, "++num_epochs", "1", "++model", str(tmp_path / "m"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    counts = re.findall(r"gloo threads (.*): (\d+)", result.stdout)
+    assert counts == [("once the task returned", "2"), ("after the exit handlers", "0")], result.stdout
+
+
 def test_torch_distributed_without_torchrun_is_a_config_error(tmp_path):
     result = run_rnn(tiny_config_with(tmp_path, "\ntorch_distributed = {}\n"))
     assert result.returncode == 2 and "was not started by torchrun" in result.stderr

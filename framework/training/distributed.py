@@ -101,8 +101,7 @@ class Distributed:
         self._store: dist.Store | None = None  # the rendezvous store: it outlives the process group
         if not dist.is_initialized():
             self._store = _init_process_group(backend)
-            # Every exit path, also an error before the engine's task starts: gloo left alone aborts at exit.
-            atexit.register(self.close)
+            atexit.register(self._close_at_exit)
             exit_log.when_ending(self._end_after_peers_reported)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         # Where the ranks agree on a stop: a CPU all-reduce, never a wait for the device.
@@ -118,6 +117,7 @@ class Distributed:
         self.params_in_sync = True
         self._updates = 0
         self._remainder_said = False  # train_plan said that it leaves out the batches that do not split evenly
+        self._destroyed_groups: list[Any] = []  # see close
 
     def train_plan(self, plan: list[np.ndarray]) -> list[np.ndarray]:
         """This rank's batches: every N-th, in whole groups of N so that all ranks take the same number of steps.
@@ -229,10 +229,22 @@ class Distributed:
         """Destroy the process group. Left to interpreter exit, gloo's threads can abort the process (SIGABRT)."""
         self._stop_flags = None  # in flight only when a rank failed mid-epoch: its peers never complete it
         if dist.is_initialized():
+            # Held until exit (_close_at_exit), so that no DDP reducer ever holds the last reference to a group: the
+            # reducer's release keeps the GIL while gloo joins its threads, and a gloo thread still freeing the
+            # tensors of the last collective waits for the GIL; the rank hangs (seen 1 in 30 runs on a busy machine;
+            # pytorch/pytorch#56297). A group's own Python reference lets go of the GIL while it is destroyed.
+            self._destroyed_groups = [dist.group.WORLD, self._cpu_group]
             dist.destroy_process_group()
             # Whatever still holds the process group (a DDP wrapper, a copy of the model) lets go now, while
             # Python is alive: gloo's threads released during interpreter shutdown abort the process.
             gc.collect()
+
+    def _close_at_exit(self) -> None:
+        """``close`` on every exit path (also an error before the engine's task starts), then let go of the groups:
+        the model, and with it the DDP wrapper, is gone by now (see close)."""
+        self.close()
+        gc.collect()
+        self._destroyed_groups = []
 
     def _end_after_peers_reported(self, cause: BaseException | None, grace: float) -> None:
         """Once this rank has reported how it ended: say so in the store, and if it stopped because other ranks

@@ -37,6 +37,8 @@ import traceback
 from collections.abc import Callable
 from multiprocessing import forkserver
 
+from devkit import hang_report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RNN = os.path.join(ROOT, "rnn.py")
 TOOLS = os.path.join(ROOT, "tools")
@@ -110,11 +112,31 @@ def _run_forked(
         child = _forkserver().Process(target=target, args=args)
         child.start()
         child.join(timeout)
-        if child.exitcode is None:
-            child.kill()
+        if child.exitcode is None:  # all its processes (torchrun's workers too), after saying where they stood
+            processes = hang_report.process_tree(child.pid)
+            stacks = hang_report.describe(processes)
+            hang_report.kill(processes)
             child.join()
-            raise subprocess.TimeoutExpired(command, timeout, _read(out), _read(err))
+            raise RunTimedOut(command, timeout, _read(out), _read(err), stacks)
         return subprocess.CompletedProcess(command, child.exitcode, _read(out), _read(err))
+
+
+class RunTimedOut(subprocess.TimeoutExpired):
+    """``subprocess.TimeoutExpired`` of a forked run whose message (what a failed test shows) also has the end of the
+    run's output and where each of its processes stood (``stacks``, from devkit/hang_report.py)."""
+
+    def __init__(self, cmd: list[str], timeout: float, output: str, stderr: str, stacks: str) -> None:
+        super().__init__(cmd, timeout, output, stderr)
+        self.stacks = stacks
+
+    def __str__(self) -> str:
+        def tail(text: str | None) -> str:
+            return "\n".join((text or "").splitlines()[-30:])
+
+        return (
+            f"{super().__str__()}\n--- the end of its stdout:\n{tail(self.stdout)}\n--- the end of its stderr:\n"
+            f"{tail(self.stderr)}\n--- its processes as it timed out:\n{self.stacks}"
+        )
 
 
 def run_torchrun(
