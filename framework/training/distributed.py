@@ -226,22 +226,20 @@ class Distributed:
                 p.data /= self.size
 
     def close(self) -> None:
-        """Destroy the process group. Left to interpreter exit, gloo's threads can abort the process (SIGABRT)."""
+        """Destroy the process group (at the engine's end, else in ``_close_at_exit``)."""
         self._stop_flags = None  # in flight only when a rank failed mid-epoch: its peers never complete it
         if dist.is_initialized():
-            # Held until exit (_close_at_exit), so that no DDP reducer ever holds the last reference to a group: the
+            # Held until _close_at_exit, so that no DDP reducer ever holds the last reference to a group: the
             # reducer's release keeps the GIL while gloo joins its threads, and a gloo thread still freeing the
             # tensors of the last collective waits for the GIL; the rank hangs (seen 1 in 30 runs on a busy machine;
             # pytorch/pytorch#56297). A group's own Python reference lets go of the GIL while it is destroyed.
             self._destroyed_groups = [dist.group.WORLD, self._cpu_group]
             dist.destroy_process_group()
-            # Whatever still holds the process group (a DDP wrapper, a copy of the model) lets go now, while
-            # Python is alive: gloo's threads released during interpreter shutdown abort the process.
-            gc.collect()
 
     def _close_at_exit(self) -> None:
-        """``close`` on every exit path (also an error before the engine's task starts), then let go of the groups:
-        the model, and with it the DDP wrapper, is gone by now (see close)."""
+        """``close`` on every exit path (also an error before the engine's task starts), then the groups go, while
+        Python is alive (left to interpreter shutdown, gloo's threads can abort the process: SIGABRT), once whatever
+        else held them (a DDP wrapper, a copy of the model) has let go: the model is gone by now."""
         self.close()
         gc.collect()
         self._destroyed_groups = []

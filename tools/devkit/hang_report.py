@@ -17,7 +17,7 @@ import tempfile
 
 import psutil
 
-HARNESS = os.path.join("tools", "devkit", "preloaded.py")
+_HARNESS = os.path.join("tools", "devkit", "preloaded.py")
 # Every thread of the interpreter, innermost frame first: file, line, function.
 _PYTHON_FRAMES = """
 set $ts = _PyRuntime.interpreters.head->threads.head
@@ -79,7 +79,7 @@ def _python_stacks(gdb: str, pid: int, script: str, timeout: float) -> str:
     for line in result.stdout.splitlines():
         if line.startswith("  thread"):
             harness = False
-        elif HARNESS in line:  # the frames that forked the run, outside it
+        elif _HARNESS in line:  # the frames that forked the run, outside it
             harness = True
         if line.startswith("  ") and not harness:
             lines.append(line)
