@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Measure how many collected RETURNN configs (tests/returnn/configs/*.config) start and train here, and which
-option lines a user still has to change.
+option lines a user still has to change, per half of the collection (tests/returnn/configs/manifest.tsv: the
+development half and the held-out half, split by author).
 
 Each config runs with ``rnn.py config ++device 'cpu' ++num_epochs 1`` (the configs ask for a GPU or hundreds of
 epochs) in a fresh directory. When the run stops with a config error (exit 2), the option lines the message names
 are taken out (a top-level assignment), and the config runs again, until it trains or fails otherwise. Prints,
-per config, the result and the lines taken out. ``--root`` runs another checkout's rnn.py on the same configs
-(the state before a change).
+per config, the result and the lines taken out, then per half: trains as written, trains after deleting named
+lines, stops (a config error that names no line to delete), breaks (any other failure). ``--root`` runs another
+checkout's rnn.py on the same configs (the state before a change).
 """
 
 from __future__ import annotations
@@ -25,6 +27,28 @@ sys.path.insert(0, ROOT)
 from framework.tools.tool_args import ToolParser  # noqa: E402
 
 CONFIGS = os.path.join(ROOT, "tests", "returnn", "configs")
+OUTCOMES = ("trains as written", "trains after deleting named lines", "stops", "breaks")
+
+
+def read_manifest(path: str) -> dict[str, str]:
+    """config file name -> its half ('development' or 'held-out') from the collection's manifest."""
+    halves = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#") or line.startswith("config\t") or not line.strip():
+                continue
+            name, _author, half, _source = line.rstrip("\n").split("\t")
+            halves[name] = half
+    return halves
+
+
+def outcome(result: str) -> str:
+    """Which of OUTCOMES a result of ``measure`` is."""
+    if result == "trains":
+        return OUTCOMES[0]
+    if result == "trains after changes":
+        return OUTCOMES[1]
+    return OUTCOMES[2] if result in ("stops (exit 2)", "gave up") else OUTCOMES[3]
 
 
 def refused_names(message: str, source: str) -> list[str]:
@@ -82,7 +106,7 @@ def measure(path: str, root: str, timeout: float) -> tuple[str, list[str], str]:
             errors = "\n".join(line for line in output.splitlines() if line.startswith("ERROR: "))
             names = refused_names(errors, source)  # a config error names them
             if not names:
-                return f"fails (exit {run.returncode})", taken, output
+                return ("stops (exit 2)" if run.returncode == 2 else f"fails (exit {run.returncode})"), taken, output
             taken.extend(names)
             source = take_out(source, names)
     return "gave up", taken, output
@@ -92,17 +116,23 @@ def main() -> int:
     parser = ToolParser(__file__, __doc__, takes_config=False, usage_tail="[--root DIR] [--timeout S] [config ...]")
     parser.add_argument("--root", default=ROOT, help="the checkout whose rnn.py runs the configs")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--half", choices=("development", "held-out"), help="only the configs of this half")
     parser.add_argument("configs", nargs="*", help="default: every tests/returnn/configs/*.config")
     args = parser.parse_args()
+    halves = read_manifest(os.path.join(CONFIGS, "manifest.tsv"))
     paths = args.configs or sorted(glob.glob(os.path.join(CONFIGS, "*.config")))
-    untouched = 0
+    paths = [p for p in paths if args.half is None or halves.get(os.path.basename(p)) == args.half]
+    counts: dict[str, dict[str, int]] = {}
     for path in paths:
         result, taken, output = measure(path, os.path.abspath(args.root), args.timeout)
-        untouched += result == "trains"
-        print(f"{os.path.basename(path)}: {result}; lines to change: {len(taken)} {' '.join(taken)}")
-        if result.startswith("fails") or result == "gave up":
-            print("    " + "\n    ".join(output.strip().splitlines()[-4:]))
-    print(f"{untouched} of {len(paths)} train unchanged")
+        half = halves.get(os.path.basename(path), "not in the manifest")
+        counts.setdefault(half, dict.fromkeys(OUTCOMES, 0))[outcome(result)] += 1
+        print(f"{os.path.basename(path)} [{half}]: {result}; lines deleted: {len(taken)} {' '.join(taken)}", flush=True)
+        if outcome(result) in OUTCOMES[2:]:
+            print("    " + "\n    ".join(output.strip().splitlines()[-4:]), flush=True)
+    for half, numbers in sorted(counts.items()):
+        total = sum(numbers.values())
+        print(f"{half} ({total} configs): " + ", ".join(f"{name} {n}" for name, n in numbers.items()))
     return 0
 
 

@@ -103,3 +103,64 @@ def lm_train_step(model, extern_data, run_ctx) -> None:
     run_ctx.mark_as_loss(
         name="ce", loss=nn.functional.cross_entropy(logits[mask], extern_data["classes"][mask].long(), reduction="none")
     )
+
+
+def frame_data(split: str, *, input_dim: int = 50, num_classes: int = 12, num_seqs: int = 24) -> NumpyDataset:
+    """Utterances as RETURNN's hybrid setups read them: ``data`` [T, input_dim] features (T 20..60) and ``classes``
+    [T] one class per frame (an alignment), the features drawn from the classes so that a model can learn them."""
+    rng = np.random.default_rng({"train": 8, "dev": 9, "devtrain": 10}.get(split, 11))
+    features, classes = [], []
+    for _ in range(num_seqs):
+        frames = np.repeat(rng.integers(0, min(num_classes, 8), size=6), 10)[: int(rng.integers(20, 61))]
+        classes.append(frames.astype(np.int32))
+        onehot = np.eye(input_dim, dtype=np.float32)[frames % input_dim]
+        features.append(onehot + 0.1 * rng.standard_normal(onehot.shape).astype(np.float32))
+    return NumpyDataset({"data": features, "classes": classes}, sparse_dims={"classes": num_classes})
+
+
+class FrameModel(nn.Module):
+    """A tiny frame classifier (the ported model code of a hybrid config): one LSTM layer."""
+
+    def __init__(self, in_dim: int, num_classes: int, hidden: int = 16):
+        super().__init__()
+        self.lstm = nn.LSTM(in_dim, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.lstm(x)[0])
+
+
+def frame_ce_train_step(model, extern_data, run_ctx) -> None:
+    """Frame-wise cross entropy, as RETURNN hybrid configs mark it (``ce``)."""
+    logits = model(extern_data["data"])
+    mask = torch.arange(logits.shape[1])[None, :] < extern_data["classes:seq_len"][:, None]
+    run_ctx.mark_as_loss(
+        name="ce", loss=nn.functional.cross_entropy(logits[mask], extern_data["classes"][mask].long(), reduction="none")
+    )
+
+
+class Task12AXModel(nn.Module):
+    """RETURNN's test model of tests/test_torch_engine.py (TrainTestModel), ported to plain torch: one linear layer
+    from the 9 Task12AX inputs to 2 classes."""
+
+    def __init__(self, **_kwargs):
+        super().__init__()
+        self.lin = nn.Linear(9, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.lin(x), dim=-1)
+
+
+def task12ax_train_step(*, model, extern_data, **_kwargs) -> None:
+    """Its train step: frame-wise cross entropy (``ce``) and frame error (``fer``)."""
+    from framework import get_run_ctx
+
+    data = extern_data["data"]
+    if data.dtype != model.lin.weight.dtype:
+        data = data.to(model.lin.weight.dtype)
+    log_probs = model(data)
+    mask = torch.arange(log_probs.shape[1])[None, :] < extern_data["data:seq_len"][:, None]
+    targets = extern_data["classes"][mask].long()
+    run_ctx = get_run_ctx()
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.nll_loss(log_probs[mask], targets, reduction="none"))
+    run_ctx.mark_as_loss(name="fer", loss=(log_probs[mask].argmax(-1) != targets).float(), as_error=True)
