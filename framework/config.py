@@ -22,7 +22,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from framework import options, returnn_options
+from framework import options, returnn_config, returnn_options
 from framework.errors import ConfigError
 
 _MISSING = object()
@@ -58,6 +58,7 @@ class Config:
         self.derived: dict[str, Any] = {}  # set by a plugin's mode (Plugin.prepare), e.g. a verdict run's epochs
         self.files: list[str] = []
         self.without_effect: dict[str, str] = {}  # RETURNN options set without effect here -> why (startup note)
+        self.aliased: set[str] = set()  # RETURNN fork options applied as an option here (returnn_options.FORK_ALIASES)
         self.namespace["config"] = self
 
     @classmethod
@@ -148,7 +149,7 @@ class Config:
         import_plugin_modules(self)  # their modules register their options
         problems, culprits = [], set()
         used = None
-        for name, value in self.namespace.items():
+        for name, value in list(self.namespace.items()):  # a fork alias adds its option (FORK_ALIASES)
             if name == "config" or name.startswith("_") or isinstance(value, types.ModuleType):
                 continue
             option = options.get(name)
@@ -158,12 +159,22 @@ class Config:
                     problems.append(problem + (f" (from ++{name})." if name in self.overrides else "."))
                     culprits.add(name)
                 continue
-            without_effect = returnn_options.without_effect(name, value)
+            if name in returnn_options.FORK_ALIASES and value:
+                target = returnn_options.FORK_ALIASES[name][0]
+                problem = options.get(target).check(value)
+                if problem:
+                    problems.append(f"{name} (applied as {target}): {problem}.")
+                    culprits.add(name)
+                elif not self.has(target):
+                    self.namespace[target] = value
+                self.aliased.add(name)
+                continue
+            without_effect = returnn_options.without_effect(name, value, self.has)
             if without_effect is not None:
                 self.without_effect[name] = without_effect
                 continue
             used = _names_used_by(self) if used is None else used
-            problem = None if name in used else _unknown_name_problem(name, value)
+            problem = None if name in used else _unknown_name_problem(name, value, returnn_style=self.has("backend"))
             if problem:
                 problems.append(problem)
                 culprits.add(name)
@@ -208,8 +219,11 @@ def _is_library(path: str) -> bool:
     return any(path.startswith(root + os.sep) for root in roots)
 
 
-def _unknown_name_problem(name: str, value: Any) -> str | None:
-    """Why the unregistered global ``name`` looks like a misspelled, imagined or RETURNN-only option, or None."""
+def _unknown_name_problem(name: str, value: Any, returnn_style: bool = False) -> str | None:
+    """Why the unregistered global ``name`` looks like a misspelled, imagined or RETURNN-only option, or None.
+
+    In a RETURNN config (it sets ``backend``) a name that is no near-miss of an option is the config's variable, as
+    RETURNN takes it (configs keep hyperparameters as globals), whatever its prefix."""
     keep = "(If it is a helper of your own, rename it or prefix it with '_'.)"
     refused = returnn_options.refusal(name)
     if refused is not None:
@@ -218,7 +232,7 @@ def _unknown_name_problem(name: str, value: Any) -> str | None:
     if guess is not None:
         return f"{name!r} is not an option; did you mean {guess!r}? {keep}"
     family = next((prefix for prefix in OPTION_FAMILIES if name.startswith(prefix)), None)
-    if family is None or inspect.isfunction(value) or inspect.isclass(value):
+    if family is None or returnn_style or inspect.isfunction(value) or inspect.isclass(value):
         return None
     close = options.closest_names(name, n=3, cutoff=0.5)
     hint = f"; the closest are {', '.join(map(repr, close))}" if close else ""
@@ -348,6 +362,7 @@ def load_config(files: list[str], overrides: dict[str, Any] | None = None) -> Co
         raise ConfigError("No config file given. Usage: rnn.py config.py [more.py ...] [++key value ...].")
     config = Config(overrides=overrides)
     config.files.extend(files)  # all of them: run_output_dir() names the run by every file
+    returnn_config.install(config)  # for a config's `from returnn.config import get_global_config`
     _loading = config
     try:
         for path in files:

@@ -334,10 +334,11 @@ register("dev", "any", None, "Development dataset, scored after each epoch; driv
 register("eval", "any", None, "Evaluation dataset, scored after each epoch and used by task=eval/forward.", _C)
 register(
     "batch_size",
-    "int | dict",
+    "int | float | dict",
     1000,
     "Max padded frames per batch (max sequence length x number of sequences; non-sequence data: one per entry); "
-    "a dict {key: N} limits each named key's padded frames (RETURNN's per-key batch_size).",
+    "a dict {key: N} limits each named key's padded frames (RETURNN's per-key batch_size). A float is taken as "
+    "RETURNN takes it (1920 * 16000 / 8).",
     _C,
     range="[1, inf)",
 )

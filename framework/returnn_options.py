@@ -22,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from framework import returnn_keys
+from framework.returnn_vocabulary import backend_of
+
 # RETURNN options registered here with RETURNN's meaning (a test checks each is registered).
 HONOURED = (
     "accum_grad_multiple_step backend batch_size batching cleanup_old_models dev device dynamic_learning_rate eval "
@@ -62,6 +65,40 @@ TENSORFLOW_ONLY = (
     "jax_time_buckets"
 ).split()
 
+# Options that mainline RETURNN's torch engine stops on, but the RETURNN fork that the configs setting them were written
+# for (MiniReturnn, github.com/JackTemaki/MiniReturnn, which i6's torch setups run) implements: name -> (the option
+# here with that meaning, what the fork does). Config validation sets the option here to the value (unless the config
+# sets it too) and says so at startup.
+FORK_ALIASES: dict[str, tuple[str, str]] = {
+    "gradient_clip_norm": (
+        "gradient_clip_global_norm",
+        "MiniReturnn clips the gradients' global norm to it (torch.nn.utils.clip_grad_norm_); mainline RETURNN's "
+        "torch engine stops on it",
+    ),
+}
+
+
+def alias_note(name: str, value: Any) -> str:
+    """The startup line for a FORK_ALIASES option ``name`` set to ``value``."""
+    target, what = FORK_ALIASES[name]
+    return f"{name} = {value!r}: {what}; applied here as {target} = {value!r}."
+
+
+# Gradient options of RETURNN's TensorFlow updater that its torch updater stops on when set (returnn/torch/updater.py
+# raises NotImplementedError since 2023-10; before, it ignored them): a torch config that sets one was written for
+# another RETURNN, and what that RETURNN did is not known here.
+_UPDATER_OPTIONS_TORCH_REFUSES = (
+    "gradient_clip_avg_norm global_norm_tag gradient_clip_global_norm_tag grad_norm_to_clip_to_zero "
+    "maximize_grad_norm gradient_nan_inf_filter"
+).split()
+_TORCH_REFUSES = (
+    "RETURNN's torch engine stops on {name} (NotImplementedError; older versions ignored it, its TensorFlow backend "
+    "clips the gradients by it); here: gradient_clip_global_norm (clips the global norm) or gradient_clip (per "
+    "value), or delete it to train without"
+)
+
+# RETURNN options that change the trained model and are not reproduced here: name -> what RETURNN does with it and
+# the closest way here. A config that sets one (at a value WITHOUT_EFFECT does not accept) stops with this message.
 ADVICE: dict[str, str] = {
     "network": _NETWORK,
     "get_network": _NETWORK,
@@ -73,79 +110,132 @@ ADVICE: dict[str, str] = {
     "pretrain_repetitions": _NETWORK,
     "use_horovod": "Horovod is RETURNN's TensorFlow multi-GPU training; here: torchrun with torch_distributed = {} (docs/distributed.rst)",
     "use_tensorflow": "a TensorFlow config: write get_model and train_step (see docs/from_returnn.rst)",
-    "use_train_proc_manager": "not supported here: a rerun resumes from the newest checkpoint of 'model'",
-    "stop_for_resubmission_when_low_time_left": "here: requeue_signal (e.g. SLURM's --signal=USR2@90) writes a checkpoint and requeues",
-    "window": _DATA,
-    "log_grad_norm": "here: gradient norms are checked by default; debug_grad_summaries logs them to TensorBoard",
+    "window": "RETURNN stacks each frame with its neighbours (a context window) before the model sees it; here: "
+    "stack them in your dataset class or model, then delete it",
     "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
     "chunking": "RETURNN's torch engine cuts the sequences into chunks; not supported here: cut them in your dataset "
     "class (or train on whole sequences), then delete it",
-    "min_chunk_size": "used only with chunking, which is not supported here; delete it",
-    "chunking_variance": "used only with chunking, which is not supported here; delete it",
-    "newbob_learning_rate_growth": "not supported here: newbob only decays the learning rate; delete it",
-    "default_float_dtype": "not supported here: create the model in the dtype you want in get_model",
-    "chunk_eval": _DATA,
-    "context_window": _DATA,
-    "shuffle_frames_of_nseqs": _DATA,
-    "sort_dataset": _DATA,
-    "online_shuffle_batches": _DATA,
-    "on_size_limit": _DATA,
-    "dataset_random_seed_offset": "not supported here: give the dataset a fixed_random_seed (or change random_seed)",
-    "file_cache_opts": _UNSUPPORTED,
-    "use_dummy_datasets": _UNSUPPORTED,
-    "dummy_dataset_num_seqs": _UNSUPPORTED,
-    "train_dummy_dataset_num_seqs": _UNSUPPORTED,
-    "eval_batch_size": "not supported here: batch_size and max_seqs apply to every dataset",
-    "forward_batch_size": "not supported here: batch_size and max_seqs apply to every dataset",
-    "torch_batching": "not supported here: batch_size (padded frames) and max_seqs plan the batches",
-    "packed_batch_size": _UNSUPPORTED,
-    "packed_batch_cost": _UNSUPPORTED,
-    "packed_fallback_allowed": _UNSUPPORTED,
-    "packed_tensors": _UNSUPPORTED,
-    "torch_dataloader_shard_workers": _UNSUPPORTED,
-    "check_learning_rates": _UNSUPPORTED,
-    "apply_cleanup_old_models_to_optim_states": "not supported here: a checkpoint holds model and optimizer together",
-    "start_epoch": "not supported here: a rerun resumes from the newest checkpoint of 'model'",
-    "start_batch": "not supported here: a rerun resumes from the newest checkpoint of 'model'",
-    "load": "not supported here: load_epoch picks the checkpoint for eval/forward",
-    "load_model_post_hooks": _UNSUPPORTED,
-    "wandb_opts": _UNSUPPORTED,
-    "log_format": _UNSUPPORTED,
-    "grad_clip": "here: gradient_clip (per value) or gradient_clip_global_norm",
-    "torch_optimizer_step": _UNSUPPORTED,
-    "torch_cuda_graph": _UNSUPPORTED,
-    "torch_watch_stall": "here: a hang is shown by sending SIGUSR1 (see docs/debugging.rst)",
-    "reset_dev_memory_caches": _UNSUPPORTED,
-    "PYTORCH_CUDA_ALLOC_CONF": "set it as an environment variable before starting rnn.py",
-    "gpu_local_cpu_affinity": _UNSUPPORTED,
-    "patch_atfork": _UNSUPPORTED,
-    "EnableAutoNumpySharedMemPickling": _UNSUPPORTED,
-    "use_hot_reloading": _UNSUPPORTED,
-    "web_server_port": _UNSUPPORTED,
-    "propagate_behavior_version_to_subprocs": _UNSUPPORTED,
-    "dry_run": "not supported here: model = None writes no checkpoints (and leave out learning_rate_file)",
-    "analyze_dataset": "here: framework-dump-dataset prints a dataset's statistics",
-    "calculate_exp_loss": "not supported here: the perplexity is exp of the ce score the log shows; delete it",
-    "eval_output_file": "not supported here: task = 'eval' prints and logs the scores",
-    "eval_output_file_per_seq": _UNSUPPORTED,
-    "forward_auto_split_batch_on_oom": _UNSUPPORTED,
-    "forward_use_search": _NETWORK,
-    "allow_skipping_seqs_in_forward": _UNSUPPORTED,
-    "output_per_seq_file_format": _UNSUPPORTED,
-    "output_per_seq_format": _UNSUPPORTED,
-    "search_data": _NETWORK,
-    "search_do_eval": _NETWORK,
-    "search_output_file": _NETWORK,
-    "search_output_file_format": _NETWORK,
-    "search_output_layer": _NETWORK,
-    "onnx_export": _UNSUPPORTED,
-    "sprint_interface_custom_dataset": _UNSUPPORTED,
-    "sprint_interface_dataset_opts": _UNSUPPORTED,
-    "sprint_trainer_exec_path": _UNSUPPORTED,
+    "newbob_learning_rate_growth": "RETURNN's newbob also raises the learning rate when the score improves much; "
+    "here newbob only decays it: delete it (or write the schedule as dynamic_learning_rate)",
+    "learning_rate_growth": "RETURNN's newbob also raises the learning rate when the score improves much; here newbob "
+    "only decays it: delete it (or write the schedule as dynamic_learning_rate)",
+    "newbob_relative_error_grow_threshold": "RETURNN's newbob raises the learning rate above this threshold; here "
+    "newbob only decays it: delete it",
+    "default_float_dtype": "RETURNN creates the model's parameters in this dtype; here: create the model in the dtype "
+    "you want in get_model (model.to(torch.bfloat16)), or train in float32 with torch_amp = 'bfloat16'",
+    "chunk_eval": "RETURNN also cuts the dev sequences into chunks; here: cut them in your dataset class",
+    "context_window": "RETURNN stacks each frame with its neighbours; here: stack them in your dataset class or model",
+    "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
+    "sort_dataset": "RETURNN sorts the dataset before batching; here: seq_ordering of the dataset ('sorted')",
+    "online_shuffle_batches": "RETURNN's torch engine shuffles the batches in a buffer of this many; here: batching = "
+    "'random' (or the dataset's seq_ordering) shuffles the sequences",
+    "on_size_limit": "RETURNN crops or skips too long sequences this way; here: max_seq_length skips them",
+    "dataset_random_seed_offset": "RETURNN shifts the datasets' shuffling seeds; here: give the dataset a "
+    "fixed_random_seed (or change random_seed)",
+    "use_dummy_datasets": "RETURNN replaces the datasets with random ones; here: a synthetic dataset class "
+    "(SyntheticDataset, Task12AXDataset) as train",
+    "dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
+    "train_dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
+    "lm_dataset_debug_limit_line_count": "RETURNN's LmDataset reads only this many lines; here: a smaller corpus file",
+    "torch_batching": "RETURNN plans the batches with this function; here: batch_size (padded frames) and max_seqs",
+    "packed_batch_size": "RETURNN packs sequences into batches of this many frames; here: batch_size and max_seqs",
+    "packed_batch_cost": "RETURNN packs sequences by this cost; here: batch_size and max_seqs",
+    "torch_dataloader_shard_workers": "RETURNN gives each data-loader worker a shard of the sequences; here: "
+    "torch_dataloader_opts with the dataset's own sharding",
+    "start_epoch": "RETURNN starts training at this epoch; here: a rerun resumes from the newest checkpoint of 'model' "
+    "(import_model_train_epoch1 starts from another model's weights)",
+    "start_batch": "RETURNN starts the first epoch at this batch; here: a rerun resumes from the newest checkpoint",
+    "load": "RETURNN loads this checkpoint; here: load_epoch picks the checkpoint for eval/forward, "
+    "import_model_train_epoch1 or preload_from_files for training",
+    "load_model_post_hooks": "RETURNN calls these on the model after loading a checkpoint; here: do it in get_model "
+    "(or preload_from_files)",
+    "grad_clip": "RETURNN clips each gradient value to this; here: gradient_clip (per value) or gradient_clip_global_norm",
+    "torch_optimizer_step": "RETURNN calls this instead of the optimizer's step; here: a custom optimizer class in "
+    "optimizer = {'class': ...}",
+    "epoch_start": "RETURNN's torch engine calls this at each epoch's start; here: a plugin's hook "
+    "(docs/plugins.rst), or do it in train_step when run_ctx.epoch changes",
+    "epoch_end": "RETURNN's torch engine calls this at each epoch's end; here: a plugin's hook (docs/plugins.rst)",
+    **{name: _TORCH_REFUSES.format(name=name) for name in _UPDATER_OPTIONS_TORCH_REFUSES},
 }
 
 
 _IGNORED_TF = "RETURNN's TensorFlow backend only; its torch engine ignores it too"
+
+_SAME = "the trained model is the same"
+
+# RETURNN options that RETURNN's torch engine acts on without changing the trained model (logging, monitoring, the
+# process, output files, other tasks), not reproduced here: name -> what RETURNN does and what is here instead.
+SAME_MODEL: dict[str, str] = {
+    "use_train_proc_manager": f"RETURNN restarts a crashed training; {_SAME}; here: rerun rnn.py, it resumes",
+    "stop_for_resubmission_when_low_time_left": f"RETURNN stops before a cluster job's time runs out; {_SAME}; "
+    "here: requeue_signal (e.g. SLURM's --signal=USR2@90)",
+    "log_grad_norm": f"RETURNN logs the gradient norm; {_SAME}; here gradient norms are checked by default "
+    "(debug_grad_summaries logs them)",
+    "min_chunk_size": "used only with chunking",
+    "chunking_variance": "used only with chunking",
+    "file_cache_opts": f"RETURNN copies dataset files to a local cache; {_SAME}",
+    "eval_batch_size": f"RETURNN's batch size for dev/eval; {_SAME}; here batch_size applies to every dataset",
+    "forward_batch_size": f"RETURNN's batch size for forward; {_SAME}; here batch_size applies",
+    "packed_tensors": f"RETURNN packs the batch without padding; {_SAME}",
+    "packed_fallback_allowed": "used only with packed_tensors",
+    "check_learning_rates": f"RETURNN checks the learning-rate file; {_SAME}",
+    "apply_cleanup_old_models_to_optim_states": f"RETURNN deletes old optimizer files; {_SAME}; here a checkpoint "
+    "holds model and optimizer together",
+    "wandb_opts": f"RETURNN logs to Weights & Biases; {_SAME}",
+    "log_format": f"RETURNN's log line format; {_SAME}",
+    "calculate_exp_loss": f"RETURNN also logs exp of the loss (perplexity); {_SAME}; here: exp of the ce score",
+    "torch_cuda_graph": f"RETURNN replays the step as a CUDA graph (speed); {_SAME}",
+    "torch_watch_stall": f"RETURNN reports a stalled step; {_SAME}; here: SIGUSR1 shows a hang (docs/debugging.rst)",
+    "reset_dev_memory_caches": f"RETURNN empties the device memory cache; {_SAME}",
+    "PYTORCH_CUDA_ALLOC_CONF": f"RETURNN sets this environment variable; {_SAME}; set it before starting rnn.py",
+    "gpu_local_cpu_affinity": f"RETURNN pins the process to CPUs near the GPU; {_SAME}",
+    "patch_atfork": f"a RETURNN process workaround; {_SAME}",
+    "EnableAutoNumpySharedMemPickling": f"a RETURNN process workaround; {_SAME}",
+    "use_hot_reloading": f"RETURNN reloads changed code; {_SAME}",
+    "web_server_port": f"RETURNN's status web server; {_SAME}",
+    "propagate_behavior_version_to_subprocs": f"RETURNN's behavior_version in subprocesses; {_SAME}",
+    "dry_run": f"RETURNN writes no model files; {_SAME}; here checkpoints are written (model = None writes none)",
+    "analyze_dataset": "read by RETURNN's task 'analyze' only; here: framework-dump-dataset",
+    "eval_output_file": f"RETURNN writes the eval scores to this file; {_SAME}; here they are in the log",
+    "eval_output_file_per_seq": f"RETURNN writes per-sequence scores; {_SAME}",
+    "forward_auto_split_batch_on_oom": f"RETURNN retries a forward batch in halves on OOM; {_SAME}",
+    "forward_use_search": "RETURNN's TensorFlow search; its torch engine ignores it",
+    "allow_skipping_seqs_in_forward": f"read by RETURNN's forward only; {_SAME}",
+    "output_per_seq_file_format": "read by RETURNN's task 'forward' with a TensorFlow network only",
+    "output_per_seq_format": "read by RETURNN's task 'forward' with a TensorFlow network only",
+    "search_data": "RETURNN's TensorFlow search task only",
+    "search_do_eval": "RETURNN's TensorFlow search task only",
+    "search_output_file": "RETURNN's TensorFlow search task only",
+    "search_output_file_format": "RETURNN's TensorFlow search task only",
+    "search_output_layer": "RETURNN's TensorFlow search task only",
+    "onnx_export": "read by RETURNN's task 'torch_export_to_onnx' only",
+    "sprint_interface_custom_dataset": "RETURNN's RASR (Sprint) interface only",
+    "sprint_interface_dataset_opts": "RETURNN's RASR (Sprint) interface only",
+    "sprint_trainer_exec_path": "RETURNN's RASR (Sprint) interface only",
+    "debug_shell_before_train_loop": f"RETURNN opens a debug shell before training; {_SAME}; here: "
+    "debug_shell_in_runner and the debugger (docs/debugging.rst)",
+    "combine_labels": "read by RETURNN's task 'dump' only",
+    "data_key": "read by RETURNN's dataset tasks only",
+    "need_data": "read by RETURNN's tasks that run no training only",
+    "statistics": "read by RETURNN's task 'compute_priors'/'analyze' only",
+    "statistics_dtype": "read by RETURNN's task 'compute_priors'/'analyze' only",
+    "statistics_save_prefix": "read by RETURNN's task 'compute_priors'/'analyze' only",
+    "loss_name": "read by RETURNN's task 'compute_priors' only",
+    "epoch": "read by RETURNN's non-training tasks only (training uses load_epoch/num_epochs)",
+    "ipython": f"RETURNN's interactive task only; {_SAME}",
+    "inf_value": "RETURNN's TensorFlow layers only",
+    "__debug_dummy_distributed_rank_and_size": "a RETURNN test hook",
+}
+
+# Options of RETURNN forks and pipelines (i6's RETURNN branches, sisyphus setups) that mainline RETURNN does not read:
+# accepted, as mainline RETURNN ignores them. name -> why.
+FORK_OPTIONS: dict[str, str] = {
+    "torch_amp_options": "MiniReturnn's mixed precision; mainline RETURNN ignores it, so it trains in float32 here "
+    "too (torch_amp = 'bfloat16' gives what MiniReturnn did with {'dtype': 'bfloat16'})",
+    "num_workers_per_gpu": "MiniReturnn's data-loader workers; mainline RETURNN ignores it (its option is "
+    "torch_dataloader_opts = {'num_workers': ...}); the data is the same",
+    "allow_missing_optimizer_checkpoint": "an option of RETURNN forks; mainline RETURNN ignores it",
+}
 
 
 def _off(*values: Any) -> Callable[[Any], bool]:
@@ -175,22 +265,34 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "cache_size": (None, "the sizes of RETURNN's cache of RASR feature archives; no RASR here"),
     "window": (_off(1, 0, None), "1 is off (no context window)"),
     "use_last_best_model": (None, "read by RETURNN's TensorFlow engine only"),
-    "use_train_proc_manager": (_off(False, None, 0), "off"),
-    "stop_for_resubmission_when_low_time_left": (_off(False, None, 0), "off"),
     "stop_for_resubmission_safety_factor": (None, "used only with stop_for_resubmission_when_low_time_left"),
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),
-    "log_grad_norm": (_off(False, None, 0), "off (gradient norms are checked here by default)"),
     "chunking": (_off(None, 0, "0", "", False), "off"),
-    "min_chunk_size": (_off(None, 0), "used only with chunking"),
-    "chunking_variance": (_off(None, 0, 0.0), "used only with chunking"),
     "newbob_learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),
     "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
+    "learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),
+    "newbob_relative_error_grow_threshold": (None, "used only when newbob raises the learning rate, which is off"),
+    "default_float_dtype": (_off(None, "float32"), "float32 is the default"),
+    "dataset_random_seed_offset": (_off(None, 0), "0 is off"),
+    "use_dummy_datasets": (_off(None, False, 0), "off"),
+    "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),
+    "online_shuffle_batches": (_off(None, 0), "off"),
+    "torch_dataloader_shard_workers": (_off(None, False), "off"),
+    **{name: (_off(None, 0, 0.0, False), "off") for name in _UPDATER_OPTIONS_TORCH_REFUSES},
+    **{name: (None, why) for name, why in SAME_MODEL.items()},
+    **{name: (None, why) for name, why in FORK_OPTIONS.items()},
 }
 
 
-def without_effect(name: str, value: Any) -> str | None:
-    """Why the RETURNN option ``name`` set to ``value`` is accepted without effect here; None if it is not."""
+def without_effect(name: str, value: Any, has: Callable[[str], bool] = lambda _name: False) -> str | None:
+    """Why the RETURNN option ``name`` set to ``value`` is accepted without effect here; None if it is not.
+    ``has(other)``: whether the config sets another option (some options are ignored next to another)."""
+    if name == "use_horovod" and has("torch_distributed"):
+        return "RETURNN's torch engine ignores it next to torch_distributed (which it uses instead)"
     entry = WITHOUT_EFFECT.get(name)
+    if entry is None and name not in ADVICE:
+        elsewhere = read_by_other_backends_only(name)
+        entry = None if elsewhere is None else (None, elsewhere)
     if entry is None and name.startswith("rf_"):
         entry = (None, "a RETURNN frontend (rf) behaviour; ported model code does not use rf")
     if entry is None and name.startswith(("tf_", "horovod_")) and name not in ADVICE:
@@ -199,6 +301,43 @@ def without_effect(name: str, value: Any) -> str | None:
         return None
     accepts, why = entry
     return why if accepts is None or _accepts(accepts, value) else None
+
+
+_BACKEND_NAMES = {"tf": "TensorFlow", "jax": "JAX", "sprint": "RASR (Sprint)"}
+
+
+def read_by_other_backends_only(name: str) -> str | None:
+    """Why ``name`` has no effect in RETURNN's torch engine when only RETURNN's other backends read it
+    (framework/returnn_keys.py, extracted from RETURNN's source); None if its torch engine or generic code reads it,
+    or RETURNN reads no such key."""
+    modules = returnn_keys.KEYS.get(name)
+    if modules is None:
+        return None
+    backends = {backend_of(module) for module in modules.split()}
+    if backends & {"torch", "generic"}:
+        return None
+    names = " and ".join(_BACKEND_NAMES[backend] for backend in sorted(backends))
+    return f"read only by RETURNN's {names} backend ({modules.split()[0]}); its torch engine ignores it"
+
+
+def status(name: str) -> tuple[str, str] | None:
+    """What the RETURNN key ``name`` is here: ("implemented", what it does), ("no effect", why), or ("cannot", what
+    RETURNN does and the closest way here; with the value at which it is accepted, if any); None if unclassified."""
+    from framework import options
+
+    if options.get(name) is not None:
+        return "implemented", options.get(name).doc
+    if name in FORK_ALIASES:
+        target, what = FORK_ALIASES[name]
+        return "implemented", f"{what}; applied here as {target} (a nonzero value)"
+    entry = WITHOUT_EFFECT.get(name)
+    advice = ADVICE.get(name)
+    if entry is not None and entry[0] is not None and advice is not None:
+        return "cannot", f"{advice} (accepted at its off value: {entry[1]})"
+    if advice is not None:
+        return "cannot", advice
+    why = without_effect(name, None) if entry is None or entry[0] is None else None
+    return None if why is None else ("no effect", why)
 
 
 def _accepts(accepts: Callable[[Any], bool], value: Any) -> bool:
@@ -213,7 +352,7 @@ def refusal(name: str) -> str | None:
     advice = ADVICE.get(name)
     if advice is None and name.startswith(("tf_", "horovod_")):
         advice = _TF
-    return None if advice is None else f"a RETURNN option that this framework does not honour: {advice}"
+    return None if advice is None else f"a RETURNN option that changes the trained model, not reproduced here: {advice}"
 
 
 def startup_note(accepted: dict[str, str]) -> str | None:
@@ -239,7 +378,7 @@ def default_notes(config: Any) -> list[str]:
     ``dynamic_learning_rate`` without ``learning_rate`` always gets the learning-rate line (it scales the default).
     """
     returnn_style = config.has("backend") or bool(config.without_effect)
-    notes = []
+    notes = [alias_note(name, config.typed_value(name)) for name in FORK_ALIASES if name in config.aliased]
     for name, (here, theirs, line) in DIFFERENT_DEFAULTS.items():
         scaled = name == "learning_rate" and config.get("dynamic_learning_rate") is not None
         if not config.has(name) and (returnn_style or scaled):

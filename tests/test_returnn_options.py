@@ -25,6 +25,28 @@ from framework.training.preload import preload_from_files
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "tests", "returnn", "configs")
 FIXTURES = sorted(glob.glob(os.path.join(CONFIGS, "*.config")))
+# The lines of the collected configs that still stop the run (each changes the trained model and is not reproduced
+# here; docs/returnn_options.inc says why). tools/measure-returnn-configs.py runs the whole collection.
+STILL_REFUSED = {
+    "31_rossenbach_ls100_hybrid_blstm.config": {"chunking"},
+    "32_vieting_ls100_hybrid_wav2vec2.config": {"chunking"},
+    "33_hilmes_tedlium_hybrid_blstm.config": {"chunking"},
+    "34_jxu_swb_hybrid_conformer.config": {"chunking"},
+    "40_returnn_test_bf16.config": {"default_float_dtype"},
+    "41_returnn_test_shuffle_batches.config": {"online_shuffle_batches"},
+}
+# The default suite trains a sample: a RETURNN demo, a written i6_core config (torchrun, get_global_config), a
+# MiniReturnn-style config, a hybrid one with chunking taken out, one of RETURNN's engine tests.
+SAMPLE = [
+    os.path.join(CONFIGS, name)
+    for name in (
+        "01_returnn_demo_torch.config",
+        "16_gaudino_rf_transducer_written.config",
+        "17_hilmes_ctc_bpe_frontend.config",
+        "33_hilmes_tedlium_hybrid_blstm.config",
+        "39_returnn_test_lion_optimizer.config",
+    )
+]
 
 
 def _rnn(*args: str, cwd: str) -> subprocess.CompletedProcess:
@@ -154,11 +176,12 @@ def test_a_returnn_config_trains_with_its_options_as_returnn_runs_them_and_forwa
     for line in steps:
         seqs, longest = (int(re.search(p, line).group(1)) for p in (r"num_seqs (\d+)", r"max_size:data (\d+)"))
         assert seqs == 1 or seqs * longest <= 300
-    # dynamic_learning_rate gets epoch_continuous: epoch - 1 plus the fraction of the epoch's sequences done
+    # dynamic_learning_rate gets RETURNN's epoch_continuous (returnn/torch/engine.py): epoch - 1 at the epoch's first
+    # step, then epoch - 1 plus the fraction of the epoch's sequences in the batches already trained
     continuous = [(int(e), float(c)) for e, c in re.findall(r"schedule step \d+ epoch (\d+) continuous ([\d.]+)", out)]
     firsts = [c for e, c in continuous if e == 1]
-    assert 0 < firsts[0] < 1 and firsts[-1] == pytest.approx(1.0) and firsts == sorted(firsts)
-    assert [c for e, c in continuous if e == 2][-1] == pytest.approx(2.0)
+    assert firsts[0] == 0.0 and 0 < firsts[1] < firsts[-1] < 1 and firsts == sorted(firsts)
+    assert [c for e, c in continuous if e == 2][0] == 1.0
 
     forward = _rnn(
         config,
@@ -178,23 +201,28 @@ def test_refused_returnn_options_are_named_in_one_message_each_with_its_way_forw
     config = _write(
         tmp_path,
         "train = {'class': 'Task12AXDataset', 'num_seqs': 20}\n"
-        "window = 3\nuse_horovod = True\ndry_run = True\nstop_for_resubmission_when_low_time_left = True\n"
+        "window = 3\nuse_horovod = True\nonline_shuffle_batches = 10\nstart_epoch = 3\n"
         "network = {}\n",
     )
     with pytest.raises(ConfigError) as error:
         load_config([config])
     message = str(error.value)
-    assert message.count("a RETURNN option that this framework does not honour") == 5
-    assert "torch_distributed" in message and "requeue_signal" in message and "model = None" in message
+    assert message.count("a RETURNN option that changes the trained model") == 5
+    assert "torch_distributed" in message and "shuffles the batches in a buffer" in message
+    assert "RETURNN starts training at this epoch; here: a rerun resumes" in message
 
 
 def test_options_at_their_off_value_or_ignored_by_returnns_torch_engine_are_accepted(tmp_path):
     accepted = {
         "use_horovod": False,
         "window": 1,
-        "use_train_proc_manager": False,
+        "use_train_proc_manager": True,  # RETURNN acts on it, but the trained model is the same
+        "stop_for_resubmission_when_low_time_left": True,
+        "dry_run": True,
         "tf_session_opts": {},
         "nadam": True,
+        "debug_runtime_sanity_checks": True,  # read only by RETURNN's TensorFlow backend (returnn_keys.py)
+        "torch_amp_options": {"dtype": "bfloat16"},  # a fork's option that mainline RETURNN ignores
     }
     config = load_config([_write(tmp_path, "train = {'class': 'Task12AXDataset'}\n")], accepted)
     assert set(config.without_effect) == set(accepted)
@@ -296,26 +324,28 @@ def test_reduce_type_is_returnns():
 
 
 def test_collected_returnn_configs_pass_validation():
-    """Every collected config is accepted (the lines named in its header aside) before anything runs."""
+    """Every collected config is accepted before anything runs, apart from the lines STILL_REFUSED names."""
     sys.path.insert(0, CONFIGS)
     try:
         for path in FIXTURES:
+            refused = set()
             try:
                 load_config([path], {"device": "cpu"})
             except ConfigError as exc:
-                names = set(re.findall(r"'(\w+)' is a RETURNN option", str(exc)))
-                assert names <= {"dry_run", "torch_amp_options", "calculate_exp_loss"}, (path, str(exc))
+                refused = set(re.findall(r"'(\w+)' is a RETURNN option", str(exc)))
+                assert refused, (path, str(exc))
+            assert refused == STILL_REFUSED.get(os.path.basename(path), set()), path
     finally:
         sys.path.remove(CONFIGS)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", FIXTURES, ids=os.path.basename)
+@pytest.mark.parametrize("path", SAMPLE, ids=os.path.basename)
 def test_collected_returnn_config_trains(tmp_path, path):
-    """Each collected config trains an epoch, its still-refused lines (at most one per config) taken out."""
+    """A sample of the collected configs trains an epoch, their STILL_REFUSED lines taken out."""
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    for name in ("dry_run", "torch_amp_options", "calculate_exp_loss"):
+    for name in STILL_REFUSED.get(os.path.basename(path), ()):
         source = re.sub(rf"^{name} = ", f"_{name} = ", source, flags=re.M)
     config = _write(tmp_path, source, os.path.basename(path))
     args = [config, "++device", "'cpu'", "++num_epochs", "1"]

@@ -51,9 +51,13 @@ def outcome(result: str) -> str:
     return OUTCOMES[2] if result in ("stops (exit 2)", "gave up") else OUTCOMES[3]
 
 
+# The stand-ins' lines (data and model code), never the author's: a message that names one is no line to delete.
+STAND_INS = {"train", "dev", "eval_datasets", "get_model", "train_step", "forward_step"}
+
+
 def refused_names(message: str, source: str) -> list[str]:
-    """The top-level names of ``source`` that a config error ``message`` names."""
-    assigned = _assignments(source)
+    """The top-level names of ``source`` (the stand-ins' aside) that a config error ``message`` names."""
+    assigned = {name: span for name, span in _assignments(source).items() if name not in STAND_INS}
     quoted = set(re.findall(r"'(\w+)'", message)) | set(re.findall(r"\+\+(\w+)", message))
     quoted |= set(re.findall(r"option (\w+)", message))
     return sorted(name for name in quoted if name in assigned)

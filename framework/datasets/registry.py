@@ -75,8 +75,10 @@ def init_dataset(spec: Any, *, option: str, random_seed: int, train_ordering: st
                 f"{option} = {spec!r} has no 'class'; e.g. {{'class': 'MnistDataset', 'split': 'train'}}."
             )
         cls = _resolve_class(kwargs.pop("class"), option)
-        check_kwargs(cls, kwargs, option)
         accepted = accepted_kwargs(cls)
+        if accepted is not None and "name" not in accepted:
+            kwargs.pop("name", None)  # RETURNN's Dataset(name=...) labels its log lines only
+        check_kwargs(cls, kwargs, option)
         if accepted is not None and "random_seed" in accepted:
             kwargs.setdefault("random_seed", random_seed)
         dataset = _construct(cls, kwargs, option)

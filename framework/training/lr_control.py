@@ -159,8 +159,9 @@ class DynamicLearningRate(Plugin):
     """``dynamic_learning_rate``: called before every step with the arguments RETURNN passes (``global_train_step``,
     ``epoch``, ``epoch_continuous``, ``learning_rate``); the rate it returns is applied.
 
-    ``epoch_continuous`` is RETURNN's: ``epoch - 1`` plus the fraction of the epoch's sequences up to and including
-    this step's batch. A function without ``**kwargs`` gets the arguments it names.
+    ``epoch_continuous`` is RETURNN's (returnn/torch/engine.py sets it before each step): ``epoch - 1`` at an epoch's
+    first step, then ``epoch - 1`` plus the fraction of the epoch's sequences in the batches already trained. A
+    function without ``**kwargs`` gets the arguments it names.
     """
 
     order = Order.TRAINING
@@ -184,12 +185,14 @@ class DynamicLearningRate(Plugin):
         self.seqs_done = np.cumsum([len(batch) for batch in plan]) if same and plan else None
 
     def epoch_continuous(self, state: Any) -> float:
-        """How much of the training is done, in epochs, after this step's batch (RETURNN's ``epoch_continuous``)."""
-        done = state.step_in_epoch + 1
-        if self.seqs_done is not None:
-            fraction = self.seqs_done[state.step_in_epoch] / self.seqs_done[-1]
+        """How much of the training is done, in epochs, before this step's batch (RETURNN's ``epoch_continuous``)."""
+        before = state.step_in_epoch  # batches of this epoch already trained
+        if before == 0:
+            fraction = 0.0
+        elif self.seqs_done is not None:
+            fraction = self.seqs_done[before - 1] / self.seqs_done[-1]
         else:
-            fraction = done / max(state.steps_in_epoch, 1)
+            fraction = before / max(state.steps_in_epoch, 1)
         return state.epoch - 1 + float(fraction)
 
     @on(Event.STEP_START)

@@ -105,14 +105,17 @@ def lm_train_step(model, extern_data, run_ctx) -> None:
     )
 
 
-def frame_data(split: str, *, input_dim: int = 50, num_classes: int = 12, num_seqs: int = 24) -> NumpyDataset:
+def frame_data(
+    split: str, *, input_dim: int = 50, num_classes: int = 12, num_seqs: int = 24, classes_shape: tuple = (None,)
+) -> NumpyDataset:
     """Utterances as RETURNN's hybrid setups read them: ``data`` [T, input_dim] features (T 20..60) and ``classes``
-    [T] one class per frame (an alignment), the features drawn from the classes so that a model can learn them."""
+    [T] one class per frame (an alignment; [T, 1] for ``classes_shape=(None, 1)``), the features drawn from the
+    classes so that a model can learn them."""
     rng = np.random.default_rng({"train": 8, "dev": 9, "devtrain": 10}.get(split, 11))
     features, classes = [], []
     for _ in range(num_seqs):
         frames = np.repeat(rng.integers(0, min(num_classes, 8), size=6), 10)[: int(rng.integers(20, 61))]
-        classes.append(frames.astype(np.int32))
+        classes.append(frames.astype(np.int32).reshape(-1, *classes_shape[1:]))
         onehot = np.eye(input_dim, dtype=np.float32)[frames % input_dim]
         features.append(onehot + 0.1 * rng.standard_normal(onehot.shape).astype(np.float32))
     return NumpyDataset({"data": features, "classes": classes}, sparse_dims={"classes": num_classes})
@@ -134,8 +137,9 @@ def frame_ce_train_step(model, extern_data, run_ctx) -> None:
     """Frame-wise cross entropy, as RETURNN hybrid configs mark it (``ce``)."""
     logits = model(extern_data["data"])
     mask = torch.arange(logits.shape[1])[None, :] < extern_data["classes:seq_len"][:, None]
+    classes = extern_data["classes"].reshape(mask.shape + (-1,))[..., 0]  # [B, T] or [B, T, 1]
     run_ctx.mark_as_loss(
-        name="ce", loss=nn.functional.cross_entropy(logits[mask], extern_data["classes"][mask].long(), reduction="none")
+        name="ce", loss=nn.functional.cross_entropy(logits[mask], classes[mask].long(), reduction="none")
     )
 
 
