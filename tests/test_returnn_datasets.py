@@ -182,6 +182,28 @@ def test_bpe_and_sentencepiece_targets_equal_returnns(tmp_path, corpus):
         assert_same(our_epoch(spec), returnn_epoch(spec))
 
 
+def test_a_vocab_with_several_labels_on_one_id_reads_as_returnns(tmp_path):
+    """i6_core writes vocabularies with several special symbols on one id ("<s>" and "</s>" both 0)."""
+    from returnn.datasets.util.vocabulary import Vocabulary as ReturnnVocabulary
+
+    from framework.datasets.vocabulary import Vocabulary
+
+    path = tmp_path / "vocab.txt"
+    path.write_text(repr({"<s>": 0, "</s>": 0, "<unk>": 1, "<blank>": 1, "the": 2, "cat": 3, "sat": 4}))
+    ours = Vocabulary(str(path), unknown_label="<unk>", seq_postfix=[0])
+    theirs = ReturnnVocabulary(str(path), unknown_label="<unk>", seq_postfix=[0])
+    assert (
+        (ours.num_labels, ours.labels)
+        == (theirs.num_labels, theirs.labels)
+        == (5, ["<s>", "<unk>", "the", "cat", "sat"])
+    )
+    for text in ("the cat sat", "<s> the dog </s>", "<blank> cat"):
+        assert ours.get_seq(text) == theirs.get_seq(text), text
+    path.write_text(repr({"<s>": 0, "</s>": 0, "the": 2}))  # id 1 unused: RETURNN refuses it too
+    with pytest.raises(ConfigError, match=r"ids 0 \.\. N-1, each at least once .*unused: \[1\]"):
+        Vocabulary(str(path), unknown_label=None)
+
+
 def test_ogg_zip_segment_file_and_fixed_random_subset_pick_returnns_sequences(tmp_path, corpus):
     segments = tmp_path / "segments"
     segments.write_text("corpus/2\ncorpus/3\ncorpus/5\n")

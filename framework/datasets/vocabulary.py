@@ -50,8 +50,10 @@ class Vocabulary:
         labels: list[str] | None = None,
     ):
         self.name = type(self).__name__
-        self.labels = list(labels) if labels is not None else self._read_labels(vocab_file)
-        self.ids = {label: i for i, label in enumerate(self.labels)}
+        if labels is not None:
+            self.labels, self.ids = list(labels), {label: i for i, label in enumerate(labels)}
+        else:
+            self.labels, self.ids = self._read_vocab(vocab_file)
         if num_labels is not None and num_labels != len(self.labels):
             raise ConfigError(f"{self.name}: num_labels = {num_labels}, but {vocab_file} holds {len(self.labels)}.")
         if unknown_label is _NOT_GIVEN:
@@ -78,7 +80,12 @@ class Vocabulary:
             + (" (RETURNN's default unknown_label is 'UNK')." if option == "unknown_label" else ".")
         )
 
-    def _read_labels(self, path: str | None) -> list[str]:
+    def _read_vocab(self, path: str | None) -> tuple[list[str], dict[str, int]]:
+        """(the label of each id, the id of each label) as RETURNN's ``Vocabulary._parse_vocab`` reads the file.
+
+        A dict may give several labels one id (i6_core writes ``"<s>": 0, "</s>": 0``): each of them reads as that
+        id, and the id's label is the one RETURNN takes, the last of them in sorted order. The ids must be
+        0 .. N-1, each used."""
         if not path:
             raise ConfigError(f"{self.name}: vocab_file is missing; give the path of the vocabulary.")
         path = os.fspath(path)
@@ -91,16 +98,21 @@ class Vocabulary:
                 with opener(path, "rt", encoding="utf8") as f:
                     text = f.read()
                 if not text.startswith("{"):
-                    return text.splitlines()
+                    lines = text.splitlines()
+                    return lines, {line: i for i, line in enumerate(lines)}
                 mapping = ast.literal_eval(text)
         except (OSError, ValueError, SyntaxError, pickle.UnpicklingError) as exc:
             raise ConfigError(f"{self.name}: cannot read the vocab file {path!r} ({exc}).") from None
-        if not isinstance(mapping, dict) or sorted(mapping.values()) != list(range(len(mapping))):
+        if not isinstance(mapping, dict) or not all(isinstance(i, int) for i in mapping.values()):
+            raise ConfigError(f"{self.name}: {path} must hold a dict {{label: id}}, or one label per line.")
+        label_of = {i: label for label, i in sorted(mapping.items())}
+        if not label_of or sorted(label_of) != list(range(len(label_of))):
+            unused = sorted(set(range(max(label_of, default=0) + 1)) - set(label_of))
             raise ConfigError(
-                f"{self.name}: {path} must hold a dict {{label: id}} with the ids 0 .. N-1 each once (as RETURNN "
-                f"requires), or one label per line."
+                f"{self.name}: {path} must use the ids 0 .. N-1, each at least once (as RETURNN requires); "
+                f"unused: {unused[:10]}."
             )
-        return [label for label, _ in sorted(mapping.items(), key=lambda item: item[1])]
+        return [label_of[i] for i in range(len(label_of))], dict(mapping)
 
     def get_seq(self, text: str) -> list[int]:
         """The ids of ``text`` (plus ``seq_postfix``)."""
