@@ -92,15 +92,31 @@ def test_mid_epoch_score_sums_continue_per_rank_or_as_their_total_on_another_num
     assert rank_share(first, 0, 1) == (first, 1)  # a checkpoint of an older version: one process's sums
 
 
-def test_batches_that_do_not_split_evenly_over_the_ranks_are_left_out_and_said_once():
+def test_batches_that_do_not_split_evenly_over_the_ranks_are_shared_out_and_said_once():
     ranks = Distributed.__new__(Distributed)  # its plan of the batches, without a process group
-    ranks.rank, ranks.size, ranks._remainder_said = 1, 2, False
+    ranks.size, ranks._remainder_said = 2, False
     plan = [np.arange(k * 4, k * 4 + 4) for k in range(5)]
     with captured_log(3) as lines:
-        assert [list(b) for b in ranks.train_plan(plan)] == [[4, 5, 6, 7], [12, 13, 14, 15]]
-        ranks.train_plan(plan)  # the next epoch: said already
-    assert lines == [
-        "torch_distributed: an epoch has 5 batches, so each of the 2 ranks takes 2 and the last 1 (4 sequences) are "
-        "left out of each epoch (other ones when the order is shuffled): every rank must take the same number of "
-        "steps. To train on every batch, make the number of batches a multiple of 2 (batch_size, max_seqs or the data)."
-    ]
+        shares = []
+        for rank in range(2):
+            ranks.rank = rank
+            shares.append([list(b) for b in ranks.train_plan(plan)])
+    assert shares[1] == [[4, 5, 6, 7], [12, 13, 14, 15], [17, 19]]
+    assert sorted(i for share in shares for batch in share for i in batch) == list(range(20))  # each sequence once
+    assert len(shares[0]) == len(shares[1])  # every rank takes as many steps
+    assert len(lines) == 1 and "the last 1 (4 sequences) are shared out over the ranks" in lines[0]
+    assert "RETURNN instead gives each rank every N-th sequence" in lines[0]
+
+
+def test_an_epoch_of_fewer_batches_than_ranks_trains_every_sequence():
+    ranks = Distributed.__new__(Distributed)
+    ranks.size, ranks._remainder_said = 4, False
+    plan = [np.array([0, 1]), np.array([2])]  # 2 batches, 3 sequences, 4 ranks
+    with captured_log(3) as lines:
+        shares = []
+        for rank in range(4):
+            ranks.rank = rank
+            shares.append([list(b) for b in ranks.train_plan(plan)])
+    assert all(len(share) == 1 and share[0] for share in shares)
+    assert {i for share in shares for i in share[0]} == {0, 1, 2}
+    assert "(1 sequences trained twice, as every rank needs one)" in lines[0]

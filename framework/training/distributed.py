@@ -116,11 +116,12 @@ class Distributed:
         # Whether the replicas should be equal now: always with DDP; with param_sync_step right after an averaging.
         self.params_in_sync = True
         self._updates = 0
-        self._remainder_said = False  # train_plan said that it leaves out the batches that do not split evenly
+        self._remainder_said = False  # train_plan said how it shares out the batches that do not split evenly
         self._destroyed_groups: list[Any] = []  # see close
 
     def train_plan(self, plan: list[np.ndarray]) -> list[np.ndarray]:
-        """This rank's batches: every N-th, in whole groups of N so that all ranks take the same number of steps.
+        """This rank's batches: every N-th, in whole groups of N so that all ranks take the same number of steps,
+        then the sequences of the batches that do not split evenly, every N-th to each rank.
 
         A plan of this rank's own data (``RankPlan``, from a dataset sharded by rank) is cut to the length of the
         shortest rank's instead: the ranks' plans differ, and a rank that took more steps would wait forever.
@@ -135,17 +136,27 @@ class Distributed:
                     f"takes as many steps as the rank with the fewest batches ({steps})."
                 )
             return plan[:steps]
-        steps = len(plan) // self.size
-        left_out = plan[steps * self.size :]
-        if left_out and not self._remainder_said:
+        whole = len(plan) // self.size * self.size
+        mine = [plan[step * self.size + self.rank] for step in range(whole // self.size)]
+        rest = plan[whole:]
+        if not rest:
+            return mine
+        # The batches that do not split evenly: their sequences are shared out over the ranks for one more step, so
+        # that every sequence of the epoch is trained; too few for every rank to get one: the epoch's first ones again.
+        sequences = np.concatenate(rest)
+        repeated = max(0, self.size - len(sequences))
+        if repeated:
+            sequences = np.concatenate([sequences, np.resize(np.concatenate(plan), repeated)])
+        if not self._remainder_said:
             self._remainder_said = True
             log.v3(
-                f"torch_distributed: an epoch has {len(plan)} batches, so each of the {self.size} ranks takes {steps} "
-                f"and the last {len(left_out)} ({sum(map(len, left_out))} sequences) are left out of each epoch (other "
-                f"ones when the order is shuffled): every rank must take the same number of steps. To train on every "
-                f"batch, make the number of batches a multiple of {self.size} (batch_size, max_seqs or the data)."
+                f"torch_distributed: an epoch has {len(plan)} batches for {self.size} ranks, so the last {len(rest)} "
+                f"({sum(map(len, rest))} sequences) are shared out over the ranks for one more step"
+                + (f" ({repeated} sequences trained twice, as every rank needs one)" if repeated else "")
+                + ": every sequence is trained. RETURNN instead gives each rank every N-th sequence to batch on its "
+                "own and ends the sub-epoch when the first rank runs out of batches, leaving out the other ranks' rest."
             )
-        return [plan[step * self.size + self.rank] for step in range(steps)]
+        return [*mine, sequences[self.rank :: self.size]]
 
     def eval_plan(self, plan: list[np.ndarray]) -> list[np.ndarray]:
         """This rank's share of an evaluation: every N-th batch, none dropped (scores are summed after)."""
