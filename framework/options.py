@@ -333,6 +333,15 @@ register("train", "any", None, "Training dataset: {'class': Name, ...}, 'module.
 register("dev", "any", None, "Development dataset, scored after each epoch; drives newbob learning-rate control.", _C)
 register("eval", "any", None, "Evaluation dataset, scored after each epoch and used by task=eval/forward.", _C)
 register(
+    "chunking",
+    "any",
+    None,
+    "RETURNN's chunking: cut every sequence of the train and dev/eval datasets into chunks, each a sequence of its "
+    "own: 'size:step', an int, (size, step), or dicts {key: frames} per key (framework.datasets.chunking). None: off.",
+    _C,
+)
+register("min_chunk_size", "int | dict", 0, "With chunking: drop chunks shorter than this (RETURNN's).", _C)
+register(
     "batch_size",
     "int | float | dict",
     1000,

@@ -1,20 +1,22 @@
 """RETURNN's config options: which are honoured here, which have no effect (as in RETURNN's torch engine), which
-are refused, each refused one with what to do instead.
+are refused, each refused one with what RETURNN does and the closest way here (``status``).
 
-A RETURNN config brought here must never have an option silently ignored. The names below were
-collected from RETURNN's source (every ``config.value/typed_value/int/bool/...("name")``) and its
-documentation. Every RETURNN option is one of three things here:
+A RETURNN config brought here must never have an option silently ignored. The keys RETURNN reads are extracted
+from its source (``framework/returnn_keys.py``, ``tools/extract-returnn-options.py``). Every one is one of three
+things here:
 
 - registered in ``framework.options`` with RETURNN's meaning (``learning_rate``, ``batching``,
-  ``save_interval``, ``max_seq_length``, ...): honoured;
-- in ``WITHOUT_EFFECT``: an option that RETURNN's own torch engine ignores (TensorFlow-only, RASR-only,
-  the RETURNN frontend's behaviour) or that is at its off value: accepted, and the run's startup note
-  lists it (``startup_note``);
-- in ``ADVICE`` (or a value ``WITHOUT_EFFECT`` does not accept): refused by config validation, all of
-  a config's refused lines in one message, each with its way forward (exit 2), unless the config's own
-  code reads the name (then it is the config's variable, as ``num_inputs`` in RETURNN's demos).
+  ``save_interval``, ``max_seq_length``, ...), or a fork's option applied as one (``FORK_ALIASES``): implemented;
+- read only by RETURNN's TensorFlow, JAX or RASR code, or in ``WITHOUT_EFFECT``: an option that RETURNN's own
+  torch engine ignores or that is at its off value, one it acts on without changing the trained model
+  (``SAME_MODEL``), or a fork's option mainline RETURNN ignores (``FORK_OPTIONS``): accepted, and the run's
+  startup note lists it (``startup_note``);
+- in ``ADVICE`` (or a value ``WITHOUT_EFFECT`` does not accept): it changes the trained model and is not
+  reproduced here: refused by config validation, all of a config's refused lines in one message (exit 2),
+  unless the config's own code reads the name (then it is the config's variable, as ``num_inputs`` in
+  RETURNN's demos).
 
-``docs/from_returnn.rst`` shows the whole table (``tools/generate-options-doc.py`` writes it).
+``docs/returnn_options.inc`` is the whole table (``tools/generate-options-doc.py`` writes it).
 """
 
 from __future__ import annotations
@@ -113,8 +115,6 @@ ADVICE: dict[str, str] = {
     "window": "RETURNN stacks each frame with its neighbours (a context window) before the model sees it; here: "
     "stack them in your dataset class or model, then delete it",
     "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
-    "chunking": "RETURNN's torch engine cuts the sequences into chunks; not supported here: cut them in your dataset "
-    "class (or train on whole sequences), then delete it",
     "newbob_learning_rate_growth": "RETURNN's newbob also raises the learning rate when the score improves much; "
     "here newbob only decays it: delete it (or write the schedule as dynamic_learning_rate)",
     "learning_rate_growth": "RETURNN's newbob also raises the learning rate when the score improves much; here newbob "
@@ -171,8 +171,7 @@ SAME_MODEL: dict[str, str] = {
     "here: requeue_signal (e.g. SLURM's --signal=USR2@90)",
     "log_grad_norm": f"RETURNN logs the gradient norm; {_SAME}; here gradient norms are checked by default "
     "(debug_grad_summaries logs them)",
-    "min_chunk_size": "used only with chunking",
-    "chunking_variance": "used only with chunking",
+    "chunking_variance": "read by the chunking of RETURNN's TensorFlow datasets only; its torch engine's has none",
     "file_cache_opts": f"RETURNN copies dataset files to a local cache; {_SAME}",
     "eval_batch_size": f"RETURNN's batch size for dev/eval; {_SAME}; here batch_size applies to every dataset",
     "forward_batch_size": f"RETURNN's batch size for forward; {_SAME}; here batch_size applies",
@@ -267,7 +266,6 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "use_last_best_model": (None, "read by RETURNN's TensorFlow engine only"),
     "stop_for_resubmission_safety_factor": (None, "used only with stop_for_resubmission_when_low_time_left"),
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),
-    "chunking": (_off(None, 0, "0", "", False), "off"),
     "newbob_learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),
     "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
     "learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),

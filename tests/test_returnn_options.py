@@ -28,15 +28,11 @@ FIXTURES = sorted(glob.glob(os.path.join(CONFIGS, "*.config")))
 # The lines of the collected configs that still stop the run (each changes the trained model and is not reproduced
 # here; docs/returnn_options.inc says why). tools/measure-returnn-configs.py runs the whole collection.
 STILL_REFUSED = {
-    "31_rossenbach_ls100_hybrid_blstm.config": {"chunking"},
-    "32_vieting_ls100_hybrid_wav2vec2.config": {"chunking"},
-    "33_hilmes_tedlium_hybrid_blstm.config": {"chunking"},
-    "34_jxu_swb_hybrid_conformer.config": {"chunking"},
     "40_returnn_test_bf16.config": {"default_float_dtype"},
     "41_returnn_test_shuffle_batches.config": {"online_shuffle_batches"},
 }
 # The default suite trains a sample: a RETURNN demo, a written i6_core config (torchrun, get_global_config), a
-# MiniReturnn-style config, a hybrid one with chunking taken out, one of RETURNN's engine tests.
+# MiniReturnn-style config, a hybrid one with chunking, one of RETURNN's engine tests.
 SAMPLE = [
     os.path.join(CONFIGS, name)
     for name in (

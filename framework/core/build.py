@@ -20,6 +20,7 @@ from framework.accelerator import is_accelerator
 from framework.config import Config
 from framework.core.features import Distributed
 from framework.datasets import init_dataset
+from framework.datasets.chunking import ChunkedDataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader
 from framework.errors import ConfigError
@@ -94,7 +95,10 @@ def make_loader(
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
         labels_checked=labels_checked,
-        seq_length_limits=(config.get("min_seq_length"), config.get("max_seq_length")),
+        # a chunked dataset left out whole sequences before it cut them (RETURNN's order)
+        seq_length_limits=(None, None)
+        if isinstance(dataset, ChunkedDataset)
+        else (config.get("min_seq_length"), config.get("max_seq_length")),
     )
 
 
@@ -111,6 +115,12 @@ def init_data(
         option: init_dataset(spec, option=option, random_seed=seed, train_ordering=config.get("batching"))
         for option, spec in specs.items()
     }
+    if config.get("chunking"):  # RETURNN's torch engine cuts the sequences of every dataset it trains or scores on
+        limits = (config.get("min_seq_length"), config.get("max_seq_length"))
+        datasets = {
+            option: ChunkedDataset(dataset, config.get("chunking"), config.get("min_chunk_size"), limits)
+            for option, dataset in datasets.items()
+        }
     extern_data = resolve_extern_data(config, next(iter(datasets.values()), None))
     loaders = {}
     for option, dataset in datasets.items():

@@ -97,17 +97,9 @@ class BatchLoader:
     def within_length_limits(self, order: np.ndarray) -> np.ndarray:
         """``order`` without the sequences outside ``min_seq_length`` / ``max_seq_length`` (RETURNN's filter: a
         number limits every key, a dict the keys it names)."""
-        low, high = self.seq_length_limits
-        if low is None and high is None:
+        if self.seq_length_limits == (None, None):
             return order
-        kept = np.ones(self.dataset.num_seqs, dtype=bool)  # per call: a DistributeFilesDataset changes its files
-        for limit, too_far in ((low, np.less), (high, np.greater)):
-            if isinstance(limit, dict):
-                for key, value in limit.items():
-                    if key in self._variable_keys():
-                        kept &= ~too_far(self.dataset.lengths_of(key), value)
-            elif limit is not None:
-                kept &= ~too_far(self.dataset.seq_lengths(), limit)
+        kept = within_limits(self.dataset, self.seq_length_limits)  # per call: DistributeFilesDataset changes files
         if not kept.all() and not self._left_out_logged:
             self._left_out_logged = True
             log.v4(f"Dataset {self.option}: {int((~kept).sum())} of {len(kept)} sequences left out by their length.")
@@ -199,3 +191,18 @@ class _PlannedBatches(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         return self.loader.tensor_batch(self.plan[i], self.epoch)
+
+
+def within_limits(dataset: Any, limits: tuple[Any, Any]) -> np.ndarray:
+    """Which sequences of ``dataset`` are within RETURNN's ``(min_seq_length, max_seq_length)``: a number limits
+    every key (the sequence's longest), a dict the variable-length keys it names."""
+    variable = [key for key, info in dataset.key_info().items() if None in info["shape"]]
+    kept = np.ones(dataset.num_seqs, dtype=bool)
+    for limit, too_far in zip(limits, (np.less, np.greater), strict=True):
+        if isinstance(limit, dict):
+            for key, value in limit.items():
+                if key in variable:
+                    kept &= ~too_far(dataset.lengths_of(key), value)
+        elif limit is not None:
+            kept &= ~too_far(dataset.seq_lengths(), limit)
+    return kept

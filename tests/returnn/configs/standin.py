@@ -106,38 +106,50 @@ def lm_train_step(model, extern_data, run_ctx) -> None:
 
 
 def frame_data(
-    split: str, *, input_dim: int = 50, num_classes: int = 12, num_seqs: int = 24, classes_shape: tuple = (None,)
+    split: str,
+    *,
+    input_dim: int = 50,
+    num_classes: int = 12,
+    num_seqs: int = 24,
+    classes_shape: tuple = (None,),
+    rate: int = 1,
 ) -> NumpyDataset:
-    """Utterances as RETURNN's hybrid setups read them: ``data`` [T, input_dim] features (T 20..60) and ``classes``
-    [T] one class per frame (an alignment; [T, 1] for ``classes_shape=(None, 1)``), the features drawn from the
-    classes so that a model can learn them."""
+    """Utterances as RETURNN's hybrid setups read them: ``data`` [rate * T, input_dim] features (T 20..60; raw audio
+    has ``rate`` samples per frame) and ``classes`` [T] one class per frame (an alignment; [T, 1] for
+    ``classes_shape=(None, 1)``), the features drawn from the classes so that a model can learn them."""
     rng = np.random.default_rng({"train": 8, "dev": 9, "devtrain": 10}.get(split, 11))
     features, classes = [], []
     for _ in range(num_seqs):
         frames = np.repeat(rng.integers(0, min(num_classes, 8), size=6), 10)[: int(rng.integers(20, 61))]
         classes.append(frames.astype(np.int32).reshape(-1, *classes_shape[1:]))
         onehot = np.eye(input_dim, dtype=np.float32)[frames % input_dim]
+        onehot = np.repeat(onehot, rate, axis=0)
         features.append(onehot + 0.1 * rng.standard_normal(onehot.shape).astype(np.float32))
     return NumpyDataset({"data": features, "classes": classes}, sparse_dims={"classes": num_classes})
 
 
 class FrameModel(nn.Module):
-    """A tiny frame classifier (the ported model code of a hybrid config): one LSTM layer."""
+    """A tiny frame classifier (the ported model code of a hybrid config): one LSTM layer, after a strided
+    convolution from ``rate`` input samples to one frame where the input is raw audio."""
 
-    def __init__(self, in_dim: int, num_classes: int, hidden: int = 16):
+    def __init__(self, in_dim: int, num_classes: int, hidden: int = 16, rate: int = 1):
         super().__init__()
+        self.frames = nn.Conv1d(in_dim, in_dim, rate, stride=rate) if rate > 1 else None
         self.lstm = nn.LSTM(in_dim, hidden, batch_first=True)
         self.out = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.frames is not None:
+            x = self.frames(x.transpose(1, 2)).transpose(1, 2)
         return self.out(self.lstm(x)[0])
 
 
 def frame_ce_train_step(model, extern_data, run_ctx) -> None:
     """Frame-wise cross entropy, as RETURNN hybrid configs mark it (``ce``)."""
     logits = model(extern_data["data"])
+    classes = extern_data["classes"].reshape(extern_data["classes"].shape[:2] + (-1,))[..., 0]  # [B, T] or [B, T, 1]
+    logits = logits[:, : classes.shape[1]]
     mask = torch.arange(logits.shape[1])[None, :] < extern_data["classes:seq_len"][:, None]
-    classes = extern_data["classes"].reshape(mask.shape + (-1,))[..., 0]  # [B, T] or [B, T, 1]
     run_ctx.mark_as_loss(
         name="ce", loss=nn.functional.cross_entropy(logits[mask], classes[mask].long(), reduction="none")
     )

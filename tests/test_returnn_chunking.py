@@ -1,0 +1,62 @@
+"""RETURNN's ``chunking``: the chunks of each sequence, compared with RETURNN's own ChunkingIterDataPipe on the same
+sequences, and a hybrid config with ``chunking`` training as written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from framework.datasets.chunking import ChunkedDataset
+from framework.datasets.numpy_dataset import NumpyDataset
+from framework.errors import ConfigError
+
+LENGTHS = [7, 3, 12, 1, 5]
+
+
+def _sequences(rate: int = 1) -> dict[str, list[np.ndarray]]:
+    """``data`` [rate * T, 2] features and ``classes`` [T], with values that tell the frames apart."""
+    return {
+        "data": [
+            np.arange(rate * n * 2, dtype=np.float32).reshape(rate * n, 2) + 1000 * i for i, n in enumerate(LENGTHS)
+        ],
+        "classes": [np.arange(n, dtype=np.int32) + 100 * i for i, n in enumerate(LENGTHS)],
+    }
+
+
+@pytest.mark.parametrize(
+    ("chunking", "min_chunk_size", "rate"),
+    [
+        ("5:3", 0, 1),
+        (4, 2, 1),
+        ((6, 4), 0, 1),
+        (({"data": 10, "classes": 5}, {"data": 6, "classes": 3}), 0, 2),  # keys at different rates
+        (({"classes": 4}, {"classes": 2}), 0, 1),  # data not named: whole in every chunk
+    ],
+)
+def test_chunks_are_returnns(chunking, min_chunk_size, rate):
+    from returnn.torch.data.pipeline import ChunkingIterDataPipe
+
+    sequences = _sequences(rate)
+    dicts = [{key: sequences[key][i] for key in sequences} for i in range(len(LENGTHS))]
+    theirs = list(ChunkingIterDataPipe(dicts, chunking, min_chunk_size=min_chunk_size))
+    dataset = NumpyDataset(sequences, sparse_dims={"classes": 1000}, seq_ordering="default")
+    ours = ChunkedDataset(dataset, chunking, min_chunk_size)
+    order = ours.get_seq_order(1)
+    assert len(order) == ours.num_seqs == len(theirs)
+    for index, chunk in zip(order, theirs, strict=True):
+        seq = ours.get_seq(int(index))
+        assert set(seq) == set(chunk)
+        for key in chunk:
+            np.testing.assert_array_equal(seq[key], chunk[key])
+    for key in ("data", "classes"):
+        assert list(ours.lengths_of(key)) == [len(ours.get_seq(i)[key]) for i in range(ours.num_seqs)]
+
+
+def test_max_seq_length_leaves_out_whole_sequences_before_they_are_cut_and_bad_chunking_is_named():
+    dataset = NumpyDataset(_sequences(), sparse_dims={"classes": 1000}, seq_ordering="default")
+    ours = ChunkedDataset(dataset, "5:5", 0, seq_length_limits=(None, 6))  # the 7 and 12 frames long ones go
+    assert [ours.seq_tag(int(i)) for i in ours.get_seq_order(1)] == ["seq-1[0]", "seq-3[0]", "seq-4[0]"]
+    with pytest.raises(ConfigError, match="different numbers of chunks per key"):
+        ChunkedDataset(dataset, ({"data": 5, "classes": 2}, {"data": 5, "classes": 2}))
+    with pytest.raises(ConfigError, match="'size:step'"):
+        ChunkedDataset(dataset, "5-3")
