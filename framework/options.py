@@ -342,6 +342,14 @@ register(
 )
 register("min_chunk_size", "int | dict", 0, "With chunking: drop chunks shorter than this (RETURNN's).", _C)
 register(
+    "online_shuffle_batches",
+    "int | dict | None",
+    None,
+    "RETURNN's: the train batches in consecutive blocks of this many, each block in a random order "
+    "({'buffer_size': N, 'seed': S} as RETURNN takes it). None: off.",
+    _C,
+)
+register(
     "batch_size",
     "int | float | dict",
     1000,

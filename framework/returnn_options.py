@@ -127,8 +127,6 @@ ADVICE: dict[str, str] = {
     "context_window": "RETURNN stacks each frame with its neighbours; here: stack them in your dataset class or model",
     "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
     "sort_dataset": "RETURNN sorts the dataset before batching; here: seq_ordering of the dataset ('sorted')",
-    "online_shuffle_batches": "RETURNN's torch engine shuffles the batches in a buffer of this many; here: batching = "
-    "'random' (or the dataset's seq_ordering) shuffles the sequences",
     "on_size_limit": "RETURNN crops or skips too long sequences this way; here: max_seq_length skips them",
     "dataset_random_seed_offset": "RETURNN shifts the datasets' shuffling seeds; here: give the dataset a "
     "fixed_random_seed (or change random_seed)",
@@ -274,7 +272,6 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "dataset_random_seed_offset": (_off(None, 0), "0 is off"),
     "use_dummy_datasets": (_off(None, False, 0), "off"),
     "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),
-    "online_shuffle_batches": (_off(None, 0), "off"),
     "torch_dataloader_shard_workers": (_off(None, False), "off"),
     **{name: (_off(None, 0, 0.0, False), "off") for name in _UPDATER_OPTIONS_TORCH_REFUSES},
     **{name: (None, why) for name, why in SAME_MODEL.items()},

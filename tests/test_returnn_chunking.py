@@ -1,5 +1,5 @@
-"""RETURNN's ``chunking``: the chunks of each sequence, compared with RETURNN's own ChunkingIterDataPipe on the same
-sequences, and a hybrid config with ``chunking`` training as written."""
+"""RETURNN's ``chunking`` and ``online_shuffle_batches``: the chunks of each sequence and the shuffled blocks of
+batches, compared with RETURNN's own data pipes (ChunkingIterDataPipe, ShufflingDataPipe) on the same data."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from framework.datasets.chunking import ChunkedDataset
+from framework.datasets.loader import shuffled_in_blocks
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.errors import ConfigError
 
@@ -60,3 +61,38 @@ def test_max_seq_length_leaves_out_whole_sequences_before_they_are_cut_and_bad_c
         ChunkedDataset(dataset, ({"data": 5, "classes": 2}, {"data": 5, "classes": 2}))
     with pytest.raises(ConfigError, match="'size:step'"):
         ChunkedDataset(dataset, "5-3")
+
+
+def test_online_shuffle_batches_shuffles_blocks_of_batches_as_returnn():
+    from returnn.torch.data.pipeline import ShufflingDataPipe
+
+    batches = [[{"seq_idx": i, "complete_frac": (i + 1) / 23}] for i in range(23)]
+    pipe = ShufflingDataPipe(batches, buffer_size=5, monotonic_data_keys=(), seed=3)
+    pipe.reset()
+    theirs = [batch[0]["seq_idx"] for batch in pipe]
+    ours = [int(b[0]) for b in shuffled_in_blocks([np.array([i]) for i in range(23)], 5, seed=3, epoch=1)]
+    blocks = [slice(start, start + 5) for start in range(0, 23, 5)]
+    assert (
+        [sorted(theirs[b]) for b in blocks] == [sorted(ours[b]) for b in blocks] == [list(range(23))[b] for b in blocks]
+    )
+    assert ours != list(range(23))  # shuffled, the same for the same epoch, another order in another one
+    again = [int(b[0]) for b in shuffled_in_blocks([np.array([i]) for i in range(23)], 5, seed=3, epoch=1)]
+    other = [int(b[0]) for b in shuffled_in_blocks([np.array([i]) for i in range(23)], 5, seed=3, epoch=2)]
+    assert again == ours != other
+
+
+def test_the_train_loader_plans_its_batches_in_shuffled_blocks_when_the_config_asks():
+    import torch
+
+    from framework.config import Config
+    from framework.core.build import make_loader, online_shuffle_batches
+
+    dataset = NumpyDataset(_sequences(), sparse_dims={"classes": 1000}, seq_ordering="default")
+    config = Config({"online_shuffle_batches": {"buffer_size": 3}, "batch_size": 100, "max_seqs": 1})
+    assert online_shuffle_batches(config) == (3, 42)  # the seed: random_seed's default
+    loaders = {option: make_loader(config, option, dataset, {}, torch.device("cpu")) for option in ("train", "dev")}
+    assert [int(b[0]) for b in loaders["dev"].plan(1)] == [0, 1, 2, 3, 4]  # only training shuffles
+    train = [int(b[0]) for b in loaders["train"].plan(1)]
+    assert train != [0, 1, 2, 3, 4] and [sorted(train[:3]), sorted(train[3:])] == [[0, 1, 2], [3, 4]]
+    with pytest.raises(ConfigError, match="give the buffer size"):
+        online_shuffle_batches(Config({"online_shuffle_batches": {"size": 2}}))

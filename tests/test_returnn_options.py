@@ -29,7 +29,6 @@ FIXTURES = sorted(glob.glob(os.path.join(CONFIGS, "*.config")))
 # here; docs/returnn_options.inc says why). tools/measure-returnn-configs.py runs the whole collection.
 STILL_REFUSED = {
     "40_returnn_test_bf16.config": {"default_float_dtype"},
-    "41_returnn_test_shuffle_batches.config": {"online_shuffle_batches"},
 }
 # The default suite trains a sample: a RETURNN demo, a written i6_core config (torchrun, get_global_config), a
 # MiniReturnn-style config, a hybrid one with chunking, one of RETURNN's engine tests.
@@ -197,14 +196,14 @@ def test_refused_returnn_options_are_named_in_one_message_each_with_its_way_forw
     config = _write(
         tmp_path,
         "train = {'class': 'Task12AXDataset', 'num_seqs': 20}\n"
-        "window = 3\nuse_horovod = True\nonline_shuffle_batches = 10\nstart_epoch = 3\n"
+        "window = 3\nuse_horovod = True\ndefault_float_dtype = 'bfloat16'\nstart_epoch = 3\n"
         "network = {}\n",
     )
     with pytest.raises(ConfigError) as error:
         load_config([config])
     message = str(error.value)
     assert message.count("a RETURNN option that changes the trained model") == 5
-    assert "torch_distributed" in message and "shuffles the batches in a buffer" in message
+    assert "torch_distributed" in message and "creates the model's parameters in this dtype" in message
     assert "RETURNN starts training at this epoch; here: a rerun resumes" in message
 
 

@@ -86,6 +86,7 @@ def make_loader(
 ) -> BatchLoader:
     """A batch loader for ``dataset`` with the configured batching and device; ``labels_checked``: keys whose
     labels were checked in all of the dataset already (``check_dataset``)."""
+    shuffle = online_shuffle_batches(config) if option == "train" else None
     return BatchLoader(
         dataset,
         extern_data,
@@ -99,7 +100,24 @@ def make_loader(
         seq_length_limits=(None, None)
         if isinstance(dataset, ChunkedDataset)
         else (config.get("min_seq_length"), config.get("max_seq_length")),
+        shuffle_batches=shuffle,
     )
+
+
+def online_shuffle_batches(config: Config) -> tuple[int, int] | None:
+    """(buffer size, seed) of RETURNN's ``online_shuffle_batches`` (an int, or {"buffer_size": N, "seed": S}), or
+    None when off."""
+    value = config.get("online_shuffle_batches")
+    if not value:
+        return None
+    opts = {"buffer_size": value} if isinstance(value, int) and not isinstance(value, bool) else value
+    size = opts.get("buffer_size") if isinstance(opts, dict) else None
+    if not isinstance(size, int) or size < 1 or set(opts) - {"buffer_size", "seed"}:
+        raise ConfigError(
+            f"online_shuffle_batches = {value!r}: give the buffer size (an int >= 1) or {{'buffer_size': N}} "
+            f"(optionally with 'seed'), as RETURNN takes it."
+        )
+    return size, int(opts.get("seed", config.int("random_seed")))
 
 
 def init_data(

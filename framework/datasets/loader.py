@@ -46,6 +46,7 @@ class BatchLoader:
         dataloader_opts: dict[str, Any] | None = None,
         labels_checked: AbstractSet[str] = frozenset(),
         seq_length_limits: tuple[Any, Any] = (None, None),
+        shuffle_batches: tuple[int, int] | None = None,
     ):
         self.dataset = dataset
         self.extern_data = extern_data
@@ -57,6 +58,7 @@ class BatchLoader:
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
         self.labels_checked = frozenset(labels_checked)  # in all of the dataset at startup: not again per batch
         self.seq_length_limits = seq_length_limits  # RETURNN's (min_seq_length, max_seq_length)
+        self.shuffle_batches = shuffle_batches  # RETURNN's online_shuffle_batches: (buffer size, seed)
         self._left_out_logged = False
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
         self.reseeded: tuple[str, ...] = ()  # the dataset's generators reseeded in each worker (worker_seeding)
@@ -75,6 +77,8 @@ class BatchLoader:
         if self._last_plan is None or self._last_plan[0] != epoch:
             order = self.within_length_limits(self.dataset.get_seq_order(epoch))
             batches = make_batches(order, self.batch_lengths(), self.batch_size, self.max_seqs)
+            if self.shuffle_batches is not None and not self.dataset.sharded_by_rank:
+                batches = shuffled_in_blocks(batches, *self.shuffle_batches, epoch)
             self._last_plan = epoch, RankPlan(batches) if self.dataset.sharded_by_rank else batches
         self.dataset.use_epoch(epoch)  # the batches of this plan are what get_batch reads now
         return self._last_plan[1]
@@ -206,3 +210,15 @@ def within_limits(dataset: Any, limits: tuple[Any, Any]) -> np.ndarray:
         elif limit is not None:
             kept &= ~too_far(dataset.seq_lengths(), limit)
     return kept
+
+
+def shuffled_in_blocks(batches: list[np.ndarray], buffer_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """RETURNN's ``online_shuffle_batches`` (``ShufflingDataPipe``): the batches in consecutive blocks of
+    ``buffer_size``, each block in a random order (here seeded by ``seed`` and the epoch, so that a resumed epoch
+    has the same plan; RETURNN draws its seed from torch's generator)."""
+    rng = np.random.default_rng([seed, epoch, 1])
+    shuffled = []
+    for start in range(0, len(batches), buffer_size):
+        block = batches[start : start + buffer_size]
+        shuffled += [block[i] for i in rng.permutation(len(block))]
+    return shuffled
