@@ -94,9 +94,9 @@ _UPDATER_OPTIONS_TORCH_REFUSES = (
     "maximize_grad_norm gradient_nan_inf_filter"
 ).split()
 _TORCH_REFUSES = (
-    "RETURNN's torch engine stops on {name} (NotImplementedError; older versions ignored it, its TensorFlow backend "
-    "clips the gradients by it); here: gradient_clip_global_norm (clips the global norm) or gradient_clip (per "
-    "value), or delete it to train without"
+    "RETURNN's torch engine stops on {name} (NotImplementedError; older versions ignored it; its TensorFlow "
+    "updater applies it to the gradients); here: gradient_clip_global_norm (clips the global norm) or gradient_clip "
+    "(per value), or delete it to train without"
 )
 
 # RETURNN options that change the trained model and are not reproduced here: name -> what RETURNN does with it and

@@ -57,6 +57,12 @@ def keys_in_source(source: str) -> set[str]:
     """The config keys one RETURNN module reads (string literals only: a key built at run time is not a name)."""
     found = set()
     for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, (ast.List, ast.Tuple))
+        ):
+            found |= _keys_of_loop(node)  # for name in ["a", "b"]: config.float(name, 0.0)
         key = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
             func = node.func
@@ -72,6 +78,23 @@ def keys_in_source(source: str) -> set[str]:
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
             found.add(key.value)
     return found
+
+
+def _keys_of_loop(loop: ast.For) -> set[str]:
+    """The string items of a ``for`` loop's literal list when its body reads the config with the loop variable."""
+    names = [e.value for e in loop.iter.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    for node in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in READERS
+            and _looks_like_config(node.func.value)
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == loop.target.id
+        ):
+            return {name for name in names if name.isidentifier()}
+    return set()
 
 
 def _is_typed_dict(node: ast.expr) -> bool:
