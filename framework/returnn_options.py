@@ -119,8 +119,6 @@ ADVICE: dict[str, str] = {
     "here newbob only decays it: delete it (or write the schedule as dynamic_learning_rate)",
     "learning_rate_growth": "RETURNN's newbob also raises the learning rate when the score improves much; here newbob "
     "only decays it: delete it (or write the schedule as dynamic_learning_rate)",
-    "newbob_relative_error_grow_threshold": "RETURNN's newbob raises the learning rate above this threshold; here "
-    "newbob only decays it: delete it",
     "default_float_dtype": "RETURNN creates the model's parameters in this dtype; here: create the model in the dtype "
     "you want in get_model (model.to(torch.bfloat16)), or train in float32 with torch_amp = 'bfloat16'",
     "chunk_eval": "RETURNN also cuts the dev sequences into chunks; here: cut them in your dataset class",
@@ -267,7 +265,10 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "newbob_learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),
     "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
     "learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),
-    "newbob_relative_error_grow_threshold": (None, "used only when newbob raises the learning rate, which is off"),
+    "newbob_relative_error_grow_threshold": (
+        None,
+        "used only when newbob raises the learning rate (newbob_learning_rate_growth), which is refused here",
+    ),
     "default_float_dtype": (_off(None, "float32"), "float32 is the default"),
     "dataset_random_seed_offset": (_off(None, 0), "0 is off"),
     "use_dummy_datasets": (_off(None, False, 0), "off"),

@@ -126,7 +126,7 @@ def test_config_errors_exit_with_code_2_and_a_clear_message(tmp_path):
     assert result.returncode == 2 and "Did you mean 'learning_rate_control'" in result.stderr
     bad = tiny_config_with(tmp_path, "\nbatch_size = 'big'\n")
     result = run_rnn(bad)
-    assert result.returncode == 2 and "'batch_size' expects int | dict, but got str 'big'" in result.stderr
+    assert result.returncode == 2 and "'batch_size' expects int | float | dict, but got str 'big'" in result.stderr
     result = run_rnn(TINY_CONFIG, "++train", "{'class': 'MnistDataSet'}", "++model", str(tmp_path / "m"))
     assert result.returncode == 2 and "Did you mean 'MnistDataset'" in result.stderr
     result = run_rnn(TINY_CONFIG, "++train", f"{{'class': 'MnistDataset', 'path': '{tmp_path}/nope'}}")
