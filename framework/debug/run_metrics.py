@@ -1,11 +1,12 @@
 """The run's metrics file, ``<model directory>/metrics.jsonl``: what ``python -m framework report`` draws.
 
-One JSON object per line: ``run`` (when a run starts: its task, the options that differ from the
-defaults), ``steps`` (columns: the global step, epoch, applied learning rate and every marked loss
+One JSON object per line: ``run`` (when a run starts: its time, command line, task, the options that differ
+from the defaults), ``steps`` (columns: the global step, epoch, applied learning rate and every marked loss
 of each training step), ``scalars`` (what diagnostics send to the summary sink: per-parameter gradient
 norms of the gradient-health check every ``debug_grad_health`` updates, a config's
 ``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated memory, with each ``steps`` record) and
-``epoch`` (train and dev scores at the epoch's last global step).
+``epoch`` (train and dev scores at the epoch's last global step) and ``end`` (how the run ended, as the summary
+says it, and when).
 
 It costs no host sync per step: the step's losses are the values the run reads anyway (on the CPU,
 the host values the epoch scores read; on an accelerator, the device values, read with one copy
@@ -15,9 +16,11 @@ a planted link. Rank 0 writes it; ``metrics_file = False`` turns it off.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
+import sys
 from typing import Any
 
 import torch
@@ -27,11 +30,13 @@ from framework.accelerator import memory_allocated
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
+from framework.core.run_summary import how_it_ended
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.disk import beside_checkpoints
 from framework.options import register
 from framework.safe_create import open_kept
+from framework.util import command_line
 
 register(
     "metrics_file",
@@ -82,6 +87,8 @@ class RunMetrics(Plugin):
             "run",
             step=state.global_step,
             epoch=state.epoch,
+            time=now(),
+            command=command_line(),
             task=state.task,
             model=state.config.get("model"),
             options=changed_options(state.config),
@@ -135,6 +142,8 @@ class RunMetrics(Plugin):
         if self._fd is None:
             return
         state.control.send_summaries_to(None)
+        ended = how_it_ended(state.outcome, sys.exc_info()[1])  # the run's own error or interruption, on its way out
+        self._record("end", step=state.global_step, epoch=state.epoch, ended=ended, time=now())
         self.flush(state)
         os.close(self._fd)
         self._fd = None
@@ -164,6 +173,11 @@ class RunMetrics(Plugin):
 
     def _record(self, kind: str, **fields: Any) -> None:
         self.lines.append(_json({"kind": kind, **fields}))
+
+
+def now() -> str:
+    """The local time with its UTC offset, to the second."""
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def _normalized(loss: float, norm: float | None) -> float:
