@@ -60,6 +60,8 @@ def test_a_completed_run_writes_its_page_and_its_resumed_run_shows_on_it(tmp_pat
     assert "Ended: completed</p>" in page and "resumed at" not in page
     assert re.search(r"<td>1</td><td>\d{4}-\d\d-\d\dT[\d:]+[+-]\d\d:\d\d to \d{4}-", page)  # when it ran
     assert f"++model {tmp_path / 'model'} ++report_html True ++num_epochs 1</code>" in page  # how to run it again
+    assert re.search(r"<g><title>dev \(epoch\), ce: step 9: \d\.\d+</title>", page)  # the value on hover
+    assert "<g><title>train (epoch), fer: step 9: " in page
     assert run_rnn(*args, "++num_epochs", "2").returncode == 0
     page = (tmp_path / "report.html").read_text()
     assert "<td>2</td>" in page and "resumed at global step 10" in page and page.count("Ended: completed") == 1

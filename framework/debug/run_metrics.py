@@ -1,7 +1,7 @@
 """The run's metrics file, ``<model directory>/metrics.jsonl``: what ``python -m framework report`` draws.
 
 One JSON object per line: ``run`` (when a run starts: its time, command line, task, the options that differ
-from the defaults), ``steps`` (columns: the global step, epoch, applied learning rate and every marked loss
+from the defaults, the class of each module that holds parameters), ``steps`` (columns: the global step, epoch, applied learning rate and every marked loss
 of each training step), ``scalars`` (what diagnostics send to the summary sink: per-parameter gradient
 norms of the gradient-health check every ``debug_grad_health`` updates, a config's
 ``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated memory, with each ``steps`` record) and
@@ -92,6 +92,7 @@ class RunMetrics(Plugin):
             task=state.task,
             model=state.config.get("model"),
             options=changed_options(state.config),
+            modules=parameter_owners(state.model),
         )
         self.sink = state.control.changes.get("summaries", state.summaries)  # TensorBoard became the sink just now
         state.control.send_summaries_to(self)
@@ -186,6 +187,18 @@ def _normalized(loss: float, norm: float | None) -> float:
 
 def _json(record: dict[str, Any]) -> str:
     return json.dumps(record, default=str)
+
+
+def parameter_owners(model: torch.nn.Module, limit: int = 500) -> dict[str, str]:
+    """Module path -> class name of the modules that hold parameters themselves (the layer groups of the gradient
+    norms), at most ``limit``."""
+    owners = {}
+    for path, module in model.named_modules():
+        if next(module.parameters(recurse=False), None) is not None:
+            owners[path or "(model)"] = type(module).__name__
+            if len(owners) >= limit:
+                break
+    return owners
 
 
 def changed_options(config: Config) -> dict[str, str]:

@@ -173,7 +173,7 @@ _NUMBER = (int, float)
 _OPTIONAL_NUMBER = (int, float, type(None))
 # The fields the report reads, per record kind of metrics.jsonl, and their types.
 METRICS_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    "run": {"step": (int,), "options": (dict, type(None))},
+    "run": {"step": (int,), "options": (dict, type(None)), "modules": (dict, type(None))},
     "steps": {"step": (list,), "epoch": (list,), "lr": (list,), "losses": (dict,)},
     "epoch": {"step": (int,), "epoch": (int,), "scores": (dict,)},
     "memory": {"step": (int,), "rss_mb": _NUMBER},

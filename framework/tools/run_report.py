@@ -118,7 +118,7 @@ def _epoch_points(ax: Any, data: RunData, dataset: str, name: str, color: str, l
     if not points:
         return
     xs, ys = zip(*points, strict=True)
-    line = ax.plot(xs, ys, marker="o", markersize=4, color=color, label=label)[0]
+    line = ax.plot(xs, ys, marker="o", markersize=4 if len(xs) <= 40 else 2, color=color, label=label)[0]
     _titled(line, f"{label}, {name}: " + ", ".join(f"step {x}: {y:.4g}" for x, y in points[:50]))
     if dataset != "train":
         step, best = min(points, key=lambda p: p[1])
@@ -373,6 +373,13 @@ def _hover_titles(svg: str) -> str:
     return "".join(out)
 
 
+def _group_name(data: RunData, group: str) -> str:
+    """A layer group as its module path with the module's class: ``encoder.0 (Linear)``."""
+    modules = (data.runs[-1].get("modules") if data.runs else None) or {}
+    kind = modules.get(group) if isinstance(modules, dict) else None
+    return f"{group} ({kind})" if isinstance(kind, str) else group
+
+
 def _pictures(runs: list[RunData]) -> list[tuple[str, str]]:
     several = len(runs) > 1
 
@@ -380,7 +387,7 @@ def _pictures(runs: list[RunData]) -> list[tuple[str, str]]:
         return {(f"{data.name}: {label}" if several else label): pick(data) for data in runs}
 
     grad_norms = {
-        (f"{data.name}: {group}" if several else group): values
+        (f"{data.name}: " if several else "") + _group_name(data, group): values
         for data in runs
         for group, values in sorted(data.grad_norms.items())
     }
