@@ -5,7 +5,8 @@ from the defaults, the class of each module that holds parameters), ``steps`` (c
 of each training step), ``scalars`` (what diagnostics send to the summary sink: per-parameter gradient
 norms of the gradient-health check every ``debug_grad_health`` updates, a config's
 ``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated memory, with each ``steps`` record) and
-``epoch`` (train and dev scores at the epoch's last global step) and ``end`` (how the run ended, as the summary
+``epoch`` (train and dev scores at the epoch's last global step, and the chance level of each loss whose chance
+level a check computed) and ``end`` (how the run ended, as the summary
 says it, and when).
 
 It costs no host sync per step: the step's losses are the values the run reads anyway (on the CPU,
@@ -29,6 +30,7 @@ from framework import options
 from framework.accelerator import memory_allocated
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import CHANCE_LEVELS
 from framework.core.plugin import Plugin, on
 from framework.core.run_summary import how_it_ended
 from framework.core.state import RunState
@@ -134,7 +136,8 @@ class RunMetrics(Plugin):
     def on_epoch_end(self, state: RunState) -> None:
         scores = state.lr_control.scores.get(state.epoch, {})
         lr = float(state.optimizer.param_groups[0]["lr"])
-        self._record("epoch", step=state.global_step, epoch=state.epoch, lr=lr, scores=scores)
+        chance = {name: level.value for name, level in (state.store.get(CHANCE_LEVELS) or {}).items()}
+        self._record("epoch", step=state.global_step, epoch=state.epoch, lr=lr, scores=scores, chance=chance)
         self.flush(state)
 
     @on(Event.CLOSE)

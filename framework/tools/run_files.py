@@ -280,10 +280,12 @@ class RunData:
         self.epochs[record["epoch"]] = record
 
     def _take_memory(self, record: dict[str, Any], where: str) -> None:
-        self.rss.add(record["step"], record["rss_mb"])
+        """Memory after the steps done (the record's step counts them): at the last step done, as epoch scores."""
+        step = max(record["step"] - 1, 0)
+        self.rss.add(step, record["rss_mb"])
         device = record.get("device_mb")
         if isinstance(device, _NUMBER):
-            self.device.add(record["step"], device)
+            self.device.add(step, device)
 
     def _take_scalars(self, record: dict[str, Any], where: str) -> None:
         """Gradient norms per layer group (the module a parameter belongs to): the root of the summed squares."""
@@ -322,6 +324,21 @@ class RunData:
             for values in record["scores"].values():
                 names.update(dict.fromkeys(values))
         return list(names)
+
+    def chance_levels(self) -> dict[str, float]:
+        """Loss name -> its chance level (the value without using the input), from the newest epoch that has one."""
+        for record in sorted(self.epochs.values(), key=lambda r: r["epoch"], reverse=True):
+            chance = record.get("chance")
+            if isinstance(chance, dict) and chance:
+                return {k: v for k, v in chance.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        return {}
+
+    def steps_seen(self) -> list[int]:
+        """The last global step of the training steps, epochs and findings recorded (what the step axis must show)."""
+        seen = [self.last_step["step"]] if self.last_step else []
+        seen += [max(r["step"] - 1, 0) for r in self.epochs.values()]
+        seen += [f["step"] for f in self.findings if isinstance(f.get("step"), int)]
+        return [max(seen)] if seen else []
 
     def resumes(self) -> list[int]:
         """The global steps where a resumed run continued the model (every run record after the first)."""

@@ -53,8 +53,10 @@ def _plain_axis(ax: Any) -> None:
     ax.yaxis.set_major_formatter(formatter)
 
 
-def _step_axis(ax: Any) -> None:
-    """The global step axis: whole steps only."""
+def _step_axis(ax: Any, runs: list[RunData]) -> None:
+    """The global step axis, the same on every picture: from 0 to the last step any run recorded, whole steps only."""
+    last = max([1] + [step for data in runs for step in data.steps_seen()])
+    ax.set_xlim(-0.02 * last, last * 1.02)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("global step")
 
@@ -150,11 +152,15 @@ def curves_figure(runs: list[RunData]) -> str:
             for dataset in _datasets([data]):
                 color = run_color if several else "#1565c0" if dataset == "train" else next(others, "black")
                 _epoch_points(ax, data, dataset, name, color, f"{prefix}{dataset} (epoch)")
+        for data in runs[:1] if not several else []:
+            chance = data.chance_levels().get(name)
+            if chance is not None:
+                ax.axhline(chance, color="#424242", linestyle="-.", linewidth=1, label=f"chance level {chance:.4g}")
         _mark(ax, runs, top=i == 0)
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
         ax.legend(**LEGEND)
-    _step_axis(axes[-1, 0])
+    _step_axis(axes[-1, 0], runs)
     return _svg(fig)
 
 
@@ -178,14 +184,14 @@ def lines_figure(
         if len(values.xs()) < 50:
             ax.plot(values.xs(), values.means(), ".", color=color)
     _mark(ax, runs, top=True)
-    positive = all(v > 0 for values in series.values() for v in values.means())
-    if log_scale and positive:
+    means = [v for values in series.values() for v in values.means()]
+    if log_scale and means and min(means) > 0 and max(means) > 10 * min(means):  # a log axis for decades only
         ax.set_yscale("log")
     else:
         _plain_axis(ax)
         if from_zero:
             ax.set_ylim(bottom=0, top=max(max(v.ranges()[1], default=0) for v in series.values()) * 1.15 or 1)
-    _step_axis(ax)
+    _step_axis(ax, runs)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(**LEGEND)
