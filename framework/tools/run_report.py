@@ -120,7 +120,8 @@ def _epoch_points(ax: Any, data: RunData, dataset: str, name: str, color: str, l
     if not points:
         return
     xs, ys = zip(*points, strict=True)
-    line = ax.plot(xs, ys, marker="o", markersize=4 if len(xs) <= 40 else 2, color=color, label=label)[0]
+    style = {"marker": "o", "linestyle": "-"} if dataset == "train" else {"marker": "s", "linestyle": "--"}
+    line = ax.plot(xs, ys, markersize=4 if len(xs) <= 40 else 2, color=color, label=label, **style)[0]
     _titled(line, f"{label}, {name}: " + ", ".join(f"step {x}: {y:.4g}" for x, y in points[:50]))
     if dataset != "train":
         step, best = min(points, key=lambda p: p[1])
