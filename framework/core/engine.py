@@ -169,8 +169,12 @@ class Engine:
 
     def _report_failure(self, exc: Exception) -> None:
         """The failure as a finding of severity error (not logged again: the error is printed as the run ends); a
-        refusal to start (a config error before any plugin ran) is no finding."""
+        refusal to start (a config error before any plugin ran) is no finding, and neither is the failure of a run whose
+        model directory was removed (writing the finding would create it again)."""
         if isinstance(exc, FrameworkError) and exc.exit_code == 2 and not self.plugins:
+            return
+        prefix = self.config.get("model")
+        if prefix and not os.path.isdir(os.path.dirname(os.path.abspath(prefix))):
             return
         findings.report(failure_finding(exc, self.state.epoch, self.state.global_step), verbosity=5)
 

@@ -1,8 +1,9 @@
 """The failure of a run as a finding: severity error, check "run failed", so that ``findings.jsonl``, the
 summary and ``report.html`` all say the run failed and where.
 
-``where`` is what the error names (``FrameworkError.where``: the NaN replay's module, op and line), or
-else the innermost frame of the user's code in the traceback (``file:line`` and function).
+``where`` is what the error names (``FrameworkError.where``: the NaN replay's module, op and line); for an
+exception of the user's code or of a library, the innermost frame of the user's code in the traceback (``file:line``,
+function and statement).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ def failure_finding(exc: BaseException, epoch: int, global_step: int) -> Finding
     """The finding of a run that ``exc`` ended at ``epoch`` and ``global_step``."""
     text = str(exc).strip()
     first = text.split("\n", 1)[0]
-    where = getattr(exc, "where", None) or _innermost_user_frame(exc)
+    own = isinstance(exc, FrameworkError)  # says what is wrong in its message: no frame of the framework is the culprit
+    where = getattr(exc, "where", None) or ({} if own else _innermost_user_frame(exc))
     evidence: dict[str, Any] = {"exception": type(exc).__name__}
     if "\n" in text:
         evidence["report"] = text[:4000]
-    own = isinstance(exc, FrameworkError)
     culprit = ", ".join(f"{key} {where[key]}" for key in ("module", "op", "line", "parameter") if where.get(key))
     at = f" in {culprit}" if culprit else ""
     return Finding(

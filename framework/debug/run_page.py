@@ -69,6 +69,8 @@ class RunPage(Plugin):
         if self.process is not None and self.process.poll() is None:
             self.process.kill()  # drawing the page of an earlier epoch, which the final one replaces
             self.process.wait()
+        if not os.path.isdir(self.directory):  # removed while the run went on: a page would create it again
+            return
         self.process = self._start()
         if state.outcome == "interrupted":
             log.v4(
