@@ -92,6 +92,7 @@ def _run_dir(tmp_path) -> str:
     records = [
         {"kind": "run", "step": 0, "epoch": 0, "task": "train", "options": {"learning_rate": "0.1"}},
         {"kind": "steps", "step": [0, 1], "epoch": [1, 1], "lr": [0.1, 0.1], "losses": {"ce": [2.0, 1.5]}},
+        {"kind": "memory", "step": 2, "rss_mb": 300.0, "device_mb": 20.5, "reserved_mb": 64.0},
         {"kind": "epoch", "step": 2, "epoch": 1, "lr": 0.1, "scores": {"train": {"ce": 1.7}, "dev": {"ce": 1.8}}},
     ]
     (directory / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -103,6 +104,13 @@ def test_report_reads_no_link_no_special_file_and_names_the_damaged_line(tmp_pat
     metrics = os.path.join(directory, "metrics.jsonl")
     healthy = open(metrics, "rb").read()
     assert _report(directory).returncode == 0
+    page = open(os.path.join(directory, "report.html"), encoding="utf-8").read()
+    for memory in (
+        "host: process RSS",
+        "accelerator: allocated by tensors",
+        "accelerator: reserved by the caching allocator",
+    ):
+        assert f">{memory} (MB)</text>" in page  # what each memory curve measures
     with open(metrics, "ab") as f:
         f.write(b'{"kind": "steps", "step": [2], "ep')  # the last line of a run killed while writing it: skipped
     assert _report(directory).returncode == 0
@@ -119,11 +127,11 @@ def test_report_reads_no_link_no_special_file_and_names_the_damaged_line(tmp_pat
         assert expected in result.stderr and "Traceback" not in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
-    refused(b"42\n", f"{metrics}, line 4: a JSON int, not a record")
-    refused(b'{"kind": "epoch", "epoch": 2, "scores": {}}\n', f"{metrics}, line 4: the record has no field 'step'")
-    refused(b'{"kind": "memory", "step": 1, "rss_mb": "a lot"}\n', f"{metrics}, line 4: field 'rss_mb' is str")
-    refused(b'{"kind": "run", "step": 0}\n\xff\xfe\n', f"{metrics}, line 5: not UTF-8 text")
-    refused(b"{not json\n" + healthy, f"{metrics}, line 4: not a JSON record")
+    refused(b"42\n", f"{metrics}, line 5: a JSON int, not a record")
+    refused(b'{"kind": "epoch", "epoch": 2, "scores": {}}\n', f"{metrics}, line 5: the record has no field 'step'")
+    refused(b'{"kind": "memory", "step": 1, "rss_mb": "a lot"}\n', f"{metrics}, line 5: field 'rss_mb' is str")
+    refused(b'{"kind": "run", "step": 0}\n\xff\xfe\n', f"{metrics}, line 6: not UTF-8 text")
+    refused(b"{not json\n" + healthy, f"{metrics}, line 5: not a JSON record")
     target = tmp_path / "elsewhere.jsonl"
     target.write_bytes(healthy)
     refused(None, f"{metrics} is a symbolic link", lambda: os.symlink(target, metrics))

@@ -4,7 +4,7 @@ One JSON object per line: ``run`` (when a run starts: its time, command line, ta
 from the defaults, the class of each module that holds parameters), ``steps`` (columns: the global step, epoch, applied learning rate and every marked loss
 of each training step), ``scalars`` (what diagnostics send to the summary sink: per-parameter gradient
 norms of the gradient-health check every ``debug_grad_health`` updates, a config's
-``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated memory, with each ``steps`` record) and
+``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated and reserved memory, with each ``steps`` record) and
 ``epoch`` (train and dev scores at the epoch's last global step, and the chance level of each loss whose chance
 level a check computed) and ``end`` (how the run ended, as the summary
 says it, and when).
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from framework import options
-from framework.accelerator import memory_allocated
+from framework.accelerator import memory_stats
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.measurements import CHANCE_LEVELS
@@ -171,9 +171,12 @@ class RunMetrics(Plugin):
                 view = view[os.write(self._fd, view) :]
 
     def _memory(self, state: RunState) -> None:
-        allocated = memory_allocated(state.device)
-        device_mb = None if allocated is None else allocated / 1024**2
-        self._record("memory", step=state.global_step, rss_mb=rss() / 1024**2, device_mb=device_mb)
+        """The host process's RSS; on an accelerator, the memory its tensors take and the memory the caching
+        allocator holds (reserved)."""
+        stats = memory_stats(state.device)
+        device_mb = None if stats is None else stats["allocated"] / 1024**2
+        reserved = {} if stats is None else {"reserved_mb": stats["reserved"] / 1024**2}
+        self._record("memory", step=state.global_step, rss_mb=rss() / 1024**2, device_mb=device_mb, **reserved)
 
     def _record(self, kind: str, **fields: Any) -> None:
         self.lines.append(_json({"kind": kind, **fields}))

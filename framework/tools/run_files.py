@@ -214,6 +214,7 @@ class RunData:
         self.epochs: dict[int, dict[str, Any]] = {}
         self.rss = Downsampled(points)
         self.device = Downsampled(points)
+        self.reserved = Downsampled(points)
         self.grad_norms: dict[str, Downsampled] = {}
         self.last_step: dict[str, int] | None = None  # {"step", "epoch"} of the newest training step
         self.findings: list[dict[str, Any]] = []
@@ -283,9 +284,11 @@ class RunData:
         """Memory after the steps done (the record's step counts them): at the last step done, as epoch scores."""
         step = max(record["step"] - 1, 0)
         self.rss.add(step, record["rss_mb"])
-        device = record.get("device_mb")
+        device, reserved = record.get("device_mb"), record.get("reserved_mb")
         if isinstance(device, _NUMBER):
             self.device.add(step, device)
+        if isinstance(reserved, _NUMBER):
+            self.reserved.add(step, reserved)
 
     def _take_scalars(self, record: dict[str, Any], where: str) -> None:
         """Gradient norms per layer group (the module a parameter belongs to): the root of the summed squares."""

@@ -401,6 +401,7 @@ def _pictures(runs: list[RunData]) -> list[tuple[str, str]]:
     memory = {
         **per_run("host: process RSS (MB)", lambda d: d.rss),
         **per_run("accelerator: allocated by tensors (MB)", lambda d: d.device),
+        **per_run("accelerator: reserved by the caching allocator (MB)", lambda d: d.reserved),
     }
     return [
         ("Scores of train and dev", curves_figure(runs)),
