@@ -112,8 +112,13 @@ class Engine:
         if self.findings.path is not None:
             directory = os.path.dirname(self.findings.path)
             files["findings file"] = self.findings.path
+            drawn = (
+                "this run's page; again"
+                if state.task == "train" and self.config.bool("report_html", True)
+                else "written by"
+            )
             files["report"] = (
-                f"{os.path.join(directory, 'report.html')} (written by: python -m framework report {directory})"
+                f"{os.path.join(directory, 'report.html')} ({drawn}: python -m framework report {directory})"
             )
         failing = self.findings.failing()
         fail_note = (
