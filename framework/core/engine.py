@@ -181,7 +181,12 @@ class Engine:
         prefix = self.config.get("model")
         if prefix and not os.path.isdir(os.path.dirname(os.path.abspath(prefix))):
             return
-        findings.report(failure_finding(exc, self.state.epoch, self.state.global_step), verbosity=5)
+        try:
+            finding = failure_finding(exc, self.state.epoch, self.state.global_step)
+        except Exception as broken:  # e.g. an exception whose __str__ raises: the run's own error must go on unchanged
+            log.v4(f"The failure of the run is no finding: describing it raised {type(broken).__name__}: {broken}")
+            return
+        findings.report(finding, verbosity=5)
 
     def _close(self, state: RunState) -> None:
         """Every CLOSE callback runs, also after one raised; the run's own error stays the one reported."""

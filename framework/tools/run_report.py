@@ -223,8 +223,10 @@ def attention_figures(path: str) -> list[tuple[str, str]]:
                 image = ax.imshow(weights[h], cmap="viridis", aspect="auto", interpolation="nearest", vmin=0, vmax=1)
                 ax.set_title(f"head {h}", fontsize=8)
                 ax.tick_params(labelsize=6)
-                ax.set_xlabel("key position", fontsize=7)
-                ax.set_ylabel("query position", fontsize=7)
+                if h // columns == rows - 1 or h + columns >= heads:  # the lowest panel of its column
+                    ax.set_xlabel("key position", fontsize=7)
+                if h % columns == 0:
+                    ax.set_ylabel("query position", fontsize=7)
             if image is not None:
                 fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
             figures.append((name, _svg(fig)))
