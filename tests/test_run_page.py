@@ -144,6 +144,11 @@ def test_report_reads_no_link_no_special_file_and_names_the_damaged_line(tmp_pat
     with open(findings, "w") as f:
         f.write('{"severity": "fatal", "check": "x", "message": "m"}\n')
     refused(None, f"{findings}, line 1: severity 'fatal' is none of note, warning, error", lambda: None)
+    os.remove(findings)
+    attention = os.path.join(directory, "attention.npz")
+    with open(attention, "wb") as f:
+        f.write(b"PK\x03\x04 not a zip archive")
+    refused(healthy[:0], f"{attention} is not an archive of attention weights (BadZipFile: ")
 
 
 def test_report_reads_a_huge_metrics_file_in_bounded_memory_and_stops_cleanly_on_ctrl_c(tmp_path):

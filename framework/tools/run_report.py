@@ -28,13 +28,14 @@ matplotlib.rcParams["svg.fonttype"] = "none"  # text as <text>: searchable, sele
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator, ScalarFormatter  # noqa: E402
 
-from framework.tools.run_files import Downsampled, RunData  # noqa: E402
+from framework.tools.run_files import DamagedRecordFile, Downsampled, RunData, open_record_file  # noqa: E402
 
 REPORT_NAME = "report.html"
 COLORS = {"error": "#c62828", "warning": "#ef6c00", "note": "#9e9e9e"}  # finding markers by severity
 DATASET_COLORS = ("#2e7d32", "#6a1b9a", "#00838f", "#8d6e63")  # dev, then other datasets (train is blue)
 RUN_COLORS = ("#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#8d6e63", "#ad1457")
 RESUME_COLOR = "#616161"
+MAX_MODULES, MAX_HEADS, MAX_POSITIONS = 12, 16, 64  # the attention drawn (framework.debug.attention_maps keeps no more)
 LEGEND = {"fontsize": 8, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}  # beside the axes
 
 
@@ -202,14 +203,14 @@ def lines_figure(
 def attention_figures(path: str) -> list[tuple[str, str]]:
     """``(module name, svg)`` per attention module in ``attention.npz``: the heads of the first sequence, with
     query and key positions on the axes and a colour scale."""
-    if not os.path.isfile(path) or os.path.islink(path):
-        return []
     import numpy as np
 
+    f = open_record_file(path)  # no link, no special file
+    if f is None:
+        return []
     figures = []
-    with np.load(path, allow_pickle=False) as saved:
-        for name in saved.files:
-            weights = saved[name]  # [heads, queries, keys] of the first sequence of the first dev batch
+    with f:
+        for name, weights in _attention_arrays(np, f, path):
             heads = weights.shape[0]
             columns = min(heads, 4)
             rows = -(-heads // columns)
@@ -231,6 +232,25 @@ def attention_figures(path: str) -> list[tuple[str, str]]:
                 fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
             figures.append((name, _svg(fig)))
     return figures
+
+
+def _attention_arrays(np: Any, f: Any, path: str) -> list[tuple[str, Any]]:
+    """``(module name, [heads, queries, keys] weights)`` of ``attention.npz``: at most ``MAX_HEADS`` heads and
+    ``MAX_POSITIONS`` positions each way are drawn; a file that is not such an archive is a ``DamagedRecordFile``."""
+    try:
+        with np.load(f, allow_pickle=False) as saved:
+            arrays = [(name, saved[name]) for name in saved.files[:MAX_MODULES]]
+    except Exception as exc:  # numpy raises many kinds for a damaged archive (BadZipFile, ValueError, EOFError, ...)
+        raise DamagedRecordFile(
+            f"{path} is not an archive of attention weights ({type(exc).__name__}: {exc})."
+        ) from None
+    for name, weights in arrays:
+        if weights.ndim != 3 or weights.dtype.kind != "f":
+            raise DamagedRecordFile(
+                f"{path}: {name!r} is a {weights.ndim}-dimensional {weights.dtype} array, not attention weights "
+                f"[heads, queries, keys]: the file is damaged."
+            )
+    return [(name, w[:MAX_HEADS, :MAX_POSITIONS, :MAX_POSITIONS]) for name, w in arrays]
 
 
 def _table(rows: list[list[str]], head: list[str]) -> str:
