@@ -193,6 +193,7 @@ def test_report_compares_runs_on_one_page(tmp_path):
     assert "<h2>Run 1: lr_high</h2>" in page and "<h2>Run 2: lr_zero</h2>" in page
     assert "the learning rate is 0" in page.split("<h2>Run 2: lr_zero</h2>")[1]  # each run's findings
     assert "lr_high: train (step)" in page and "lr_zero: train (step)" in page  # both on the curves
+    assert "<h2>Scores by wall time</h2>\n<svg" in page and ">seconds since the run first started" in page
 
 
 @pytest.mark.slow  # browser starts and real runs: seconds

@@ -5,7 +5,7 @@ from the defaults, the class of each module that holds parameters), ``steps`` (c
 of each training step), ``scalars`` (what diagnostics send to the summary sink: per-parameter gradient
 norms of the gradient-health check every ``debug_grad_health`` updates, a config's
 ``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated and reserved memory, with each ``steps`` record) and
-``epoch`` (train and dev scores at the epoch's last global step, and the chance level of each loss whose chance
+``epoch`` (train and dev scores at the epoch's last global step and the time, and the chance level of each loss whose chance
 level a check computed) and ``end`` (how the run ended, as the summary
 says it, and when).
 
@@ -137,7 +137,9 @@ class RunMetrics(Plugin):
         scores = state.lr_control.scores.get(state.epoch, {})
         lr = float(state.optimizer.param_groups[0]["lr"])
         chance = {name: level.value for name, level in (state.store.get(CHANCE_LEVELS) or {}).items()}
-        self._record("epoch", step=state.global_step, epoch=state.epoch, lr=lr, scores=scores, chance=chance)
+        self._record(
+            "epoch", step=state.global_step, epoch=state.epoch, lr=lr, scores=scores, chance=chance, time=now()
+        )
         self.flush(state)
 
     @on(Event.CLOSE)

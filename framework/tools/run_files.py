@@ -13,6 +13,7 @@ The files are read as a stream: per-step values go into ``Downsampled`` series o
 
 from __future__ import annotations
 
+import datetime
 import errno
 import json
 import math
@@ -183,6 +184,17 @@ METRICS_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
 FINDING_FIELDS: dict[str, tuple[type, ...]] = {"severity": (str,), "check": (str,), "message": (str,)}
 
 
+def _time(text: Any) -> datetime.datetime | None:
+    """An ISO time with its UTC offset, as the run writes them; None for anything else."""
+    if not isinstance(text, str):
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
 def _check_fields(record: dict[str, Any], fields: dict[str, tuple[type, ...]], where: str) -> None:
     for name, types in fields.items():
         if name not in record and type(None) not in types:
@@ -342,6 +354,18 @@ class RunData:
         seen += [max(r["step"] - 1, 0) for r in self.epochs.values()]
         seen += [f["step"] for f in self.findings if isinstance(f.get("step"), int)]
         return [max(seen)] if seen else []
+
+    def epoch_hours(self) -> dict[int, float]:
+        """Epoch -> hours from the first run's start to the epoch's end (epochs and runs that recorded their time)."""
+        start = _time(self.runs[0].get("time")) if self.runs else None
+        if start is None:
+            return {}
+        hours = {}
+        for epoch, record in self.epochs.items():
+            end = _time(record.get("time"))
+            if end is not None:
+                hours[epoch] = (end - start).total_seconds() / 3600
+        return hours
 
     def resumes(self) -> list[int]:
         """The global steps where a resumed run continued the model (every run record after the first)."""

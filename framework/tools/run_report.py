@@ -166,6 +166,40 @@ def curves_figure(runs: list[RunData]) -> str:
     return _svg(fig)
 
 
+def wall_time_figure(runs: list[RunData]) -> str:
+    """Of several runs: each score of dev (else train) per epoch over the wall-clock time since the run's first
+    start (a resumed run's pause included), one colour per run."""
+    names = list(dict.fromkeys(n for data in runs for n in data.score_names()))
+    timed = [(data, data.epoch_hours()) for data in runs]
+    if not names or not any(hours for _, hours in timed):
+        return ""
+    span = max(h for _, hours in timed for h in hours.values()) if any(hours for _, hours in timed) else 0
+    unit, per_hour = ("seconds", 3600) if span < 2 / 60 else ("minutes", 60) if span < 2 else ("hours", 1)
+    timed = [(data, {epoch: h * per_hour for epoch, h in hours.items()}) for data, hours in timed]
+    fig, axes = plt.subplots(len(names), 1, figsize=(10, 2.4 * len(names)), sharex=True, squeeze=False)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        for r, (data, hours) in enumerate(timed):
+            dataset = "dev" if "dev" in _datasets([data]) else "train"
+            points = [
+                (hours[epoch], record["scores"][dataset][name])
+                for epoch, record in sorted(data.epochs.items())
+                if epoch in hours and isinstance(record["scores"].get(dataset, {}).get(name), (int, float))
+            ]
+            if points:
+                color = RUN_COLORS[r % len(RUN_COLORS)]
+                ax.plot(
+                    *zip(*points, strict=True), marker="s", markersize=3, color=color, label=f"{data.name}: {dataset}"
+                )
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+        ax.legend(**LEGEND)
+    axes[-1, 0].set_xlim(left=0)  # after the curves: they set the right end
+    if unit == "seconds":
+        axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[-1, 0].set_xlabel(f"{unit} since the run first started (the times are whole seconds)")
+    return _svg(fig)
+
+
 def lines_figure(
     series: dict[str, Downsampled],
     ylabel: str,
@@ -477,7 +511,10 @@ def render_runs(runs: list[RunData]) -> str:
         data = runs[0]
         title = f"Run report: {os.path.abspath(data.directory)}"
         parts = [f"<h1>{html.escape(title)}</h1>", status_section(data)]
-    for heading, svg in _pictures(runs):
+    pictures = _pictures(runs)
+    if several:
+        pictures.insert(1, ("Scores by wall time", wall_time_figure(runs)))
+    for heading, svg in pictures:
         parts.append(f"<h2>{heading}</h2>")
         parts.append(_hover_titles(svg) if svg else "<p>Not recorded in this run.</p>")
     if several:
