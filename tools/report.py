@@ -12,8 +12,8 @@ the findings as numbered markers on the curves and as a list with their evidence
 differ from the defaults, and with report_attention the attention weights of the first dev batch.
 
 With several MODEL_DIRs, the page (--output, default ./report-compare.html) overlays the runs' curves
-on one step axis, one colour per run, tables the options that differ between them and lists each
-run's findings.
+on one step axis, one colour per run, draws their scores per epoch by wall-clock time, tables the
+options that differ between them and lists each run's findings.
 
 Exit status: 0; 2 when a MODEL_DIR holds no run's files or one of them cannot be trusted (a link, not
 a regular file, a damaged line: the message names the file and line); 130 on Ctrl-C.

@@ -8,7 +8,8 @@ per step, its range where steps were merged into one point, train and dev per ep
 starred), the applied learning rate, gradient norms per layer group, memory, each finding as a numbered
 marker (notes fainter) and each resume as a grey line on every curve; then the findings with their
 evidence, the options that differ from the defaults, and attention heatmaps of the first dev batch.
-Several runs share the axes, one colour per run, and their options are tabled side by side. The page
+Several runs share the axes, one colour per run (their epoch scores also by wall-clock time), and their options
+are tabled side by side. The page
 needs no network and no server: the pictures are inline SVG, a point's value shows on hover.
 """
 
