@@ -310,6 +310,7 @@ def _fields(value: Any) -> str:
 
 
 def findings_section(data: RunData, run_number: int | None = None) -> str:
+    """The findings of a run as a table, numbered as their markers on the curves (``run.number`` of several runs)."""
     findings = data.findings
     if not findings:
         return "<p>No findings: every check that ran was quiet.</p>"
@@ -335,7 +336,7 @@ def findings_section(data: RunData, run_number: int | None = None) -> str:
     table = _table(rows, ["#", "severity", "check", "when", "cause, evidence, where, fix, option"])
     if data.findings_left_out:
         table += f"<p>{data.findings_left_out} more finding(s) in findings.jsonl are not shown.</p>"
-    return f"<div class='{'notes' if all(f['severity'] == 'note' for f in findings) else ''}'>{table}</div>"
+    return table
 
 
 def _ended(data: RunData) -> tuple[str, str]:
