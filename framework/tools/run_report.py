@@ -288,9 +288,14 @@ def _attention_arrays(np: Any, f: Any, path: str) -> list[tuple[str, Any]]:
     return [(name, w[:MAX_HEADS, :MAX_POSITIONS, :MAX_POSITIONS]) for name, w in arrays]
 
 
-def _table(rows: list[list[str]], head: list[str]) -> str:
+def _table(rows: list[list[str]], head: list[str], classes: list[str] | None = None) -> str:
+    """An HTML table of cells already escaped; ``classes``: a CSS class per row."""
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    kinds = classes or [""] * len(rows)
+    body = "".join(
+        (f"<tr class='{kind}'>" if kind else "<tr>") + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
+        for row, kind in zip(rows, kinds, strict=True)
+    )
     return f"<table><tr>{cells}</tr>{body}</table>"
 
 
@@ -333,7 +338,8 @@ def findings_section(data: RunData, run_number: int | None = None) -> str:
                 "".join(details),
             ]
         )
-    table = _table(rows, ["#", "severity", "check", "when", "cause, evidence, where, fix, option"])
+    faint = ["faint" if f["severity"] == "note" else "" for f in findings]  # notes: facts, often fine
+    table = _table(rows, ["#", "severity", "check", "when", "cause, evidence, where, fix, option"], faint)
     if data.findings_left_out:
         table += f"<p>{data.findings_left_out} more finding(s) in findings.jsonl are not shown.</p>"
     return table
@@ -420,7 +426,7 @@ table { border-collapse: collapse; width: 100%; font-size: 0.9em; }
 td, th { border: 1px solid #ddd; padding: 4px 6px; vertical-align: top; text-align: left; }
 code { font-size: 0.9em; word-break: break-all; } pre { font-size: 0.85em; white-space: pre-wrap; margin: 2px 0; } .k { color: #555; margin-top: 3px; }
 .sev { font-weight: bold; } .error { color: #c62828; } .warning { color: #ef6c00; } .note { color: #757575; }
-.ended { font-size: 1.15em; font-weight: bold; } .ok { color: #2e7d32; }
+.ended { font-size: 1.15em; font-weight: bold; } .ok { color: #2e7d32; } tr.faint { color: #757575; font-size: 0.9em; }
 svg { max-width: 100%; height: auto; }
 """
 
