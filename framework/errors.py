@@ -17,6 +17,9 @@ class FrameworkError(Exception):
     # Under torch.distributed, an error raised because other ranks failed names them: their reports are the ones
     # that matter, and this rank's process waits for them before it exits (torchrun ends the job at the first exit).
     peers_reporting: tuple[int, ...] = ()
+    # The culprit the error names (module, op, file:line, parameter, batch entries), for the finding of the run's
+    # failure (framework.core.run_failure); None: the innermost frame of the user's code in the traceback.
+    where: dict[str, Any] | None = None
 
 
 class ConfigError(FrameworkError):

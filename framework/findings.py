@@ -61,12 +61,12 @@ class Finding:
         """The record as one line of JSON (``extra`` fields first); values JSON cannot hold are written as text."""
         return json.dumps({**extra, **self.as_dict()}, default=str, allow_nan=True)
 
-    def cause(self, limit: int = 160) -> str:
-        """The message's first sentence, at most ``limit`` characters: the one-line cause of a summary."""
-        first = self.message.split("\n", 1)[0]
+    def cause(self) -> str:
+        """The message's first sentence, whole: the one-line cause of a summary (a sentence ends at a full stop
+        followed by a space, so that numbers, file names and module paths stay whole)."""
+        first = self.message.strip().split("\n", 1)[0]
         end = first.find(". ")
-        first = first if end < 0 else first[: end + 1]
-        return first if len(first) <= limit else first[: limit - 3].rstrip() + "..."
+        return first if end < 0 else first[: end + 1]
 
 
 Sink = Callable[[Finding], None]

@@ -141,7 +141,12 @@ def test_report_draws_the_run_with_its_findings_on_one_self_contained_page(tmp_p
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "report.html").read_text()
     assert f"Wrote {tmp_path / 'report.html'}" in result.stdout
-    for section in ("Scores of train and dev", "Applied learning rate", "Gradient norms per layer group", "Memory"):
+    for section in (
+        "Scores of train and dev",
+        "Applied learning rate",
+        "Gradient norms per layer group (module path)",
+        "Memory",
+    ):
         assert f"<h2>{section}</h2>\n<svg" in page  # a picture in each, inline
     assert "unusual option values" in page and "the learning rate is 0" in page
     assert "<td>learning_rate</td><td><code>0.0</code></td>" in page  # options that differ from the defaults

@@ -6,6 +6,7 @@ namespace for read-only and full disks, real signals.
 """
 
 import collections
+import json
 import os
 import shutil
 import signal
@@ -293,8 +294,11 @@ def test_a_full_disk_at_a_checkpoint_names_the_reason_removes_the_partial_file_a
     message = f"ERROR: Writing checkpoint {tmp_path / 'disk' / 'model.002.pt'} failed: No space left on device"
     assert message in result.stderr and "The partial file was removed" in result.stderr
     assert "Earlier checkpoints are untouched (newest: " in result.stderr and "Traceback" not in result.stderr
-    # no temp file, no lock; the metrics of the epoch it trained are kept (what 'framework report' draws)
-    assert sorted(os.listdir(after)) == ["metrics.jsonl", "model.001.pt"]
+    # no temp file, no lock; the metrics of the epoch it trained are kept (what 'framework report' draws), the failure
+    # is a finding, and the page says so
+    assert sorted(os.listdir(after)) == ["findings.jsonl", "metrics.jsonl", "model.001.pt", "report.html"]
+    with open(os.path.join(after, "findings.jsonl"), encoding="utf-8") as f:
+        assert json.loads(f.readline())["message"].startswith("The run failed at epoch 2, global step 20: WriteError: ")
     assert torch.load(os.path.join(after, "model.001.pt"), weights_only=True)["epoch"] == 1
     assert message in log_file.read_text()
 

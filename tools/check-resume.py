@@ -63,8 +63,9 @@ RESUMED = re.compile(r"^Resuming from \S+?\.(\w+)\.pt: epoch (\d+), global step 
 
 
 def rnn(config_args: list[str], prefix: str) -> list[str]:
-    """The rnn.py command of one run: its own model prefix, a progress line per step, no log files."""
+    """The rnn.py command of one run: its own model prefix, a progress line per step, no log files, no page."""
     overrides = ["++model", prefix, "++log_verbosity", "5", "++log", "None", "++tensorboard_dir", "None"]
+    overrides += ["++report_html", "False"]
     return [sys.executable, RNN_SCRIPT, *config_args, *overrides]
 
 

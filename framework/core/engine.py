@@ -30,6 +30,7 @@ from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin
 from framework.core.plugins import build_plugins, prepare_config
 from framework.core.run_ctx import RunCtx
+from framework.core.run_failure import failure_finding
 from framework.core.run_findings import FINDINGS_EXIT_STATUS, RunFindings
 from framework.core.run_summary import how_it_ended, summary_block
 from framework.core.scores import ScoreAccumulator, Scores, format_scores, rank_share, to_host
@@ -111,8 +112,13 @@ class Engine:
         if self.findings.path is not None:
             directory = os.path.dirname(self.findings.path)
             files["findings file"] = self.findings.path
+            drawn = (
+                "this run's page; again"
+                if state.task == "train" and self.config.bool("report_html", True)
+                else "written by"
+            )
             files["report"] = (
-                f"{os.path.join(directory, 'report.html')} (written by: python -m framework report {directory})"
+                f"{os.path.join(directory, 'report.html')} ({drawn}: python -m framework report {directory})"
             )
         failing = self.findings.failing()
         fail_note = (
@@ -152,6 +158,7 @@ class Engine:
                 for name, value in exc.step.items():
                     setattr(state, name, value)
             self.callbacks.emit(Event.EXCEPTION, state)
+            self._report_failure(exc)
             raise
         except BaseException:  # a terminating signal (exit_log.Terminated), SystemExit
             state.outcome = "interrupted"
@@ -164,6 +171,22 @@ class Engine:
                     self._lock.release()
                 if state.distributed is not None:
                     state.distributed.close()
+
+    def _report_failure(self, exc: Exception) -> None:
+        """The failure as a finding of severity error (not logged again: the error is printed as the run ends); a
+        refusal to start (a config error before any plugin ran) is no finding, and neither is the failure of a run whose
+        model directory was removed (writing the finding would create it again)."""
+        if isinstance(exc, FrameworkError) and exc.exit_code == 2 and not self.plugins:
+            return
+        prefix = self.config.get("model")
+        if prefix and not os.path.isdir(os.path.dirname(os.path.abspath(prefix))):
+            return
+        try:
+            finding = failure_finding(exc, self.state.epoch, self.state.global_step)
+        except Exception as broken:  # e.g. an exception whose __str__ raises: the run's own error must go on unchanged
+            log.v4(f"The failure of the run is no finding: describing it raised {type(broken).__name__}: {broken}")
+            return
+        findings.report(finding, verbosity=5)
 
     def _close(self, state: RunState) -> None:
         """Every CLOSE callback runs, also after one raised; the run's own error stays the one reported."""

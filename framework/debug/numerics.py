@@ -526,6 +526,7 @@ class NumericsGuard(Plugin):
             f"{state.global_step}){context}. {stopped}.\n{text}{where}"
         )
         error.step = {name: getattr(state, name) for name in _STEP_FIELDS}  # the run stopped at this step
+        error.where = report.where() or None
         raise error
 
 

@@ -65,6 +65,28 @@ class NonFiniteReport:
             or self.backward_op
         )
 
+    def where(self) -> dict[str, Any]:
+        """The culprit the replay found, as a finding's ``where``: module, op and its source line, parameter,
+        batch keys with non-finite values (empty when it found none)."""
+        found: dict[str, Any] = {}
+        if self.batch_keys:
+            found["batch keys"] = sorted(self.batch_keys)
+        if self.params:
+            found["parameters non-finite before the step"] = self.params[:5]
+        if self.module:
+            found["module"] = f"{self.module.path} ({self.module.cls})"
+        op = self.forward_op or self.backward_op
+        if op is not None:
+            found["op"] = op.op
+            found["line" if self.forward_op else "backward node"] = op.where if self.forward_op else op.node
+            if op.module and "module" not in found:
+                found["module"] = op.module
+        if self.param and not (self.module or self.forward_op):
+            found["parameter"] = self.param
+        if self.losses and not found:
+            found["losses"] = sorted(self.losses)
+        return found
+
     def _seqs(self, rows: list[int]) -> str:
         if not rows:
             return ""

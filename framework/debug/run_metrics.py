@@ -1,11 +1,13 @@
 """The run's metrics file, ``<model directory>/metrics.jsonl``: what ``python -m framework report`` draws.
 
-One JSON object per line: ``run`` (when a run starts: its task, the options that differ from the
-defaults), ``steps`` (columns: the global step, epoch, applied learning rate and every marked loss
+One JSON object per line: ``run`` (when a run starts: its time, command line, task, the options that differ
+from the defaults, the class of each module that holds parameters), ``steps`` (columns: the global step, epoch, applied learning rate and every marked loss
 of each training step), ``scalars`` (what diagnostics send to the summary sink: per-parameter gradient
 norms of the gradient-health check every ``debug_grad_health`` updates, a config's
-``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated memory, with each ``steps`` record) and
-``epoch`` (train and dev scores at the epoch's last global step).
+``run_ctx.log_scalar``), ``memory`` (process RSS and the accelerator's allocated and reserved memory, with each ``steps`` record) and
+``epoch`` (train and dev scores at the epoch's last global step and the time, and the chance level of each loss whose chance
+level a check computed) and ``end`` (how the run ended, as the summary
+says it, and when).
 
 It costs no host sync per step: the step's losses are the values the run reads anyway (on the CPU,
 the host values the epoch scores read; on an accelerator, the device values, read with one copy
@@ -15,23 +17,28 @@ a planted link. Rank 0 writes it; ``metrics_file = False`` turns it off.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
+import sys
 from typing import Any
 
 import torch
 
 from framework import options
-from framework.accelerator import memory_allocated
+from framework.accelerator import memory_stats
 from framework.config import Config
 from framework.core.events import Event, Order
+from framework.core.measurements import CHANCE_LEVELS
 from framework.core.plugin import Plugin, on
+from framework.core.run_summary import how_it_ended
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.disk import beside_checkpoints
 from framework.options import register
 from framework.safe_create import open_kept
+from framework.util import command_line
 
 register(
     "metrics_file",
@@ -82,9 +89,12 @@ class RunMetrics(Plugin):
             "run",
             step=state.global_step,
             epoch=state.epoch,
+            time=now(),
+            command=command_line(),
             task=state.task,
             model=state.config.get("model"),
             options=changed_options(state.config),
+            modules=parameter_owners(state.model),
         )
         self.sink = state.control.changes.get("summaries", state.summaries)  # TensorBoard became the sink just now
         state.control.send_summaries_to(self)
@@ -126,7 +136,10 @@ class RunMetrics(Plugin):
     def on_epoch_end(self, state: RunState) -> None:
         scores = state.lr_control.scores.get(state.epoch, {})
         lr = float(state.optimizer.param_groups[0]["lr"])
-        self._record("epoch", step=state.global_step, epoch=state.epoch, lr=lr, scores=scores)
+        chance = {name: level.value for name, level in (state.store.get(CHANCE_LEVELS) or {}).items()}
+        self._record(
+            "epoch", step=state.global_step, epoch=state.epoch, lr=lr, scores=scores, chance=chance, time=now()
+        )
         self.flush(state)
 
     @on(Event.CLOSE)
@@ -135,6 +148,8 @@ class RunMetrics(Plugin):
         if self._fd is None:
             return
         state.control.send_summaries_to(None)
+        ended = how_it_ended(state.outcome, sys.exc_info()[1])  # the run's own error or interruption, on its way out
+        self._record("end", step=state.global_step, epoch=state.epoch, ended=ended, time=now())
         self.flush(state)
         os.close(self._fd)
         self._fd = None
@@ -158,12 +173,20 @@ class RunMetrics(Plugin):
                 view = view[os.write(self._fd, view) :]
 
     def _memory(self, state: RunState) -> None:
-        allocated = memory_allocated(state.device)
-        device_mb = None if allocated is None else allocated / 1024**2
-        self._record("memory", step=state.global_step, rss_mb=rss() / 1024**2, device_mb=device_mb)
+        """The host process's RSS; on an accelerator, the memory its tensors take and the memory the caching
+        allocator holds (reserved)."""
+        stats = memory_stats(state.device)
+        device_mb = None if stats is None else stats["allocated"] / 1024**2
+        reserved = {} if stats is None else {"reserved_mb": stats["reserved"] / 1024**2}
+        self._record("memory", step=state.global_step, rss_mb=rss() / 1024**2, device_mb=device_mb, **reserved)
 
     def _record(self, kind: str, **fields: Any) -> None:
         self.lines.append(_json({"kind": kind, **fields}))
+
+
+def now() -> str:
+    """The local time with its UTC offset, to the second."""
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def _normalized(loss: float, norm: float | None) -> float:
@@ -172,6 +195,18 @@ def _normalized(loss: float, norm: float | None) -> float:
 
 def _json(record: dict[str, Any]) -> str:
     return json.dumps(record, default=str)
+
+
+def parameter_owners(model: torch.nn.Module, limit: int = 500) -> dict[str, str]:
+    """Module path -> class name of the modules that hold parameters themselves (the layer groups of the gradient
+    norms), at most ``limit``."""
+    owners = {}
+    for path, module in model.named_modules():
+        if next(module.parameters(recurse=False), None) is not None:
+            owners[path or "(model)"] = type(module).__name__
+            if len(owners) >= limit:
+                break
+    return owners
 
 
 def changed_options(config: Config) -> dict[str, str]:

@@ -60,7 +60,15 @@ def run_rnn(
     *args: str, cwd: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     """Run ``python rnn.py ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output."""
-    return run_script(RNN, *args, cwd=cwd, timeout=timeout, env=env)
+    return run_script(RNN, *without_page(args), cwd=cwd, timeout=timeout, env=env)
+
+
+def without_page(args: tuple[str, ...]) -> tuple[str, ...]:
+    """``args`` of a training run plus ``++report_html False``, unless they set report_html themselves: a run's
+    page costs a process of about a second of CPU at its end, which the tests of other things need not pay."""
+    if any("report_html" in a for a in args) or any(a.startswith("-") for a in args):  # rnn.py --help-options...
+        return args
+    return (*args, "++report_html", "False") if any(a.endswith(".py") for a in args) else args
 
 
 def run_script(
@@ -157,7 +165,7 @@ def run_torchrun(
     poll, terminates the other workers, and the summary names the first failure only (of ``_rank_main``, not of
     rnn.py). So tests of how such a job ends, and of the ``torchrun`` command itself (signals to it, a worker's
     command line), start ``python -m torch.distributed.run`` as a subprocess instead."""
-    command, launcher_argv = _torchrun_commands(torchrun_args, args)
+    command, launcher_argv = _torchrun_commands(torchrun_args, without_page(args))
     if _fresh_processes():
         return _run_fresh(command, cwd, env, timeout)
     return _run_forked(_launch_in_child, launcher_argv, command, cwd, env, timeout)
@@ -172,7 +180,7 @@ def start_torchrun(
     """Start ``python -m torch.distributed.run TORCHRUN_ARGS rnn.py ARGS`` in ``cwd`` (environment ``env``, default
     this one's), its output on pipes, like ``subprocess.Popen``: the launcher of ``run_torchrun`` (forked, and so is
     each worker), for tests that signal a live job's workers. Either way the workers are the launcher's children."""
-    command, launcher_argv = _torchrun_commands(torchrun_args, args)
+    command, launcher_argv = _torchrun_commands(torchrun_args, without_page(args))
     return StartedRun(command, cwd, env, target=_launch_in_child, argv=launcher_argv)
 
 
@@ -279,7 +287,7 @@ class StartedRun:
 
 def start_rnn(*args: str, cwd: str | None = None, env: dict[str, str] | None = None) -> StartedRun:
     """Start ``python rnn.py ARGS`` in ``cwd``, its output on pipes, like ``subprocess.Popen``."""
-    return start_script(RNN, *args, cwd=cwd, env=env)
+    return start_script(RNN, *without_page(args), cwd=cwd, env=env)
 
 
 def start_script(script: str, *args: str, cwd: str | None = None, env: dict[str, str] | None = None) -> StartedRun:
