@@ -249,7 +249,7 @@ register(
     choices=("torch",),
 )
 
-_C = "framework.core.engine"
+_C = "framework.training.engine"
 register(
     "device",
     "str",

@@ -10,7 +10,7 @@ import importlib
 import os
 
 from framework.config import Config
-from framework.core import engine
+from framework.training import engine
 from framework.core.events import Callbacks
 from framework.core.plugin import Plugin
 from framework.inspection.freezes import record_freezes

@@ -211,7 +211,7 @@ def test_only_the_engine_writes_run_state():
     """Plugins act through state.control and the store; an assignment to a RunState field elsewhere is a defect."""
     writers = []
     for name, path in MODULES.items():
-        if name.startswith("framework.core."):
+        if name.startswith("framework.core.") or name == "framework.training.engine":
             continue
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
