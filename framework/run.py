@@ -1,7 +1,7 @@
-"""The engine with the built-in features and plugins: what ``rnn.py`` and the tools run.
+"""The engine with the built-in plugins: what ``rnn.py`` and the tools run.
 
-The core's engine (``framework.core.engine``) reaches training features and plugins only through
-``framework.core.features.Features``; this entry-point module gives it the built-in ones.
+The training engine (``framework.training.engine``) sits below the diagnostics, so it cannot name them; this
+entry-point module finds the built-in plugins and gives them to it.
 """
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ import importlib
 import os
 
 from framework.config import Config
-from framework.training import engine
 from framework.core.events import Callbacks
 from framework.core.plugin import Plugin
-from framework.inspection.freezes import record_freezes
-from framework.training.features import TrainingFeatures
+from framework.training import engine
 
 # The packages whose modules are built-in plugins: a module there that lists ``PLUGINS = (...)`` at its top level
 # joins every run (its plugins decline in ``from_config`` when their options leave them off).
@@ -36,23 +34,16 @@ def builtin_plugin_modules() -> list[str]:
     return sorted(found)
 
 
-class BuiltinFeatures(TrainingFeatures):
-    """The training features, the built-in plugins and the model-build watch of the sanity check."""
-
-    @staticmethod
-    def plugin_classes() -> list[type[Plugin]]:
-        """The built-in plugin classes, sorted by name (their callbacks' order is declared, ties by name)."""
-        classes = []
-        for name in builtin_plugin_modules():
-            classes += list(importlib.import_module(name).PLUGINS)
-        return sorted(classes, key=lambda cls: cls.name)
-
-    # parameters a library freezes by design are no finding of the sanity check
-    watch_model_build = staticmethod(record_freezes)
+def plugin_classes() -> list[type[Plugin]]:
+    """The built-in plugin classes, sorted by name (their callbacks' order is declared, ties by name)."""
+    classes = []
+    for name in builtin_plugin_modules():
+        classes += list(importlib.import_module(name).PLUGINS)
+    return sorted(classes, key=lambda cls: cls.name)
 
 
 class Engine(engine.Engine):
-    """The engine of a run, with the built-in features and plugins."""
+    """The engine of a run, with the built-in plugins."""
 
     def __init__(self, config: Config, callbacks: Callbacks | None = None):
-        super().__init__(config, callbacks, BuiltinFeatures())
+        super().__init__(config, callbacks, plugin_classes)
