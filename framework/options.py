@@ -17,11 +17,12 @@ import ast
 import difflib
 import importlib
 import importlib.util
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from framework import declarations
 
 
 @dataclass(frozen=True)
@@ -151,26 +152,20 @@ def register(
 
 
 def _read_plugin_options() -> None:
-    """Register the options the framework's plugin modules declare, without importing them (and torch).
+    """Register the options that modules declare, without importing them (and torch): the framework's own and those
+    of installed packages' plugin modules (``framework.declarations``).
 
-    A plugin module declares its options with top-level ``register(...)`` calls; the files are found by a
-    scan of the package's source (a text search first, so only the declaring modules are parsed).
+    A module declares its options with top-level ``register(...)`` calls; only the declaring modules are parsed.
     """
     global _plugins_read
     if _plugins_read:
         return
     _plugins_read = True
-    package = os.path.dirname(os.path.abspath(__file__))
-    for directory, _, files in sorted(os.walk(package)):
-        for name in sorted(files):
-            path = os.path.join(directory, name)
-            if not name.endswith(".py") or path == os.path.abspath(__file__):
-                continue
-            with open(path, encoding="utf-8") as f:
-                source = f.read()
-            if "\nregister(" in source:
-                module = os.path.relpath(path[:-3], os.path.dirname(package)).replace(os.sep, ".")
-                read_declared_options(module, source, path)
+    for module, path, source in declarations.framework_modules("options"):
+        if module != __name__:  # this module's options registered as it ran
+            read_declared_options(module, source, path)
+    for module in declarations.installed_modules("plugins"):
+        read_declared_options(module)
 
 
 def read_declared_options(module_name: str, source: str | None = None, path: str | None = None) -> None:

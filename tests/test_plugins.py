@@ -24,8 +24,9 @@ from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS
 from framework.core.plugin import Plugin, on
 from framework.core.plugins import relate
 from framework.core.store import Store
+from framework.declarations import declaring_modules
 from framework.errors import ConfigError, TrainingInterrupted
-from framework.run import PLUGIN_PACKAGES, Engine, builtin_plugin_modules
+from framework.run import Engine
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 USE_EXAMPLE = f"\nimport sys\nsys.path.insert(0, {EXAMPLES!r})\nplugins = ['dead_relu']\n"
@@ -142,11 +143,11 @@ def test_after_all_others_puts_a_plugin_last_and_two_such_plugins_order_by_their
 
 def test_every_plugin_module_of_the_plugin_packages_is_built_in_without_a_list():
     listing = []
-    for package in PLUGIN_PACKAGES:
+    for package in ("framework.training", "framework.debug"):
         for info in pkgutil.iter_modules(importlib.import_module(package).__path__, package + "."):
             if hasattr(importlib.import_module(info.name), "PLUGINS"):
                 listing.append(info.name)
-    assert builtin_plugin_modules() == sorted(listing)
+    assert declaring_modules("plugins") == sorted(listing)
     assert "framework.debug.numerics" in listing and "framework.training.progress" in listing
 
 

@@ -2,7 +2,8 @@
 
 A dataset is configured as ``{"class": "Name", **kwargs}`` with a framework class name, a
 ``"module.Class"`` path or a callable; or given as a ``Dataset`` instance or a callable that
-returns one.
+returns one. The classes a config names are those the dataset modules declare (``DATASETS``), and those of
+installed packages (``framework.datasets`` entry points); the framework's are importable from here too.
 """
 
 from __future__ import annotations
@@ -16,28 +17,26 @@ from framework.datasets.mnist import MnistDataset
 from framework.datasets.multi_proc import MultiProcDataset
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.datasets.ogg_zip import OggZipDataset
-from framework.datasets.registry import DATASET_CLASSES, init_dataset
+from framework.datasets.registry import dataset_classes, init_dataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
 from framework.datasets.task12ax import Task12AXDataset
 from framework.datasets.text import CharTextDataset
 
-DATASET_CLASSES.update(
-    (cls.__name__, cls)
-    for cls in (
-        NumpyDataset,
-        HDFDataset,
-        MnistDataset,
-        Task12AXDataset,
-        SyntheticRegressionDataset,
-        GaussianClustersDataset,
-        ObjectPatchesDataset,
-        CharTextDataset,
-        ConcatDataset,
-        DistributeFilesDataset,
-        MetaDataset,
-        OggZipDataset,
-        MultiProcDataset,
-    )
-)
-
-__all__ = ["DATASET_CLASSES", "Dataset", "init_dataset", *DATASET_CLASSES]
+__all__ = [
+    "Dataset",
+    "init_dataset",
+    "dataset_classes",
+    "NumpyDataset",
+    "HDFDataset",
+    "MnistDataset",
+    "Task12AXDataset",
+    "SyntheticRegressionDataset",
+    "GaussianClustersDataset",
+    "ObjectPatchesDataset",
+    "CharTextDataset",
+    "ConcatDataset",
+    "DistributeFilesDataset",
+    "MetaDataset",
+    "OggZipDataset",
+    "MultiProcDataset",
+]
