@@ -398,7 +398,7 @@ def import_plugin_modules(config: Config) -> list[tuple[str | type, types.Module
     """Import the modules the config's ``plugins`` names (importing one registers its options).
 
     Returns each entry with its module (None for an entry that is a class); a module without ``PLUGINS`` is a
-    config error found here, before anything is loaded. The plugin seam (``framework.core.plugins``) checks
+    config error found here, before anything is loaded. The plugin seam (``framework.core.run_plugins``) checks
     the classes.
     """
     found = []

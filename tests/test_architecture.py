@@ -76,14 +76,14 @@ LAYERS = (
     "framework.debug",
     "framework.tools framework.entry",  # entry points (cli, commands, the test harness) and the tools' library
 )
-# The package itself is the configs' entry point (framework.Config, framework.get_run_ctx); framework.run is the
+# The package itself is the configs' entry point (framework.Config, framework.get_run_ctx); framework.assembly is the
 # engine with the built-in plugins.
 ENTRY_POINTS = (
     "framework",
     "framework.cli",
     "framework.commands",
     "framework.__main__",
-    "framework.run",
+    "framework.assembly",
     "framework.testing",
 )
 
@@ -229,7 +229,7 @@ def test_only_the_engine_writes_run_state():
 def test_first_step_checks_declare_options_that_switch_them_off():
     """The benchmarks' "all checks off" set is derived from these declarations, so each must be a real switch."""
     from framework import options
-    from framework.run import plugin_classes
+    from framework.assembly import plugin_classes
 
     declared = {o: cls.name for cls in plugin_classes() for o in cls.first_step_check}
     assert declared

@@ -18,15 +18,15 @@ from torch import nn
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework import options
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.core.events import Callbacks, Event, Order, OrderError, StopTraining
 from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS
 from framework.core.plugin import Plugin, on
-from framework.core.plugins import relate
+from framework.core.run_plugins import relate
 from framework.core.store import Store
 from framework.declarations import declaring_modules
 from framework.errors import ConfigError, TrainingInterrupted
-from framework.run import Engine
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 USE_EXAMPLE = f"\nimport sys\nsys.path.insert(0, {EXAMPLES!r})\nplugins = ['dead_relu']\n"

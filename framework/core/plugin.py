@@ -17,7 +17,7 @@ every checkpoint) and takes back in ``load_state_dict``; what it holds (hooks, f
 signal handlers) it releases at ``Event.CLOSE``.
 
 Built-in plugins are the modules of ``framework.training`` and ``framework.debug`` that list
-``PLUGINS`` (``framework.run`` finds them, no central list); a config adds its own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
+``PLUGINS`` (``framework.assembly`` finds them, no central list); a config adds its own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
 """
 
 from __future__ import annotations

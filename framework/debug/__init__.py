@@ -1,4 +1,4 @@
-"""Diagnostics, one plugin module each (``framework.core.plugin``), listed in ``framework.core.plugins``.
+"""Diagnostics, one plugin module each (``framework.core.plugin``), listed in ``framework.core.run_plugins``.
 
 ``framework.debug.debug_shell(...)`` opens a shell anywhere. Imports are lazy so that
 ``import framework.debug`` does not load torch.

@@ -27,9 +27,9 @@ from framework.core.autocast import autocast_factory, precision_from_config, war
 from framework.core.events import Callbacks, Event, StopTraining
 from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin
-from framework.core.plugins import build_plugins, prepare_config
 from framework.core.run_ctx import RunCtx
 from framework.core.run_findings import FINDINGS_EXIT_STATUS, RunFindings
+from framework.core.run_plugins import build_plugins, prepare_config
 from framework.core.run_summary import how_it_ended, summary_block
 from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
@@ -54,7 +54,7 @@ class Engine:
         callbacks: Callbacks | None = None,
         plugin_classes: Callable[[], list[type[Plugin]]] = list,
     ):
-        """``plugin_classes``: the built-in plugin classes, asked for when the plugins are built (``framework.run.Engine``
+        """``plugin_classes``: the built-in plugin classes, asked for when the plugins are built (``framework.assembly.Engine``
         gives them; the config adds its own)."""
         self.config = config
         self.callbacks = callbacks or Callbacks()

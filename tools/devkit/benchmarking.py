@@ -4,7 +4,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from framework.run import plugin_classes
+from framework.assembly import plugin_classes
 
 # What a benchmark's rounds are timed with: wall-clock time, or the CPU time of the benchmarking thread. With one
 # torch thread every step runs in that thread, so CPU time is the work done, and other processes on a loaded

@@ -8,7 +8,7 @@ millions of objects torch is made of."""
 import gc
 
 from framework import options
-from framework.run import plugin_classes
+from framework.assembly import plugin_classes
 
 options.all_options()
 plugin_classes()
