@@ -50,9 +50,14 @@ def _registry_restored():
 
 def test_the_documented_example_plugin_names_a_dead_relu_and_stays_quiet_on_a_healthy_model(tmp_path, output):  # noqa: F811
     dead = load_config([tiny_config_with(tmp_path, USE_EXAMPLE + DEAD_MODEL)], {"debug_dead_relu_interval": 5})
-    Engine(dead).run("train")
-    warnings = [line for line in output().splitlines() if "dead ReLU" in line]
+    engine = Engine(dead)
+    engine.run("train")
+    warnings = [line for line in output().splitlines() if "WARNING dead ReLU" in line]
     assert warnings == ["WARNING dead ReLU: '1' output only zeros in training step 0."]  # once, with the layer
+    # one finding record, reported the one way (findings.jsonl, summary, TensorBoard), not a line of its own
+    assert [(f.check, f.where, f.option) for f in engine.findings.found if f.check == "dead ReLU"] == [
+        ("dead ReLU", {"module": "1"}, "debug_dead_relu_interval = 0")
+    ]
     healthy = load_config([tiny_config_with(tmp_path, USE_EXAMPLE)], {"debug_dead_relu_interval": 5})
     Engine(healthy).run("train")
     assert "dead ReLU" not in output()
