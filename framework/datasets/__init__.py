@@ -21,6 +21,62 @@ from framework.datasets.registry import dataset_classes, init_dataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
 from framework.datasets.task12ax import Task12AXDataset
 from framework.datasets.text import CharTextDataset
+from framework.options import register
+
+register(
+    "extern_data",
+    "dict | None",
+    None,
+    "Batch keys: {key: {shape, dtype, sparse_dim}}; None axes are variable-length. None: take from the train dataset.",
+    __name__,
+)
+register(
+    "train", "any", None, "Training dataset: {'class': Name, ...}, 'module.Class' dict, callable or Dataset.", __name__
+)
+register(
+    "dev", "any", None, "Development dataset, scored after each epoch; drives newbob learning-rate control.", __name__
+)
+register("eval", "any", None, "Evaluation dataset, scored after each epoch and used by task=eval/forward.", __name__)
+register(
+    "batch_size",
+    "int | dict",
+    1000,
+    "Max padded frames per batch (max sequence length x number of sequences; non-sequence data: one per entry); "
+    "a dict {key: N} limits each named key's padded frames (RETURNN's per-key batch_size).",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "max_seq_length",
+    "int | dict | None",
+    None,
+    "Leave out sequences longer than this (every dataset, as in RETURNN's torch engine); a dict {key: N} checks the "
+    "named keys only.",
+    __name__,
+)
+register(
+    "min_seq_length",
+    "int | dict | None",
+    None,
+    "Leave out sequences shorter than this (every dataset); a dict {key: N} checks the named keys only.",
+    __name__,
+)
+register("max_seqs", "int | None", None, "Max sequences per batch (None: no cap).", __name__, range="[1, inf)")
+register(
+    "batching",
+    "str | None",
+    None,
+    "RETURNN's name for the train dataset's seq_ordering (random, sorted, laplace:N, ...) when its dict sets none.",
+    __name__,
+)
+register(
+    "torch_dataloader_opts",
+    "dict | None",
+    None,
+    "Options for torch.utils.data.DataLoader, e.g. {'num_workers': 2, 'pin_memory': True}; None: load in the main process.",
+    __name__,
+)
+
 
 __all__ = [
     "Dataset",

@@ -38,11 +38,87 @@ from framework.datasets.loader import BatchLoader
 from framework.errors import ConfigError, FrameworkError, TrainingInterrupted
 from framework.findings import Finding
 from framework.inspection.freezes import record_freezes
+from framework.options import register
 from framework.rng import seed_everything
 from framework.training import forward, optim
 from framework.training.distributed import Distributed
 from framework.training.lr_control import LearningRateControl
 from framework.training.run_checkpoints import RunCheckpoints
+
+register(
+    "device",
+    "str",
+    "auto",
+    "Device to run on: auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, or gpu (RETURNN's value: the "
+    "machine's accelerator, an error without one).",
+    __name__,
+)
+register(
+    "torch_num_threads",
+    "int | str",
+    "auto",
+    "torch's CPU threads: a number, or 'auto' (OMP_NUM_THREADS if set, else the cores that CPU affinity and the "
+    "cgroup quota allow, less those other processes keep busy at startup).",
+    "framework.training.threads",
+)
+register(
+    "get_model", "callable | None", None, "get_model(*, epoch, step, **kwargs) -> nn.Module builds the model.", __name__
+)
+register(
+    "train_step",
+    "callable | None",
+    None,
+    "train_step(*, model, extern_data, run_ctx, **kwargs): computes losses via run_ctx.mark_as_loss.",
+    __name__,
+)
+register(
+    "forward_step",
+    "callable | None",
+    None,
+    "forward_step(*, model, extern_data, run_ctx, **kwargs): marks outputs via run_ctx.mark_as_output.",
+    __name__,
+)
+register("num_epochs", "int", 1, "Number of (sub-)epochs to train.", __name__, range="[1, inf)")
+register(
+    "accum_grad_multiple_step",
+    "int",
+    1,
+    "Accumulate gradients over this many batches per update; equivalent to a batch that many times larger.",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "random_seed", "int", 42, "Seed for torch, numpy, random and dataset shuffling.", __name__, range="[0, 4294967295]"
+)
+register(
+    "torch_distributed",
+    "dict | None",
+    None,
+    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, "
+    "'param_sync_step': K}, or with FSDP2 {'fsdp': {fully_shard options}} (docs/fsdp.rst).",
+    "framework.training.distributed",
+)
+register(
+    "eval_datasets",
+    "dict | None",
+    None,
+    "Extra evaluation datasets: {name: dataset spec}, scored after each epoch.",
+    __name__,
+)
+register(
+    "callbacks",
+    "dict",
+    {},
+    "Your own callbacks: {event: fn(state) or [fns]}, events as in framework.core.events.Event (e.g. 'epoch_end', 'close').",
+    __name__,
+)
+register(
+    "plugins",
+    "list",
+    [],
+    "Your own diagnostics: module names (each with PLUGINS = (...)) or Plugin classes; see docs/writing_a_diagnostic.rst.",
+    __name__,
+)
 
 
 class Engine:
