@@ -87,7 +87,7 @@ def test_only_the_users_tools_are_installed(tmp_path):
     assert result.returncode == 0, result.stderr
     shipped = {name[:-3] for name in os.listdir(tmp_path / "framework_tools") if name.endswith(".py")}
     assert shipped == set(TOOLS)
-    assert os.path.isfile(tmp_path / "framework" / "run.py")
+    assert os.path.isfile(tmp_path / "framework" / "assembly.py")
 
 
 def test_every_file_of_the_package_that_is_not_python_is_shipped():
