@@ -84,8 +84,8 @@ setup(
             "pytest-xdist",
             "ipython",
             "pexpect",
-            # pinned: framework/returnn_keys.py is generated from this release's source, and a test compares them
-            # (a new release: tools/extract-returnn-options.py --write, then tools/generate-options-doc.py)
+            # pinned: framework/returnn_keys.py is generated from this release's source and a test compares the two
+            # (for a new release: tools/extract-returnn-options.py --write, then tools/generate-options-doc.py)
             "returnn==1.20261022.211313",
             "dm-tree",
             "sphinx",

@@ -84,9 +84,9 @@ def _run(argv: list[str], crash_status: str) -> int:
 
     threads = set_num_threads(config.get("torch_num_threads"))  # before the first op
 
+    from framework.assembly import Engine
     from framework.debug.crash import log_crash_handler_status
     from framework.inspection import tracebacks
-    from framework.run import Engine
 
     tracebacks.install_excepthook(full=config.bool("use_better_exchook"))
     if config.bool("use_lovely_tensors"):

@@ -37,6 +37,7 @@ PROJECT_TOOLS = {
     "check-docs": "run every command of README.rst and docs/ and check what they quote",
     "check-accelerator": "the accelerator checks of the test suite on a device: emulated, or a real one (cuda)",
     "generate-options-doc": "write docs/options.rst from the option registry",
+    "extract-returnn-options": "write framework/returnn_keys.py: every config key the installed RETURNN reads",
     "measure-returnn-configs": "do the collected RETURNN configs (tests/returnn/configs) start and train here?",
 }
 # Started as a script by tools that run training in child processes (``python <this file> config.py``).

@@ -24,6 +24,26 @@ from typing import Any
 
 from framework import options, returnn_config, returnn_options
 from framework.errors import ConfigError
+from framework.options import register
+
+register(
+    "task",
+    "str",
+    "train",
+    "What to run: train, eval (score dev/eval sets) or forward.",
+    __name__,
+    choices=("train", "eval", "forward"),
+)
+register("config", "any", None, "Reserved: the injected Config object (read-only in configs).", __name__)
+register(
+    "backend",
+    "str",
+    "torch",
+    "RETURNN's backend option: 'torch' is what runs here; RETURNN's TensorFlow and JAX backends are not supported.",
+    __name__,
+    choices=("torch",),
+)
+
 
 _MISSING = object()
 
@@ -413,7 +433,7 @@ def import_plugin_modules(config: Config) -> list[tuple[str | type, types.Module
     """Import the modules the config's ``plugins`` names (importing one registers its options).
 
     Returns each entry with its module (None for an entry that is a class); a module without ``PLUGINS`` is a
-    config error found here, before anything is loaded. The plugin seam (``framework.core.plugins``) checks
+    config error found here, before anything is loaded. The plugin seam (``framework.core.run_plugins``) checks
     the classes.
     """
     found = []

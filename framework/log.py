@@ -18,7 +18,42 @@ import os
 import sys
 
 from framework.errors import ConfigError
+from framework.options import register
 from framework.safe_create import open_kept
+
+register(
+    "findings_fail_level",
+    "str | None",
+    None,
+    "'warning' or 'error': after doing its work, the run exits with status 3 if a check reported a finding of that "
+    "severity or above (for CI). None: findings do not change the exit status.",
+    "framework.core.run_findings",
+    choices=(None, "warning", "error"),
+)
+register(
+    "log",
+    "str | list[str] | None",
+    None,
+    "Log file(s) that receive everything printed to stdout (appended); a failing write is reported once on stderr "
+    "and the run goes on.",
+    __name__,
+)
+register(
+    "log_verbosity",
+    "int",
+    4,
+    "3: epoch summaries, 4: plus setup info, 5: plus a line per step.",
+    __name__,
+    choices=(0, 1, 2, 3, 4, 5),
+)
+register(
+    "log_batch_size",
+    "bool",
+    False,
+    "With log_verbosity 5, each step line shows the batch's sequences and frames per key (RETURNN's option).",
+    __name__,
+)
+
 
 logger = logging.getLogger("framework")
 

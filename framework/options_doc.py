@@ -46,7 +46,7 @@ def format_rst() -> str:
         "Options reference",
         "=================",
         "",
-        "Every option a config can set, as registered in ``framework/options.py`` and the plugin modules. Set an option as",
+        "Every option a config can set, as registered by the module that reads it (the heading names it). Set an option as",
         "a global in the config file, or on the command line as ``++name value`` (a Python literal).",
         "An unknown name that is close to one of these is reported as a likely typo.",
         "",

@@ -159,10 +159,10 @@ def _measure(log_dir: str | None) -> dict:
     from torch import nn
 
     from framework import log
+    from framework.assembly import Engine
     from framework.config import Config
     from framework.core.events import Event
     from framework.host_syncs import HostSyncCounter
-    from framework.run import Engine
 
     def train_step(*, model, extern_data, run_ctx, **_kwargs):
         logits = model(extern_data["data"])

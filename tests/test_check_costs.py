@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from framework import log
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.core.events import Callbacks, Event, Order
 from framework.debug.numerics import NonFiniteError, _nonfinite
 from framework.host_syncs import HostSyncCounter, LaggedFlag
 from framework.inspection.op_checks import OpSums
 from framework.inspection.step_sums import Producer, StepSums
-from framework.run import Engine
 from framework.training.optim import step_unless
 
 

@@ -15,8 +15,8 @@ from functorch.compile import make_boxed_compiler, nop
 from torch import nn
 from torch._dynamo.backends.common import aot_autograd
 
+from framework.assembly import Engine
 from framework.config import Config
-from framework.run import Engine
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import ROOT, captured_log
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.core.step import run_step
 from framework.datasets.extern_data import DataKey
@@ -28,7 +29,6 @@ from framework.inspection.input_information import data_information
 from framework.inspection.loss_contracts import ignored_real_labels, scores_kind
 from framework.inspection.module_tracker import ModuleTracker
 from framework.inspection.schedule_trace import schedule_problem
-from framework.run import Engine
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 

@@ -22,9 +22,9 @@ import torch
 
 from conftest import ROOT
 from framework import log
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.inspection import model_checks
-from framework.run import Engine
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 

@@ -7,11 +7,11 @@ import pytest
 from devkit.doc_commands import assert_documented
 from torch import nn
 
+from framework.assembly import Engine
 from framework.config import Config
 from framework.datasets import NumpyDataset
 from framework.datasets.base import Dataset
 from framework.errors import ConfigError, DataError, ModelCheckError
-from framework.run import Engine
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

@@ -23,8 +23,8 @@ import pytest
 
 from conftest import ROOT
 from framework import findings
+from framework.assembly import Engine
 from framework.config import load_config
-from framework.run import Engine
 
 # Found, not imported: importing transformers takes seconds, which a fast-subset run that selects none of these
 # tests would pay at collection.

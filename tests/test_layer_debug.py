@@ -9,9 +9,9 @@ import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework import log
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.debug.layer_template import symbolic_dim
-from framework.run import Engine
 
 MODEL_WITH_BUGS = """
 import torch

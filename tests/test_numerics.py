@@ -11,10 +11,10 @@ import torch
 
 from conftest import ROOT, run_rnn, run_script
 from framework import log
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.core.events import Callbacks, Event
 from framework.debug.numerics import NonFiniteError
-from framework.run import Engine
 
 CONFIG = os.path.join(ROOT, "tests", "data", "numerics_config.py")
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from conftest import TINY_CONFIG
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.core.events import Event
 from framework.debug.numerics import NonFiniteError
 from framework.errors import TrainingInterrupted
-from framework.run import Engine
 from framework.testing import bitwise_equal
 from framework.training import checkpoint
 

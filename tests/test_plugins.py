@@ -18,14 +18,15 @@ from torch import nn
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
 from framework import options
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.core.events import Callbacks, Event, Order, OrderError, StopTraining
 from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS
 from framework.core.plugin import Plugin, on
-from framework.core.plugins import relate
+from framework.core.run_plugins import relate
 from framework.core.store import Store
+from framework.declarations import declaring_modules
 from framework.errors import ConfigError, TrainingInterrupted
-from framework.run import PLUGIN_PACKAGES, Engine, builtin_plugin_modules
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 USE_EXAMPLE = f"\nimport sys\nsys.path.insert(0, {EXAMPLES!r})\nplugins = ['dead_relu']\n"
@@ -49,9 +50,14 @@ def _registry_restored():
 
 def test_the_documented_example_plugin_names_a_dead_relu_and_stays_quiet_on_a_healthy_model(tmp_path, output):  # noqa: F811
     dead = load_config([tiny_config_with(tmp_path, USE_EXAMPLE + DEAD_MODEL)], {"debug_dead_relu_interval": 5})
-    Engine(dead).run("train")
-    warnings = [line for line in output().splitlines() if "dead ReLU" in line]
+    engine = Engine(dead)
+    engine.run("train")
+    warnings = [line for line in output().splitlines() if "WARNING dead ReLU" in line]
     assert warnings == ["WARNING dead ReLU: '1' output only zeros in training step 0."]  # once, with the layer
+    # one finding record, reported the one way (findings.jsonl, summary, TensorBoard), not a line of its own
+    assert [(f.check, f.where, f.option) for f in engine.findings.found if f.check == "dead ReLU"] == [
+        ("dead ReLU", {"module": "1"}, "debug_dead_relu_interval = 0")
+    ]
     healthy = load_config([tiny_config_with(tmp_path, USE_EXAMPLE)], {"debug_dead_relu_interval": 5})
     Engine(healthy).run("train")
     assert "dead ReLU" not in output()
@@ -142,11 +148,11 @@ def test_after_all_others_puts_a_plugin_last_and_two_such_plugins_order_by_their
 
 def test_every_plugin_module_of_the_plugin_packages_is_built_in_without_a_list():
     listing = []
-    for package in PLUGIN_PACKAGES:
+    for package in ("framework.training", "framework.debug"):
         for info in pkgutil.iter_modules(importlib.import_module(package).__path__, package + "."):
             if hasattr(importlib.import_module(info.name), "PLUGINS"):
                 listing.append(info.name)
-    assert builtin_plugin_modules() == sorted(listing)
+    assert declaring_modules("plugins") == sorted(listing)
     assert "framework.debug.numerics" in listing and "framework.training.progress" in listing
 
 

@@ -11,12 +11,12 @@ import torch
 from torch import nn
 
 from framework import log
+from framework.assembly import Engine
 from framework.config import Config
 from framework.core.events import Event
 from framework.debug.numerics import NonFiniteError
 from framework.errors import ConfigError
 from framework.host_syncs import HostSyncCounter
-from framework.run import Engine
 from framework.training.threads import choose_num_threads, cores_busy_with_others
 
 

@@ -12,11 +12,11 @@ from devkit.doc_commands import assert_documented
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import ROOT, write_config
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.core.events import StopTraining
 from framework.debug.learning_watch import LossWindowWatch
 from framework.debug.verdicts import curve_trend, trend, undecided
-from framework.run import Engine
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 MNIST = os.path.join(ROOT, "configs", "mnist_mlp.py")  # 63 steps per epoch: a two-epoch run has 126

@@ -16,10 +16,10 @@ import torch
 from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, captured_log
+from framework.assembly import Engine
 from framework.config import load_config
 from framework.debug.accumulation_check import merge_batches
 from framework.debug.target_leakage import align
-from framework.run import Engine
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 FIRST = r"WARNING sanity check \(first step\): "

@@ -5,8 +5,8 @@ from __future__ import annotations
 from devkit.doc_commands import assert_documented
 from torch import nn
 
+from framework.assembly import Engine
 from framework.config import Config
-from framework.run import Engine
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

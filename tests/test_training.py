@@ -7,12 +7,12 @@ from torch import nn
 
 import framework
 from framework import log
+from framework.assembly import Engine
 from framework.config import Config
 from framework.core.events import Event, Order
 from framework.core.run_ctx import RunCtx
 from framework.core.scores import ScoreAccumulator
 from framework.errors import ConfigError
-from framework.run import Engine
 
 
 @pytest.fixture(autouse=True)

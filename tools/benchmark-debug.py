@@ -70,9 +70,9 @@ import torch  # noqa: E402
 from devkit.benchmarking import BUG_CHECKS_OFF, CLOCKS, STEPS_ONLY, alternate  # noqa: E402
 
 from framework import log  # noqa: E402
+from framework.assembly import Engine  # noqa: E402
 from framework.config import load_config  # noqa: E402
 from framework.core.events import Event  # noqa: E402
-from framework.run import Engine  # noqa: E402
 
 MODELS = {"mlp": "configs/mnist_mlp.py", "lstm": "configs/task12ax_lstm.py"}
 NUMERICS = {

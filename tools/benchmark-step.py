@@ -100,8 +100,8 @@ from devkit.step_contenders import (  # noqa: E402
 
 from framework import log  # noqa: E402
 from framework.accelerator import device_module, is_accelerator  # noqa: E402
+from framework.assembly import Engine  # noqa: E402
 from framework.host_syncs import HostSyncCounter  # noqa: E402
-from framework.run import Engine  # noqa: E402
 
 
 def compare(engine: Engine, make_hand, rounds: int, clock: str) -> dict[str, tuple[float, float]]:

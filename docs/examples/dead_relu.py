@@ -2,12 +2,15 @@
 
 import torch
 
-from framework import log
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
+from framework.findings import Finding, report
 from framework.options import register
 
 register("debug_dead_relu_interval", "int", 0, "Check ReLU outputs every N steps (0: off).", __name__, range="[0, inf)")
+
+
+_OFF = "debug_dead_relu_interval = 0"  # the setting that turns the check off, named in every finding
 
 
 class DeadReLU(Plugin):
@@ -25,7 +28,8 @@ class DeadReLU(Plugin):
         def hook(module, args, output):  # a host sync per ReLU, only in checked training steps
             if self.checking and name not in self.warned and not output.any():
                 self.warned.add(name)
-                log.v2(f"WARNING dead ReLU: '{name}' output only zeros in training step {self.step}.")
+                message = f"'{name}' output only zeros in training step {self.step}."
+                report(Finding("warning", "dead ReLU", message, where={"module": name}, option=_OFF))
 
         return hook
 

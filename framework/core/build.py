@@ -18,7 +18,6 @@ import torch
 from framework import log
 from framework.accelerator import is_accelerator
 from framework.config import Config
-from framework.core.features import Distributed
 from framework.datasets import init_dataset
 from framework.datasets.chunking import ChunkedDataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
@@ -56,10 +55,9 @@ def _accelerator() -> torch.device | None:
     return torch.accelerator.current_accelerator(check_available=True)
 
 
-def run_device(
-    config: Config, process_group: Callable[[dict, torch.device], Distributed]
-) -> tuple[torch.device, Distributed | None]:
-    """The device of this process, and its process group under torchrun (``torch_distributed``)."""
+def run_device(config: Config, process_group: Callable[[dict, torch.device], Any]) -> tuple[torch.device, Any]:
+    """The device of this process, and its process group under torchrun (``torch_distributed``; None without),
+    made by ``process_group(options, device)``."""
     device = select_device(config.get("device"))
     if config.get("torch_distributed") is None:
         return device, None

@@ -17,7 +17,9 @@ every checkpoint) and takes back in ``load_state_dict``; what it holds (hooks, f
 signal handlers) it releases at ``Event.CLOSE``.
 
 Built-in plugins are the modules of ``framework.training`` and ``framework.debug`` that list
-``PLUGINS`` (``framework.run`` finds them, no central list); a config adds its own with ``plugins = ["my_package.my_plugin"]`` (see docs/writing_a_diagnostic.rst).
+``PLUGINS``, installed packages add theirs through the ``framework.plugins`` entry points (``framework.declarations``
+finds both, no central list); a config adds its own with ``plugins = ["my_package.my_plugin"]`` (see
+docs/writing_a_diagnostic.rst).
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
     from framework.config import Config
     from framework.core.autocast import Precision
-    from framework.core.features import Distributed, LearningRates
     from framework.core.run_ctx import RunCtx
     from framework.core.scores import ScoreAccumulator, Scores
     from framework.datasets.extern_data import DataKey
@@ -115,13 +114,13 @@ class RunState:
     config: Config
     task: str
     device: torch.device
-    distributed: Distributed | None = None
+    distributed: Any = None  # the process group under torchrun (framework.training.distributed.Distributed)
     extern_data: dict[str, DataKey] = field(default_factory=dict)
     loaders: dict[str, BatchLoader] = field(default_factory=dict)
     model: torch.nn.Module | None = None
     step_model: torch.nn.Module | None = None  # what train_step gets: the model, or its DDP wrapper
     optimizer: torch.optim.Optimizer | None = None
-    lr_control: LearningRates | None = None
+    lr_control: Any = None  # RETURNN's learning-rate control (framework.training.lr_control.LearningRateControl)
     learning_rate: float = 0.0
     epoch: int = 0
     global_step: int = 0  # training steps done; during a step (until STEP_END), the index of that step

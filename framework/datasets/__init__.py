@@ -2,7 +2,8 @@
 
 A dataset is configured as ``{"class": "Name", **kwargs}`` with a framework class name, a
 ``"module.Class"`` path or a callable; or given as a ``Dataset`` instance or a callable that
-returns one.
+returns one. The classes a config names are those the dataset modules declare (``DATASETS``), and those of
+installed packages (``framework.datasets`` entry points); the framework's are importable from here too.
 """
 
 from __future__ import annotations
@@ -16,28 +17,100 @@ from framework.datasets.mnist import MnistDataset
 from framework.datasets.multi_proc import MultiProcDataset
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.datasets.ogg_zip import OggZipDataset
-from framework.datasets.registry import DATASET_CLASSES, init_dataset
+from framework.datasets.registry import dataset_classes, init_dataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
 from framework.datasets.task12ax import Task12AXDataset
 from framework.datasets.text import CharTextDataset
+from framework.options import register
 
-DATASET_CLASSES.update(
-    (cls.__name__, cls)
-    for cls in (
-        NumpyDataset,
-        HDFDataset,
-        MnistDataset,
-        Task12AXDataset,
-        SyntheticRegressionDataset,
-        GaussianClustersDataset,
-        ObjectPatchesDataset,
-        CharTextDataset,
-        ConcatDataset,
-        DistributeFilesDataset,
-        MetaDataset,
-        OggZipDataset,
-        MultiProcDataset,
-    )
+register(
+    "extern_data",
+    "dict | None",
+    None,
+    "Batch keys: {key: {shape, dtype, sparse_dim}}; None axes are variable-length. None: take from the train dataset.",
+    __name__,
+)
+register(
+    "train", "any", None, "Training dataset: {'class': Name, ...}, 'module.Class' dict, callable or Dataset.", __name__
+)
+register(
+    "dev", "any", None, "Development dataset, scored after each epoch; drives newbob learning-rate control.", __name__
+)
+register("eval", "any", None, "Evaluation dataset, scored after each epoch and used by task=eval/forward.", __name__)
+register(
+    "chunking",
+    "any",
+    None,
+    "RETURNN's chunking: cut every sequence of the train and dev/eval datasets into chunks, each a sequence of its "
+    "own: 'size:step', an int, (size, step), or dicts {key: frames} per key (framework.datasets.chunking). None: off.",
+    __name__,
+)
+register("min_chunk_size", "int | dict", 0, "With chunking: drop chunks shorter than this (RETURNN's).", __name__)
+register(
+    "online_shuffle_batches",
+    "int | dict | None",
+    None,
+    "RETURNN's: the train batches in consecutive blocks of this many, each block in a random order "
+    "({'buffer_size': N, 'seed': S} as RETURNN takes it). None: off.",
+    __name__,
+)
+register(
+    "batch_size",
+    "int | float | dict",
+    1000,
+    "Max padded frames per batch (max sequence length x number of sequences; non-sequence data: one per entry); "
+    "a dict {key: N} limits each named key's padded frames (RETURNN's per-key batch_size). A float is taken as "
+    "RETURNN takes it (1920 * 16000 / 8).",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "max_seq_length",
+    "int | dict | None",
+    None,
+    "Leave out sequences longer than this (every dataset, as in RETURNN's torch engine); a dict {key: N} checks the "
+    "named keys only.",
+    __name__,
+)
+register(
+    "min_seq_length",
+    "int | dict | None",
+    None,
+    "Leave out sequences shorter than this (every dataset); a dict {key: N} checks the named keys only.",
+    __name__,
+)
+register("max_seqs", "int | None", None, "Max sequences per batch (None: no cap).", __name__, range="[1, inf)")
+register(
+    "batching",
+    "str | None",
+    None,
+    "RETURNN's name for the train dataset's seq_ordering (random, sorted, laplace:N, ...) when its dict sets none.",
+    __name__,
+)
+register(
+    "torch_dataloader_opts",
+    "dict | None",
+    None,
+    "Options for torch.utils.data.DataLoader, e.g. {'num_workers': 2, 'pin_memory': True}; None: load in the main process.",
+    __name__,
 )
 
-__all__ = ["DATASET_CLASSES", "Dataset", "init_dataset", *DATASET_CLASSES]
+
+__all__ = [
+    "Dataset",
+    "init_dataset",
+    "dataset_classes",
+    "NumpyDataset",
+    "HDFDataset",
+    "MnistDataset",
+    "Task12AXDataset",
+    "SyntheticRegressionDataset",
+    "GaussianClustersDataset",
+    "ObjectPatchesDataset",
+    "CharTextDataset",
+    "ConcatDataset",
+    "DistributeFilesDataset",
+    "MetaDataset",
+    "OggZipDataset",
+    "MultiProcDataset",
+]

@@ -55,3 +55,6 @@ class ConcatDataset(Dataset):
 
     def seq_lengths(self) -> np.ndarray:
         return np.concatenate([dataset.seq_lengths() for dataset in self.datasets]).astype(np.int64)
+
+
+DATASETS = (ConcatDataset,)

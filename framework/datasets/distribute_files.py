@@ -236,3 +236,6 @@ def _file_size(path: str) -> int:
         return os.path.getsize(path)
     except OSError as exc:
         raise ConfigError(f"DistributeFilesDataset: cannot read the size of {path!r} ({exc}). Does it exist?") from None
+
+
+DATASETS = (DistributeFilesDataset,)

@@ -220,3 +220,6 @@ def write_hdf(
                 f["targets/size"].attrs[key] = [key_dim, data.ndim]
 
     write_atomically(path, write, "the HDF file", "Free space or choose another path with 'output_file'.")
+
+
+DATASETS = (HDFDataset,)

@@ -194,3 +194,6 @@ def _read_tags(path: str) -> Any:
             return f.read().splitlines()
     except (OSError, pickle.UnpicklingError, EOFError) as exc:
         raise ConfigError(f"MetaDataset: cannot read seq_list_file {path!r} ({exc}).") from None
+
+
+DATASETS = (MetaDataset,)

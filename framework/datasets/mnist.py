@@ -104,3 +104,6 @@ def _read_idx_split(directory: str, split: str) -> tuple[np.ndarray, np.ndarray]
     if len(images) != len(labels):
         raise ConfigError(f"MnistDataset: {len(images)} images but {len(labels)} labels in {directory!r}.")
     return images, labels
+
+
+DATASETS = (MnistDataset,)

@@ -169,3 +169,6 @@ def _serve(dataset: Dataset, conn: Connection, parent_ends: list[Connection]) ->
                 conn.send(("error", (exc, text)))
             except Exception:  # noqa: BLE001 - an exception that cannot be pickled
                 conn.send(("error", (DataError(f"{type(exc).__name__}: {exc}"), text)))
+
+
+DATASETS = (MultiProcDataset,)

@@ -167,3 +167,6 @@ class NumpyDataset(Dataset):
             flat = np.concatenate([v.ravel() for v in value] or [[]])
         flat = flat.astype(np.int64)
         return np.bincount(flat[(flat >= 0) & (flat < num_classes)], minlength=num_classes)
+
+
+DATASETS = (NumpyDataset,)

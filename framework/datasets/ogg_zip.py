@@ -228,3 +228,6 @@ def _read_segments(path: str) -> set[str]:
             return set(f.read().splitlines())
     except OSError as exc:
         raise ConfigError(f"OggZipDataset: cannot read segment_file {path!r} ({exc}).") from None
+
+
+DATASETS = (OggZipDataset,)

@@ -1,22 +1,35 @@
 """Dataset classes by name, and building a dataset from what a config gives (``{"class": ...}``).
 
 Apart from the package, so that datasets that build other datasets (``DistributeFilesDataset``,
-``ConcatDataset``) can use it; the package fills ``DATASET_CLASSES``.
+``ConcatDataset``) can use it. A dataset module lists its classes in ``DATASETS = (...)``; the modules are found
+as options and plugins are (``framework.declarations``), installed packages' through the ``framework.datasets``
+entry points.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 from typing import Any
 
+from framework import declarations
 from framework.datasets.base import SEQ_ORDERINGS, Dataset, valid_seq_ordering
 from framework.errors import ConfigError
 from framework.util import accepted_kwargs, check_kwargs, import_by_name
 
-DATASET_CLASSES: dict[str, type[Dataset]] = {}
+_CLASSES: dict[str, type[Dataset]] = {}
 
 #: RETURNN's datasets that run RASR (Sprint) or read its caches: refused with a way forward.
 RASR_DATASETS = ("ExternSprintDataset", "SprintDataset", "SprintDatasetBase", "SprintCacheDataset")
+
+
+def dataset_classes() -> dict[str, type[Dataset]]:
+    """The dataset classes a config can name, by class name: those the modules that declare ``DATASETS`` list (the
+    framework's, then installed packages'), imported on first use."""
+    if not _CLASSES:
+        for module in declarations.declaring_modules("datasets", __package__):
+            _CLASSES.update((cls.__name__, cls) for cls in importlib.import_module(module).DATASETS)
+    return _CLASSES
 
 
 def _resolve_class(name: Any, option: str) -> Any:
@@ -24,8 +37,9 @@ def _resolve_class(name: Any, option: str) -> Any:
         return name
     if not isinstance(name, str):
         raise ConfigError(f"{option}['class'] must be a class name, 'module.Class' or a callable, got {name!r}.")
-    if name in DATASET_CLASSES:
-        return DATASET_CLASSES[name]
+    known = dataset_classes()
+    if name in known:
+        return known[name]
     if name in RASR_DATASETS:
         raise ConfigError(
             f"{option}: RETURNN's {name} needs RASR (Sprint), the RWTH speech toolkit, which runs its feature "
@@ -36,10 +50,10 @@ def _resolve_class(name: Any, option: str) -> Any:
         )
     if "." in name:
         return import_by_name(name, option)
-    close = difflib.get_close_matches(name, list(DATASET_CLASSES), n=1, cutoff=0.5)
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ConfigError(
-        f"{option}: unknown dataset class {name!r}.{hint} Known: {', '.join(DATASET_CLASSES)}; "
+        f"{option}: unknown dataset class {name!r}.{hint} Known: {', '.join(known)}; "
         f"or give 'module.Class' or a callable."
     )
 

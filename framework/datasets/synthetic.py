@@ -179,3 +179,6 @@ class ObjectPatchesDataset(_GeneratedDataset):
             data_seed=data_seed,
             **kwargs,
         )
+
+
+DATASETS = (SyntheticRegressionDataset, GaussianClustersDataset, ObjectPatchesDataset)

@@ -79,3 +79,6 @@ def _generate(rng: np.random.Generator, length: int) -> str:
         else:
             out.append(str(rng.choice(list("ABCXYZ"))))
     return "".join(out[:length])
+
+
+DATASETS = (Task12AXDataset,)

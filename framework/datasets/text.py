@@ -116,3 +116,6 @@ def _read_bytes(paths: list[str], max_chars: int | None) -> np.ndarray:
         if max_chars is not None and total >= max_chars:
             break
     return np.frombuffer(b"".join(chunks)[:max_chars], dtype=np.uint8)
+
+
+DATASETS = (CharTextDataset,)

@@ -42,6 +42,30 @@ import torch
 from torch import nn
 
 from framework.inspection.tensors import display_path, is_user_file, stats
+from framework.options import register
+
+register(
+    "use_better_exchook",
+    "bool",
+    False,
+    "Full tracebacks (better_exchook): every frame with its variables. Default: your frames only, library frames folded.",
+    __name__,
+)
+register(
+    "use_lovely_tensors",
+    "bool",
+    False,
+    "Tensor reprs everywhere (logs, shells, tracebacks) are lovely-tensors summaries.",
+    __name__,
+)
+register(
+    "startup_callback",
+    "callable | None",
+    None,
+    "startup_callback(config=config) is called once, early, e.g. to install your own tools.",
+    __name__,
+)
+
 
 _VALUE_WIDTH = 160
 _RNN_PY = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "rnn.py"))

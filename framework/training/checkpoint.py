@@ -31,10 +31,75 @@ import torch.utils.serialization.config as serialization_config
 
 from framework import disk, log
 from framework.errors import CheckpointError, ConfigError, WriteError
+from framework.options import register
 from framework.safe_create import create_new
 from framework.training import fsdp
 from framework.training.checkpoint_integrity import damage
 from framework.util import printable
+
+register(
+    "output_dir",
+    "str | None",
+    None,
+    "Where the shipped configs put this run's files (checkpoints, logs, TensorBoard, images): "
+    "framework.config.run_output_dir(), output/<config file names joined by '+'>. ++output_dir moves them.",
+    __name__,
+)
+register(
+    "model",
+    "str | None",
+    None,
+    "Checkpoint path prefix: writes <model>.001.pt, ...; a rerun resumes from the newest one. None: no checkpoints.",
+    __name__,
+)
+register(
+    "load_epoch",
+    "int | None",
+    None,
+    "Checkpoint epoch to load for eval/forward (None: newest).",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "frozen_params",
+    "list[str]",
+    [],
+    "Parameter name patterns (fnmatch) that must not change in training; the sanity and gradient checks verify it.",
+    __name__,
+)
+register(
+    "import_model_train_epoch1",
+    "str | None",
+    None,
+    "Checkpoint whose parameters start a fresh training (e.g. from framework-import-torch-model); ignored on resume.",
+    __name__,
+)
+register(
+    "save_interval",
+    "int",
+    1,
+    "Write the epoch checkpoint every this many epochs, and after the last (RETURNN's option).",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "preload_from_files",
+    "dict | None",
+    None,
+    "RETURNN's {name: {'filename': ckpt, 'prefix', 'checkpoint_key', 'ignore_missing', 'var_name_mapping', "
+    "'init_for_train'}}: parameters loaded into the model (init_for_train: when a training starts fresh).",
+    __name__,
+)
+
+register(
+    "resume_learning_rate",
+    "str",
+    "checkpoint",
+    "On resume, whose learning rate counts: the checkpoint's schedule (RETURNN's rule) or the config's learning_rate from the resumed epoch on.",
+    "framework.training.resume",
+    choices=("checkpoint", "config"),
+)
+
 
 _TMP_SUFFIX = ".tmp"
 _writes_in_progress = 0

@@ -25,6 +25,18 @@ from collections.abc import Callable
 from typing import Any
 
 from framework import log, options
+from framework.options import register
+
+register(
+    "stop_grace_seconds",
+    "float",
+    10.0,
+    "How long an ending run waits for the current step after SIGINT/SIGTERM/SIGHUP, and for threads the config left "
+    "running after the task; then it writes every thread's stack to the log and exits (SIGTERM: 143).",
+    __name__,
+    range="(0, inf)",
+)
+
 
 _installed_by: int | None = None
 _exit_status: int | BaseException = 1  # what the run ends with, for the leftover-thread check at exit

@@ -26,6 +26,37 @@ from framework.datasets.extern_data import DataKey, parse_extern_data
 from framework.datasets.hdf import write_hdf
 from framework.disk import probe_directory, write_atomically
 from framework.errors import ConfigError
+from framework.options import register
+
+register(
+    "forward_data",
+    "str | dict",
+    "eval",
+    "What task=forward runs on: the dataset option train, dev or eval, or a dataset dict (as in RETURNN).",
+    __name__,
+)
+register(
+    "forward_callback",
+    "any",
+    None,
+    "RETURNN's forward callback: an object (or a function returning one) with init(*, model), "
+    "process_seq(*, seq_tag, outputs) and finish(); it gets each sequence's outputs instead of output_file.",
+    __name__,
+)
+register(
+    "output_file",
+    "str | None",
+    None,
+    "task=forward output: RETURNN's HDF format for a .hdf name, else .npz; None: <model>.<epoch>.forward.npz.",
+    __name__,
+)
+register(
+    "model_outputs",
+    "dict | None",
+    None,
+    "Forward outputs, RETURNN's notation: {name: {'dim': D} or {'shape': ..., 'dtype': ...}}; marked outputs are checked against it.",
+    __name__,
+)
 
 
 class OutputCollector:

@@ -15,7 +15,144 @@ from framework.core.plugin import Plugin, on
 from framework.core.store import Key
 from framework.errors import ConfigError
 from framework.inspection import sharded
+from framework.options import register
 from framework.util import check_kwargs, import_by_name
+
+register(
+    "optimizer",
+    "dict | str",
+    {"class": "adam"},
+    "{'class': any torch.optim name (adam, adamw, nadam, sgd, ...) | 'module.Class' | callable, **kwargs}; kwargs "
+    "go to the optimizer ('epsilon' means eps). With weight_decay, biases and the parameters of "
+    "weight_decay_modules_blacklist (default: LayerNorm, Embedding) do not decay, as in RETURNN.",
+    __name__,
+)
+register("learning_rate", "float", 1e-3, "Initial learning rate.", __name__, range="[0, inf)")
+register(
+    "learning_rates",
+    "list[float] | None",
+    None,
+    "Fixed learning rates for the first epochs (e.g. warmup); control takes over after.",
+    __name__,
+    range="[0, inf)",
+)
+register(
+    "learning_rate_control",
+    "str",
+    "constant",
+    "How the learning rate changes per epoch.",
+    __name__,
+    choices=("constant", "newbob", "newbob_rel", "newbob_relative", "newbob_multi_epoch"),
+)
+register(
+    "newbob_multi_num_epochs",
+    "int",
+    5,
+    "newbob_multi_epoch: the mean relative change over this many epochs decides (RETURNN's option).",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "newbob_multi_update_interval",
+    "int | None",
+    None,
+    "newbob_multi_epoch: decide every this many epochs (None: newbob_multi_num_epochs).",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "learning_rate_control_relative_error_relative_lr",
+    "bool",
+    False,
+    "Newbob: divide the relative change by learning rate / initial learning rate (RETURNN's option).",
+    __name__,
+)
+register(
+    "learning_rate_control_min_num_epochs_per_new_lr",
+    "int",
+    0,
+    "Newbob: keep a new learning rate at least this many epochs (RETURNN's option).",
+    __name__,
+    range="[0, inf)",
+)
+register(
+    "newbob_relative_error_div_by_old",
+    "bool",
+    False,
+    "Newbob: the relative change is (new - old) / |old| instead of RETURNN's default (new - old) / |new|.",
+    __name__,
+)
+register(
+    "learning_rate_control_error_measure",
+    "str | None",
+    None,
+    "Score that newbob watches, as '<dataset>_<loss>' (e.g. dev_ce); None: first loss on the first dev set.",
+    __name__,
+)
+register(
+    "newbob_learning_rate_decay",
+    "float",
+    0.5,
+    "Newbob: multiply the learning rate by this when the score stops improving.",
+    __name__,
+    range="(0, 1]",
+)
+register(
+    "learning_rate_decay",
+    "float | None",
+    None,
+    "RETURNN's name for newbob_learning_rate_decay; wins over it when both are set.",
+    __name__,
+    range="(0, 1]",
+)
+register(
+    "newbob_relative_error_threshold",
+    "float",
+    -0.01,
+    "Newbob: decay when the relative change (new - old) / |new| of the watched score is above this.",
+    __name__,
+)
+register(
+    "min_learning_rate",
+    "float",
+    0.0,
+    "Lower bound for the learning rate under learning-rate control.",
+    __name__,
+    range="[0, inf)",
+)
+register(
+    "dynamic_learning_rate",
+    "callable | None",
+    None,
+    "dynamic_learning_rate(*, global_train_step, epoch, epoch_continuous, learning_rate, **kwargs) -> lr, applied "
+    "every step (the arguments RETURNN passes; a function without **kwargs gets those it names).",
+    __name__,
+)
+register(
+    "gradient_clip_global_norm",
+    "float | None",
+    None,
+    "Clip gradients to this global L2 norm before each update (0: off, as in RETURNN).",
+    __name__,
+    range="[0, inf)",
+)
+register(
+    "gradient_clip",
+    "float | None",
+    None,
+    "Clip each gradient value to [-x, x] before each update (0: off, as in RETURNN).",
+    __name__,
+    range="[0, inf)",
+)
+register(
+    "gradient_noise",
+    "float",
+    0.0,
+    "Add truncated normal noise with this std to the gradients before clipping (RETURNN's option; 0: off).",
+    __name__,
+    range="[0, inf)",
+)
+
 
 # Every torch.optim optimizer by its lower-case name (adam, adamw, nadam, sgd, ...), as RETURNN names them.
 OPTIMIZERS = {

@@ -19,6 +19,25 @@ from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.errors import ConfigError
+from framework.options import register
+
+register(
+    "checkpoint_every_n_steps",
+    "int | None",
+    None,
+    "Also write <model>.interrupted.pt inside an epoch, every N training steps (at an update boundary); a restart "
+    "resumes from it bit for bit. None: epoch checkpoints only.",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "checkpoint_every_n_minutes",
+    "float | None",
+    None,
+    "Also write <model>.interrupted.pt inside an epoch when this many minutes passed since the last checkpoint.",
+    __name__,
+    range="(0, inf)",
+)
 
 
 class PeriodicCheckpoints(Plugin):

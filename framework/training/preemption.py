@@ -28,7 +28,26 @@ from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.errors import ConfigError
 from framework.findings import Finding, report
+from framework.options import register
 from framework.training import checkpoint, distributed
+
+register(
+    "requeue_signal",
+    "str | int | None",
+    None,
+    "A signal (e.g. 'SIGUSR2', sent by SLURM's --signal=USR2@90) on which training writes its checkpoint at the "
+    "next update boundary, runs requeue_command on rank 0 and exits 130. None: off (SIGUSR1 dumps the stacks).",
+    __name__,
+)
+register(
+    "requeue_command",
+    "list[str] | None",
+    None,
+    "The command that requeues the job after a requeue_signal stop. None: scontrol requeue $SLURM_JOB_ID when "
+    "running under SLURM, else none.",
+    __name__,
+)
+
 
 # Signals with a meaning already (or none possible): the reason a requeue_signal may not be one of them.
 _TAKEN = {

@@ -57,8 +57,8 @@ step() {
     echo "$name: exit $rc after $((SECONDS - start)) s$([ "$rc" = 124 ] && echo ' (timed out)')" | tee -a "$OUT/summary.txt"
 }
 
-step environment 30 "$PYTHON" -c "import sys, torch, framework.run; print(sys.version.split()[0], 'torch', torch.__version__, \
-torch.accelerator.current_accelerator(), 'framework from', framework.run.__file__)"
+step environment 30 "$PYTHON" -c "import sys, torch, framework.assembly; print(sys.version.split()[0], 'torch', torch.__version__, \
+torch.accelerator.current_accelerator(), 'framework from', framework.assembly.__file__)"
 # shellcheck disable=SC2086  # CHECK_ARGS is a list of pytest arguments
 step check-accelerator 90 "$PYTHON" tools/check-accelerator.py --device "$CHECK_DEVICE" -- $CHECK_ARGS
 BENCH=("$PYTHON" tools/benchmark-step.py --device "$DEVICE" --rounds "$ROUNDS")

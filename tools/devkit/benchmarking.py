@@ -4,7 +4,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from framework.run import BuiltinFeatures
+from framework.assembly import plugin_classes
 
 # What a benchmark's rounds are timed with: wall-clock time, or the CPU time of the benchmarking thread. With one
 # torch thread every step runs in that thread, so CPU time is the work done, and other processes on a loaded
@@ -50,5 +50,5 @@ def alternate(
 
 # The first-step bug checks that are on by default, switched off (benchmark-step --all-off, benchmark-debug).
 BUG_CHECKS_OFF = {
-    option: False for cls in BuiltinFeatures.plugin_classes() for option in cls.first_step_check
+    option: False for cls in plugin_classes() for option in cls.first_step_check
 }  # every first-step bug check off, as each plugin declares (framework.core.plugin.Plugin.first_step_check)

@@ -46,7 +46,7 @@ PRELOAD = [
     "torch",
     "torch._dynamo",
     "framework.cli",
-    "framework.run",  # the engine with the training features
+    "framework.assembly",  # the engine with the built-in plugins
     "torch.utils.tensorboard",  # the model graph's writer (0.5 s: tensorboard's TensorFlow stub, boto3)
     "devkit.warm_server",  # the plugin modules and their declared options; last: it freezes what is there
 ]  # torch.optim imports _dynamo on first use

@@ -20,8 +20,8 @@ from torch.nn.utils.rnn import pad_sequence
 
 from devkit.benchmarking import BUG_CHECKS_OFF, STEPS_ONLY
 from framework.accelerator import is_accelerator
+from framework.assembly import Engine
 from framework.config import Config, load_config
-from framework.run import Engine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -8,8 +8,8 @@ millions of objects torch is made of."""
 import gc
 
 from framework import options
-from framework.run import BuiltinFeatures
+from framework.assembly import plugin_classes
 
 options.all_options()
-BuiltinFeatures.plugin_classes()
+plugin_classes()
 gc.freeze()

@@ -14,57 +14,140 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
-from framework import disk, findings, log
+from framework import findings, log
 from framework.config import Config
 from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
 from framework.core.events import Callbacks, Event, StopTraining
-from framework.core.features import Features, Lock, OutputCollector
 from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin
-from framework.core.plugins import build_plugins, prepare_config
 from framework.core.run_ctx import RunCtx
 from framework.core.run_failure import failure_finding
 from framework.core.run_findings import FINDINGS_EXIT_STATUS, RunFindings
+from framework.core.run_plugins import build_plugins, prepare_config
 from framework.core.run_summary import how_it_ended, summary_block
-from framework.core.scores import ScoreAccumulator, Scores, format_scores, rank_share, to_host
+from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
-from framework.errors import CheckpointError, ConfigError, FrameworkError, TrainingInterrupted
+from framework.errors import ConfigError, FrameworkError, TrainingInterrupted
 from framework.findings import Finding
-from framework.rng import get_rng_state, seed_everything, set_rng_state
-from framework.util import command_line
+from framework.inspection.freezes import record_freezes
+from framework.options import register
+from framework.rng import seed_everything
+from framework.training import forward, optim
+from framework.training.distributed import Distributed
+from framework.training.lr_control import LearningRateControl
+from framework.training.run_checkpoints import RunCheckpoints
+
+register(
+    "device",
+    "str",
+    "auto",
+    "Device to run on: auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, or gpu (RETURNN's value: the "
+    "machine's accelerator, an error without one).",
+    __name__,
+)
+register(
+    "torch_num_threads",
+    "int | str",
+    "auto",
+    "torch's CPU threads: a number, or 'auto' (OMP_NUM_THREADS if set, else the cores that CPU affinity and the "
+    "cgroup quota allow, less those other processes keep busy at startup).",
+    "framework.training.threads",
+)
+register(
+    "get_model", "callable | None", None, "get_model(*, epoch, step, **kwargs) -> nn.Module builds the model.", __name__
+)
+register(
+    "train_step",
+    "callable | None",
+    None,
+    "train_step(*, model, extern_data, run_ctx, **kwargs): computes losses via run_ctx.mark_as_loss.",
+    __name__,
+)
+register(
+    "forward_step",
+    "callable | None",
+    None,
+    "forward_step(*, model, extern_data, run_ctx, **kwargs): marks outputs via run_ctx.mark_as_output.",
+    __name__,
+)
+register("num_epochs", "int", 1, "Number of (sub-)epochs to train.", __name__, range="[1, inf)")
+register(
+    "accum_grad_multiple_step",
+    "int",
+    1,
+    "Accumulate gradients over this many batches per update; equivalent to a batch that many times larger.",
+    __name__,
+    range="[1, inf)",
+)
+register(
+    "random_seed", "int", 42, "Seed for torch, numpy, random and dataset shuffling.", __name__, range="[0, 4294967295]"
+)
+register(
+    "torch_distributed",
+    "dict | None",
+    None,
+    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, "
+    "'param_sync_step': K}, or with FSDP2 {'fsdp': {fully_shard options}} (docs/fsdp.rst).",
+    "framework.training.distributed",
+)
+register(
+    "eval_datasets",
+    "dict | None",
+    None,
+    "Extra evaluation datasets: {name: dataset spec}, scored after each epoch.",
+    __name__,
+)
+register(
+    "callbacks",
+    "dict",
+    {},
+    "Your own callbacks: {event: fn(state) or [fns]}, events as in framework.core.events.Event (e.g. 'epoch_end', 'close').",
+    __name__,
+)
+register(
+    "plugins",
+    "list",
+    [],
+    "Your own diagnostics: module names (each with PLUGINS = (...)) or Plugin classes; see docs/writing_a_diagnostic.rst.",
+    __name__,
+)
 
 
 class Engine:
     """Runs a config's task: train, eval or forward."""
 
-    def __init__(self, config: Config, callbacks: Callbacks | None, features: Features):
-        """``features``: what the layers above give (``framework.run.Engine`` makes an engine with the built-in ones)."""
+    def __init__(
+        self,
+        config: Config,
+        callbacks: Callbacks | None = None,
+        plugin_classes: Callable[[], list[type[Plugin]]] = list,
+    ):
+        """``plugin_classes``: the built-in plugin classes, asked for when the plugins are built (``framework.assembly.Engine``
+        gives them; the config adds its own)."""
         self.config = config
         self.callbacks = callbacks or Callbacks()
-        self.features = features
-        device, distributed = build.run_device(config, features.process_group)
+        self.plugin_classes = plugin_classes
+        device, distributed = build.run_device(config, Distributed)
         self.state = RunState(
             config=config,
             task=config.get("task"),
             device=device,
             distributed=distributed,
-            lr_control=features.learning_rates(config),
+            lr_control=LearningRateControl(config),
             learning_rate=config.float("learning_rate"),
             precision=precision_from_config(config, device),
         )
         self.findings = RunFindings(config, self.state, writes_files=distributed is None or distributed.rank == 0)
-        self._resume: dict[str, Any] | None = None  # mid-epoch position from an interrupted checkpoint
-        self._lock: Lock | None = None  # held while this process writes checkpoints of the model prefix
-        self._plugin_states: tuple[str, dict[str, Any]] | None = None  # (checkpoint, states) to give the plugins
+        self.checkpoints = RunCheckpoints(config, self.state)
         self.plugins: list[Plugin] = []  # built at startup, in the order of their modules
 
     def run(self, task: str) -> Any:
@@ -99,13 +182,9 @@ class Engine:
         self.findings.stop(did_its_work=ending is None)
         state, config = self.state, self.config
         files: dict[str, str] = {}
-        prefix = config.get("model")
-        if prefix and self._writes_checkpoints():
-            found = self.features.list_checkpoints(prefix)
-            interrupted = self.features.interrupted_path(prefix)
-            newest = [found[max(found)]] if found else []
-            newest += [interrupted] if os.path.exists(interrupted) else []
-            files["checkpoints"] = ", ".join(newest) + f" ({len(found)} epoch checkpoint(s))" if newest else "none"
+        listing = self.checkpoints.listing()
+        if listing is not None:
+            files["checkpoints"] = listing
         logs = config.get("log")
         if logs:
             files["log"] = ", ".join([logs] if isinstance(logs, str) else logs)
@@ -167,8 +246,7 @@ class Engine:
             try:
                 self._close(state)
             finally:
-                if self._lock is not None:
-                    self._lock.release()
+                self.checkpoints.release()
                 if state.distributed is not None:
                     state.distributed.close()
 
@@ -237,13 +315,13 @@ class Engine:
                 log.v3(f"Epoch {epoch} evaluation: {format_dataset_scores(eval_scores)}")
             state.lr_control.record(epoch, {"train": train_scores, **eval_scores})
             self.callbacks.emit(Event.EPOCH_END, state)
-            if self._checkpoint_due(num_epochs):
-                self._save_checkpoint()
+            if self.checkpoints.due(num_epochs) and self.checkpoints.save_epoch(self.plugins):
+                self.callbacks.emit(Event.CHECKPOINT_SAVED, state)
 
     def init_train(self) -> bool:
         """Datasets, model, optimizer and plugins, fresh or resumed, then STARTUP; False if training is done."""
-        prepare_config(self.config, "train", self.features.plugin_classes())
-        self._lock_model_prefix()
+        prepare_config(self.config, "train", self.plugin_classes())
+        self.checkpoints.lock_prefix()
         self.init_data(["train", "dev", "eval"], required="train")
         if not self._init_model_for_training(self.config.int("num_epochs")):
             return False
@@ -259,15 +337,13 @@ class Engine:
         """
         state = self.state
         with self.running():
-            prepare_config(self.config, state.task, self.features.plugin_classes())
+            prepare_config(self.config, state.task, self.plugin_classes())
             self.init_data(["train", "dev", "eval"], required=None)
             seed_everything(self.config.int("random_seed"))
             self.build_model(epoch=1, step=0)
-            state.optimizer = (
-                self.features.create_optimizer(self.config, state.model) if state.task == "train" else None
-            )
+            state.optimizer = optim.create_optimizer(self.config, state.model) if state.task == "train" else None
             state.step_model = state.model
-            self.plugins = build_plugins(self.config, state, self.callbacks, self.features.plugin_classes())
+            self.plugins = build_plugins(self.config, state, self.callbacks, self.plugin_classes())
         names = ", ".join(plugin.name for plugin in self.plugins)
         shared = [f"  {line}" for line in state.store.explain()] or ["  (none)"]
         return "\n".join(
@@ -276,30 +352,10 @@ class Engine:
 
     def _start_plugins(self) -> None:
         """Build the plugins the config turns on (their order resolved), give them their saved state, then STARTUP."""
-        self.plugins = build_plugins(self.config, self.state, self.callbacks, self.features.plugin_classes())
-        self._load_plugin_states()
+        self.plugins = build_plugins(self.config, self.state, self.callbacks, self.plugin_classes())
+        self.checkpoints.load_plugin_states(self.plugins)
         self.callbacks.emit(Event.STARTUP, self.state)
         self._apply_changes()
-
-    def _load_plugin_states(self) -> None:
-        """Give each plugin the state it saved in the checkpoint this run resumes from (before STARTUP, which
-        starts from it); a plugin the checkpoint has nothing for (off then, or an older checkpoint) starts fresh."""
-        if self._plugin_states is None:
-            return
-        (path, saved), self._plugin_states = self._plugin_states, None
-        built = {plugin.name: plugin for plugin in self.plugins}
-        for name, plugin_state in saved.items():
-            plugin = built.get(name)
-            if plugin is None:
-                log.v4(f"Checkpoint {path}: the saved state of plugin {name} is not used: {name} is off in this run.")
-                continue
-            try:
-                plugin.load_state_dict(plugin_state)
-            except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-                raise CheckpointError(
-                    f"Checkpoint {path}: the saved state of plugin {name} does not fit it ({type(exc).__name__}: "
-                    f"{exc}). Did the plugin change since the checkpoint was written?"
-                ) from exc
 
     def _apply_changes(self) -> None:
         """Apply what plugins asked to change through ``state.control`` (only the engine writes its state)."""
@@ -312,14 +368,6 @@ class Engine:
                 setattr(self.state, name, value)
         self.state.control.changes.clear()
 
-    def _lock_model_prefix(self) -> None:
-        """Before anything is loaded: the model directory is writable and no other run writes this prefix."""
-        prefix = self._writes_checkpoints()
-        if prefix:
-            disk.probe_directory(os.path.dirname(prefix), "model directory", "model")
-            self._lock = self.features.lock(prefix)
-            self._lock.acquire()
-
     def train_epoch(self) -> dict[str, float]:
         """One pass over the train dataset's batches of ``state.epoch``; returns the train scores."""
         state, control, emit = self.state, self.state.control, self.callbacks.emit
@@ -329,7 +377,7 @@ class Engine:
             plan = state.distributed.train_plan(plan)
         shares = accumulation.sequence_shares(plan, self.config.int("accum_grad_multiple_step"))
         scores = state.epoch_scores = ScoreAccumulator()
-        start = self._resume_position(len(plan), scores)
+        start = self.checkpoints.resume_position(len(plan), scores)
         state.dataset, state.steps_in_epoch = "train", len(plan)
         train_step = step_function(self.config, "train")
         state.model.train()
@@ -353,14 +401,14 @@ class Engine:
             if boundary:
                 emit(Event.BEFORE_OPTIMIZER_STEP, state)
                 if not control.update_skipped:
-                    self.features.step_unless(state.optimizer, control.skip_flag)
+                    optim.step_unless(state.optimizer, control.skip_flag)
                 control.update_done()
                 state.optimizer.zero_grad(set_to_none=True)
                 emit(Event.AFTER_OPTIMIZER_STEP, state)
             state.global_step += 1
             emit(Event.STEP_END, state)
             if control.checkpoint_asked and boundary:
-                self._checkpoint_mid_epoch()
+                self.checkpoints.save_mid_epoch(self.plugins)
         if not plan:
             raise ConfigError(
                 f"The train dataset ({loader.dataset.name}, {loader.dataset.num_seqs} sequences) delivered no batches "
@@ -369,32 +417,6 @@ class Engine:
                 f"shows what it delivers."
             )
         return scores.result(self._total)
-
-    def _checkpoint_mid_epoch(self) -> None:
-        """``control.checkpoint``: write the mid-epoch checkpoint and go on; ``control.stop``: write it and end."""
-        control = self.state.control
-        if control.stop_reason is not None:
-            self._stop_with_checkpoint()
-        path = self.save_interrupted_checkpoint()
-        if path:
-            log.v4(f"Saved mid-epoch checkpoint {path} ({control.checkpoint_reason}).")
-        control.checkpoint_reason = None
-
-    def _stop_with_checkpoint(self) -> None:
-        """``control.stop``: write the interrupted checkpoint and end with the command that resumes."""
-        state = self.state
-        path = self.save_interrupted_checkpoint()
-        if path:
-            where = f"Wrote {path}."
-        elif self.config.get("model"):  # another rank than 0: rank 0 writes the checkpoint of every rank
-            where = f"Rank 0 writes the checkpoint {self.features.interrupted_path(self.config.get('model'))}."
-        else:
-            where = "No checkpoint written: set the 'model' option to be able to resume."
-        resume = f" Resume exactly from there by running the same command again:\n    {command_line()}"
-        raise TrainingInterrupted(
-            f"Training stopped on request ({state.control.stop_reason}) after epoch {state.epoch} step "
-            f"{state.step_in_epoch} (global step {state.global_step}). {where}" + (resume if path else "")
-        )
 
     # ----------------------------------------------------------------------------- evaluation
     def evaluate_all(self, datasets: list[str]) -> Scores:
@@ -466,14 +488,14 @@ class Engine:
         self.callbacks.emit(Event.FINISH, self.state)
         return results
 
-    def _forward(self) -> tuple[str, OutputCollector]:
+    def _forward(self) -> tuple[str, forward.OutputCollector]:
         """task=forward: ``forward_step`` over the ``forward_data`` dataset; its marked outputs go to one file."""
         state, emit = self.state, self.callbacks.emit
         forward_step = step_function(self.config, "forward")  # a config error before anything is loaded
         dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device)
         self.load_for_inference()
-        path = self.features.output_path(self.config, state.epoch)
-        collector = self.features.output_collector(self.config, dataset, state.model)
+        path = forward.output_path(self.config, state.epoch)
+        collector = forward.output_collector(self.config, dataset, state.model)
         self._start_plugins()
         state.model.eval()
         plan = loader.plan(1)
@@ -485,7 +507,7 @@ class Engine:
                 emit(Event.FORWARD_STEP_END, state)
                 collector.add(indices, run_ctx.outputs)
         emit(Event.FINISH, state)
-        collector.write(path, self.features.sequence_tags(dataset, collector.seq_indices))
+        collector.write(path, forward.sequence_tags(dataset, collector.seq_indices))
         return path, collector
 
     # ---------------------------------------------------------------------------------- setup
@@ -495,17 +517,16 @@ class Engine:
 
     def build_model(self, epoch: int, step: int) -> None:
         """Call the config's ``get_model`` and move the model to the device."""
-        self.state.model = build.build_model(
-            self.config, self.state.device, epoch, step, self.features.watch_model_build
-        )
+        # parameters a library freezes by design are no finding of the sanity check
+        self.state.model = build.build_model(self.config, self.state.device, epoch, step, record_freezes)
 
     def _init_model_for_training(self, num_epochs: int) -> bool:
         """Build model and optimizer, fresh or from the newest checkpoint; False if already done."""
         state = self.state
         step_function(self.config, "train")  # a missing train_step is a config error before anything is built
-        prefix = self.config.get("model")
-        path, saved = self._newest_training_state(prefix) if prefix else (None, None)
+        path, saved = self.checkpoints.newest_training_state()
         if saved is not None and saved["epoch"] >= num_epochs and "next_step" not in saved:
+            prefix = self.config.get("model")
             log.v3(
                 f"Training is complete: {path} is epoch {saved['epoch']} of {num_epochs}. To train further, "
                 f"raise num_epochs (++num_epochs {num_epochs + 5}); to start fresh, delete the checkpoints "
@@ -520,168 +541,29 @@ class Engine:
             state.model if state.distributed is None else state.distributed.prepare(state.model, self.callbacks)
         )
         # After prepare: FSDP replaces the parameters by their shards, which the optimizer must hold.
-        state.optimizer = self.features.create_optimizer(self.config, state.model)
-        if self._writes_checkpoints():
-            self.features.check_room(prefix, state.model, state.optimizer)
-        if saved is None and self.config.get("import_model_train_epoch1"):
-            imported = self.config.get("import_model_train_epoch1")
-            self.features.load_model_state(state.model, self.features.load_checkpoint(imported)["model"], imported)
-            log.v3(f"Training starts from the parameters of {imported} (import_model_train_epoch1).")
+        state.optimizer = optim.create_optimizer(self.config, state.model)
+        self.checkpoints.check_room()
         if saved is None:
-            self.features.preload_from_files(self.config, state.model, training=True)
-        if saved is not None:
-            self._restore(saved, path)
-            log.v3(f"Resuming from {path}: epoch {state.epoch}, global step {state.global_step}.")
-            self.features.report_changes(self.config, saved, state.lr_control, next_epoch)
-            state.epoch = next_epoch - 1
-            if "next_step" in saved:
-                self._resume = {"epoch": saved["epoch"], "next_step": saved["next_step"], "scores": saved["scores"]}
+            self.checkpoints.load_initial_parameters()
+        else:
+            self.checkpoints.restore(saved, path, next_epoch)
+            state.epoch, state.global_step = next_epoch - 1, saved["global_step"]
         return True
-
-    def _resume_position(self, num_steps: int, scores: ScoreAccumulator) -> int:
-        """The step to start the epoch at: 0, or where an interrupted checkpoint of this epoch stopped."""
-        resume, self._resume = self._resume, None
-        if resume is None or resume["epoch"] != self.state.epoch:
-            return 0
-        distributed = self.state.distributed
-        rank, size = (0, 1) if distributed is None else (distributed.rank, distributed.size)
-        share, saved_size = rank_share(resume["scores"], rank, size)
-        scores.load_state_dict(share)
-        if saved_size != size and rank == 0:
-            log.v3(
-                f"The epoch's scores so far were summed on {saved_size} process(es) and continue on {size}: this "
-                f"epoch's train scores can differ from an uninterrupted run's in the last digits (summation order)."
-            )
-        log.v3(f"Continuing epoch {self.state.epoch} at step {resume['next_step']} of {num_steps}.")
-        return resume["next_step"]
-
-    def _newest_training_state(self, prefix: str) -> tuple[str | None, dict[str, Any] | None]:
-        """The newest epoch checkpoint, or an interrupted (mid-epoch) one if that is newer."""
-        writes = self._writes_checkpoints()
-        if writes:
-            self.features.remove_stale_temp_files(prefix)
-        found = self.features.list_checkpoints(prefix)
-        path = found[max(found)] if found else None
-        interrupted = self.features.interrupted_path(prefix)
-        if os.path.exists(interrupted):
-            saved = self.features.load_training_state(interrupted)
-            if saved["epoch"] > (max(found) if found else 0):
-                return interrupted, saved
-            # An epoch checkpoint covers it. Other ranks may be reading it now: there, the next epoch's write removes it.
-            if writes and self.state.distributed is None:
-                self.features.remove_interrupted(prefix)
-        return path, self.features.load_training_state(path) if path else None
-
-    def _restore(self, saved: dict[str, Any], path: str) -> None:
-        """Model, optimizer, learning-rate control, position and RNG from checkpoint ``saved`` (read from ``path``)."""
-        state = self.state
-        self.features.load_model_state(state.model, saved["model"], path)
-        try:
-            self.features.load_optimizer_state(state.optimizer, saved["optimizer"])
-        except (ValueError, KeyError) as exc:
-            raise CheckpointError(
-                f"Checkpoint {path}: the optimizer state does not fit the configured optimizer "
-                f"({exc}). Did 'optimizer' change since it was written?"
-            ) from None
-        state.lr_control.load_state_dict(saved["learning_rate_control"])
-        state.epoch, state.global_step = saved["epoch"], saved["global_step"]
-        set_rng_state(saved["rng"])
-        # The plugins are built later (_start_plugins); a checkpoint older than plugin states has none.
-        self._plugin_states = (path, saved.get("plugins", {}))
 
     def load_for_inference(self) -> None:
         """Build the model and load the checkpoint that ``load_epoch`` (default: newest) names."""
-        prefix = self.config.get("model")
-        found = self.features.list_checkpoints(prefix) if prefix else {}
-        if not found:
-            raise ConfigError(
-                f"task={self.config.get('task')!r} needs a trained checkpoint, but 'model' = {prefix!r} "
-                f"has none. Train first, or set 'model' to the checkpoint prefix."
-            )
-        epoch = self.config.get("load_epoch") or max(found)
-        if epoch not in found:
-            raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
-        saved = self.features.load_inference_state(found[epoch])
+        epoch, path, saved = self.checkpoints.inference_state()
         seed_everything(self.config.int("random_seed"))
         self.build_model(epoch=epoch, step=saved["global_step"])
-        self.features.load_model_state(self.state.model, saved["model"], found[epoch])
-        self.features.preload_from_files(self.config, self.state.model, training=False)
+        self.checkpoints.load_for_inference(saved, path)
         self.state.epoch, self.state.global_step = saved["epoch"], saved["global_step"]
-        log.v4(f"Loaded {found[epoch]}")
+        log.v4(f"Loaded {path}")
 
     def _set_learning_rate(self, lr: float) -> None:
         """The epoch's scheduled rate, into every param group (per-step schedules adjust it from there)."""
         self.state.learning_rate = lr
         for group in self.state.optimizer.param_groups:
             group["lr"] = lr
-
-    def _checkpoint_state(self) -> dict[str, Any]:
-        """Everything a resumed run needs, plugins' state included."""
-        state = self.state
-        model, optimizer = self.features.full_state_dicts(state.model, state.optimizer)
-        return {
-            "model": model,
-            "optimizer": optimizer,
-            "epoch": state.epoch,
-            "global_step": state.global_step,
-            "rng": get_rng_state(),
-            "learning_rate_control": state.lr_control.state_dict(),
-            "options": self.features.recorded_options(self.config),
-            "plugins": {plugin.name: saved for plugin in self.plugins if (saved := plugin.state_dict()) is not None},
-        }
-
-    def _writes_checkpoints(self) -> str | None:
-        """The checkpoint prefix if this process writes checkpoints (rank 0 of a distributed run)."""
-        distributed = self.state.distributed
-        return self.config.get("model") if distributed is None or distributed.rank == 0 else None
-
-    def _help_gather(self) -> None:
-        """On a rank that writes no checkpoint: take part in gathering rank 0's (a collective under FSDP)."""
-        if self.state.distributed is not None and self.state.distributed.fsdp is not None:
-            self.features.full_state_dicts(self.state.model, self.state.optimizer)
-
-    def _checkpoint_due(self, num_epochs: int) -> bool:
-        """Whether this epoch writes its checkpoint: every ``save_interval`` epochs, the last epoch, and an epoch after
-        which the training ends (RETURNN's rule, plus the end a plugin asks for)."""
-        epoch, interval = self.state.epoch, self.config.int("save_interval")
-        return epoch % interval == 0 or epoch == num_epochs or self.state.control.end_reason is not None
-
-    def _save_checkpoint(self) -> None:
-        """Write the epoch's checkpoint (rank 0 only) and drop the interrupted one it supersedes."""
-        prefix = self._writes_checkpoints()
-        if not prefix:
-            self._help_gather()
-            return
-        path = self.features.checkpoint_path(prefix, self.state.epoch)
-        self._lock.verify(f"writing {path}")
-        self.features.save_checkpoint(path, self._checkpoint_state())
-        log.v4(f"Saved checkpoint {path}")
-        self.features.remove_interrupted(prefix)
-        self.callbacks.emit(Event.CHECKPOINT_SAVED, self.state)
-
-    def _epoch_score_sums(self) -> dict[str, list[dict]]:
-        """The running score sums of this epoch of every rank, in rank order: each rank's sums are its own, and a
-        resumed rank continues them, so that the epoch's scores equal an uninterrupted run's bit for bit."""
-        sums = {
-            part: {name: to_host(value) for name, value in values.items()}
-            for part, values in self.state.epoch_scores.state_dict().items()
-        }
-        distributed = self.state.distributed
-        return {"ranks": [sums] if distributed is None else distributed.gather(sums)}
-
-    def save_interrupted_checkpoint(self) -> str | None:
-        """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch."""
-        scores = self._epoch_score_sums()  # a collective under torch.distributed: every rank takes part
-        prefix = self._writes_checkpoints()
-        if not prefix:
-            self._help_gather()
-            return None
-        saved = self._checkpoint_state()
-        saved.update(next_step=self.state.step_in_epoch + 1, scores=scores)
-        path = self.features.interrupted_path(prefix)
-        self._lock.verify(f"writing {path}")
-        self.features.save_checkpoint(path, saved)
-        return path
 
 
 def format_dataset_scores(scores: Scores) -> str:
