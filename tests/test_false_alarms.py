@@ -84,7 +84,8 @@ def test_models_initialised_as_timm_initialises_them_get_no_warning_in_a_two_epo
 def test_the_zero_gradients_at_step_0_are_explained_by_the_zero_initialised_weights(output):
     log.setup(verbosity=5)
     _run(["resnet_zero_init.py"], num_epochs=1)
-    (note,) = [line for line in output().splitlines() if "exactly zero at step 0" in line]
+    # the note itself (the run summary repeats its first sentence)
+    (note,) = [line for line in output().splitlines() if line.startswith("Note") and "exactly zero at step 0" in line]
     assert "module 'layers.0.conv1' (Conv2d): weight" in note
     assert "exactly zero at initialisation: module 'layers.0.bn2' (BatchNorm2d): weight" in note
     assert "Judged again over the next 8 updates" in note
