@@ -205,11 +205,15 @@ class Engine:
             self._set_learning_rate(state.lr_control.learning_rate(epoch))
             start = time.perf_counter()
             train_scores = self.train_epoch()
+            trained = (state.steps_in_epoch, get_rng_state())  # where a stop during evaluation resumes
             log.v3(
                 f"Epoch {epoch} train: {format_scores(train_scores)}, {state.steps_in_epoch} steps, "
                 f"{time.perf_counter() - start:.1f} sec, lr {applied_text(state.store.get(APPLIED_LEARNING_RATES, {}).get(epoch), state.learning_rate)}"
             )
-            eval_scores = self.evaluate_all([d for d in state.loaders if d != "train"])
+            try:
+                eval_scores = self.evaluate_all([d for d in state.loaders if d != "train"])
+            except _StoppedDuringEvaluation:
+                self._stop_with_checkpoint(after_training=trained)
             if eval_scores:
                 log.v3(f"Epoch {epoch} evaluation: {format_dataset_scores(eval_scores)}")
             state.lr_control.record(epoch, {"train": train_scores, **eval_scores})
@@ -357,10 +361,14 @@ class Engine:
             log.v4(f"Saved mid-epoch checkpoint {path} ({control.checkpoint_reason}).")
         control.checkpoint_reason = None
 
-    def _stop_with_checkpoint(self) -> None:
-        """``control.stop``: write the interrupted checkpoint and end with the command that resumes."""
+    def _stop_with_checkpoint(self, after_training: tuple[int, dict[str, Any]] | None = None) -> None:
+        """``control.stop``: write the interrupted checkpoint and end with the command that resumes.
+
+        ``after_training``: the stop came during the evaluation after the epoch's training, which had this many steps
+        and left the RNG in this state: the checkpoint resumes there (the evaluation runs again), so nothing trained
+        waits for the evaluation to end, and a SIGKILL after the grace period loses nothing trained."""
         state = self.state
-        path = self.save_interrupted_checkpoint()
+        path = self.save_interrupted_checkpoint(after_training)
         if path:
             where = f"Wrote {path}."
         elif self.config.get("model"):  # another rank than 0: rank 0 writes the checkpoint of every rank
@@ -368,9 +376,14 @@ class Engine:
         else:
             where = "No checkpoint written: set the 'model' option to be able to resume."
         resume = f" Resume exactly from there by running the same command again:\n    {command_line()}"
+        position = (
+            f"during the evaluation after epoch {state.epoch}'s training"
+            if after_training
+            else f"after epoch {state.epoch} step {state.step_in_epoch}"
+        )
         raise TrainingInterrupted(
-            f"Training stopped on request ({state.control.stop_reason}) after epoch {state.epoch} step "
-            f"{state.step_in_epoch} (global step {state.global_step}). {where}" + (resume if path else "")
+            f"Training stopped on request ({state.control.stop_reason}) {position} (global step {state.global_step}). "
+            f"{where}" + (resume if path else "")
         )
 
     # ----------------------------------------------------------------------------- evaluation
@@ -391,12 +404,16 @@ class Engine:
         train_step = step_function(self.config, "eval")
         state.dataset, state.steps_in_epoch = dataset, len(plan)
         emit(Event.EVAL_START, state)
+        # A stop asked while a training evaluates ends the evaluation (one process: ranks agree on stops at updates).
+        control = state.control if state.task == "train" and state.distributed is None else None
         with torch.no_grad():
             for _, indices, run_ctx in self._batches("eval", loader, plan):
                 emit(Event.EVAL_STEP_START, state)
                 call_step(train_step, state.model, run_ctx)
                 emit(Event.EVAL_STEP_END, state)
                 scores.add(run_ctx, len(indices))
+                if control is not None and control.stop_reason is not None:
+                    raise _StoppedDuringEvaluation
         state.eval_scores[dataset] = result = scores.result(self._total if shard else None)
         emit(Event.EVAL_END, state)
         return result
@@ -646,8 +663,9 @@ class Engine:
         distributed = self.state.distributed
         return {"ranks": [sums] if distributed is None else distributed.gather(sums)}
 
-    def save_interrupted_checkpoint(self) -> str | None:
-        """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch."""
+    def save_interrupted_checkpoint(self, after_training: tuple[int, dict[str, Any]] | None = None) -> str | None:
+        """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch (``after_training``:
+        the number of the epoch's steps and the RNG state after them, to resume at its evaluation)."""
         scores = self._epoch_score_sums()  # a collective under torch.distributed: every rank takes part
         prefix = self._writes_checkpoints()
         if not prefix:
@@ -655,10 +673,16 @@ class Engine:
             return None
         saved = self._checkpoint_state()
         saved.update(next_step=self.state.step_in_epoch + 1, scores=scores)
+        if after_training is not None:
+            saved.update(next_step=after_training[0], rng=after_training[1])
         path = self.features.interrupted_path(prefix)
         self._lock.verify(f"writing {path}")
         self.features.save_checkpoint(path, saved)
         return path
+
+
+class _StoppedDuringEvaluation(Exception):
+    """A stop was asked while a training evaluated: the training loop writes its checkpoint and ends."""
 
 
 def format_dataset_scores(scores: Scores) -> str:

@@ -28,6 +28,7 @@ from framework.core.state import RunState
 from framework.disk import write_atomically
 from framework.errors import ConfigError
 from framework.options import register
+from framework.safe_create import open_for_reading, refuse_special
 
 register(
     "learning_rate_file",
@@ -64,7 +65,7 @@ def write_lr_file(path: str, epoch_lrs: dict[int, float], scores: dict[int, Scor
 
 def read_lr_file(path: str) -> tuple[dict[int, float], dict[int, Scores]]:
     """(learning rate per epoch, scores per epoch as ``{dataset: {loss: value}}``) from a RETURNN file."""
-    with open(path, encoding="utf-8") as f:
+    with os.fdopen(open_for_reading(path, "learning_rate_file"), encoding="utf-8") as f:
         text = f.read()
     try:
         tree = ast.parse(text, path, mode="eval").body
@@ -131,6 +132,7 @@ class LearningRateFile(Plugin):
         path = config.get("learning_rate_file")
         if not path or config.get("task") != "train" or (state.distributed is not None and state.distributed.rank):
             return None
+        refuse_special(path, "learning_rate_file")  # a directory or FIFO there: said now, not at the first epoch's end
         return cls(path)
 
     @on(Event.STARTUP)
