@@ -300,6 +300,7 @@ class Engine:
             disk.probe_directory(os.path.dirname(prefix), "model directory", "model")
             self._lock = self.features.lock(prefix)
             self._lock.acquire()
+        log.release_file_writes()  # the log files are this run's now (rnn.py held their lines back until here)
 
     def train_epoch(self) -> dict[str, float]:
         """One pass over the train dataset's batches of ``state.epoch``; returns the train scores."""
