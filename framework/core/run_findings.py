@@ -24,6 +24,7 @@ from framework.disk import beside_checkpoints, describe_os_error
 from framework.errors import PlantedLinkError, WriteError
 from framework.findings import SEVERITIES, Finding
 from framework.record_file import RecordFile
+from framework.safe_create import refuse_unless_regular
 
 FILE_NAME = "findings.jsonl"
 # rnn.py's exit status when the run did its work but reported a finding at findings_fail_level or above.
@@ -53,7 +54,11 @@ class RunFindings:
         return self.state.control.findings
 
     def start(self) -> None:
-        """Take the findings reported from now on."""
+        """Take the findings reported from now on; a link or a special file (FIFO, socket) where the file will be is
+        refused now (it is opened at the first finding, or at the end: a healthy run would find out only then)."""
+        path = self.path
+        if path is not None and os.path.lexists(path):
+            refuse_unless_regular(path, "the findings file", os.lstat(path))
         findings.add_sink(self.take)
         findings.set_clock(self._now)
 
