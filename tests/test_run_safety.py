@@ -324,17 +324,31 @@ batch_size = 1
 
 @pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
 @needs_mounts
-def test_a_full_disk_while_metrics_are_written_ends_the_run_with_one_line_and_every_file_valid(tmp_path):
-    config = tiny_config_with(tmp_path, _FILL_DISK_IN_EPOCH_2)
-    result, after = _run_on_tmpfs(tmp_path, "size=2m", config, "++model", str(tmp_path / "disk" / "model"))
+@pytest.mark.parametrize(
+    "writer, extra, message",
+    [
+        ("metrics", "", "Writing the metrics file {disk}/metrics.jsonl failed: No space left on device; "),
+        (
+            "TensorBoard",
+            "\nmetrics_file = False\ntensorboard_dir = {tb!r}\n",
+            "Writing the TensorBoard event files in {disk}/tb failed: No space left on device. ",
+        ),
+    ],
+)
+def test_a_full_disk_while_records_are_written_ends_the_run_with_one_line_and_every_file_valid(
+    tmp_path, writer, extra, message
+):
+    disk = tmp_path / "disk"
+    config = tiny_config_with(tmp_path, _FILL_DISK_IN_EPOCH_2 + extra.format(tb=str(disk / "tb")))
+    result, after = _run_on_tmpfs(tmp_path, "size=2m", config, "++model", str(disk / "model"))
     assert result.returncode == 1, result.stderr
-    metrics = tmp_path / "disk" / "metrics.jsonl"
-    assert result.stderr.startswith(f"ERROR: Writing the metrics file {metrics} failed: No space left on device; ")
+    assert result.stderr.startswith("ERROR: " + message.format(disk=disk)), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert checkpoint.load_checkpoint(os.path.join(after, "model.001.pt"))["epoch"] == 1
-    with open(os.path.join(after, "metrics.jsonl"), "rb") as f:
-        records = [json.loads(line) for line in f.read().splitlines()]  # every line whole
-    assert [r["kind"] for r in records].count("epoch") == 1
+    if writer == "metrics":
+        with open(os.path.join(after, "metrics.jsonl"), "rb") as f:
+            records = [json.loads(line) for line in f.read().splitlines()]  # every line whole
+        assert [r["kind"] for r in records].count("epoch") == 1
 
 
 def test_an_unwritable_log_file_exits_2_with_the_reason(tmp_path):
