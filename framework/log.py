@@ -114,6 +114,7 @@ class LogFile(logging.Handler):
             view = view[os.write(self._fd, view) :]
 
     def close(self) -> None:
+        self.write_held(True)  # closed while holding (log.setup again, exit): the lines are the run's
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -45,12 +45,23 @@ class RecordFile:
     def open(self) -> None:
         """Open the file (created if missing) for appending, first setting aside a partial last line.
 
-        OSError (e.g. the directory is not writable) and PlantedLinkError / ConfigError (a link or a file that
-        is not a regular file at the path) propagate; the file is left as it was then.
+        WriteError if it cannot be opened or repaired (permissions, a full disk); PlantedLinkError / ConfigError for
+        a link or a file that is not a regular file at the path. The file is left as it was then.
         """
-        fd = open_kept(self.path, self.what, os.O_RDWR | os.O_APPEND)
+        try:
+            fd = open_kept(self.path, self.what, os.O_RDWR | os.O_APPEND)
+        except OSError as exc:
+            raise WriteError(
+                f"Opening {self.what} {self.path} failed: {describe_os_error(exc)}. {self.advice}"
+            ) from None
         try:
             self._set_aside_partial_line(fd)
+        except OSError as exc:
+            os.close(fd)
+            raise WriteError(
+                f"Setting aside the line cut short at the end of {self.what} {self.path} failed: "
+                f"{describe_os_error(exc)}. {self.advice}"
+            ) from None
         except BaseException:
             os.close(fd)
             raise

@@ -97,11 +97,14 @@ class RunFindings:
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             file.open()
-        except OSError as exc:
+        except OSError as exc:  # the directory cannot be made
             self._give_up(
                 f"The findings file {self.path} cannot be written ({describe_os_error(exc)}). The findings are still "
                 f"logged. This is said once."
             )
+            return False
+        except WriteError as exc:
+            self._give_up(str(exc))
             return False
         self._file = file
         return True
