@@ -483,3 +483,27 @@ def test_a_killed_multiproc_worker_is_named_with_the_signal_that_ended_it(tmp_pa
         str(lost.value)
     )
     assert dataset._workers == []  # the others were stopped
+
+
+@pytest.mark.parametrize(
+    "spec, named",
+    [
+        ({"class": "HDFDataset", "files": ["FIFO"]}, "a file of HDFDataset"),
+        ({"class": "NumpyDataset", "arrays": {"data": "FIFO"}}, "an array file of NumpyDataset"),
+        ({"class": "OggZipDataset", "path": "FIFO", "audio": {"features": "raw"}}, "a zip file of OggZipDataset"),
+    ],
+)
+def test_a_fifo_given_as_a_dataset_file_is_refused_by_name_without_waiting(tmp_path, spec, named):
+    fifo = str(tmp_path / "data.zip")
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    with pytest.raises(ConfigError, match=f"{fifo} \\({named}\\) is a FIFO"):
+        init_dataset(_replaced(spec, "FIFO", fifo), option="train", random_seed=1)
+
+
+def _replaced(value, old, new):
+    """``value`` (nested dicts and lists) with each ``old`` replaced by ``new``."""
+    if isinstance(value, dict):
+        return {key: _replaced(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replaced(item, old, new) for item in value]
+    return new if value == old else value
