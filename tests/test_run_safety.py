@@ -505,7 +505,6 @@ def test_processes_of_torchrun_without_torch_distributed_are_told_so_and_start_n
 
 
 # ------------------------------------------------------------------------ signals in every phase
-@pytest.mark.slow  # three runs: the full suite runs it, the fast subset does not
 def test_sigterm_during_evaluation_secures_the_trained_epoch_at_once_and_the_resumed_run_ends_bit_for_bit(tmp_path):
     config, holding, release = _config_holding_at(tmp_path, "eval_step_start")  # epoch 1's first evaluation step
     prefix = str(tmp_path / "model")
