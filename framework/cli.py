@@ -7,11 +7,12 @@ and ``python -m pdb`` stop in the frame where it was raised.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from framework import log, returnn_options
-from framework.config import load_config, parse_args
-from framework.errors import FrameworkError, TrainingInterrupted
+from framework.config import Config, load_config, parse_args
+from framework.errors import ConfigError, FrameworkError, ModelInUseError, TrainingInterrupted
 from framework.quick_exit import collect_once_then_freeze
 from framework.training import exit_log
 
@@ -46,6 +47,8 @@ def main(argv: list[str]) -> int:
         message = f"{exc}" if isinstance(exc, TrainingInterrupted) else f"ERROR: {exc}"  # a requested stop is no error
         print(message, file=sys.stderr)
         log.to_files(message)
+        # Refused by the lock: the log files are the live run's, so nothing of this run goes there (held back so far).
+        log.release_file_writes(write=not isinstance(exc, ModelInUseError))
         return exit_log.exiting_with(exc.exit_code, exc)
     except exit_log.Terminated as exc:
         message = exit_log.terminated_message(exc)
@@ -58,12 +61,30 @@ def main(argv: list[str]) -> int:
         if "framework.inspection.tracebacks" in sys.modules:  # _run installed the excepthook (no torch import here)
             sys.modules["framework.inspection.tracebacks"].show_compactly_in_ipython(exc)
         raise
+    finally:
+        log.release_file_writes()  # however the run ended, what it logged reaches its log files
+
+
+def _refuse_torchrun_without_distributed(config: Config) -> None:
+    """ConfigError for a process of a torchrun job whose config does not set ``torch_distributed``: each process would
+    train the whole model alone, and all but one would be refused by the model's lock with a misleading message."""
+    world = os.environ.get("WORLD_SIZE", "1")
+    if config.get("torch_distributed") is not None or not world.isdigit() or int(world) <= 1:
+        return
+    rank = os.environ.get("RANK", "?")
+    raise ConfigError(
+        f"This process is rank {rank} of {world} that torchrun started (WORLD_SIZE={world}), but the config does not "
+        f"set torch_distributed, so each of the {world} processes would train the whole model on its own, writing the "
+        f"same files. Nothing was started. Set torch_distributed = {{}} in the config (or ++torch_distributed "
+        f'"{{}}") to train on all of them together, or run it without torchrun.'
+    )
 
 
 def _run(argv: list[str], crash_status: str) -> int:
     explain = "--explain-plugins" in argv
     files, overrides = parse_args([a for a in argv if a != "--explain-plugins"])
     config = load_config(files, overrides)
+    _refuse_torchrun_without_distributed(config)
     exit_log.watch_leftover_threads(config.float("stop_grace_seconds"))
     if config.get("torch_distributed") is not None:  # rank 0 prints and writes the main log, the others <log>.rank<k>
         from framework.debug.crash import label_stack_dumps
@@ -74,6 +95,8 @@ def _run(argv: list[str], crash_status: str) -> int:
         label_stack_dumps(f"[rank {rank}]")
     else:
         log.setup(config.get("log_verbosity"), config.get("log"))
+        if config.get("task") == "train" and config.get("model"):
+            log.hold_file_writes()  # until the engine holds the model's lock (a refused run writes nothing there)
     for note in [returnn_options.startup_note(config.without_effect), *returnn_options.default_notes(config)]:
         if note:
             log.v3(note)

@@ -25,6 +25,7 @@ from typing import Any
 from framework import options, returnn_config, returnn_options
 from framework.errors import ConfigError
 from framework.options import register
+from framework.safe_create import open_for_reading
 
 register(
     "task",
@@ -310,9 +311,9 @@ def _exec_file(path: str, namespace: dict[str, Any]) -> None:
         found = sorted(f for f in os.listdir(path) if f.endswith((".py", ".config")))
         hint = f" It holds {', '.join(found[:8])}." if found else ""
         raise ConfigError(f"Config file {path!r} is a directory; give the config file in it.{hint}")
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ConfigError(f"Config file {path!r} does not exist (working directory: {os.getcwd()}).")
-    with open(path, encoding="utf-8") as f:
+    with os.fdopen(open_for_reading(path, "a config file"), encoding="utf-8") as f:
         source = f.read()
     try:
         code = compile(source, path, "exec")

@@ -102,6 +102,7 @@ class LogFile(logging.Handler):
         self._missing = 0  # lines not written since writing last failed
         self._reason = ""
         self._reported = False
+        self.held: list[bytes] | None = None  # lines kept back until the run may write here (hold_file_writes)
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -109,6 +110,18 @@ class LogFile(logging.Handler):
         except Exception:  # a record whose message cannot be formatted: logging's own report
             self.handleError(record)
             return
+        if self.held is not None:
+            self.held.append(line)
+        else:
+            self._append(line)
+
+    def write_held(self, write: bool) -> None:
+        """Stop holding lines back; write the held ones (``write``) or drop them."""
+        held, self.held = self.held, None
+        for line in held if write and held else []:
+            self._append(line)
+
+    def _append(self, line: bytes) -> None:
         if self._fd is None:
             return
         try:
@@ -136,18 +149,37 @@ class LogFile(logging.Handler):
             view = view[os.write(self._fd, view) :]
 
     def close(self) -> None:
+        self.write_held(True)  # closed while holding (log.setup again, exit): the lines are the run's
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
         super().close()
 
 
+def hold_file_writes() -> None:
+    """Keep the log files' lines in memory from now on, until ``release_file_writes``: a training writes its log
+    only once it holds its model's lock, so that a second run on the same model, refused there, writes nothing
+    into the first one's log (its output is on stdout and stderr)."""
+    for handler in _log_files():
+        handler.held = [] if handler.held is None else handler.held
+
+
+def release_file_writes(write: bool = True) -> None:
+    """Write the lines held back by ``hold_file_writes`` to the log files (``write=False``: drop them) and write
+    directly from now on. Nothing happens when nothing is held."""
+    for handler in _log_files():
+        handler.write_held(write)
+
+
+def _log_files() -> list[LogFile]:
+    return [h for h in logger.handlers if isinstance(h, LogFile) and getattr(h, _HANDLER_TAG, False)]
+
+
 def to_files(message: str) -> None:
     """Append ``message`` to the log files only (e.g. an error already printed to stderr)."""
     record = logger.makeRecord(logger.name, logging.CRITICAL, __file__, 0, message, None, None)
-    for handler in logger.handlers:
-        if isinstance(handler, LogFile) and getattr(handler, _HANDLER_TAG, False):
-            handler.handle(record)
+    for handler in _log_files():
+        handler.handle(record)
 
 
 def enabled(verbosity: int) -> bool:

@@ -35,7 +35,7 @@ class Option:
     doc: str
     component: str
     choices: tuple[Any, ...] | None = None
-    range: str | None = None  # an interval such as "[1, inf)" or "(0, 1]"; lists: each element
+    range: str | None = None  # an interval such as "[1, inf)" or "(0, 1]"; lists: each element, dicts: each value
     true_means: Any = None  # for "bool | int" options: the number that True stands for
 
     def check(self, value: Any) -> str | None:
@@ -45,14 +45,20 @@ class Option:
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(repr(c) for c in self.choices)
             return f"option {self.name!r} ({self.doc.rstrip('.')}) must be one of {allowed}, but got {value!r}"
-        numbers = value if isinstance(value, (list, tuple)) else [value]
+        numbers = (
+            list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+        )
         for number in numbers:
             if not _is_number(number):
                 continue
             if number != number:
                 return f"option {self.name!r} is NaN; give a number"
             if self.range is not None and not in_interval(self.range, number):
-                where = "" if number is value else f" (element {number!r} of {value!r})"
+                where = (
+                    ""
+                    if number is value
+                    else f" ({'a value' if isinstance(value, dict) else 'element'} {number!r} of {value!r})"
+                )
                 return (
                     f"option {self.name!r} ({self.doc.rstrip('.')}) must be in {self.range}, but got {number!r}{where}"
                 )

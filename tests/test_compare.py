@@ -141,5 +141,5 @@ def test_bad_reference_input_is_a_clear_error_with_exit_status_2(tmp_path):
     junk = _tool(
         "compare-models.py", TINY_CONFIG, "--reference", f"{REFERENCE}:Model", "--state-dict", str(tmp_path / "junk.pt")
     )
-    assert junk.returncode == 2 and "junk.pt cannot be read as a state_dict" in junk.stderr
+    assert junk.returncode == 2 and "junk.pt is damaged: it is not an intact zip archive" in junk.stderr
     assert "Traceback" not in missing.stderr + junk.stderr

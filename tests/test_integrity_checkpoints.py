@@ -16,8 +16,10 @@ import torch
 from torch import nn
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, run_script
+from framework.config import load_config
 from framework.errors import CheckpointError
 from framework.training import checkpoint, checkpoint_integrity
+from framework.training.preload import preload_from_files
 
 RNN = os.path.join(ROOT, "rnn.py")
 
@@ -273,3 +275,26 @@ def test_files_written_by_others_get_one_paragraph_saying_how_to_use_them(tmp_pa
     preload = shlex.split(message.split("RETURNN's way: ")[1].split(" with a new")[0])
     trained = run_rnn(TINY_CONFIG, *preload, "++num_epochs", "1", "++model", str(tmp_path / "preloaded" / "m"))
     assert trained.returncode == 0 and "preload_from_files['init']: loaded 4 parameter tensors" in trained.stdout
+
+
+def test_a_damaged_checkpoint_is_refused_alike_by_resume_eval_preload_and_the_import_tool(trained):
+    damaged = f"{trained}.002.pt"
+    _flip_bit_in_tensor_data(damaged)
+    with pytest.raises(CheckpointError) as resume:
+        checkpoint.load_training_state(damaged)
+    reason = str(resume.value).split(" It was not loaded")[0]  # the rest advises which checkpoint to continue from
+    assert reason.startswith(f"Checkpoint {damaged} is damaged: record ") and "fails its CRC-32 check" in reason
+
+    config = load_config([TINY_CONFIG], {"preload_from_files": {"init": {"filename": damaged, "init_for_train": True}}})
+    model = _tiny_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointError) as preloaded:
+        preload_from_files(config, model, training=True)
+    assert str(preloaded.value) == f"preload_from_files['init']: {resume.value}"
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # nothing was loaded
+
+    evaluated = run_rnn(TINY_CONFIG, "++task", "'eval'", "++log", "None", "++model", trained)
+    assert evaluated.returncode == 2 and reason in _one_paragraph(evaluated.stderr)
+    tool = os.path.join(ROOT, "tools", "import-torch-model.py")
+    imported = run_script(tool, TINY_CONFIG, "--state-dict", damaged, "--out", str(os.path.dirname(trained) + "/x.pt"))
+    assert imported.returncode == 2 and reason in _one_paragraph(imported.stderr)

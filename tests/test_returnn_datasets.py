@@ -461,3 +461,71 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     assert rasr.returncode == 2
     assert "ExternSprintDataset needs RASR" in rasr.stdout + rasr.stderr
     assert "HDFDataset" in rasr.stdout + rasr.stderr and "Traceback" not in rasr.stdout + rasr.stderr
+
+
+def test_an_hdf_file_whose_sequence_lengths_exceed_its_data_is_refused_naming_key_and_counts(tmp_path):
+    import h5py
+
+    path = str(tmp_path / "short.hdf")
+    features = [np.ones((5, 3), dtype=np.float32) for _ in range(5)]
+    write_hdf(path, {"data": features}, [f"seq-{i}" for i in range(5)], main="data")
+    with h5py.File(path, "r+") as f:  # the data of 2 sequences, the lengths of 5: a truncated or mislabelled file
+        inputs = f["inputs"][:10]
+        del f["inputs"]
+        f.create_dataset("inputs", data=inputs)
+    with pytest.raises(DataError) as refused:
+        init_dataset({"class": "HDFDataset", "files": [path]}, option="train", random_seed=1)
+    assert str(refused.value).startswith(
+        f"HDFDataset: {path}: the sequence lengths of key 'data' (seqLengths column 0) add up to 25 frames, but inputs "
+        f"holds 10: 3 of its 5 sequences would be read cut short or empty."
+    )
+
+
+def test_a_killed_multiproc_worker_is_named_with_the_signal_that_ended_it(tmp_path):
+    import signal
+
+    dataset = init_dataset(
+        {
+            "class": "MultiProcDataset",
+            "num_workers": 2,
+            "buffer_size": 1,
+            "dataset": {"class": "GaussianClustersDataset", "split": "train", "num_seqs": 20, "dim": 4},
+        },
+        option="train",
+        random_seed=1,
+    )
+    dataset.use_epoch(1)
+    dataset.get_batch(np.array([0, 1]))  # the workers are running
+    victim = dataset._workers[0][0]
+    os.kill(victim.pid, signal.SIGKILL)  # as the out-of-memory killer does
+    victim.join()
+    with pytest.raises(DataError) as lost:
+        dataset.get_batch(np.array([0, 1, 2, 3]))
+    assert f"worker process {victim.pid} (of num_workers = 2) ended without answering: it was killed by SIGKILL" in (
+        str(lost.value)
+    )
+    assert dataset._workers == []  # the others were stopped
+
+
+@pytest.mark.parametrize(
+    "spec, named",
+    [
+        ({"class": "HDFDataset", "files": ["FIFO"]}, "a file of HDFDataset"),
+        ({"class": "NumpyDataset", "arrays": {"data": "FIFO"}}, "an array file of NumpyDataset"),
+        ({"class": "OggZipDataset", "path": "FIFO", "audio": {"features": "raw"}}, "a zip file of OggZipDataset"),
+    ],
+)
+def test_a_fifo_given_as_a_dataset_file_is_refused_by_name_without_waiting(tmp_path, spec, named):
+    fifo = str(tmp_path / "data.zip")
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    with pytest.raises(ConfigError, match=f"{fifo} \\({named}\\) is a FIFO"):
+        init_dataset(_replaced(spec, "FIFO", fifo), option="train", random_seed=1)
+
+
+def _replaced(value, old, new):
+    """``value`` (nested dicts and lists) with each ``old`` replaced by ``new``."""
+    if isinstance(value, dict):
+        return {key: _replaced(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replaced(item, old, new) for item in value]
+    return new if value == old else value

@@ -29,6 +29,7 @@ from conftest import (
 )
 from framework.config import load_config
 from framework.errors import ConfigError
+from framework.testing import checkpoint_differences
 from framework.training import checkpoint
 
 RNN = os.path.join(ROOT, "rnn.py")
@@ -75,7 +76,8 @@ def _dead_pid() -> int:
 def test_a_second_run_on_the_same_model_exits_2_naming_the_first_and_a_dead_run_never_blocks(tmp_path):
     config, holding, _ = _config_holding_at(tmp_path, "step_start")
     prefix = str(tmp_path / "out" / "model")
-    first = start_rnn(config, "++model", prefix)
+    log_file = tmp_path / "out" / "train.log"
+    first = start_rnn(config, "++model", prefix, "++log", str(log_file))
     try:
         _wait_for_file(holding, first)
         live_tmp, dead_tmp = f"{prefix}.001.pt.tmp{first.pid}", f"{prefix}.001.pt.tmp{_dead_pid()}"
@@ -83,10 +85,13 @@ def test_a_second_run_on_the_same_model_exits_2_naming_the_first_and_a_dead_run_
             with open(path, "wb") as f:
                 f.write(b"a checkpoint being written")
 
-        second = run_rnn(TINY_CONFIG, "++model", prefix)
+        live_log = log_file.read_text()
+        second = run_rnn(TINY_CONFIG, "++model", prefix, "++log", str(log_file))
         assert second.returncode == 2, second.stderr
         assert f"Another run is training model {prefix!r}: pid {first.pid}" in second.stderr
         assert "rnn.py" in second.stderr and "Traceback" not in second.stderr
+        assert log_file.read_text() == live_log  # the refused run wrote nothing into the live run's log
+        assert "Run summary: failed: ModelInUseError" in second.stdout  # its own output says it all
         assert os.path.exists(live_tmp) and not os.path.exists(f"{prefix}.001.pt")
 
         checkpoint.remove_stale_temp_files(prefix)  # as a later run's startup does
@@ -303,6 +308,52 @@ def test_a_full_disk_at_a_checkpoint_names_the_reason_removes_the_partial_file_a
     assert message in log_file.read_text()
 
 
+# Fills the model directory's disk at the first step of epoch 2: the next metrics write meets a full disk.
+_FILL_DISK_IN_EPOCH_2 = """
+import os as _os
+def _fill(state):
+    filler = _os.path.join(_os.path.dirname(state.config.get("model")), "filler")
+    if state.epoch == 2 and not _os.path.exists(filler):
+        fd = _os.open(filler, _os.O_WRONLY | _os.O_CREAT)
+        try:
+            while True:
+                _os.write(fd, b"x" * 512)
+        except OSError:
+            _os.close(fd)
+callbacks = {"step_start": _fill}
+batch_size = 1
+"""
+
+
+@pytest.mark.slow  # seconds of work: the full suite runs it, the fast subset does not
+@needs_mounts
+@pytest.mark.parametrize(
+    "writer, extra, message",
+    [
+        ("metrics", "", "Writing the metrics file {disk}/metrics.jsonl failed: No space left on device; "),
+        (
+            "TensorBoard",
+            "\nmetrics_file = False\ntensorboard_dir = {tb!r}\n",
+            "Writing the TensorBoard event files in {disk}/tb failed: No space left on device. ",
+        ),
+    ],
+)
+def test_a_full_disk_while_records_are_written_ends_the_run_with_one_line_and_every_file_valid(
+    tmp_path, writer, extra, message
+):
+    disk = tmp_path / "disk"
+    config = tiny_config_with(tmp_path, _FILL_DISK_IN_EPOCH_2 + extra.format(tb=str(disk / "tb")))
+    result, after = _run_on_tmpfs(tmp_path, "size=2m", config, "++model", str(disk / "model"))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("ERROR: " + message.format(disk=disk)), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert checkpoint.load_checkpoint(os.path.join(after, "model.001.pt"))["epoch"] == 1
+    if writer == "metrics":
+        with open(os.path.join(after, "metrics.jsonl"), "rb") as f:
+            records = [json.loads(line) for line in f.read().splitlines()]  # every line whole
+        assert [r["kind"] for r in records].count("epoch") == 1
+
+
 def test_an_unwritable_log_file_exits_2_with_the_reason(tmp_path):
     (tmp_path / "file").write_text("not a directory")
     result = run_rnn(TINY_CONFIG, "++log", str(tmp_path / "file" / "train.log"))
@@ -380,3 +431,107 @@ def test_check_resume_tool_stops_runs_with_sighup_and_ctrl_c_and_finds_them_bitw
     rows = result.stdout.splitlines()[1:]
     assert [row.split()[0] for row in rows] == ["SIGHUP", "SIGINT"], result.stdout
     assert all(row.endswith(" 130      1  bitwise equal") for row in rows), result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------- special files
+def _special_file(path: str, kind: str) -> None:
+    if kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "directory":
+        os.mkdir(path)
+    else:
+        import socket
+
+        socket.socket(socket.AF_UNIX).bind(path)  # the socket file stays after the object is gone
+
+
+@pytest.mark.parametrize(
+    "name, kind, args",
+    [
+        ("train.log", "FIFO", ("++log", "{path}")),
+        ("findings.jsonl", "socket", ()),
+        ("metrics.jsonl", "FIFO", ()),
+        ("model.lock", "FIFO", ()),
+        ("model.001.pt", "FIFO", ()),
+        ("lr.txt", "FIFO", ("++learning_rate_file", "'{path}'")),
+        ("lr.txt", "directory", ("++learning_rate_file", "'{path}'")),
+        ("pre.pt", "FIFO", ("++preload_from_files", "{{'init': {{'filename': '{path}', 'init_for_train': True}}}}")),
+        ("data.hdf", "FIFO", ("++train", "{{'class': 'HDFDataset', 'files': ['{path}']}}")),
+        ("more_config.py", "FIFO", ("{path}",)),
+    ],
+)
+def test_a_special_file_wherever_a_run_opens_one_is_refused_by_name_without_waiting(tmp_path, name, kind, args):
+    path = str(tmp_path / name)
+    _special_file(path, kind)
+    before = sorted(os.listdir(tmp_path))
+    args = [arg.format(path=path) for arg in args]
+    result = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"), *args, timeout=60)  # a hang fails here
+    assert result.returncode == 2, result.stderr
+    assert path in result.stderr and ("is a directory" if kind == "directory" else f"is a {kind}") in result.stderr
+    assert "Traceback" not in result.stderr and "ep 1" not in result.stdout
+    assert sorted(os.listdir(tmp_path)) == before  # nothing was written
+
+
+# ------------------------------------------------------------------------------- bad values, startup
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("max_seq_length", "-5", "must be in [0, inf), but got -5"),
+        ("min_seq_length", "{'data': -1}", "must be in [0, inf), but got -1 (a value -1 of {'data': -1})"),
+        ("batch_size", "{'data': 0}", "must be in [1, inf), but got 0 (a value 0 of {'data': 0})"),
+    ],
+)
+def test_values_of_number_dicts_outside_their_range_exit_2_before_anything_is_loaded(tmp_path, option, value, message):
+    result = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"), f"++{option}", value)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert result.stdout == "" and os.listdir(tmp_path) == []
+
+
+def test_a_length_limit_naming_an_unknown_key_is_refused_as_batch_size_is(tmp_path):
+    result = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"), "++max_seq_length", "{'data': 3, 'dta': 4}")
+    assert result.returncode == 2, result.stderr
+    assert "max_seq_length = {'data': 3, 'dta': 4} names 'dta', which is no key of dataset 'train' (classes, data)" in (
+        result.stderr
+    )
+    assert "ep 1" not in result.stdout and not os.path.exists(tmp_path / "model.001.pt")
+
+
+def test_processes_of_torchrun_without_torch_distributed_are_told_so_and_start_nothing(tmp_path):
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}  # what torchrun gives its second process
+    result = run_rnn(TINY_CONFIG, "++model", str(tmp_path / "model"), "++log", str(tmp_path / "log"), env=env)
+    assert result.returncode == 2, result.stderr
+    assert "This process is rank 1 of 2 that torchrun started (WORLD_SIZE=2), but the config does not set " in (
+        result.stderr
+    )
+    assert "torch_distributed" in result.stderr and "Another run" not in result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------------ signals in every phase
+def test_sigterm_during_evaluation_secures_the_trained_epoch_at_once_and_the_resumed_run_ends_bit_for_bit(tmp_path):
+    config, holding, release = _config_holding_at(tmp_path, "eval_step_start")  # epoch 1's first evaluation step
+    prefix = str(tmp_path / "model")
+    run = start_rnn(config, "++model", prefix)
+    try:
+        _wait_for_file(holding, run)
+        run.send_signal(signal.SIGTERM)
+        with open(release, "wb") as f:  # the evaluation step goes on; the stop comes right after it
+            f.write(b"x")
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 130, stderr
+    assert "Training stopped on request (SIGTERM) during the evaluation after epoch 1's training" in stderr
+    assert not os.path.exists(f"{prefix}.001.pt")  # no waiting for the evaluation to end: a SIGKILL now loses nothing
+    saved = checkpoint.load_training_state(checkpoint.interrupted_path(prefix))
+    assert (saved["epoch"], saved["next_step"], saved["global_step"]) == (1, 10, 10)  # every training step of epoch 1
+
+    resumed = run_rnn(config, "++model", prefix, "++callbacks", "{}")  # no second hold
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Continuing epoch 1 at step 10 of 10." in resumed.stdout and "Epoch 1 evaluation: dev:" in resumed.stdout
+    reference = run_rnn(config, "++model", str(tmp_path / "reference"), "++callbacks", "{}")
+    assert reference.returncode == 0, reference.stderr
+    differ = checkpoint_differences(
+        checkpoint.load_checkpoint(f"{prefix}.002.pt"), checkpoint.load_checkpoint(str(tmp_path / "reference.002.pt"))
+    )
+    assert differ == [], differ

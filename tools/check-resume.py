@@ -53,9 +53,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 if __name__ == "__main__":
     ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
-import torch  # noqa: E402
-
 from framework.testing import checkpoint_differences  # noqa: E402
+from framework.training.checkpoint import load_checkpoint  # noqa: E402
 
 PROGRESS = re.compile(r"^ep (\d+) train, step (\d+),")
 EPOCH = re.compile(r"^Epoch (\d+) train: .*, (\d+) steps,")
@@ -118,7 +117,7 @@ def finish(command: list[str], attempts: int = 5) -> tuple[int, str]:
 
 def differences(a: str, b: str) -> list[str]:
     """The entries of two checkpoints that are not bitwise equal (every entry, scores included; not where they write)."""
-    first, second = (torch.load(p, map_location="cpu", weights_only=True) for p in (a, b))
+    first, second = (load_checkpoint(p) for p in (a, b))  # verified: a damaged file is named, not compared
     return checkpoint_differences(first, second)
 
 

@@ -4,9 +4,10 @@ judged against ``findings_fail_level``.
 While a task runs, this is a sink of ``framework.findings`` and the clock that stamps findings with
 the epoch and global step (0 before the first epoch and step). Each finding is appended to ``state.control.findings`` (the verdict runs
 and the sanity check's summary read them) and, in the process that writes checkpoints, written to
-``<model directory>/findings.jsonl`` as one JSON object per line with one ``write`` call, so a run
-killed a moment later keeps it; a resumed run appends to the same file. The file is opened without
-following a planted link (``safe_create.open_kept``: a link there stops the run at its first finding),
+``<model directory>/findings.jsonl`` as one JSON object per line at once, so a run killed a moment later
+keeps it; a resumed run appends to the same file (``framework.record_file``: a line a dead run cut short is set
+aside first, and a failed write leaves no partial line). The file is opened without following a planted link
+(a link there stops the run at its first finding),
 at the first finding, or at the end of a run that did its work and found nothing, so that an empty file
 says "nothing found"; a run that refused to start or failed before finding anything leaves no file.
 """
@@ -19,10 +20,11 @@ import os
 from framework import findings, log
 from framework.config import Config
 from framework.core.state import RunState
-from framework.disk import beside_checkpoints
-from framework.errors import PlantedLinkError
+from framework.disk import beside_checkpoints, describe_os_error
+from framework.errors import PlantedLinkError, WriteError
 from framework.findings import SEVERITIES, Finding
-from framework.safe_create import open_kept
+from framework.record_file import RecordFile
+from framework.safe_create import refuse_unless_regular
 
 FILE_NAME = "findings.jsonl"
 # rnn.py's exit status when the run did its work but reported a finding at findings_fail_level or above.
@@ -37,7 +39,7 @@ class RunFindings:
         self.state = state
         self.writes_files = writes_files  # False: this process writes no findings file (a rank other than 0)
         self.fail_level = config.get("findings_fail_level")
-        self._fd: int | None = None
+        self._file: RecordFile | None = None
         self._unwritable = False
 
     @property
@@ -52,7 +54,11 @@ class RunFindings:
         return self.state.control.findings
 
     def start(self) -> None:
-        """Take the findings reported from now on."""
+        """Take the findings reported from now on; a link or a special file (FIFO, socket) where the file will be is
+        refused now (it is opened at the first finding, or at the end: a healthy run would find out only then)."""
+        path = self.path
+        if path is not None and os.path.lexists(path):
+            refuse_unless_regular(path, "the findings file", os.lstat(path))
         findings.add_sink(self.take)
         findings.set_clock(self._now)
 
@@ -61,14 +67,14 @@ class RunFindings:
         nothing was found); after one that failed it exists only if something was found."""
         findings.remove_sink(self.take)
         findings.set_clock(None)
-        if did_its_work and self._fd is None and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
+        if did_its_work and self._file is None and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
             try:
                 self._open()
             except PlantedLinkError as exc:  # the run is over: nothing was written through it, the log says so
                 log.v1(str(exc))
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def _now(self) -> tuple[int | None, int | None]:
         return self.state.epoch, self.state.global_step
@@ -76,36 +82,40 @@ class RunFindings:
     def take(self, finding: Finding) -> None:
         """The sink: keep ``finding`` and append it to the file."""
         self.found.append(finding)
-        if self.path is None or (self._fd is None and not self._open()):
+        if self.path is None or (self._file is None and not self._open()):
             return
         time = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-        line = (finding.as_json(time=time) + "\n").encode("utf-8", "backslashreplace")
         try:
-            os.write(self._fd, line)  # O_APPEND: one write per record, on disk for any reader at once
-        except OSError as exc:
-            self._give_up(exc)
+            self._file.append([finding.as_json(time=time)])  # on disk for any reader at once
+        except WriteError as exc:
+            self._give_up(str(exc))
 
     def _open(self) -> bool:
         if self._unwritable:
             return False
+        file = RecordFile(self.path, "the findings file", "The findings are still logged. This is said once.")
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._fd = open_kept(self.path, "the findings file", os.O_WRONLY | os.O_APPEND)
-        except OSError as exc:
-            self._give_up(exc)
+            file.open()
+        except OSError as exc:  # the directory cannot be made
+            self._give_up(
+                f"The findings file {self.path} cannot be written ({describe_os_error(exc)}). The findings are still "
+                f"logged. This is said once."
+            )
             return False
+        except WriteError as exc:
+            self._give_up(str(exc))
+            return False
+        self._file = file
         return True
 
-    def _give_up(self, exc: OSError) -> None:
+    def _give_up(self, why: str) -> None:
         """A findings file that cannot be written (full disk): said once; the log still has every finding."""
         self._unwritable = True
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        log.v2(
-            f"The findings file {self.path} cannot be written ({os.strerror(exc.errno) if exc.errno else exc}); "
-            f"the findings are still logged. This is said once."
-        )
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        log.v2(why)
 
     def counts(self) -> dict[str, int]:
         """How many findings of each severity, most severe first."""

@@ -71,6 +71,7 @@ register(
     "Leave out sequences longer than this (every dataset, as in RETURNN's torch engine); a dict {key: N} checks the "
     "named keys only.",
     __name__,
+    range="[0, inf)",
 )
 register(
     "min_seq_length",
@@ -78,6 +79,7 @@ register(
     None,
     "Leave out sequences shorter than this (every dataset); a dict {key: N} checks the named keys only.",
     __name__,
+    range="[0, inf)",
 )
 register("max_seqs", "int | None", None, "Max sequences per batch (None: no cap).", __name__, range="[1, inf)")
 register(

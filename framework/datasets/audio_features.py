@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from framework.errors import ConfigError, DataError
+from framework.safe_create import refuse_special
 
 FEATURES = ("raw", "log_mel_filterbank", "mfcc")
 _OPTIONS = {
@@ -207,6 +208,7 @@ def _norm_vector(value: Any, dim: int, option: str) -> Any:
     if value is None or value == "per_seq" or isinstance(value, (int, float)):
         return value
     if isinstance(value, str):
+        refuse_special(value, f"the audio {option} file of OggZipDataset")
         try:
             value = np.loadtxt(value)
         except (OSError, ValueError) as exc:

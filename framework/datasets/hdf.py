@@ -23,6 +23,7 @@ import numpy as np
 from framework.datasets.base import Dataset, note_no_cache_manager
 from framework.disk import write_atomically
 from framework.errors import ConfigError, DataError
+from framework.safe_create import refuse_special
 from framework.util import printable
 
 
@@ -115,6 +116,7 @@ def _read_index(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[s
     """What one file holds: key info, columns, sequence lengths [sequences, keys] and tags."""
     import h5py
 
+    refuse_special(path, "a file of HDFDataset")
     try:
         f = h5py.File(path, "r")
     except OSError as exc:
@@ -127,6 +129,7 @@ def _read_index(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[s
                 tags = [_decode(t) for t in f["seqTags"][...]]
             else:
                 tags = [f"{os.path.basename(path)}/seq-{i}" for i in range(len(lengths))]
+            _check_lengths(f, path, columns, lengths)
         except KeyError as exc:  # h5py's KeyError names the object but not the file
             missing = printable(str(exc.args[0] if exc.args else exc))
             raise ConfigError(
@@ -140,6 +143,25 @@ def _read_index(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[s
                 f"restore it from a copy."
             ) from None
     return info, columns, lengths, tags
+
+
+def _check_lengths(f: Any, path: str, columns: dict[str, tuple[str, int]], lengths: np.ndarray) -> None:
+    """DataError unless each key's sequence lengths are non-negative and add up to no more than its data holds
+    (else sequences would read as cut short or empty, silently)."""
+    for key, (hdf_path, column) in columns.items():
+        if column >= lengths.shape[1]:  # read as get_seq reads it; not this check's question
+            continue
+        own = lengths[:, column]
+        frames = int(f[hdf_path].shape[0])
+        if (own < 0).any() or int(own.sum()) > frames:
+            ends = np.cumsum(own)
+            beyond = int((ends > frames).sum())
+            raise DataError(
+                f"HDFDataset: {path}: the sequence lengths of key {key!r} (seqLengths column {column}) add up to "
+                f"{int(own.sum())} frames{' and include negative ones' if (own < 0).any() else ''}, but {hdf_path} "
+                f"holds {frames}: {beyond} of its {len(own)} sequences would be read cut short or empty. The file is "
+                f"truncated or its lengths are wrong; write it again or restore it from a copy."
+            )
 
 
 def _describe(f: Any, path: str) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, int]]]:

@@ -59,6 +59,7 @@ class BatchLoader:
         self.labels_checked = frozenset(labels_checked)  # in all of the dataset at startup: not again per batch
         self.seq_length_limits = seq_length_limits  # RETURNN's (min_seq_length, max_seq_length)
         self.shuffle_batches = shuffle_batches  # RETURNN's online_shuffle_batches: (buffer size, seed)
+        self._check_limit_keys()
         self._left_out_logged = False
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
         self.reseeded: tuple[str, ...] = ()  # the dataset's generators reseeded in each worker (worker_seeding)
@@ -94,6 +95,19 @@ class BatchLoader:
                 f"({', '.join(self._variable_keys()) or 'none'}); name those keys, or give one number."
             )
         return lengths
+
+    def _check_limit_keys(self) -> None:
+        """ConfigError if a min_seq_length / max_seq_length dict names a key neither the dataset nor extern_data has
+        (a typo would leave every sequence in, silently), as batch_size refuses a dict of unknown keys."""
+        known = set(self.dataset.key_info()) | set(self.extern_data)
+        for option, limit in zip(("min_seq_length", "max_seq_length"), self.seq_length_limits, strict=True):
+            unknown = sorted(set(limit) - known, key=str) if isinstance(limit, dict) else []
+            if unknown:
+                raise ConfigError(
+                    f"{option} = {limit!r} names {', '.join(map(repr, unknown))}, which is no key of dataset "
+                    f"{self.option!r} ({', '.join(sorted(self.dataset.key_info())) or 'none'}) or of extern_data. "
+                    f"Name the keys whose lengths it limits, or give one number for all."
+                )
 
     def _variable_keys(self) -> list[str]:
         return [key for key, info in self.dataset.key_info().items() if None in info["shape"]]

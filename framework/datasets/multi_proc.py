@@ -17,7 +17,7 @@ import os
 import signal
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -94,7 +94,10 @@ class MultiProcDataset(Dataset):
             for (_, conn), mine in zip(workers, positions, strict=True):
                 chunk = mine[start : start + self.buffer_size]
                 if chunk:
-                    conn.send((self._epoch, [indices[j] for j in chunk]))
+                    try:
+                        conn.send((self._epoch, [indices[j] for j in chunk]))
+                    except OSError:  # BrokenPipeError: the worker is gone
+                        self._worker_lost(conn)
                     asked.append((conn, chunk))
             for conn, chunk in asked:
                 for j, seq in zip(chunk, self._receive(conn), strict=True):
@@ -104,16 +107,32 @@ class MultiProcDataset(Dataset):
     def _receive(self, conn: Connection) -> list[dict[str, np.ndarray]]:
         try:
             status, value = conn.recv()
-        except EOFError:
-            self._stop()
-            raise DataError(
-                f"{self.name}: a worker process ended without answering (killed, e.g. by the out-of-memory killer?)."
-            ) from None
+        except (EOFError, OSError):  # OSError: ConnectionResetError when it died while sending
+            self._worker_lost(conn)
         if status == "error":
             exc, text = value
             exc.add_note(f"(raised in a worker of {self.name}:\n{text})")
             raise exc
         return value
+
+    def _worker_lost(self, conn: Connection) -> NoReturn:
+        """DataError naming the worker behind ``conn`` that ended without answering, and how it ended."""
+        process = next(p for p, c in self._workers if c is conn)
+        process.join(timeout=1)
+        code = process.exitcode
+        how = (
+            "is still running but closed its connection"
+            if code is None
+            else f"was killed by {signal.Signals(-code).name}"
+            if code < 0 and -code in signal.valid_signals()
+            else f"exited with status {code}"
+        )
+        self._stop()
+        raise DataError(
+            f"{self.name}: worker process {process.pid} (of num_workers = {self.num_workers}) ended without answering: "
+            f"it {how}{' (SIGKILL: often the out-of-memory killer; dmesg says)' if code == -signal.SIGKILL else ''}. "
+            f"The batch it was reading is lost; run the same command again to continue from the newest checkpoint."
+        ) from None
 
     def _started(self) -> list[tuple[multiprocessing.Process, Connection]]:
         """The workers of this process, started when first needed; none where this process cannot have children."""

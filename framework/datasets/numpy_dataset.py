@@ -9,6 +9,7 @@ import numpy as np
 
 from framework.datasets.base import Dataset, pad_sequences
 from framework.errors import ConfigError
+from framework.safe_create import refuse_special
 
 
 class Ragged(Sequence):
@@ -39,6 +40,7 @@ class Ragged(Sequence):
 def _load(value: Any) -> np.ndarray | Ragged | list[np.ndarray]:
     """An ``arrays`` entry: an array, a ``.npy`` path (memory-mapped), ``{"values", "offsets"}``, or a list."""
     if isinstance(value, str):
+        refuse_special(value, "an array file of NumpyDataset")
         try:
             return np.load(value, mmap_mode="r")
         except (OSError, ValueError) as exc:

@@ -27,6 +27,7 @@ from framework.datasets.audio_features import AudioFeatures
 from framework.datasets.base import Dataset, note_no_cache_manager
 from framework.datasets.vocabulary import Vocabulary, create_vocabulary
 from framework.errors import ConfigError, DataError
+from framework.safe_create import refuse_special
 
 
 class OggZipDataset(Dataset):
@@ -196,6 +197,7 @@ def _tag(entry: dict[str, Any]) -> str:
 
 def _read_index(path: str, name: str) -> list[dict[str, Any]]:
     """The entries of ``<name>.txt`` in the zip."""
+    refuse_special(path, "a zip file of OggZipDataset")
     try:
         with zipfile.ZipFile(path) as f:
             text = f.read(f"{name}.txt")

@@ -12,6 +12,7 @@ import numpy as np
 
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.errors import ConfigError
+from framework.safe_create import refuse_special
 
 _SPLITS = ("train", "dev", "all")
 
@@ -110,6 +111,7 @@ def _expand(files: list[str] | str | None) -> list[str]:
 def _read_bytes(paths: list[str], max_chars: int | None) -> np.ndarray:
     chunks, total = [], 0
     for path in paths:
+        refuse_special(path, "a text file of the dataset")
         with open(path, "rb") as f:
             chunks.append(f.read())
         total += len(chunks[-1])

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from framework.errors import ConfigError, DataError
+from framework.safe_create import refuse_special
 
 _NOT_GIVEN = object()
 
@@ -89,6 +90,7 @@ class Vocabulary:
         if not path:
             raise ConfigError(f"{self.name}: vocab_file is missing; give the path of the vocabulary.")
         path = os.fspath(path)
+        refuse_special(path, f"vocab_file of {self.name}")
         try:
             if path.endswith(".pkl"):
                 with open(path, "rb") as f:
@@ -216,6 +218,7 @@ class _BpeCodes:
     separator = "@@"
 
     def __init__(self, path: str, vocab: dict[str, int]):
+        refuse_special(path, "bpe_file")
         try:
             with open(path, encoding="utf8") as f:
                 lines = f.read().splitlines()

@@ -11,8 +11,11 @@ says it, and when).
 
 It costs no host sync per step: the step's losses are the values the run reads anyway (on the CPU,
 the host values the epoch scores read; on an accelerator, the device values, read with one copy
-when the records are written: every ``_FLUSH_STEPS`` steps, at the end of each epoch and of the run). The file is appended to (a resumed run continues it) and opened without following
-a planted link. Rank 0 writes it; ``metrics_file = False`` turns it off.
+when the records are written: every ``_FLUSH_STEPS`` steps, at the end of each epoch and of the run). The file is
+appended to (a resumed run continues it) as a ``framework.record_file``: opened without following a planted link,
+a line a dead run cut short set aside first; a write that fails (full disk, lost permission) ends the run with
+one line naming the file (exit 1), the records before it and the checkpoints intact. Rank 0 writes it;
+``metrics_file = False`` turns it off.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import os
 import sys
 from typing import Any
 
@@ -37,7 +39,7 @@ from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.disk import beside_checkpoints
 from framework.options import register
-from framework.safe_create import open_kept
+from framework.record_file import RecordFile
 from framework.util import command_line
 
 register(
@@ -62,7 +64,12 @@ class RunMetrics(Plugin):
 
     def __init__(self, path: str):
         self.path = path
-        self._fd: int | None = None
+        self.file = RecordFile(
+            path,
+            "the metrics file",
+            "Free space on its disk or make it writable, then run the same command again: it continues from the "
+            "newest checkpoint (or set metrics_file = False).",
+        )
         # Training steps not yet written, as columns: global step, epoch, applied learning rate, and the values of the
         # losses ``names`` (host numbers, or device tensors until the flush), one after the other per step.
         self.steps: list[int] = []
@@ -84,7 +91,7 @@ class RunMetrics(Plugin):
     @on(Event.STARTUP, Order.FIRST)
     def start(self, state: RunState) -> None:
         """Open the file, record the run, and see the diagnostics' scalars (passing them on to TensorBoard)."""
-        self._fd = open_kept(self.path, "the metrics file", os.O_WRONLY | os.O_APPEND)
+        self.file.open()
         self._record(
             "run",
             step=state.global_step,
@@ -145,14 +152,15 @@ class RunMetrics(Plugin):
     @on(Event.CLOSE)
     def close(self, state: RunState) -> None:
         """Write what is left and close the file, however the run ended."""
-        if self._fd is None:
-            return
         state.control.send_summaries_to(None)
-        ended = how_it_ended(state.outcome, sys.exc_info()[1])  # the run's own error or interruption, on its way out
-        self._record("end", step=state.global_step, epoch=state.epoch, ended=ended, time=now())
-        self.flush(state)
-        os.close(self._fd)
-        self._fd = None
+        if not self.file.is_open:  # STARTUP did not run, or a write failed (the run ends with that error)
+            return
+        try:
+            ended = how_it_ended(state.outcome, sys.exc_info()[1])  # the run's own error or interruption, on its way
+            self._record("end", step=state.global_step, epoch=state.epoch, ended=ended, time=now())
+            self.flush(state)
+        finally:
+            self.file.close()
 
     def flush(self, state: RunState) -> None:
         """Write the buffered records: the steps as one record of columns (their device values read with one copy),
@@ -167,10 +175,7 @@ class RunMetrics(Plugin):
             self.steps, self.epochs, self.lrs, self.values = [], [], [], []
             self._memory(state)
         lines, self.lines = self.lines, []
-        if lines and self._fd is not None:
-            view = memoryview("".join(line + "\n" for line in lines).encode("utf-8"))
-            while view:
-                view = view[os.write(self._fd, view) :]
+        self.file.append(lines)
 
     def _memory(self, state: RunState) -> None:
         """The host process's RSS; on an accelerator, the memory its tensors take and the memory the caching

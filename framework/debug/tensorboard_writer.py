@@ -25,6 +25,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from framework.disk import describe_os_error
+from framework.errors import WriteError
 from framework.safe_create import create_new, make_directory
 from framework.util import start_framework_process
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:  # the training process imports this module for TensorBoardWri
     from tensorboard.compat.proto.summary_pb2 import Summary
 
 _F_SETPIPE_SZ = 1031
+_FAILED = "failed: "  # what the writer process answers before it ends when it cannot write
 
 
 def _masked_crc32c(data: bytes) -> int:
@@ -98,8 +101,17 @@ def serve(log_dir: str) -> None:
 
     # ("add", (kind, tag, value, step), options): the builder of a kind's summary
     builders = {"text": text_summary, "image": image_summary, "histogram": histogram_summary}
-    events = _EventFile(log_dir)
     stdin, stdout = sys.stdin.buffer, sys.stdout
+    try:
+        events = _EventFile(log_dir)
+        _serve(events, log_dir, stdin, stdout, builders)
+    except OSError as exc:  # a full disk, lost permission: the training process reads why and ends with one line
+        stdout.write(f"{_FAILED}{describe_os_error(exc)}\n")
+        stdout.flush()
+        sys.exit(1)
+
+
+def _serve(events: _EventFile, log_dir: str, stdin: Any, stdout: Any, builders: dict[str, Any]) -> None:
     while True:
         try:
             method, args, kwargs = pickle.load(stdin)
@@ -148,6 +160,8 @@ class TensorBoardWriterProcess:
         self.process = start_framework_process(
             "framework.debug.tensorboard_writer", log_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
+        self.log_dir = log_dir
+        self.failed = False  # the writer process ended because it could not write: nothing more is sent
         self.pending: list[tuple[int, list[tuple[str, float]]]] = []
         try:  # Linux: a 1 MB pipe, so sending never waits for the writer (e.g. while it starts up)
             fcntl.fcntl(self.process.stdin.fileno(), _F_SETPIPE_SZ, 1 << 20)
@@ -180,17 +194,38 @@ class TensorBoardWriterProcess:
         self._write(message)
 
     def _write(self, message: tuple) -> None:
-        pickle.dump(message, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-        self.process.stdin.flush()
+        if self.failed:
+            return
+        try:
+            pickle.dump(message, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.process.stdin.flush()
+        except OSError:  # BrokenPipeError: the writer process ended
+            self._writer_ended(self.process.stdout.readline().decode("utf-8", "replace"))
 
     def flush(self) -> None:
         """Wait until everything sent so far is on disk."""
         self._send(("flush", (), {}))
-        self.process.stdout.readline()
+        if not self.failed:
+            answer = self.process.stdout.readline().decode("utf-8", "replace")
+            if answer != "flushed\n":
+                self._writer_ended(answer)
+
+    def _writer_ended(self, answer: str) -> None:
+        """WriteError saying why the writer process ended (its answer: ``failed: <reason>``, or nothing)."""
+        self.failed = True
+        status = self.process.wait(timeout=60)
+        reason = (
+            answer[len(_FAILED) :].strip() if answer.startswith(_FAILED) else f"its writer process ended ({status})"
+        )
+        raise WriteError(
+            f"Writing the TensorBoard event files in {self.log_dir} failed: {reason}. The events written before are "
+            f"intact. Free space on its disk or make it writable, then run the same command again: it continues from "
+            f"the newest checkpoint (or turn TensorBoard off)."
+        )
 
     def close(self) -> None:
         """Write the rest and end the writer process."""
-        if self.process.poll() is None:
+        if self.process.poll() is None and not self.failed:
             self._send(("close", (), {}))
             self.process.stdin.close()
             self.process.wait(timeout=60)

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from framework.errors import ConfigError
+from framework.training.checkpoint import load_verified
 
 
 def load_object(spec: str) -> Any:
@@ -50,12 +51,7 @@ def load_reference(factory: str | None, state_dict_path: str | None) -> tuple[nn
     if state_dict_path is not None:
         if not os.path.isfile(state_dict_path):
             raise ConfigError(f"--state-dict {state_dict_path}: there is no such file.")
-        try:
-            state = torch.load(state_dict_path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # pickle, zip or runtime errors, depending on the damage
-            raise ConfigError(
-                f"{state_dict_path} cannot be read as a state_dict ({type(exc).__name__}: {exc})."
-            ) from None
+        state = load_verified(state_dict_path)  # CheckpointError if damaged, as wherever a checkpoint is read
         if isinstance(state, dict) and "model" in state and "epoch" in state:  # a framework checkpoint
             state = state["model"]
         if not isinstance(state, dict):

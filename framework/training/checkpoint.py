@@ -32,7 +32,7 @@ import torch.utils.serialization.config as serialization_config
 from framework import disk, log
 from framework.errors import CheckpointError, ConfigError, WriteError
 from framework.options import register
-from framework.safe_create import create_new
+from framework.safe_create import create_new, file_kind
 from framework.training import fsdp
 from framework.training.checkpoint_integrity import damage
 from framework.util import printable
@@ -307,16 +307,23 @@ MID_EPOCH_KEYS = ("next_step", "scores")
 _NEW_TRAINING = "give it as ++import_model_train_epoch1 {path} with a new ++model prefix to train from its parameters"
 
 
-def load_checkpoint(path: str) -> dict[str, Any]:
-    """Load a checkpoint on the CPU after verifying every record's CRC-32; CheckpointError if it cannot be trusted."""
+def load_verified(path: str) -> Any:
+    """What the file ``path`` holds, loaded on the CPU after verifying every record's CRC-32: every checkpoint or
+    state dict the framework reads (resume, eval, forward, preload_from_files, the tools) is read this way, so a
+    damaged one is refused with the same CheckpointError wherever it is read."""
     _check_loadable(path)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds (pickle, zip, runtime) for a file it cannot take
         raise CheckpointError(
             f"Checkpoint {path} cannot be read ({_load_failure_reason(exc)}). It is damaged or not a checkpoint "
             f"of this framework, and was left untouched. {_newest_other_advice(path, _is_intact, 'intact')}"
         ) from None
+
+
+def load_checkpoint(path: str) -> dict[str, Any]:
+    """Load a checkpoint of this framework (``load_verified``); CheckpointError if it cannot be trusted or is not one."""
+    state = load_verified(path)
     if not isinstance(state, dict) or "model" not in state or "epoch" not in state:
         raise CheckpointError(_not_ours_message(path, state))
     return state
@@ -405,7 +412,7 @@ def _check_loadable(path: str) -> None:
     except OSError as exc:
         raise CheckpointError(_unreadable_message(path, exc)) from None
     if not stat.S_ISREG(info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else f"{file_kind(info)}, not a regular file"
         raise CheckpointError(
             f"{path} is {kind}, but its name is that of a checkpoint, so it is taken for one. Nothing was loaded or "
             f"changed. Move it away (mv {shlex.quote(path)} {shlex.quote(path + '.moved')}) or give the model "

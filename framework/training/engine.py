@@ -40,7 +40,7 @@ from framework.errors import ConfigError, FrameworkError, TrainingInterrupted
 from framework.findings import Finding
 from framework.inspection.freezes import record_freezes
 from framework.options import register
-from framework.rng import seed_everything
+from framework.rng import get_rng_state, seed_everything
 from framework.training import forward, optim
 from framework.training.distributed import Distributed
 from framework.training.lr_control import LearningRateControl
@@ -252,9 +252,10 @@ class Engine:
 
     def _report_failure(self, exc: Exception) -> None:
         """The failure as a finding of severity error (not logged again: the error is printed as the run ends); a
-        refusal to start (a config error before any plugin ran) is no finding, and neither is the failure of a run whose
-        model directory was removed (writing the finding would create it again)."""
-        if isinstance(exc, FrameworkError) and exc.exit_code == 2 and not self.plugins:
+        refusal to start (a config error, exit 2, before the first step: the plugins' startup refuses files and values
+        too) is no finding, so that a refused run writes nothing; neither is the failure of a run whose model directory
+        was removed (writing the finding would create it again)."""
+        if isinstance(exc, FrameworkError) and exc.exit_code == 2 and self.state.global_step == 0:
             return
         prefix = self.config.get("model")
         if prefix and not os.path.isdir(os.path.dirname(os.path.abspath(prefix))):
@@ -306,11 +307,15 @@ class Engine:
             self._set_learning_rate(state.lr_control.learning_rate(epoch))
             start = time.perf_counter()
             train_scores = self.train_epoch()
+            trained = (state.steps_in_epoch, get_rng_state())  # where a stop during evaluation resumes
             log.v3(
                 f"Epoch {epoch} train: {format_scores(train_scores)}, {state.steps_in_epoch} steps, "
                 f"{time.perf_counter() - start:.1f} sec, lr {applied_text(state.store.get(APPLIED_LEARNING_RATES, {}).get(epoch), state.learning_rate)}"
             )
-            eval_scores = self.evaluate_all([d for d in state.loaders if d != "train"])
+            try:
+                eval_scores = self.evaluate_all([d for d in state.loaders if d != "train"])
+            except _StoppedDuringEvaluation:
+                self.checkpoints.stop(self.plugins, after_training=trained)
             if eval_scores:
                 log.v3(f"Epoch {epoch} evaluation: {format_dataset_scores(eval_scores)}")
             state.lr_control.record(epoch, {"train": train_scores, **eval_scores})
@@ -322,6 +327,7 @@ class Engine:
         """Datasets, model, optimizer and plugins, fresh or resumed, then STARTUP; False if training is done."""
         prepare_config(self.config, "train", self.plugin_classes())
         self.checkpoints.lock_prefix()
+        log.release_file_writes()  # the log files are this run's now (rnn.py held their lines back until here)
         self.init_data(["train", "dev", "eval"], required="train")
         if not self._init_model_for_training(self.config.int("num_epochs")):
             return False
@@ -436,12 +442,16 @@ class Engine:
         train_step = step_function(self.config, "eval")
         state.dataset, state.steps_in_epoch = dataset, len(plan)
         emit(Event.EVAL_START, state)
+        # A stop asked while a training evaluates ends the evaluation (one process: ranks agree on stops at updates).
+        control = state.control if state.task == "train" and state.distributed is None else None
         with torch.no_grad():
             for _, indices, run_ctx in self._batches("eval", loader, plan):
                 emit(Event.EVAL_STEP_START, state)
                 call_step(train_step, state.model, run_ctx)
                 emit(Event.EVAL_STEP_END, state)
                 scores.add(run_ctx, len(indices))
+                if control is not None and control.stop_reason is not None:
+                    raise _StoppedDuringEvaluation
         state.eval_scores[dataset] = result = scores.result(self._total if shard else None)
         emit(Event.EVAL_END, state)
         return result
@@ -564,6 +574,10 @@ class Engine:
         self.state.learning_rate = lr
         for group in self.state.optimizer.param_groups:
             group["lr"] = lr
+
+
+class _StoppedDuringEvaluation(Exception):
+    """A stop was asked while a training evaluated: the training loop writes its checkpoint and ends."""
 
 
 def format_dataset_scores(scores: Scores) -> str:

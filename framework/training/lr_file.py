@@ -25,9 +25,10 @@ from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import Scores
 from framework.core.state import RunState
-from framework.disk import write_atomically
+from framework.disk import describe_os_error, write_atomically
 from framework.errors import ConfigError
 from framework.options import register
+from framework.safe_create import open_for_reading, refuse_special
 
 register(
     "learning_rate_file",
@@ -64,8 +65,14 @@ def write_lr_file(path: str, epoch_lrs: dict[int, float], scores: dict[int, Scor
 
 def read_lr_file(path: str) -> tuple[dict[int, float], dict[int, Scores]]:
     """(learning rate per epoch, scores per epoch as ``{dataset: {loss: value}}``) from a RETURNN file."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    try:
+        with os.fdopen(open_for_reading(path, "learning_rate_file"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:  # permissions, I/O errors (a missing file is no error: the caller checked)
+        raise ConfigError(
+            f"learning_rate_file {path} cannot be read ({describe_os_error(exc)}). Make it readable, or point "
+            f"learning_rate_file elsewhere."
+        ) from None
     try:
         tree = ast.parse(text, path, mode="eval").body
         if not isinstance(tree, ast.Dict):
@@ -131,6 +138,7 @@ class LearningRateFile(Plugin):
         path = config.get("learning_rate_file")
         if not path or config.get("task") != "train" or (state.distributed is not None and state.distributed.rank):
             return None
+        refuse_special(path, "learning_rate_file")  # a directory or FIFO there: said now, not at the first epoch's end
         return cls(path)
 
     @on(Event.STARTUP)

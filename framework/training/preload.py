@@ -19,6 +19,7 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.errors import CheckpointError, ConfigError
+from framework.training.checkpoint import load_verified
 
 _KEYS = {
     "filename",
@@ -59,9 +60,9 @@ def preload_from_files(config: Config, model: torch.nn.Module, *, training: bool
 def _load_entry(model: torch.nn.Module, opts: dict[str, Any], where: str) -> None:
     path = str(opts["filename"])
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many kinds (pickle, zip, runtime) for a file it cannot take
-        raise CheckpointError(f"{where}: {path} cannot be read as a torch checkpoint ({exc}).") from None
+        state = load_verified(path)  # every record's CRC-32 checked, as for the run's own checkpoints
+    except CheckpointError as exc:
+        raise CheckpointError(f"{where}: {exc}") from None
     key = opts.get("checkpoint_key", "model")
     if key is not None:
         if not isinstance(state, dict) or key not in state:

@@ -228,8 +228,11 @@ class RunCheckpoints:
         distributed = self.state.distributed
         return {"ranks": [sums] if distributed is None else distributed.gather(sums)}
 
-    def save_interrupted(self, plugins: list[Plugin]) -> str | None:
-        """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch."""
+    def save_interrupted(
+        self, plugins: list[Plugin], after_training: tuple[int, dict[str, Any]] | None = None
+    ) -> str | None:
+        """Write ``<model>.interrupted.pt``: the state after the current step, to resume mid-epoch (``after_training``:
+        the number of the epoch's steps and the RNG state after them, to resume at its evaluation)."""
         scores = self.epoch_score_sums()  # a collective under torch.distributed: every rank takes part
         prefix = self.writes()
         if not prefix:
@@ -237,6 +240,8 @@ class RunCheckpoints:
             return None
         saved = self.contents(plugins)
         saved.update(next_step=self.state.step_in_epoch + 1, scores=scores)
+        if after_training is not None:
+            saved.update(next_step=after_training[0], rng=after_training[1])
         path = checkpoint.interrupted_path(prefix)
         self._lock.verify(f"writing {path}")
         checkpoint.save_checkpoint(path, saved)
@@ -246,16 +251,20 @@ class RunCheckpoints:
         """``control.checkpoint``: write the mid-epoch checkpoint and go on; ``control.stop``: write it and end."""
         control = self.state.control
         if control.stop_reason is not None:
-            self._stop(plugins)
+            self.stop(plugins)
         path = self.save_interrupted(plugins)
         if path:
             log.v4(f"Saved mid-epoch checkpoint {path} ({control.checkpoint_reason}).")
         control.checkpoint_reason = None
 
-    def _stop(self, plugins: list[Plugin]) -> None:
-        """``control.stop``: write the interrupted checkpoint and end with the command that resumes."""
+    def stop(self, plugins: list[Plugin], after_training: tuple[int, dict[str, Any]] | None = None) -> None:
+        """``control.stop``: write the interrupted checkpoint and end with the command that resumes.
+
+        ``after_training``: the stop came during the evaluation after the epoch's training, which had this many steps
+        and left the RNG in this state: the checkpoint resumes there (the evaluation runs again), so nothing trained
+        waits for the evaluation to end, and a SIGKILL after the grace period loses nothing trained."""
         state = self.state
-        path = self.save_interrupted(plugins)
+        path = self.save_interrupted(plugins, after_training)
         if path:
             where = f"Wrote {path}."
         elif self.config.get("model"):  # another rank than 0: rank 0 writes the checkpoint of every rank
@@ -263,7 +272,12 @@ class RunCheckpoints:
         else:
             where = "No checkpoint written: set the 'model' option to be able to resume."
         rerun = f" Resume exactly from there by running the same command again:\n    {command_line()}"
+        position = (
+            f"during the evaluation after epoch {state.epoch}'s training"
+            if after_training
+            else f"after epoch {state.epoch} step {state.step_in_epoch}"
+        )
         raise TrainingInterrupted(
-            f"Training stopped on request ({state.control.stop_reason}) after epoch {state.epoch} step "
-            f"{state.step_in_epoch} (global step {state.global_step}). {where}" + (rerun if path else "")
+            f"Training stopped on request ({state.control.stop_reason}) {position} (global step {state.global_step}). "
+            f"{where}" + (rerun if path else "")
         )
