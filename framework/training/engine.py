@@ -316,6 +316,7 @@ class Engine:
                 eval_scores = self.evaluate_all([d for d in state.loaders if d != "train"])
             except _StoppedDuringEvaluation:
                 self.checkpoints.stop(self.plugins, after_training=trained)
+            del trained  # its RNG state tensors are no tensors of the training (the leak check counts live tensors)
             if eval_scores:
                 log.v3(f"Epoch {epoch} evaluation: {format_dataset_scores(eval_scores)}")
             state.lr_control.record(epoch, {"train": train_scores, **eval_scores})
