@@ -38,6 +38,7 @@ PROJECT_TOOLS = {
     "check-accelerator": "the accelerator checks of the test suite on a device: emulated, or a real one (cuda)",
     "generate-options-doc": "write docs/options.rst from the option registry",
     "measure-returnn-configs": "do the collected RETURNN configs (tests/returnn/configs) start and train here?",
+    "measure-corpus": "the real silent bugs and healthy setups of tests/corpus: named, hinted, wrong, silent, false alarms",
 }
 # Started as a script by tools that run training in child processes (``python <this file> config.py``).
 RNN_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")

@@ -29,7 +29,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import dataclasses
 import json
@@ -43,6 +42,10 @@ import time
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from framework.tools.tool_args import ToolParser  # noqa: E402
+
 CORPUS = os.path.join(ROOT, "tests", "corpus")
 RNN = os.path.join(ROOT, "rnn.py")
 EVALUATION = re.compile(r"Epoch (\d+) evaluation: dev: (.*)$")
@@ -217,7 +220,7 @@ def _hurts(result: dict) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ToolParser(__file__, __doc__, takes_config=False)
     parser.add_argument("--split", choices=["dev", "heldout", "all"], default="dev", help="which half (default dev)")
     parser.add_argument("--only", action="append", default=[], help="only cases whose id contains this (repeatable)")
     parser.add_argument("--kind", choices=["bug", "healthy", "all"], default="all", help="bugs, healthy setups or both")
@@ -236,8 +239,14 @@ def main() -> int:
     ]
     written = [c for c in selected if os.path.exists(c.config)]
     missing = [c for c in selected if not os.path.exists(c.config)]
+
+    def measured(case: Case) -> dict:
+        result = measure(case, args.timeout)
+        print(report([result], [], [], verbose=False).splitlines()[-1], file=sys.stderr, flush=True)  # progress
+        return result
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda c: measure(c, args.timeout), written))
+        results = list(pool.map(measured, written))
     text = report(results, splits, missing, verbose=not args.quiet)
     print(text)
     if args.out:
