@@ -39,6 +39,7 @@ PROJECT_TOOLS = {
     "generate-options-doc": "write docs/options.rst from the option registry",
     "extract-returnn-options": "write framework/returnn_keys.py: every config key the installed RETURNN reads",
     "measure-returnn-configs": "do the collected RETURNN configs (tests/returnn/configs) start and train here?",
+    "measure-corpus": "the real silent bugs and healthy setups of tests/corpus: named, hinted, wrong, silent, false alarms",
 }
 # Started as a script by tools that run training in child processes (``python <this file> config.py``).
 RNN_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")

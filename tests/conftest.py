@@ -110,6 +110,13 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first: run in parallel (pytest-xdist), the longest ones must not start last."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow tests first: run in parallel (pytest-xdist), the longest ones must not start last. The whole
+    corpus of issue 49 (marker ``corpus``, minutes of runs) is left out unless the mark expression names it
+    (``pytest -m corpus``)."""
+    if "corpus" not in (config.getoption("markexpr") or ""):
+        corpus = [item for item in items if item.get_closest_marker("corpus") is not None]
+        if corpus:
+            config.hook.pytest_deselected(items=corpus)
+            items[:] = [item for item in items if item.get_closest_marker("corpus") is None]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
