@@ -243,13 +243,41 @@ def test_memorized_random_labels_are_named_not_called_overfitting(output):
     text = output()
     assert re.search(
         r"WARNING learning watch: dev_ce has stayed at its chance level while train_ce fell below it: dev_ce \S+ -> "
-        r"\S+ in 3 epoch\(s\), train_ce \S+ over the last 9 steps; the entropy of the frequencies of the 'classes' "
-        r"labels \(all 48 sequences\) is 1\.095\. The model memorizes the training labels .* Labels that do not "
-        r"belong to their inputs do exactly this",
+        r"\S+ in 3 epoch\(s\), train_ce \S+ over the last 9 steps \(training mode\); the entropy of the frequencies of the 'classes' "
+        r"labels \(all 48 sequences\) is 1\.095\. Not decided yet: observed the same 4 train batches give ce (\S+) "
+        r"in training mode and (\S+) evaluated as dev is \(eval mode, no gradient\), against a chance level of "
+        r"1\.095: the model fits the training data evaluated as dev is, .*Next experiment: evaluate a part of the "
+        r"training data held out of training",
         text,
     )
+    assert "memorizes" not in text and "Cause:" not in text  # a measurement that decides nothing names nothing
     assert "overfitting" not in text and "Regularize" not in text
     assert_documented(text, "docs/health.rst", "WARNING learning watch: dev_ce has stayed at its chance level")
+
+
+class _ShiftedByFifty(nn.Module):
+    """Inputs far from 0, normalised by a batch norm whose running statistics never move (momentum 0): training
+    mode normalises with the batch's statistics, evaluation with the initial mean 0 and variance 1."""
+
+    def __init__(self, **_):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(4, momentum=0.0)
+        self.mlp = _wide()
+
+    def forward(self, x):
+        return self.mlp(self.norm(x + 50.0))
+
+
+def test_a_train_loss_that_falls_while_evaluation_loses_it_names_the_evaluation_path_not_memorization(output):
+    # The same train batches, evaluated as dev is, sit far above chance while training mode fell: not memorization.
+    _train(train=_noisy_clusters(96, 0, 0.0), dev=_noisy_clusters(96, 1, 0.0), get_model=_ShiftedByFifty, num_epochs=3)
+    text = output()
+    assert re.search(
+        r"WARNING learning watch: dev_ce has stayed at its chance level while train_ce fell below it: .*Cause: the "
+        r"same 4 train batches give ce \S+ in training mode and \S+ evaluated as dev is .*the evaluation path loses "
+        r"it on the same data",
+        text,
+    ), text[-3000:]
 
 
 def test_early_stopping_ends_training_and_a_rerun_does_not_train_on(tmp_path, output):

@@ -12,7 +12,7 @@ steps on, so a two-epoch smoke run is judged too). It warns when
 - a cross-entropy sits at its chance level (the entropy of the label frequencies): the model has
   learned nothing from its input; after a loss that went far above it first, the training diverged;
 - at an epoch end, a dev loss still sits at its chance level while the train loss fell well below
-  it: the model memorizes labels that do not belong to their inputs.
+  it (memorization only if the training data evaluated as dev is fell too: the diagnosis measures that).
 
 Each of these symptoms is handed to the differential diagnosis (``framework.debug.diagnosis``, on unless
 ``debug_diagnose_symptoms = False``), which names its cause in the warning instead of a guess.
@@ -497,15 +497,15 @@ class LossWindowWatch(Plugin):
             )
         return at_chance
 
-    def _diagnosed(self, state: RunState, symptom: str, loss: str, train_learns: bool = False) -> bool:
-        """Hand ``symptom`` to the differential diagnosis (framework.debug.diagnosis), which names its cause in one
+    def _diagnosed(self, state: RunState, symptom: str, loss: str, train_learns: bool = False, dev: str = "") -> bool:
+        """Hand ``symptom`` to the differential diagnosis (framework.debug.diagnosis), which reports it in one
         finding; False when it is off or could not run (then the symptom's own warning is given)."""
         diagnose = state.store.get(DIAGNOSE)
         if diagnose is None:
             return False
         self._flush()
         applied = [lr for _, _, lr in self.segments]
-        return diagnose(state, Symptom(symptom, loss, applied, train_learns))
+        return diagnose(state, Symptom(symptom, loss, applied, train_learns, dev)) is not None
 
     def _optimized_name(self) -> str:
         """The name of the first optimized loss (for a symptom of the total)."""
@@ -569,17 +569,18 @@ class LossWindowWatch(Plugin):
                     symptom = (
                         f"{dataset}_{name} has stayed at its chance level while train_{name} fell below it: "
                         f"{dataset}_{name} {history[0]:.4g} -> {history[-1]:.4g} in {len(history)} epoch(s), "
-                        f"train_{name} {train:.4g} over the last {last.steps} steps; {level.what} is {level.value:.4g}. "
-                        f"The model memorizes the training labels and learns nothing that carries over to {dataset}"
+                        f"train_{name} {train:.4g} over the last {last.steps} steps (training mode); {level.what} is "
+                        f"{level.value:.4g}"
                     )
-                    if self._diagnosed(state, symptom, name, train_learns=True):
+                    if self._diagnosed(state, symptom, name, train_learns=True, dev=dataset):
                         break
                     _warn(
                         state,
-                        f"{symptom}. Labels that do not belong to their inputs do exactly this (inputs and "
-                        f"labels shuffled separately, misaligned files or orderings, a label column from another "
-                        f"table), and so do inputs that carry no information about the labels: regularizing would not "
-                        f"help; check how the labels are paired with the inputs.",
+                        f"{symptom}. Not decided yet: the train loss is measured in training mode. Evaluate the "
+                        f"training data as {dataset} is (eval_datasets = {{'devtrain': ...}}, or leave "
+                        f"debug_diagnose_symptoms on): fell there too -> what the model learned does not carry over "
+                        f"to {dataset} (labels that do not belong to their inputs, or {dataset} unlike train); at "
+                        f"chance there -> the evaluation path loses what training mode learned.",
                     )
                     break
 
