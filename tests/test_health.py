@@ -1,5 +1,6 @@
 """Model and data health checks, in process: each fires on a config with the problem and stays silent without."""
 
+import json
 import re
 
 import numpy as np
@@ -372,3 +373,41 @@ def test_the_loss_window_spans_epochs_exactly(output):
     )
     assert match and float(match.group(1)) == pytest.approx(second, rel=1e-3)
     assert float(match.group(2)) == pytest.approx(first, rel=1e-3)
+
+
+def _prior_initialised(prior: np.ndarray):
+    """An MLP whose output layer starts at the label prior (bias = log frequencies, tiny weights), as the training
+    recipes advise: its first loss is the chance level exactly."""
+
+    def get_model(**_):
+        model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+        model[2].weight.data.mul_(0.01)
+        model[2].bias.data.copy_(model[2].bias.data.new_tensor(np.log(prior)))
+        return model
+
+    return get_model
+
+
+def test_a_slow_starter_judged_at_chance_gets_the_judgement_withdrawn_when_it_learns(output, tmp_path):
+    # Epoch 1 at a learning rate that moves nothing (a fixed schedule for the first epochs), then it learns.
+    train = _noisy_clusters(960, 0, 0.0)
+    labels = np.concatenate([train.get_seq(i)["classes"].reshape(-1) for i in range(960)])
+    prior = np.bincount(labels, minlength=3) / len(labels)
+    _train(
+        train=train,
+        dev=_noisy_clusters(200, 1, 0.0),
+        get_model=_prior_initialised(prior),
+        num_epochs=2,
+        learning_rates=[1e-5, 1e-2],
+        model=str(tmp_path / "model"),
+    )
+    text = output()
+    assert re.search(r"WARNING learning watch: the train loss 'ce' has stayed at its chance level", text), text[-3000:]
+    assert re.search(
+        r"Note learning watch: withdrawn the warning of epoch 1, step 60: by epoch 2 the loss left its chance level "
+        r"\(train_ce \S+ over the latest steps, dev_ce \S+;",
+        text,
+    ), text[-3000:]
+    assert re.search(r"  findings: 1 withdrawn\n    learning watch: withdrawn the warning of epoch 1", text)
+    records = [json.loads(line) for line in (tmp_path / "findings.jsonl").read_text().splitlines()]
+    assert [r["severity"] for r in records] == ["warning", "note"] and records[1]["withdraws"] == records[0]["id"]
