@@ -6,7 +6,10 @@ changed at once (other class ids, or large values); when a loss moves, once more
 only that key's padded frames changed, to name it. A loss that changes while the model's outputs on the real frames
 stay the same covers the padding: the frames beyond ``key:seq_len`` count in the loss. A change
 of the outputs on the real frames means the model reads the padding (e.g. a convolution over
-the zero padding, an RNN run over it without packing); that is often intended, so it is a note.
+the zero padding, an RNN run over it without packing). Which of the two decides whether a sequence's result
+depends on its batch-mates, so that key runs once more with more padding after every sequence (as a longer
+batch-mate brings, padded as the data is): outputs on the real frames that change then are a warning (the
+output named); outputs that stay (a convolution over zero padding reads the same zeros whatever follows) a note.
 The outputs compared are what the model returns (tensors, tuples, dicts, a Hugging Face
 ``ModelOutput``): per-position outputs at the real frames (batch- or time-major, or flattened),
 per-sequence outputs whole, and never a loss the model returns (``ModelOutput.loss``, a 0-dim
@@ -43,6 +46,9 @@ register(
 
 TOLERANCE = 1e-5
 CHECK = "padding check"
+# Outputs on the real frames that move by more than this fraction of their largest magnitude with more padding
+# after them depend on it (a differently shaped batch may round a little differently: not that).
+MORE_PADDING_TOLERANCE = 1e-3
 
 
 def perturbed(batch: dict[str, torch.Tensor], key: str, mask: torch.Tensor, sparse_dim: int | None) -> dict:
@@ -61,6 +67,69 @@ def perturbed(batch: dict[str, torch.Tensor], key: str, mask: torch.Tensor, spar
         replacement = values[mask].cpu() + 1
     values[mask] = replacement.to(values.dtype).to(values.device)
     return {**batch, key: values}
+
+
+def more_padding(batch: dict[str, torch.Tensor], key: str) -> tuple[dict[str, torch.Tensor], int]:
+    """A copy of ``batch`` whose variable-length keys padded along with ``key`` (the same batch and time size) get
+    as many padded frames again after their frames, each with the value its padding already holds (0 where it has
+    none); how many frames were added. The real frames and the lengths stay as they are."""
+    batch_size, time = batch[key].shape[:2]
+    extended = dict(batch)
+    for name, values in batch.items():
+        mask = padding_mask(batch, name)
+        if mask is None or values.shape[:2] != (batch_size, time):
+            continue
+        fill = values[mask][0] if bool(mask.any()) else torch.zeros((), dtype=values.dtype, device=values.device)
+        tail = fill.expand(batch_size, time, *values.shape[2:]).to(values.dtype)
+        extended[name] = torch.cat([values, tail], dim=1)
+    return extended, time
+
+
+def _largest_move(
+    base: list[tuple[str, torch.Tensor]],
+    mask: torch.Tensor,
+    moved: list[tuple[str, torch.Tensor]],
+    moved_mask: torch.Tensor,
+) -> tuple[str, float, float] | None:
+    """(output name, largest change, largest magnitude) of the model's output whose real frames moved most between
+    ``base`` (padding ``mask``) and ``moved`` (``moved_mask``), beyond MORE_PADDING_TOLERANCE; None: none moved
+    (losses and outputs that are not per sequence, or whose real frames have other shapes, are not compared)."""
+    worst = None
+    for (name, a), (_, b) in zip(base, moved, strict=False):
+        real_a, real_b = _real_frames(a, mask), _real_frames(b, moved_mask)
+        if _is_loss(name) or real_a is None or real_b is None or real_a.shape != real_b.shape or not real_a.numel():
+            continue
+        change = float((real_a.double() - real_b.double()).abs().max())
+        scale = float(real_a.double().abs().max())
+        if change > MORE_PADDING_TOLERANCE * max(scale, 1e-12) and (
+            worst is None or change / scale > worst[1] / worst[2]
+        ):
+            worst = (name, change, scale)
+    return worst
+
+
+def _first_moved(
+    base: list[tuple[str, torch.Tensor]],
+    mask: torch.Tensor,
+    moved: list[tuple[str, torch.Tensor]],
+    moved_mask: torch.Tensor,
+) -> str:
+    """Where the padding enters, from two traces (``(name (Type), tensor)`` in the order the modules ran): between
+    the last module whose per-frame outputs on the real frames stayed the same and the first whose moved ("the
+    output of 'lstm' (LSTM), after that of 'embed' (Embedding), which stayed the same"); "" when none moved or the
+    traces do not line up."""
+    if len(base) != len(moved):
+        return ""
+    unchanged = ""
+    for (name, a), (_, b) in zip(base, moved, strict=True):
+        if a.dim() < 2 or a.shape[:1] != b.shape[:1] or a.shape[1:2] != mask.shape[1:2]:
+            continue  # not per frame, batch-major (a final state, a per-sequence output): the per-frame ones tell
+        if _largest_move([("", a)], mask, [("", b)], moved_mask) is not None:
+            return f"the output of {name}" + (
+                f", after that of {unchanged}, which stayed the same" if unchanged else ""
+            )
+        unchanged = name
+    return ""
 
 
 def _changed(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -171,10 +240,34 @@ class PaddingProbe(Plugin):
             same_outputs = _same_outputs(base_outputs, outputs, mask)
             change = ", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in moved)
             {True: covered, False: read, None: unknown}[same_outputs][key] = change
-        return self._report(covered, read, unknown)
+        # key -> (frames added, output, largest change, its scale) where outputs depend on the amount of padding;
+        # None where the run with more padding failed (not decided)
+        depends: dict[str, tuple[int, str, float, float, str] | None] = {}
+        base_trace: list[tuple[str, torch.Tensor]] = []
+        for key in read:
+            extended, added = more_padding(state.batch, key)
+            trace: list[tuple[str, torch.Tensor]] = []
+            try:
+                _, outputs = self._run(session, extended, trace)
+                if not base_trace:
+                    self._run(session, state.batch, base_trace)
+            except ProbeLimit as exc:  # a step that needs its keys' sizes to agree otherwise: not decided
+                log.v5(f"Padding check: the run with more padding after {key!r} failed ({exc}).")
+                depends[key] = None
+                continue
+            extended_mask = padding_mask(extended, key)
+            moved = _largest_move(base_outputs, masks[key], outputs, extended_mask)
+            if moved is not None:
+                depends[key] = (added, *moved, _first_moved(base_trace, masks[key], trace, extended_mask))
+        return self._report(covered, read, unknown, depends)
 
     @staticmethod
-    def _report(covered: dict[str, str], read: dict[str, str], unknown: dict[str, str]) -> list[Finding]:
+    def _report(
+        covered: dict[str, str],
+        read: dict[str, str],
+        unknown: dict[str, str],
+        depends: dict[str, tuple[int, str, float, float, str] | None],
+    ) -> list[Finding]:
         findings = []
         if covered:
             keys = " or ".join(repr(k) for k in covered)
@@ -193,14 +286,47 @@ class PaddingProbe(Plugin):
                     f"Hugging Face model's labels).",
                 )
             )
+        for key, moved in depends.items():
+            if moved is None:
+                continue
+            added, output, change, scale, module = moved
+            what = f"output {output!r}" if output else "output"
+            enters = (
+                f"It enters at {module} (in the order the modules run, the first whose outputs on the real frames "
+                f"change)"
+                if module
+                else "The padding enters the model before that output"
+            )
+            findings.append(
+                Finding(
+                    "warning",
+                    "sanity check",
+                    f"a sequence's result depends on its batch-mates: with {added} more padded frames after the real "
+                    f"frames of {key!r} (as a longer sequence in the batch brings, padded as the data is), the model's "
+                    f"{what} changes on the real frames by up to {change:.3g} (its values reach {scale:.3g}), and "
+                    f"other padding values move the loss ({read[key]}). {enters}: an RNN run over the padding "
+                    f"without pack_padded_sequence (a bidirectional one, or its final state), a mean or attention over "
+                    f"time without a mask do this. Mask the padded frames (pack the sequences, or pass a mask from "
+                    f"{key + ':seq_len'!r}).",
+                    where={"key": key, "output": output, "module": module},
+                )
+            )
         for key, change in read.items():
+            if key in depends and depends[key] is not None:
+                continue
+            amount = (
+                "; whether they depend on how much padding follows (on the batch-mates) is not decided: the run "
+                "with more padding failed"
+                if key in depends
+                else ", but not on how many follow (as many again, padded as the data is, change nothing)"
+            )
             findings.append(
                 Finding(
                     "note",
                     "sanity check",
-                    f"the model's outputs on real frames depend on the padded frames of {key!r} (the loss moved: "
-                    f"{change}): a convolution over the zero padding does this and is usually fine; an RNN run over "
-                    f"the padding without pack_padded_sequence, or a mean over time without a mask, is a bug.",
+                    f"the model's outputs on real frames depend on the values of the padded frames of {key!r} (the loss "
+                    f"moved: {change}){amount}: a convolution over the zero padding does this, and the data pads the "
+                    f"same way at every step.",
                 )
             )
         for key, change in unknown.items():
@@ -218,20 +344,32 @@ class PaddingProbe(Plugin):
 
     @staticmethod
     def _run(
-        session: ProbeSession, batch: dict[str, torch.Tensor]
+        session: ProbeSession, batch: dict[str, torch.Tensor], trace: list[tuple[str, torch.Tensor]] | None = None
     ) -> tuple[dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
-        """The losses and the model's named floating-point outputs of one eval-mode run on a fresh copy."""
+        """The losses and the model's named floating-point outputs of one eval-mode run on a fresh copy; with
+        ``trace``, every submodule's floating-point outputs are appended to it in the order the modules run, each
+        named ``name (Type)``."""
         outputs: list[tuple[str, torch.Tensor]] = []  # (name in the output, e.g. 'logits'; the tensor)
 
         def keep(_module: Any, _args: Any, output: Any) -> None:
             outputs.extend((n, t.detach().clone()) for n, t in named_tensors(output) if t.is_floating_point())
 
+        def follow(name: str) -> Any:
+            def hook(module: Any, _args: Any, output: Any) -> None:
+                floats = [t.detach().clone() for _, t in named_tensors(output) if t.is_floating_point()]
+                trace.extend((f"{name!r} ({type(module).__name__})", t) for t in floats)
+
+            return hook
+
         with session.isolated(CHECK) as model, torch.no_grad():
-            handle = model.register_forward_hook(keep)
+            handles = [model.register_forward_hook(keep)]
+            if trace is not None:
+                handles += [m.register_forward_hook(follow(n)) for n, m in model.named_modules() if n]
             try:
                 losses = step_losses(session.changed_run(CHECK, model, batch), optimized_only=True)
             finally:
-                handle.remove()
+                for handle in handles:
+                    handle.remove()
         return losses, outputs
 
 

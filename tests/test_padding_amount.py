@@ -1,0 +1,61 @@
+"""A sequence's result must not depend on its batch-mates (issue 49): the padding check's run with more padding.
+
+When other padding values move the loss and the model's outputs on the real frames, the padding check runs the
+first batch once more with as many padded frames again after every sequence (padded as the data is, as a longer
+batch-mate brings). Outputs that change then are a warning naming where the padding enters (the first module
+whose outputs on the real frames change); outputs that stay (a convolution over zero padding, a unidirectional
+RNN) are not. Each bug is written the way its community writes it, each with a healthy twin; real Engine runs of
+tests/zoo configs on the 12AX tagger (sequences.py), in process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from devkit.doc_commands import assert_documented
+
+from conftest import ROOT
+from framework.config import load_config
+from framework.run import Engine
+
+ZOO = os.path.join(ROOT, "tests", "zoo")
+DEPENDS = (
+    r"WARNING sanity check \(first step\): a sequence's result depends on its batch-mates: with \d+ more padded "
+    r"frames after the real frames of 'data' .* the model's output changes on the real frames by up to \S+ .* It "
+    r"enters at the output of {module}"
+)
+
+BUGS = {
+    "bidirectional LSTM over the padding, not packed": ("padding_bilstm.py", r"'lstm' \(LSTM\), after that of 'embed'"),
+    "per-sequence mean normalisation over the padded frames": ("padding_mean_norm.py", r"'lstm' \(LSTM\), after"),
+    "self-attention without key_padding_mask": ("padding_attention.py", r"'attention' \(MultiheadAttention\)"),
+}
+HEALTHY = {
+    "unidirectional LSTM tagger": [],
+    "self-attention given key_padding_mask": ["padding_attention.py", "padding_attention_masked.py"],
+    "per-sequence mean over the real frames": ["padding_mean_norm.py", "padding_mean_norm_masked.py"],
+}
+
+
+def _train(files: list[str]) -> None:
+    config = load_config([os.path.join(ZOO, f) for f in ["sequences.py", *files]], {"model": None})
+    Engine(config).run("train")
+
+
+@pytest.mark.parametrize("name", list(BUGS))
+def test_a_result_that_depends_on_the_amount_of_padding_is_a_warning_where_it_enters(output, name):
+    config, module = BUGS[name]
+    _train([config])
+    text = output()
+    assert re.search(DEPENDS.format(module=module), text), f"{name}:\n{text[-3000:]}"
+    if config == "padding_bilstm.py":
+        assert_documented(text, "docs/health.rst", "WARNING sanity check (first step): a sequence's result depends")
+
+
+@pytest.mark.parametrize("name", list(HEALTHY))
+def test_a_model_that_masks_its_padding_gets_no_warning(output, name):
+    _train(HEALTHY[name])
+    text = output()
+    assert "Epoch 1 train" in text and [line for line in text.splitlines() if "WARNING" in line] == [], name
