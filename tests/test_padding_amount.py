@@ -2,9 +2,10 @@
 
 When other padding values move the loss and the model's outputs on the real frames, the padding check runs the
 first batch once more with as many padded frames again after every sequence (padded as the data is, as a longer
-batch-mate brings). Outputs that change then are a warning naming where the padding enters (the first module
-whose outputs on the real frames change); outputs that stay (a convolution over zero padding, a unidirectional
-RNN) are not. Each bug is written the way its community writes it, each with a healthy twin; real Engine runs of
+batch-mate brings). Outputs that change then, with the loss, are a warning naming where the padding enters (the
+first module whose outputs on the real frames change); outputs that stay (a convolution over zero padding, a
+unidirectional RNN) are not, and a bidirectional RNN over zero padding, whose loss barely moves, a widespread
+choice (the healthy corpus's CTC recognizer), is a note. Each bug is written the way its community writes it, each with a healthy twin; real Engine runs of
 tests/zoo configs on the 12AX tagger (sequences.py), in process.
 """
 
@@ -17,19 +18,20 @@ import pytest
 from devkit.doc_commands import assert_documented
 
 from conftest import ROOT
+from framework import findings
 from framework.config import load_config
 from framework.run import Engine
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 DEPENDS = (
     r"WARNING sanity check \(first step\): a sequence's result depends on its batch-mates: with \d+ more padded "
-    r"frames after the real frames of 'data' .* the model's output changes on the real frames by up to \S+ .* It "
-    r"enters at the output of {module}"
+    r"frames after the real frames of 'data' .* the model's output changes on the real frames by up to \S+ .* the "
+    r"padding enters at {module}: the first module, in the order they run, whose outputs on the real frames change.*"
+    r"and the loss with it \(ce \S+ -> \S+;"
 )
 
 BUGS = {
-    "bidirectional LSTM over the padding, not packed": ("padding_bilstm.py", r"'lstm' \(LSTM\), after that of 'embed'"),
-    "per-sequence mean normalisation over the padded frames": ("padding_mean_norm.py", r"'lstm' \(LSTM\), after"),
+    "per-sequence mean normalisation over the padded frames": ("padding_mean_norm.py", r"'lstm' \(LSTM\)"),
     "self-attention without key_padding_mask": ("padding_attention.py", r"'attention' \(MultiheadAttention\)"),
 }
 HEALTHY = {
@@ -50,7 +52,7 @@ def test_a_result_that_depends_on_the_amount_of_padding_is_a_warning_where_it_en
     _train([config])
     text = output()
     assert re.search(DEPENDS.format(module=module), text), f"{name}:\n{text[-3000:]}"
-    if config == "padding_bilstm.py":
+    if config == "padding_attention.py":
         assert_documented(text, "docs/health.rst", "WARNING sanity check (first step): a sequence's result depends")
 
 
@@ -59,3 +61,15 @@ def test_a_model_that_masks_its_padding_gets_no_warning(output, name):
     _train(HEALTHY[name])
     text = output()
     assert "Epoch 1 train" in text and [line for line in text.splitlines() if "WARNING" in line] == [], name
+
+
+def test_a_bidirectional_rnn_over_zero_padding_whose_loss_barely_moves_is_a_note(output):
+    seen: list[findings.Finding] = []
+    findings.add_sink(seen.append)
+    try:
+        _train(["padding_bilstm.py"])
+    finally:
+        findings.remove_sink(seen.append)
+    assert [line for line in output().splitlines() if "WARNING" in line] == []
+    notes = [f.message for f in seen if f.severity == "note" and "how much padding follows" in f.message]
+    assert len(notes) == 1 and "the padding enters at 'lstm' (LSTM)" in notes[0] and "the loss barely moves" in notes[0]

@@ -8,8 +8,10 @@ stay the same covers the padding: the frames beyond ``key:seq_len`` count in the
 of the outputs on the real frames means the model reads the padding (e.g. a convolution over
 the zero padding, an RNN run over it without packing). Which of the two decides whether a sequence's result
 depends on its batch-mates, so that key runs once more with more padding after every sequence (as a longer
-batch-mate brings, padded as the data is): outputs on the real frames that change then are a warning (the
-output named); outputs that stay (a convolution over zero padding reads the same zeros whatever follows) a note.
+batch-mate brings, padded as the data is): outputs on the real frames that change then, with a loss that moves
+by more than 0.1%, are a warning naming where the padding enters (the first module whose outputs on the real
+frames change); outputs that stay (a convolution over zero padding reads the same zeros whatever follows), or
+move while the loss barely does (a bidirectional RNN over zero padding, a widespread choice), a note.
 The outputs compared are what the model returns (tensors, tuples, dicts, a Hugging Face
 ``ModelOutput``): per-position outputs at the real frames (batch- or time-major, or flattened),
 per-sequence outputs whole, and never a loss the model returns (``ModelOutput.loss``, a 0-dim
@@ -18,6 +20,7 @@ tensor): a GPT-2 given ``labels=input_ids`` with padding counts the padding in t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -108,6 +111,27 @@ def _largest_move(
     return worst
 
 
+@dataclass
+class MorePadding:
+    """What as many padded frames again after the real ones did: ``added`` frames; the model's ``output`` whose real
+    frames moved most, by ``change`` (of values up to ``scale``); the ``module`` where that starts (text, "" if not
+    found); the losses before -> after (``loss_change``) and whether one moved by more than MORE_PADDING_TOLERANCE."""
+
+    added: int
+    output: str
+    change: float
+    scale: float
+    module: str = ""
+    loss_change: str = ""
+    loss_moves: bool = False
+
+
+def _relative_change(a: torch.Tensor, b: torch.Tensor) -> float:
+    """|b - a| / |a| of two loss values (inf when ``a`` is 0 and ``b`` is not)."""
+    a, b = float(a), float(b)
+    return abs(b - a) / abs(a) if a else (0.0 if b == 0 else float("inf"))
+
+
 def _first_moved(
     base: list[tuple[str, torch.Tensor]],
     mask: torch.Tensor,
@@ -115,9 +139,9 @@ def _first_moved(
     moved_mask: torch.Tensor,
 ) -> str:
     """Where the padding enters, from two traces (``(name (Type), tensor)`` in the order the modules ran): between
-    the last module whose per-frame outputs on the real frames stayed the same and the first whose moved ("the
-    output of 'lstm' (LSTM), after that of 'embed' (Embedding), which stayed the same"); "" when none moved or the
-    traces do not line up."""
+    the last module whose per-frame outputs on the real frames stayed the same and the first whose moved ("'lstm'
+    (LSTM): the first module ... (those of 'embed' (Embedding) before it do not)"); "" when none moved or the traces
+    do not line up."""
     if len(base) != len(moved):
         return ""
     unchanged = ""
@@ -125,8 +149,8 @@ def _first_moved(
         if a.dim() < 2 or a.shape[:1] != b.shape[:1] or a.shape[1:2] != mask.shape[1:2]:
             continue  # not per frame, batch-major (a final state, a per-sequence output): the per-frame ones tell
         if _largest_move([("", a)], mask, [("", b)], moved_mask) is not None:
-            return f"the output of {name}" + (
-                f", after that of {unchanged}, which stayed the same" if unchanged else ""
+            return f"{name}: the first module, in the order they run, whose outputs on the real frames change" + (
+                f" (those of {unchanged} before it do not)" if unchanged else ""
             )
         unchanged = name
     return ""
@@ -240,15 +264,14 @@ class PaddingProbe(Plugin):
             same_outputs = _same_outputs(base_outputs, outputs, mask)
             change = ", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in moved)
             {True: covered, False: read, None: unknown}[same_outputs][key] = change
-        # key -> (frames added, output, largest change, its scale) where outputs depend on the amount of padding;
-        # None where the run with more padding failed (not decided)
-        depends: dict[str, tuple[int, str, float, float, str] | None] = {}
+        # key -> how more padding after its frames moved the outputs (None: the run with more padding failed)
+        depends: dict[str, MorePadding | None] = {}
         base_trace: list[tuple[str, torch.Tensor]] = []
         for key in read:
             extended, added = more_padding(state.batch, key)
             trace: list[tuple[str, torch.Tensor]] = []
             try:
-                _, outputs = self._run(session, extended, trace)
+                losses, outputs = self._run(session, extended, trace)
                 if not base_trace:
                     self._run(session, state.batch, base_trace)
             except ProbeLimit as exc:  # a step that needs its keys' sizes to agree otherwise: not decided
@@ -258,7 +281,16 @@ class PaddingProbe(Plugin):
             extended_mask = padding_mask(extended, key)
             moved = _largest_move(base_outputs, masks[key], outputs, extended_mask)
             if moved is not None:
-                depends[key] = (added, *moved, _first_moved(base_trace, masks[key], trace, extended_mask))
+                shared = [n for n in losses if n in base_losses]
+                depends[key] = MorePadding(
+                    added,
+                    *moved,
+                    module=_first_moved(base_trace, masks[key], trace, extended_mask),
+                    loss_change=", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in shared),
+                    loss_moves=any(
+                        _relative_change(base_losses[n], losses[n]) > MORE_PADDING_TOLERANCE for n in shared
+                    ),
+                )
         return self._report(covered, read, unknown, depends)
 
     @staticmethod
@@ -266,7 +298,7 @@ class PaddingProbe(Plugin):
         covered: dict[str, str],
         read: dict[str, str],
         unknown: dict[str, str],
-        depends: dict[str, tuple[int, str, float, float, str] | None],
+        depends: dict[str, MorePadding | None],
     ) -> list[Finding]:
         findings = []
         if covered:
@@ -289,28 +321,38 @@ class PaddingProbe(Plugin):
         for key, moved in depends.items():
             if moved is None:
                 continue
-            added, output, change, scale, module = moved
-            what = f"output {output!r}" if output else "output"
-            enters = (
-                f"It enters at {module} (in the order the modules run, the first whose outputs on the real frames "
-                f"change)"
-                if module
-                else "The padding enters the model before that output"
+            what = f"output {moved.output!r}" if moved.output else "output"
+            enters = f"at {moved.module}" if moved.module else "before that output"
+            observed = (
+                f"with {moved.added} more padded frames after the real frames of {key!r} (as a longer sequence in the "
+                f"batch brings, padded as the data is), the model's {what} changes on the real frames by up to "
+                f"{moved.change:.3g} (its values reach {moved.scale:.3g}; the padding enters {enters})"
             )
-            findings.append(
-                Finding(
-                    "warning",
-                    "sanity check",
-                    f"a sequence's result depends on its batch-mates: with {added} more padded frames after the real "
-                    f"frames of {key!r} (as a longer sequence in the batch brings, padded as the data is), the model's "
-                    f"{what} changes on the real frames by up to {change:.3g} (its values reach {scale:.3g}), and "
-                    f"other padding values move the loss ({read[key]}). {enters}: an RNN run over the padding "
-                    f"without pack_padded_sequence (a bidirectional one, or its final state), a mean or attention over "
-                    f"time without a mask do this. Mask the padded frames (pack the sequences, or pass a mask from "
-                    f"{key + ':seq_len'!r}).",
-                    where={"key": key, "output": output, "module": module},
+            if moved.loss_moves:
+                findings.append(
+                    Finding(
+                        "warning",
+                        "sanity check",
+                        f"a sequence's result depends on its batch-mates: {observed}, and the loss with it "
+                        f"({moved.loss_change}; other padding values: {read[key]}). A mean or an attention over time "
+                        f"without a mask does this, and so does an RNN run over the padding without "
+                        f"pack_padded_sequence. Mask the padded frames (pass a mask from {key + ':seq_len'!r}, or pack "
+                        f"the sequences).",
+                        where={"key": key, "output": moved.output, "module": moved.module},
+                    )
                 )
-            )
+            else:
+                findings.append(
+                    Finding(
+                        "note",
+                        "sanity check",
+                        f"the model's outputs depend on how much padding follows a sequence: {observed}; the loss "
+                        f"barely moves ({moved.loss_change}, less than {MORE_PADDING_TOLERANCE:.1%}). A bidirectional "
+                        f"RNN over zero padding does this, a widespread choice; pack the sequences "
+                        f"(pack_padded_sequence) to make each result independent of its batch-mates.",
+                        where={"key": key, "output": moved.output, "module": moved.module},
+                    )
+                )
         for key, change in read.items():
             if key in depends and depends[key] is not None:
                 continue

