@@ -135,7 +135,6 @@ def standing(found: list[Finding]) -> list[Finding]:
     return [f for f in found if not f.withdraws and f.id not in withdrawn]
 
 
-def withdrawals(found: list[Finding]) -> list[tuple[Finding, Finding]]:
-    """(withdrawn finding, the record that withdraws it) for each finding of ``found`` that was withdrawn."""
-    by_id = {f.id: f for f in found if f.id}
-    return [(by_id[f.withdraws], f) for f in found if f.withdraws in by_id]
+def withdrawals(found: list[Finding]) -> list[Finding]:
+    """The records of ``found`` that withdraw a finding (of this run, or of the run a resumed one continues)."""
+    return [f for f in found if f.withdraws]

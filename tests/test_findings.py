@@ -38,7 +38,7 @@ def test_a_withdrawn_finding_is_kept_and_shown_withdrawn_not_counted(output):
         remove_sink(got.append)
     assert got == [judged, kept, withdrawal]  # the record stays; a later one withdraws it
     assert judged.id and withdrawal.withdraws == judged.id and withdrawal.as_dict()["withdraws"] == judged.id
-    assert standing(got) == [kept] and withdrawals(got) == [(judged, withdrawal)]
+    assert standing(got) == [kept] and withdrawals(got) == [withdrawal]
     assert "Note learning watch: withdrawn the warning of epoch 1, step 60: by epoch 2 the loss left" in output()
     block = summary_block(
         task="train", ended="completed", epoch=2, num_epochs=2, global_step=120, seconds=1.0, scores={}, found=got,

@@ -388,8 +388,8 @@ def _prior_initialised(prior: np.ndarray):
     return get_model
 
 
-def test_a_slow_starter_judged_at_chance_gets_the_judgement_withdrawn_when_it_learns(output, tmp_path):
-    # Epoch 1 at a learning rate that moves nothing (a fixed schedule for the first epochs), then it learns.
+def _slow_start(tmp_path, num_epochs: int) -> None:
+    """Epoch 1 at a learning rate that moves nothing (a fixed schedule for the first epochs), then it learns."""
     train = _noisy_clusters(960, 0, 0.0)
     labels = np.concatenate([train.get_seq(i)["classes"].reshape(-1) for i in range(960)])
     prior = np.bincount(labels, minlength=3) / len(labels)
@@ -397,10 +397,17 @@ def test_a_slow_starter_judged_at_chance_gets_the_judgement_withdrawn_when_it_le
         train=train,
         dev=_noisy_clusters(200, 1, 0.0),
         get_model=_prior_initialised(prior),
-        num_epochs=2,
+        num_epochs=num_epochs,
         learning_rates=[1e-5, 1e-2],
         model=str(tmp_path / "model"),
     )
+
+
+@pytest.mark.parametrize("resumed", [False, True], ids=["one run", "resumed after epoch 1"])
+def test_a_slow_starter_judged_at_chance_gets_the_judgement_withdrawn_when_it_learns(output, tmp_path, resumed):
+    if resumed:
+        _slow_start(tmp_path, 1)  # the judgement is kept in the checkpoint; the run that resumes withdraws it
+    _slow_start(tmp_path, 2)
     text = output()
     assert re.search(r"WARNING learning watch: the train loss 'ce' has stayed at its chance level", text), text[-3000:]
     assert re.search(

@@ -66,7 +66,7 @@ def grouped(found: list[Finding]) -> list[str]:
         others = len({f.cause() for f in group}) - 1
         more = f" (+{others} other cause{'s' if others > 1 else ''})" if others > 0 else ""
         lines.append(f"    {check}: {counts}; first at {when}: {first.cause()}{more}")
-    for _, withdrawal in withdrawals(found):
+    for withdrawal in withdrawals(found):
         lines.append(f"    {withdrawal.check}: {withdrawal.cause(240)}")
     return lines
 

@@ -52,6 +52,10 @@ CHECK = "padding check"
 # Outputs on the real frames that move by more than this fraction of their largest magnitude with more padding
 # after them depend on it (a differently shaped batch may round a little differently: not that).
 MORE_PADDING_TOLERANCE = 1e-3
+# A dependence on the amount of padding is a warning when it reaches more than this share of the real frames (a
+# mean or an attention over time reaches all of them); a local operator that reads the padding at a sequence's end
+# only (a convolution over padded embeddings) reaches a few frames at the edges, a widespread choice.
+PERVASIVE = 0.5
 
 
 def perturbed(batch: dict[str, torch.Tensor], key: str, mask: torch.Tensor, sparse_dim: int | None) -> dict:
@@ -93,34 +97,35 @@ def _largest_move(
     mask: torch.Tensor,
     moved: list[tuple[str, torch.Tensor]],
     moved_mask: torch.Tensor,
-) -> tuple[str, float, float] | None:
-    """(output name, largest change, largest magnitude) of the model's output whose real frames moved most between
-    ``base`` (padding ``mask``) and ``moved`` (``moved_mask``), beyond MORE_PADDING_TOLERANCE; None: none moved
-    (losses and outputs that are not per sequence, or whose real frames have other shapes, are not compared)."""
+) -> tuple[str, float, float, float] | None:
+    """(output name, largest change, largest magnitude, share of its real frames (or sequences) that moved) of the
+    model's output whose real frames moved most between ``base`` (padding ``mask``) and ``moved`` (``moved_mask``),
+    beyond MORE_PADDING_TOLERANCE; None: none moved (losses and outputs that are not per sequence, or whose real
+    frames have other shapes, are not compared)."""
     worst = None
     for (name, a), (_, b) in zip(base, moved, strict=False):
         real_a, real_b = _real_frames(a, mask), _real_frames(b, moved_mask)
         if _is_loss(name) or real_a is None or real_b is None or real_a.shape != real_b.shape or not real_a.numel():
             continue
-        change = float((real_a.double() - real_b.double()).abs().max())
-        scale = float(real_a.double().abs().max())
-        if change > MORE_PADDING_TOLERANCE * max(scale, 1e-12) and (
-            worst is None or change / scale > worst[1] / worst[2]
-        ):
-            worst = (name, change, scale)
+        rows = (real_a.double() - real_b.double()).abs().reshape(real_a.shape[0], -1).amax(1)
+        change, scale = float(rows.max()), max(float(real_a.double().abs().max()), 1e-12)
+        if change > MORE_PADDING_TOLERANCE * scale and (worst is None or change / scale > worst[1] / worst[2]):
+            worst = (name, change, scale, float((rows > MORE_PADDING_TOLERANCE * scale).double().mean()))
     return worst
 
 
 @dataclass
 class MorePadding:
     """What as many padded frames again after the real ones did: ``added`` frames; the model's ``output`` whose real
-    frames moved most, by ``change`` (of values up to ``scale``); the ``module`` where that starts (text, "" if not
-    found); the losses before -> after (``loss_change``) and whether one moved by more than MORE_PADDING_TOLERANCE."""
+    frames moved most, by ``change`` (of values up to ``scale``), on a ``share`` of its real frames; the ``module``
+    where that starts (text, "" if not found); the losses before -> after (``loss_change``) and whether one moved by
+    more than MORE_PADDING_TOLERANCE."""
 
     added: int
     output: str
     change: float
     scale: float
+    share: float
     module: str = ""
     loss_change: str = ""
     loss_moves: bool = False
@@ -326,9 +331,10 @@ class PaddingProbe(Plugin):
             observed = (
                 f"with {moved.added} more padded frames after the real frames of {key!r} (as a longer sequence in the "
                 f"batch brings, padded as the data is), the model's {what} changes on the real frames by up to "
-                f"{moved.change:.3g} (its values reach {moved.scale:.3g}; the padding enters {enters})"
+                f"{moved.change:.3g} (its values reach {moved.scale:.3g}), on {moved.share:.0%} of its real frames (the "
+                f"padding enters {enters})"
             )
-            if moved.loss_moves:
+            if moved.loss_moves and moved.share > PERVASIVE:
                 findings.append(
                     Finding(
                         "warning",
@@ -346,10 +352,11 @@ class PaddingProbe(Plugin):
                     Finding(
                         "note",
                         "sanity check",
-                        f"the model's outputs depend on how much padding follows a sequence: {observed}; the loss "
-                        f"barely moves ({moved.loss_change}, less than {MORE_PADDING_TOLERANCE:.1%}). A bidirectional "
-                        f"RNN over zero padding does this, a widespread choice; pack the sequences "
-                        f"(pack_padded_sequence) to make each result independent of its batch-mates.",
+                        f"the model's outputs depend on how much padding follows a sequence: {observed}; the loss: "
+                        f"{moved.loss_change}. At most {PERVASIVE:.0%} of the frames moved (a convolution "
+                        f"reading the padding at a sequence's end) or the loss by less than "
+                        f"{MORE_PADDING_TOLERANCE:.1%} (a bidirectional RNN over zero padding): widespread choices. "
+                        f"Mask or pack the sequences to make each result independent of its batch-mates.",
                         where={"key": key, "output": moved.output, "module": moved.module},
                     )
                 )
