@@ -5,12 +5,18 @@ A check builds a :class:`Finding` and calls :func:`report`. The reporter fills i
 wording ``SEVERITY check: message``) and hands the record to every registered sink (the findings
 file, TensorBoard, the end-of-run summary, ...). Sinks and the clock are added by the layers above:
 this module sits in the bottom layer and knows none of them.
+
+A judgement that the run later contradicts (a task at its chance level for an epoch that then learns) is
+withdrawn, never deleted: :func:`withdraw` reports a later record that carries the withdrawn finding's ``id``
+in ``withdraws`` and says why; the file keeps both, and whoever reads the findings (the run summary, the
+report, the fail level) takes :func:`standing` ones and shows the withdrawn ones as withdrawn.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +34,8 @@ class Finding:
     ``message`` says the cause in one or a few sentences, ``evidence`` holds the numbers behind it,
     ``where`` the culprit (module path, parameter, op, ``file:line``, batch entry), ``epoch`` and
     ``step`` (the global step) when it was found, ``fix`` what to do, ``option`` the option setting
-    that turns the check off.
+    that turns the check off. ``id`` names the record (given when it is reported); ``withdraws``, on a record that
+    withdraws an earlier one (a note whose message says why), that one's ``id``.
     """
 
     severity: str
@@ -40,6 +47,8 @@ class Finding:
     step: int | None = None
     fix: str = ""
     option: str = ""
+    id: str = ""
+    withdraws: str = ""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -94,6 +103,7 @@ def remove_sink(sink: Sink) -> None:
 def report(finding: Finding, verbosity: int | None = None) -> Finding:
     """Fill in the epoch and step the finding lacks from the run's clock, log it (warnings and errors at
     verbosity 2, notes at 3 unless ``verbosity`` says otherwise) and hand it to every sink. Returns the finding."""
+    finding.id = finding.id or uuid.uuid4().hex[:12]
     if _clock is not None and (finding.epoch is None or finding.step is None):
         epoch, step = _clock()
         finding.epoch = epoch if finding.epoch is None else finding.epoch
@@ -102,3 +112,29 @@ def report(finding: Finding, verbosity: int | None = None) -> Finding:
     for sink in list(_sinks):
         sink(finding)
     return finding
+
+
+def withdraw(finding: Finding, reason: str) -> Finding:
+    """Withdraw ``finding`` (reported earlier) because the run contradicted it: report a note that carries its id and
+    says why (``reason``: what the run showed since), logged at verbosity 2 like the warning it withdraws."""
+    when = f"epoch {finding.epoch}, step {finding.step}" if finding.epoch is not None else f"step {finding.step}"
+    withdrawal = Finding(
+        "note",
+        finding.check,
+        f"withdrawn the {finding.severity} of {when}: {reason} (It said: {finding.cause(120)})",
+        evidence={"withdrawn": finding.message},
+        where=finding.where,
+        withdraws=finding.id,
+    )
+    return report(withdrawal, verbosity=2)
+
+
+def standing(found: list[Finding]) -> list[Finding]:
+    """``found`` without the withdrawals and the findings they withdraw: what the run still reports."""
+    withdrawn = {f.withdraws for f in found if f.withdraws}
+    return [f for f in found if not f.withdraws and f.id not in withdrawn]
+
+
+def withdrawals(found: list[Finding]) -> list[Finding]:
+    """The records of ``found`` that withdraw a finding (of this run, or of the run a resumed one continues)."""
+    return [f for f in found if f.withdraws]

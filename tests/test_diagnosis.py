@@ -265,3 +265,24 @@ def test_the_cause_is_named(name):
 def test_the_healthy_twin_is_quiet(name):
     text = _train(HEALTHY[name])
     assert [line for line in text.splitlines() if "WARNING" in line] == [], name
+
+
+def test_a_cause_left_by_elimination_or_an_observation_that_decides_nothing_is_not_named():
+    from types import SimpleNamespace
+
+    from framework.debug.diagnosis import Ruling, Symptom, _finding
+
+    state = SimpleNamespace(epoch=2, global_step=200)
+    symptom = Symptom("the train loss 'ce' has stayed at its chance level", "ce")
+    ruled_out = [Ruling("the data carries information", ruled_out="the inputs vary")]
+    text = _finding(state, symptom, ruled_out, 0.1).message
+    assert "Cause" not in text and "What remains" not in text
+    assert "Not decided yet: ruled out the inputs vary. Next experiment: rerun with ++debug_synthetic_data True" in text
+    no_fit = Ruling("the model can learn", observed="a copy did not fit one batch", experiment="rerun with X")
+    text = _finding(state, symptom, [*ruled_out, no_fit], 0.1).message
+    assert (
+        "Not decided yet: observed a copy did not fit one batch; ruled out the inputs vary. Next experiment: " in text
+    )
+    assert text.endswith("rerun with X.") and "Cause" not in text
+    named = Ruling("the model reads its input", cause="no prediction depends on the input")
+    assert "Cause: no prediction depends on the input." in _finding(state, symptom, [*ruled_out, named], 0.1).message

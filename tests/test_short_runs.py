@@ -126,8 +126,8 @@ def _warnings(text: str) -> list[str]:
 
 CHANCE = (
     r"WARNING learning watch: the train loss 'ce' has stayed at its chance level \(mean \S+ over the last \d+ steps "
-    r"up to step \d+; the entropy of the frequencies of the 'classes' labels .* Labels that do not belong to their "
-    r"inputs do exactly this"
+    r"up to step \d+; the entropy of the frequencies of the 'classes' labels .*Not decided yet: .*Next experiment: rerun "
+    r"with \+\+debug_synthetic_data True"
 )
 TINY = (
     r"WARNING learning watch: the train loss is not decreasing: .* The updates are negligible: .* The optimizer applied "

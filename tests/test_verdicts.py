@@ -31,7 +31,7 @@ def test_overfit_batches_says_a_detached_loss_does_not_learn(tmp_path):
     result = run_rnn(tiny_config_with(tmp_path, DETACHED_LOSS), "++debug_overfit_batches", "1")
     assert result.returncode == 1
     assert "debug_overfit_batches verdict: the model does NOT learn" in result.stderr
-    assert "Likely causes, found by the checks: No parameter received a gradient" in result.stderr
+    assert "What the checks found: No parameter received a gradient" in result.stderr
 
 
 def test_synthetic_data_tells_a_data_problem_from_a_model_bug(tmp_path):

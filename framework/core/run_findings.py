@@ -22,7 +22,7 @@ from framework.config import Config
 from framework.core.state import RunState
 from framework.disk import beside_checkpoints, describe_os_error
 from framework.errors import PlantedLinkError, WriteError
-from framework.findings import SEVERITIES, Finding
+from framework.findings import SEVERITIES, Finding, standing
 from framework.record_file import RecordFile
 from framework.safe_create import refuse_unless_regular
 
@@ -118,12 +118,13 @@ class RunFindings:
         log.v2(why)
 
     def counts(self) -> dict[str, int]:
-        """How many findings of each severity, most severe first."""
-        return {s: n for s in reversed(SEVERITIES) if (n := sum(f.severity == s for f in self.found))}
+        """How many standing findings (not withdrawn) of each severity, most severe first."""
+        kept = standing(self.found)
+        return {s: n for s in reversed(SEVERITIES) if (n := sum(f.severity == s for f in kept))}
 
     def failing(self) -> list[Finding]:
-        """The findings at ``findings_fail_level`` or above (none when it is off)."""
+        """The standing findings (not withdrawn) at ``findings_fail_level`` or above (none when it is off)."""
         if self.fail_level is None:
             return []
         level = SEVERITIES.index(self.fail_level)
-        return [f for f in self.found if SEVERITIES.index(f.severity) >= level]
+        return [f for f in standing(self.found) if SEVERITIES.index(f.severity) >= level]

@@ -9,7 +9,7 @@ import signal
 
 from framework.core.scores import Scores
 from framework.errors import TrainingInterrupted
-from framework.findings import Finding
+from framework.findings import Finding, standing, withdrawals
 from framework.log import format_duration
 
 
@@ -49,9 +49,10 @@ def best_scores(scores: dict[int, Scores]) -> dict[str, dict[str, tuple[float, i
 
 
 def grouped(found: list[Finding]) -> list[str]:
-    """One line per check (in the order they first reported): counts by severity, when first, the cause."""
+    """One line per check (in the order they first reported): counts by severity, when first, the cause; then one
+    line per withdrawn finding: what it said and why it was withdrawn."""
     by_check: dict[str, list[Finding]] = {}
-    for finding in found:
+    for finding in standing(found):
         by_check.setdefault(finding.check, []).append(finding)
     lines = []
     for check, group in by_check.items():
@@ -65,6 +66,8 @@ def grouped(found: list[Finding]) -> list[str]:
         others = len({f.cause() for f in group}) - 1
         more = f" (+{others} other cause{'s' if others > 1 else ''})" if others > 0 else ""
         lines.append(f"    {check}: {counts}; first at {when}: {first.cause()}{more}")
+    for withdrawal in withdrawals(found):
+        lines.append(f"    {withdrawal.check}: {withdrawal.cause(240)}")
     return lines
 
 
@@ -92,10 +95,14 @@ def summary_block(
         shown = ", ".join(f"{name} {value:.4g} (epoch {e})" for name, (value, e) in values.items())
         lines.append(f"  best {dataset}: {shown}")
     if found:
+        kept, withdrawn = standing(found), len(withdrawals(found))
         counts = ", ".join(
-            f"{n} {s}{'s' if n > 1 else ''}"
-            for s in ("error", "warning", "note")
-            if (n := sum(f.severity == s for f in found))
+            [
+                f"{n} {s}{'s' if n > 1 else ''}"
+                for s in ("error", "warning", "note")
+                if (n := sum(f.severity == s for f in kept))
+            ]
+            + ([f"{withdrawn} withdrawn"] if withdrawn else [])
         )
         lines.append(f"  findings: {counts}")
         lines += grouped(found)

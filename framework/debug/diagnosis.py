@@ -12,11 +12,16 @@ family of causes in or out:
 4. the model reads its input (a gradient dependency map on a model copy: predictions that depend on the
    padding and not on the real tokens, or on nothing: ``framework.inspection.dependency_map``);
 5. the model can learn (a copy fits one batch; units of a layer that are identical; parameters that get
-   gradients and never changed since the first step: ``framework.inspection.can_learn``).
+   gradients and never changed since the first step: ``framework.inspection.can_learn``);
+6. for a train loss that fell while dev did not: the two paths agree (the same train batches through training
+   mode and the way dev is evaluated, eval mode without gradients: RETURNN's ``devtrain``, on a copy).
 
-The first family ruled in is the cause; the finding (one, in the symptom's line) gives it with its
-evidence and what was ruled out before it. When every family is ruled out, it says so and what would
-decide the rest. Checks that run code run on copies in the probe session's isolation, only when a
+A family is ruled in only by a measurement that tells it apart from the others (a gradient that reaches the
+padding, an id that fills the input, the same batches losing what they learned in eval mode); the first one
+ruled in is the cause, and the finding (one, in the symptom's line) gives it with its evidence and what was
+ruled out before it. What a check observed without deciding (a copy that did not fit one batch with the fit's
+own optimizer) and what is ruled out by elimination name no cause: the finding says "not decided yet", what was
+observed and ruled out, and the next experiment that would decide, as an option to run. Checks that run code run on copies in the probe session's isolation, only when a
 symptom appears; a healthy run pays one fingerprint of the parameters before its first step.
 """
 
@@ -32,7 +37,14 @@ import torch
 from framework import log
 from framework.config import Config
 from framework.core.events import Event
-from framework.core.measurements import CONTRACT_BREACHES, DIAGNOSE, LABEL_KEYS, LOSS_FLOORS, UPDATE_RATIO
+from framework.core.measurements import (
+    CHANCE_LEVELS,
+    CONTRACT_BREACHES,
+    DIAGNOSE,
+    LABEL_KEYS,
+    LOSS_FLOORS,
+    UPDATE_RATIO,
+)
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.core.step import run_step
@@ -48,7 +60,7 @@ from framework.inspection.can_learn import (
 )
 from framework.inspection.dependency_map import DependencyMap, dependency_map
 from framework.inspection.input_information import NEARLY_CONSTANT, data_information
-from framework.inspection.probe import ProbeLimit, ProbeSession, unseen, why_not
+from framework.inspection.probe import ProbeLimit, ProbeSession, model_copy, unseen, why_not
 from framework.inspection.schedule_trace import schedule_problem
 from framework.options import register
 
@@ -63,8 +75,19 @@ register(
     __name__,
 )
 
-# Train batches the data family reads.
+# Train batches the data family reads, and those the two paths (training mode, evaluation) run.
 DATA_BATCHES = 4
+PATH_BATCHES = 4
+# A loss within this fraction of its chance level learned nothing (as the learning watch judges it) ...
+AT_CHANCE = 0.03
+# ... and one this fraction below it learned (the learning watch's "train fell below it").
+LEARNED = 0.1
+# The experiment that tells a model or loss that cannot learn from data whose labels do not carry over.
+SYNTHETIC_EXPERIMENT = (
+    "rerun with ++debug_synthetic_data True (the same model and loss on synthetic data of the same shapes with a "
+    "learnable relation): learns -> the model and the loss work, look at the data (python tools/dump-dataset.py "
+    "CONFIG --batches 2 shows inputs with their labels); does not learn -> look at the model and the loss"
+)
 
 
 @dataclass
@@ -76,15 +99,19 @@ class Symptom:
     loss: str
     applied_lr: list[float] = field(default_factory=list)
     train_learns: bool = False
+    dev: str = ""  # the dataset at chance while train learns (for train_learns)
 
 
 @dataclass
 class Ruling:
-    """One family's outcome: ``cause`` (the family is ruled in: why), else ``ruled_out`` (why not)."""
+    """One family's outcome: ``cause`` (a measurement rules the family in: why), ``ruled_out`` (why not), or
+    ``observed`` (what the check saw that decides neither), with ``experiment``, the run that would decide."""
 
     family: str
     cause: str = ""
     ruled_out: str = ""
+    observed: str = ""
+    experiment: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     where: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -94,7 +121,7 @@ class Diagnosis(Plugin):
     """Fingerprints the parameters before the first step; offers ``diagnose`` to the symptom watchers."""
 
     provides = (DIAGNOSE,)
-    needs = (CONTRACT_BREACHES, LABEL_KEYS, LOSS_FLOORS, UPDATE_RATIO)
+    needs = (CHANCE_LEVELS, CONTRACT_BREACHES, LABEL_KEYS, LOSS_FLOORS, UPDATE_RATIO)
 
     def __init__(self) -> None:
         self.start: torch.Tensor | None = None  # the parameters' fingerprint before the first update
@@ -108,13 +135,13 @@ class Diagnosis(Plugin):
         self.start = fingerprint(state.model)
         state.store.put(DIAGNOSE, self.diagnose, by=self)
 
-    def diagnose(self, state: RunState, symptom: Symptom) -> bool:
-        """Run the ladder for ``symptom`` and report one finding (in the symptom's words, with the cause).
-        Returns whether it reported (False: no batch to run on)."""
+    def diagnose(self, state: RunState, symptom: Symptom) -> Finding | None:
+        """Run the ladder for ``symptom`` and report one finding (in the symptom's words, with the cause or what
+        is not decided yet). Returns it (None: no batch to run on, nothing reported)."""
         began = time.process_time()
         batch = _train_batch(state)
         if batch is None:
-            return False
+            return None
         rulings: list[Ruling] = []
         mapped: list[DependencyMap | str] = []  # the dependency map (or why it could not be made), made once
 
@@ -131,6 +158,8 @@ class Diagnosis(Plugin):
         ]
         if not symptom.train_learns:
             ladder.append(lambda: _can_learn(state, batch, self.start))
+        else:
+            ladder.append(lambda: _two_paths(state, symptom))
         for rung in ladder:
             started = time.process_time()
             ruling = rung()
@@ -139,9 +168,9 @@ class Diagnosis(Plugin):
             if ruling.cause:
                 break
         seconds = time.process_time() - began
-        report(_finding(state, symptom, rulings, seconds))
+        found = report(_finding(state, symptom, rulings, seconds))
         log.v4(f"Diagnosis of {symptom.loss!r}: {len(rulings)} check(s) in {seconds:.2f} s of CPU time.")
-        return True
+        return found
 
 
 def _train_batches(state: RunState, count: int) -> list[tuple[Any, dict[str, Any]]]:
@@ -303,11 +332,17 @@ def _can_learn(state: RunState, batch: dict[str, torch.Tensor], start: torch.Ten
             f"): the optimizer does not update them (not in its param groups, or a learning rate of 0 for them)"
         )
     elif not fit.fits:
-        ruling.cause = (
-            f"a copy of the model cannot fit even one batch: its loss went {fit.losses[0]:.4g} -> {fit.losses[-1]:.4g} "
-            f"in {len(fit.losses)} Adam steps (learning rate {FIT_LEARNING_RATE:g}). The model or the loss is broken: its output "
-            f"cannot follow the labels (a layer that discards its input, an output squashed or detached, a loss "
-            f"computed on the wrong tensors)"
+        # Observed, not a cause: the fit's optimizer and rate may not suit this model (a warmup it needs, batch
+        # statistics of one batch), so a model that trains well elsewhere can fail this fit too.
+        ruling.observed = (
+            f"a copy of the model did not fit one batch with the check's own optimizer: its loss went "
+            f"{fit.losses[0]:.4g} -> {fit.losses[-1]:.4g} in {len(fit.losses)} Adam steps (learning rate "
+            f"{FIT_LEARNING_RATE:g}), which does not tell the model or the loss from an optimizer that does not suit it"
+        )
+        ruling.experiment = (
+            "rerun with ++debug_overfit_batches 1 (the run's own optimizer and learning rate on one batch, "
+            "debug_overfit_steps steps): does not learn -> look at the model and the loss; learns -> "
+            + SYNTHETIC_EXPERIMENT
         )
     else:
         ruling.ruled_out = (
@@ -316,8 +351,64 @@ def _can_learn(state: RunState, batch: dict[str, torch.Tensor], start: torch.Ten
     return ruling
 
 
+def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
+    """The same train batches through training mode and the way dev is evaluated (eval mode, no gradient), on a
+    copy: RETURNN's ``devtrain``. A train loss that fell while dev stays at chance is memorization only if the
+    evaluation path on the training data fell too; if it sits at chance there, the gap is between the paths."""
+    ruling = Ruling("training mode and evaluation agree on the training data")
+    level = (state.store.get(CHANCE_LEVELS) or {}).get(symptom.loss)
+    batches = _train_batches(state, PATH_BATCHES)
+    if level is None or not batches:
+        ruling.evidence = {"not measured": "no chance level of the loss, or no train batches"}
+        return ruling
+    loader = state.loaders["train"]
+    epoch = max(state.epoch, 1)
+    losses: dict[str, list[float]] = {"train": [], "eval": []}
+    try:
+        with unseen(), torch.no_grad():
+            copy = model_copy(state.model)
+            for indices, _ in batches:
+                batch = to_device(loader.tensor_batch(indices, epoch), state.device)
+                for stage in ("train", "eval"):
+                    copy.train(stage == "train")
+                    run_ctx = run_step(state.config, copy, batch, stage, epoch=epoch, step=state.global_step)
+                    losses[stage].append(float(run_ctx.losses[symptom.loss].normalized()))
+    except Exception as exc:  # a model that cannot be copied, a step that fails on the copy: not decided
+        ruling.evidence = {"could not run": why_not(exc)}
+        return ruling
+    trained, evaluated = (sum(v) / len(v) for v in (losses["train"], losses["eval"]))
+    ruling.evidence = {"batches": len(batches), "train mode": trained, "evaluated": evaluated, "chance": level.value}
+    facts = (
+        f"the same {len(batches)} train batches give {symptom.loss} {trained:.4g} in training mode and "
+        f"{evaluated:.4g} evaluated as dev is (eval mode, no gradient), against a chance level of {level.value:.4g}"
+    )
+    if evaluated >= level.value * (1 - AT_CHANCE) and trained < level.value * (1 - LEARNED):
+        ruling.where = {"path": "evaluation"}
+        ruling.cause = (
+            f"{facts}: the model learned the training data, and the evaluation path loses it on the same data, so "
+            f"the gap is between the paths, not between train and {symptom.dev or 'dev'} data (a module that "
+            f"acts otherwise in eval mode: batch-norm running statistics, an eval-only branch, a step that "
+            f"reads run_ctx.train_flag)"
+        )
+    elif evaluated < level.value * (1 - AT_CHANCE):
+        ruling.observed = (
+            f"{facts}: the model fits the training data evaluated as dev is, and what it learned does not carry over "
+            f"to {symptom.dev or 'dev'}"
+        )
+        ruling.experiment = (
+            "evaluate a part of the training data held out of training (train on the rest; eval_datasets = "
+            "{'heldout': ...}): at chance there too -> the training labels do not belong to their inputs (inputs "
+            "and labels shuffled separately, misaligned files); learned there -> dev differs from train (compare "
+            "python tools/dump-dataset.py CONFIG --dataset dev --batches 2 with the train batches)"
+        )
+    else:
+        ruling.observed = facts
+    return ruling
+
+
 def _finding(state: RunState, symptom: Symptom, rulings: list[Ruling], seconds: float) -> Finding:
-    """The one finding: the symptom, the cause (or what is left), what was ruled out, the evidence."""
+    """The one finding: the symptom, the cause that a measurement ruled in, else what is not decided yet: what was
+    observed, what was ruled out, and the next experiment; the evidence."""
     cause = next((r for r in rulings if r.cause), None)
     ruled_out = [r.ruled_out for r in rulings if r.ruled_out]
     evidence: dict[str, Any] = {r.family: r.evidence for r in rulings}
@@ -327,13 +418,15 @@ def _finding(state: RunState, symptom: Symptom, rulings: list[Ruling], seconds: 
         if ruled_out:
             message += f" (Ruled out first: {'; '.join(ruled_out)}.)"
     else:
-        undecided = [r.family for r in rulings if not r.cause and not r.ruled_out]
+        observed = [r.observed for r in rulings if r.observed]
+        undecided = [r.family for r in rulings if not (r.cause or r.ruled_out or r.observed)]
+        experiment = next((r.experiment for r in rulings if r.experiment), SYNTHETIC_EXPERIMENT)
         message = (
-            f"{symptom.text}. Not decided yet: ruled out {'; '.join(ruled_out) or 'nothing'}"
+            f"{symptom.text}. Not decided yet: "
+            + (f"observed {'; '.join(observed)}; " if observed else "")
+            + f"ruled out {'; '.join(ruled_out) or 'nothing'}"
             + (f"; could not check: {', '.join(undecided)}" if undecided else "")
-            + ". What remains is how the labels are paired with the inputs. Labels that do not belong to their "
-            "inputs do exactly this (inputs and labels shuffled separately, misaligned files or orderings, a label "
-            "column from another table); look at a few examples with their labels to decide."
+            + f". Next experiment: {experiment}."
         )
     return Finding(
         "warning",

@@ -80,7 +80,7 @@ def _sample_index(p: torch.Tensor) -> torch.Tensor | None:
     """About SAMPLE entries of ``p``'s flat view (of this rank's slice if FSDP shards it), drawn at random once;
     None: all of them. Evenly spaced entries would alias with the layout: a stride that is a multiple of 9 reads
     one tap of each 3x3 kernel only, the one that gets no gradient where the feature map is 1x1."""
-    numel = sharded.local(p).numel()
+    numel = sharded.stored(p).numel()
     if numel <= SAMPLE:
         return None
     drawn = torch.randint(numel, (SAMPLE,), generator=torch.Generator().manual_seed(numel))
@@ -89,7 +89,7 @@ def _sample_index(p: torch.Tensor) -> torch.Tensor | None:
 
 def _sample(p: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
     """The entries of ``p`` at ``index`` (from ``_sample_index``)."""
-    flat = sharded.local(p).detach().reshape(-1)
+    flat = sharded.stored(p.detach()).reshape(-1)
     return flat if index is None else flat[index]
 
 

@@ -12,7 +12,11 @@ steps on, so a two-epoch smoke run is judged too). It warns when
 - a cross-entropy sits at its chance level (the entropy of the label frequencies): the model has
   learned nothing from its input; after a loss that went far above it first, the training diverged;
 - at an epoch end, a dev loss still sits at its chance level while the train loss fell well below
-  it: the model memorizes labels that do not belong to their inputs.
+  it (memorization only if the training data evaluated as dev is fell too: the diagnosis measures that).
+
+A chance-level judgement that the run later contradicts is withdrawn (``framework.findings.withdraw``) at the
+epoch end that shows it, saying why: a slow starter that sits at chance for an epoch and then learns (its
+train loss and a dev loss left the chance level), a dev set at chance that later learns.
 
 Each of these symptoms is handed to the differential diagnosis (``framework.debug.diagnosis``, on unless
 ``debug_diagnose_symptoms = False``), which names its cause in the warning instead of a guess.
@@ -40,7 +44,7 @@ from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, C
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.diagnosis import Symptom
-from framework.findings import Finding, report
+from framework.findings import Finding, report, withdraw
 from framework.options import register
 
 register(
@@ -106,9 +110,15 @@ TYPICAL_LEARNING_RATES = {
 }
 
 
-def _warn(state: RunState, message: str, option: str = "debug_loss_window = 0") -> None:
-    """Report a learning-watch warning (``option`` turns the judgment off)."""
-    report(Finding("warning", "learning watch", message, epoch=state.epoch, step=state.global_step, option=option))
+# The fields of a chance-level judgement a checkpoint keeps, so that a resumed run can still withdraw it.
+_KEPT_OF_A_JUDGEMENT = ("severity", "check", "message", "epoch", "step", "id")
+
+
+def _warn(state: RunState, message: str, option: str = "debug_loss_window = 0") -> Finding:
+    """Report a learning-watch warning (``option`` turns the judgment off); returns it."""
+    return report(
+        Finding("warning", "learning watch", message, epoch=state.epoch, step=state.global_step, option=option)
+    )
 
 
 def typical_learning_rate(optimizer: torch.optim.Optimizer) -> tuple[str, float] | None:
@@ -178,6 +188,9 @@ class LossWindowWatch(Plugin):
         self.warned = False  # not decreasing (given again after progress)
         self.warned_lr = False  # far too small steps
         self.chance_warned: list[str] = []  # losses named at their chance level (train, or dev while train fell)
+        # The chance-level judgements given and not withdrawn: (loss, dataset ("train", or the dev set at chance while
+        # train fell)) -> the finding; a later epoch that contradicts one withdraws it.
+        self.judged_at_chance: dict[tuple[str, str], Finding] = {}
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> LossWindowWatch | None:
@@ -199,6 +212,11 @@ class LossWindowWatch(Plugin):
             "warned": self.warned,
             "warned_lr": self.warned_lr,
             "chance_warned": list(self.chance_warned),
+            # What a withdrawal needs of each (plain values: the evidence may hold numbers of other types).
+            "judged_at_chance": [
+                [*key, {field: getattr(finding, field) for field in _KEPT_OF_A_JUDGEMENT}]
+                for key, finding in self.judged_at_chance.items()
+            ],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -213,6 +231,7 @@ class LossWindowWatch(Plugin):
         self.total = sum(segment[0] for segment in self.segments)
         self.losses = {name: list(meta) for name, meta in state["losses"].items()}
         self.chance_warned = list(state["chance_warned"])
+        self.judged_at_chance = {(n, d): Finding(**f) for n, d, f in state.get("judged_at_chance", [])}
 
     # -- keeping the curve
     @on(Event.EPOCH_START)
@@ -239,6 +258,7 @@ class LossWindowWatch(Plugin):
         self.base = None  # the next epoch's sums start from zero
         self._judge_curve(state, final=True)
         self._judge_dev(state)
+        self._withdraw_contradicted(state)
 
     @on(Event.FINISH)
     def on_finish(self, state: RunState) -> None:
@@ -472,7 +492,7 @@ class LossWindowWatch(Plugin):
             self.chance_warned.append(name)
             where = f"mean {mean:.4g} over the last {steps} steps up to step {state.global_step}"
             if diverged:
-                _warn(
+                self.judged_at_chance[(name, "train")] = _warn(
                     state,
                     f"the train loss {name!r} went far above its chance level (a mean of "
                     f"{peak:.4g} over steps {peak_steps}) and then settled at (or just above) it ({where}; {level.what} "
@@ -487,9 +507,8 @@ class LossWindowWatch(Plugin):
                 f"{self._dev_at_chance(state, name, level)}): the model predicts the label frequencies and has learned "
                 f"nothing from its input"
             )
-            if self._diagnosed(state, symptom, name):
-                continue
-            _warn(
+            found = self._diagnosed(state, symptom, name)
+            self.judged_at_chance[(name, "train")] = found or _warn(
                 state,
                 f"{symptom}. Labels that do not belong to their inputs "
                 f"do exactly this (inputs and labels shuffled separately, misaligned files or orderings, a label column "
@@ -497,15 +516,17 @@ class LossWindowWatch(Plugin):
             )
         return at_chance
 
-    def _diagnosed(self, state: RunState, symptom: str, loss: str, train_learns: bool = False) -> bool:
-        """Hand ``symptom`` to the differential diagnosis (framework.debug.diagnosis), which names its cause in one
-        finding; False when it is off or could not run (then the symptom's own warning is given)."""
+    def _diagnosed(
+        self, state: RunState, symptom: str, loss: str, train_learns: bool = False, dev: str = ""
+    ) -> Finding | None:
+        """Hand ``symptom`` to the differential diagnosis (framework.debug.diagnosis), which reports it in one
+        finding (returned); None when it is off or could not run (then the symptom's own warning is given)."""
         diagnose = state.store.get(DIAGNOSE)
         if diagnose is None:
-            return False
+            return None
         self._flush()
         applied = [lr for _, _, lr in self.segments]
-        return diagnose(state, Symptom(symptom, loss, applied, train_learns))
+        return diagnose(state, Symptom(symptom, loss, applied, train_learns, dev))
 
     def _optimized_name(self) -> str:
         """The name of the first optimized loss (for a symptom of the total)."""
@@ -569,19 +590,45 @@ class LossWindowWatch(Plugin):
                     symptom = (
                         f"{dataset}_{name} has stayed at its chance level while train_{name} fell below it: "
                         f"{dataset}_{name} {history[0]:.4g} -> {history[-1]:.4g} in {len(history)} epoch(s), "
-                        f"train_{name} {train:.4g} over the last {last.steps} steps; {level.what} is {level.value:.4g}. "
-                        f"The model memorizes the training labels and learns nothing that carries over to {dataset}"
+                        f"train_{name} {train:.4g} over the last {last.steps} steps (training mode); {level.what} is "
+                        f"{level.value:.4g}"
                     )
-                    if self._diagnosed(state, symptom, name, train_learns=True):
-                        break
-                    _warn(
+                    found = self._diagnosed(state, symptom, name, train_learns=True, dev=dataset)
+                    self.judged_at_chance[(name, dataset)] = found or _warn(
                         state,
-                        f"{symptom}. Labels that do not belong to their inputs do exactly this (inputs and "
-                        f"labels shuffled separately, misaligned files or orderings, a label column from another "
-                        f"table), and so do inputs that carry no information about the labels: regularizing would not "
-                        f"help; check how the labels are paired with the inputs.",
+                        f"{symptom}. Not decided yet: the train loss is measured in training mode. Evaluate the "
+                        f"training data as {dataset} is (eval_datasets = {{'devtrain': ...}}, or leave "
+                        f"debug_diagnose_symptoms on): fell there too -> what the model learned does not carry over "
+                        f"to {dataset} (labels that do not belong to their inputs, or {dataset} unlike train); at "
+                        f"chance there -> the evaluation path loses what training mode learned.",
                     )
                     break
+
+    def _withdraw_contradicted(self, state: RunState) -> None:
+        """At an epoch end: withdraw each chance-level judgement this epoch contradicts. A train loss judged at chance
+        that now sits below it, with a dev loss below it too (the model learned from its input: a slow start or a
+        recovery); a dev loss judged at chance that now sits below it (what was learned carries over after all)."""
+        levels = state.store.get(CHANCE_LEVELS) or {}
+        scores = state.lr_control.scores.get(state.epoch, {})
+        for (name, dataset), finding in list(self.judged_at_chance.items()):
+            level = levels.get(name)
+            if level is None:
+                continue
+            low = level.value * (1 - CHANCE_MARGIN)
+            dev = {d: v[name] for d, v in scores.items() if d != "train" and name in v and v[name] < low}
+            if dataset != "train":
+                dev = {d: v for d, v in dev.items() if d == dataset}
+            train = self._part(min(self.window, max(1, self.total // 2)), from_end=True).means.get(name)
+            if not dev or (dataset == "train" and (train is None or train >= low)):
+                continue
+            left = ", ".join(f"{d}_{name} {v:.4g}" for d, v in dev.items())
+            trained = f"train_{name} {train:.4g} over the latest steps, " if train is not None else ""
+            del self.judged_at_chance[(name, dataset)]
+            withdraw(
+                finding,
+                f"by epoch {state.epoch} the loss left its chance level ({trained}{left}; {level.what} is "
+                f"{level.value:.4g}): the model learned from its input after all (a slow start).",
+            )
 
 
 def _dev_scores(state: RunState) -> list[dict[str, float]]:

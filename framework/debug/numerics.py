@@ -46,7 +46,7 @@ from framework.host_syncs import LaggedFlag, host_value
 from framework.inspection.module_tracker import ModuleTracker, matches_any
 from framework.inspection.op_checks import OpSums
 from framework.inspection.precision import diagnose_step
-from framework.inspection.sharded import local
+from framework.inspection.sharded import stored
 from framework.inspection.step_sums import Producer, StepSums
 from framework.inspection.tensors import floating_tensors
 from framework.options import register
@@ -285,7 +285,7 @@ class NumericsGuard(Plugin):
         if self.check_grads:
             named = [(n, p.grad) for n, p in state.model.named_parameters() if p.grad is not None]
             if named:
-                norms = torch._foreach_norm([local(g) for _, g in named])  # this rank's slices (FSDP)
+                norms = torch._foreach_norm([stored(g) for _, g in named])  # this rank's slices (FSDP)
                 grad_norms = dict(zip([n for n, _ in named], norms, strict=True))
         if self.verdict_on_host and state.distributed is None:
             self._check_on_host(state, grad_norms)
@@ -543,9 +543,7 @@ def _grad_sums(state: RunState) -> list[torch.Tensor]:
     """The float32 sum of each gradient (this rank's slices under FSDP), on the device: non-finite exactly when
     the gradient is (or, for a finite one, when its sum overflows, beyond 3.4e38, where a 2-norm overflows
     beyond 1.8e19). One pass over each gradient, as cheap as ``torch._foreach_norm`` on the CPU."""
-    grads = [p.grad for p in state.model.parameters() if p.grad is not None]
-    if state.distributed is not None:  # only there may a gradient be sharded
-        grads = [local(g) for g in grads]
+    grads = [stored(p.grad) for p in state.model.parameters() if p.grad is not None]
     return [g.sum(dtype=torch.float32) for g in grads]
 
 
@@ -591,7 +589,7 @@ def _what_is_bad(state: RunState, grad_norms: dict[str, torch.Tensor] | None, cu
         params = [
             n
             for n, p in state.model.named_parameters()
-            if p.grad is not None and not bool(torch.isfinite(local(p.grad)).all())
+            if p.grad is not None and not bool(torch.isfinite(stored(p.grad)).all())
         ]
     parts = []
     if losses:

@@ -6,7 +6,12 @@ changed at once (other class ids, or large values); when a loss moves, once more
 only that key's padded frames changed, to name it. A loss that changes while the model's outputs on the real frames
 stay the same covers the padding: the frames beyond ``key:seq_len`` count in the loss. A change
 of the outputs on the real frames means the model reads the padding (e.g. a convolution over
-the zero padding, an RNN run over it without packing); that is often intended, so it is a note.
+the zero padding, an RNN run over it without packing). Which of the two decides whether a sequence's result
+depends on its batch-mates, so that key runs once more with more padding after every sequence (as a longer
+batch-mate brings, padded as the data is): outputs on the real frames that change then, with a loss that moves
+by more than 0.1%, are a warning naming where the padding enters (the first module whose outputs on the real
+frames change); outputs that stay (a convolution over zero padding reads the same zeros whatever follows), or
+move while the loss barely does (a bidirectional RNN over zero padding, a widespread choice), a note.
 The outputs compared are what the model returns (tensors, tuples, dicts, a Hugging Face
 ``ModelOutput``): per-position outputs at the real frames (batch- or time-major, or flattened),
 per-sequence outputs whole, and never a loss the model returns (``ModelOutput.loss``, a 0-dim
@@ -15,6 +20,7 @@ tensor): a GPT-2 given ``labels=input_ids`` with padding counts the padding in t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -43,6 +49,13 @@ register(
 
 TOLERANCE = 1e-5
 CHECK = "padding check"
+# Outputs on the real frames that move by more than this fraction of their largest magnitude with more padding
+# after them depend on it (a differently shaped batch may round a little differently: not that).
+MORE_PADDING_TOLERANCE = 1e-3
+# A dependence on the amount of padding is a warning when it reaches more than this share of the real frames (a
+# mean or an attention over time reaches all of them); a local operator that reads the padding at a sequence's end
+# only (a convolution over padded embeddings) reaches a few frames at the edges, a widespread choice.
+PERVASIVE = 0.5
 
 
 def perturbed(batch: dict[str, torch.Tensor], key: str, mask: torch.Tensor, sparse_dim: int | None) -> dict:
@@ -61,6 +74,91 @@ def perturbed(batch: dict[str, torch.Tensor], key: str, mask: torch.Tensor, spar
         replacement = values[mask].cpu() + 1
     values[mask] = replacement.to(values.dtype).to(values.device)
     return {**batch, key: values}
+
+
+def more_padding(batch: dict[str, torch.Tensor], key: str) -> tuple[dict[str, torch.Tensor], int]:
+    """A copy of ``batch`` whose variable-length keys padded along with ``key`` (the same batch and time size) get
+    as many padded frames again after their frames, each with the value its padding already holds (0 where it has
+    none); how many frames were added. The real frames and the lengths stay as they are."""
+    batch_size, time = batch[key].shape[:2]
+    extended = dict(batch)
+    for name, values in batch.items():
+        mask = padding_mask(batch, name)
+        if mask is None or values.shape[:2] != (batch_size, time):
+            continue
+        fill = values[mask][0] if bool(mask.any()) else torch.zeros((), dtype=values.dtype, device=values.device)
+        tail = fill.expand(batch_size, time, *values.shape[2:]).to(values.dtype)
+        extended[name] = torch.cat([values, tail], dim=1)
+    return extended, time
+
+
+def _largest_move(
+    base: list[tuple[str, torch.Tensor]],
+    mask: torch.Tensor,
+    moved: list[tuple[str, torch.Tensor]],
+    moved_mask: torch.Tensor,
+) -> tuple[str, float, float, float] | None:
+    """(output name, largest change, largest magnitude, share of its real frames (or sequences) that moved) of the
+    model's output whose real frames moved most between ``base`` (padding ``mask``) and ``moved`` (``moved_mask``),
+    beyond MORE_PADDING_TOLERANCE; None: none moved (losses and outputs that are not per sequence, or whose real
+    frames have other shapes, are not compared)."""
+    worst = None
+    for (name, a), (_, b) in zip(base, moved, strict=False):
+        real_a, real_b = _real_frames(a, mask), _real_frames(b, moved_mask)
+        if _is_loss(name) or real_a is None or real_b is None or real_a.shape != real_b.shape or not real_a.numel():
+            continue
+        rows = (real_a.double() - real_b.double()).abs().reshape(real_a.shape[0], -1).amax(1)
+        change, scale = float(rows.max()), max(float(real_a.double().abs().max()), 1e-12)
+        if change > MORE_PADDING_TOLERANCE * scale and (worst is None or change / scale > worst[1] / worst[2]):
+            worst = (name, change, scale, float((rows > MORE_PADDING_TOLERANCE * scale).double().mean()))
+    return worst
+
+
+@dataclass
+class MorePadding:
+    """What as many padded frames again after the real ones did: ``added`` frames; the model's ``output`` whose real
+    frames moved most, by ``change`` (of values up to ``scale``), on a ``share`` of its real frames; the ``module``
+    where that starts (text, "" if not found); the losses before -> after (``loss_change``) and whether one moved by
+    more than MORE_PADDING_TOLERANCE."""
+
+    added: int
+    output: str
+    change: float
+    scale: float
+    share: float
+    module: str = ""
+    loss_change: str = ""
+    loss_moves: bool = False
+
+
+def _relative_change(a: torch.Tensor, b: torch.Tensor) -> float:
+    """|b - a| / |a| of two loss values (inf when ``a`` is 0 and ``b`` is not)."""
+    a, b = float(a), float(b)
+    return abs(b - a) / abs(a) if a else (0.0 if b == 0 else float("inf"))
+
+
+def _first_moved(
+    base: list[tuple[str, torch.Tensor]],
+    mask: torch.Tensor,
+    moved: list[tuple[str, torch.Tensor]],
+    moved_mask: torch.Tensor,
+) -> str:
+    """Where the padding enters, from two traces (``(name (Type), tensor)`` in the order the modules ran): between
+    the last module whose per-frame outputs on the real frames stayed the same and the first whose moved ("'lstm'
+    (LSTM): the first module ... (those of 'embed' (Embedding) before it do not)"); "" when none moved or the traces
+    do not line up."""
+    if len(base) != len(moved):
+        return ""
+    unchanged = ""
+    for (name, a), (_, b) in zip(base, moved, strict=True):
+        if a.dim() < 2 or a.shape[:1] != b.shape[:1] or a.shape[1:2] != mask.shape[1:2]:
+            continue  # not per frame, batch-major (a final state, a per-sequence output): the per-frame ones tell
+        if _largest_move([("", a)], mask, [("", b)], moved_mask) is not None:
+            return f"{name}: the first module, in the order they run, whose outputs on the real frames change" + (
+                f" (those of {unchanged} before it do not)" if unchanged else ""
+            )
+        unchanged = name
+    return ""
 
 
 def _changed(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -171,10 +269,42 @@ class PaddingProbe(Plugin):
             same_outputs = _same_outputs(base_outputs, outputs, mask)
             change = ", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in moved)
             {True: covered, False: read, None: unknown}[same_outputs][key] = change
-        return self._report(covered, read, unknown)
+        # key -> how more padding after its frames moved the outputs (None: the run with more padding failed)
+        depends: dict[str, MorePadding | None] = {}
+        base_trace: list[tuple[str, torch.Tensor]] = []
+        for key in read:
+            extended, added = more_padding(state.batch, key)
+            trace: list[tuple[str, torch.Tensor]] = []
+            try:
+                losses, outputs = self._run(session, extended, trace)
+                if not base_trace:
+                    self._run(session, state.batch, base_trace)
+            except ProbeLimit as exc:  # a step that needs its keys' sizes to agree otherwise: not decided
+                log.v5(f"Padding check: the run with more padding after {key!r} failed ({exc}).")
+                depends[key] = None
+                continue
+            extended_mask = padding_mask(extended, key)
+            moved = _largest_move(base_outputs, masks[key], outputs, extended_mask)
+            if moved is not None:
+                shared = [n for n in losses if n in base_losses]
+                depends[key] = MorePadding(
+                    added,
+                    *moved,
+                    module=_first_moved(base_trace, masks[key], trace, extended_mask),
+                    loss_change=", ".join(f"{n} {float(base_losses[n]):.5g} -> {float(losses[n]):.5g}" for n in shared),
+                    loss_moves=any(
+                        _relative_change(base_losses[n], losses[n]) > MORE_PADDING_TOLERANCE for n in shared
+                    ),
+                )
+        return self._report(covered, read, unknown, depends)
 
     @staticmethod
-    def _report(covered: dict[str, str], read: dict[str, str], unknown: dict[str, str]) -> list[Finding]:
+    def _report(
+        covered: dict[str, str],
+        read: dict[str, str],
+        unknown: dict[str, str],
+        depends: dict[str, MorePadding | None],
+    ) -> list[Finding]:
         findings = []
         if covered:
             keys = " or ".join(repr(k) for k in covered)
@@ -193,14 +323,59 @@ class PaddingProbe(Plugin):
                     f"Hugging Face model's labels).",
                 )
             )
+        for key, moved in depends.items():
+            if moved is None:
+                continue
+            what = f"output {moved.output!r}" if moved.output else "output"
+            enters = f"at {moved.module}" if moved.module else "before that output"
+            observed = (
+                f"with {moved.added} more padded frames after the real frames of {key!r} (as a longer sequence in the "
+                f"batch brings, padded as the data is), the model's {what} changes on the real frames by up to "
+                f"{moved.change:.3g} (its values reach {moved.scale:.3g}), on {moved.share:.0%} of its real frames (the "
+                f"padding enters {enters})"
+            )
+            if moved.loss_moves and moved.share > PERVASIVE:
+                findings.append(
+                    Finding(
+                        "warning",
+                        "sanity check",
+                        f"a sequence's result depends on its batch-mates: {observed}, and the loss with it "
+                        f"({moved.loss_change}; other padding values: {read[key]}). A mean or an attention over time "
+                        f"without a mask does this, and so does an RNN run over the padding without "
+                        f"pack_padded_sequence. Mask the padded frames (pass a mask from {key + ':seq_len'!r}, or pack "
+                        f"the sequences).",
+                        where={"key": key, "output": moved.output, "module": moved.module},
+                    )
+                )
+            else:
+                findings.append(
+                    Finding(
+                        "note",
+                        "sanity check",
+                        f"the model's outputs depend on how much padding follows a sequence: {observed}; the loss: "
+                        f"{moved.loss_change}. At most {PERVASIVE:.0%} of the frames moved (a convolution "
+                        f"reading the padding at a sequence's end) or the loss by less than "
+                        f"{MORE_PADDING_TOLERANCE:.1%} (a bidirectional RNN over zero padding): widespread choices. "
+                        f"Mask or pack the sequences to make each result independent of its batch-mates.",
+                        where={"key": key, "output": moved.output, "module": moved.module},
+                    )
+                )
         for key, change in read.items():
+            if key in depends and depends[key] is not None:
+                continue
+            amount = (
+                "; whether they depend on how much padding follows (on the batch-mates) is not decided: the run "
+                "with more padding failed"
+                if key in depends
+                else ", but not on how many follow (as many again, padded as the data is, change nothing)"
+            )
             findings.append(
                 Finding(
                     "note",
                     "sanity check",
-                    f"the model's outputs on real frames depend on the padded frames of {key!r} (the loss moved: "
-                    f"{change}): a convolution over the zero padding does this and is usually fine; an RNN run over "
-                    f"the padding without pack_padded_sequence, or a mean over time without a mask, is a bug.",
+                    f"the model's outputs on real frames depend on the values of the padded frames of {key!r} (the loss "
+                    f"moved: {change}){amount}: a convolution over the zero padding does this, and the data pads the "
+                    f"same way at every step.",
                 )
             )
         for key, change in unknown.items():
@@ -218,20 +393,32 @@ class PaddingProbe(Plugin):
 
     @staticmethod
     def _run(
-        session: ProbeSession, batch: dict[str, torch.Tensor]
+        session: ProbeSession, batch: dict[str, torch.Tensor], trace: list[tuple[str, torch.Tensor]] | None = None
     ) -> tuple[dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
-        """The losses and the model's named floating-point outputs of one eval-mode run on a fresh copy."""
+        """The losses and the model's named floating-point outputs of one eval-mode run on a fresh copy; with
+        ``trace``, every submodule's floating-point outputs are appended to it in the order the modules run, each
+        named ``name (Type)``."""
         outputs: list[tuple[str, torch.Tensor]] = []  # (name in the output, e.g. 'logits'; the tensor)
 
         def keep(_module: Any, _args: Any, output: Any) -> None:
             outputs.extend((n, t.detach().clone()) for n, t in named_tensors(output) if t.is_floating_point())
 
+        def follow(name: str) -> Any:
+            def hook(module: Any, _args: Any, output: Any) -> None:
+                floats = [t.detach().clone() for _, t in named_tensors(output) if t.is_floating_point()]
+                trace.extend((f"{name!r} ({type(module).__name__})", t) for t in floats)
+
+            return hook
+
         with session.isolated(CHECK) as model, torch.no_grad():
-            handle = model.register_forward_hook(keep)
+            handles = [model.register_forward_hook(keep)]
+            if trace is not None:
+                handles += [m.register_forward_hook(follow(n)) for n, m in model.named_modules() if n]
             try:
                 losses = step_losses(session.changed_run(CHECK, model, batch), optimized_only=True)
             finally:
-                handle.remove()
+                for handle in handles:
+                    handle.remove()
         return losses, outputs
 
 

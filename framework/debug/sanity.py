@@ -18,7 +18,7 @@ the loss only if it got no gradient in any of those updates either (a Python che
 
 Findings are printed as warnings; severe ones stop training with all of them in the message,
 except in the verdict runs (``debug_overfit_batches``, ``debug_synthetic_data``), whose verdict
-is the point and which list the findings as likely causes.
+is the point and which list the findings after it.
 """
 
 from __future__ import annotations

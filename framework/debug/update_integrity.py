@@ -227,7 +227,7 @@ class UpdateIntegrity(SharedRunCheck):
 def _fingerprint(params: list[nn.Parameter]) -> torch.Tensor:
     """A few values of each parameter (of this rank's slice under FSDP): an update changes them, a skipped one
     does not."""
-    parts = [sharded.local(p).detach().flatten()[:FINGERPRINT].float() for p in params]
+    parts = [sharded.stored(p.detach()).flatten()[:FINGERPRINT].float() for p in params]
     return torch.cat([t.to(parts[0].device) for t in parts]) if parts else torch.empty(0)
 
 

@@ -41,6 +41,7 @@ from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import extern_data_from_dataset, parse_extern_data
 from framework.datasets.synthetic_like import SyntheticLike, reference_stats
 from framework.errors import ConfigError, FrameworkError
+from framework.findings import standing
 from framework.inspection.probe import model_copy
 from framework.options import register
 
@@ -436,9 +437,10 @@ def _unknown_floor(floor: float, state: RunState, run_ctx_losses: dict[str, Any]
 
 
 def _findings_hint(state: RunState) -> str:
-    """The findings that can stop learning (warnings and errors, not notes), as likely causes."""
-    causes = [f.message for f in state.control.findings if f.severity != "note"]
-    return " Likely causes, found by the checks: " + " ".join(causes) if causes else ""
+    """The standing findings that can stop learning (warnings and errors, not notes), each in its own words (a finding
+    says itself whether it decided a cause)."""
+    causes = [f.message for f in standing(state.control.findings) if f.severity != "note"]
+    return " What the checks found: " + " ".join(causes) if causes else ""
 
 
 PLUGINS = (OverfitVerdict, SyntheticDataVerdict)

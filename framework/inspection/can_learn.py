@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from framework.core.run_ctx import RunCtx
+from framework.inspection.sharded import stored
 
 # Steps of the one-batch fit, and its optimizer's learning rate (high: a batch is fitted in few steps).
 FIT_STEPS = 50
@@ -77,7 +78,8 @@ def identical_units(model: torch.nn.Module) -> list[tuple[str, int]]:
 def fingerprint(model: torch.nn.Module) -> torch.Tensor:
     """Per parameter its sum and sum of squares, on the device (no host sync): equal later means unchanged."""
     with torch.no_grad():
-        rows = [torch.stack([p.detach().float().sum(), p.detach().float().square().sum()]) for p in model.parameters()]
+        values = [stored(p.detach()).float() for p in model.parameters()]
+        rows = [torch.stack([v.sum(), v.square().sum()]) for v in values]
     return torch.stack(rows) if rows else torch.zeros(0, 2)
 
 

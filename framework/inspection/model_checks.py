@@ -332,7 +332,7 @@ def fingerprints(params: list[torch.Tensor]) -> torch.Tensor:
     rows = torch.stack(
         [
             torch.stack([t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, dtype=torch.float64).square()])
-            for t in (sharded.local(p).detach() for p in params)
+            for t in (sharded.stored(p.detach()) for p in params)
         ]
     )
     rows = sharded.summed_over_shards(rows, params)

@@ -4,7 +4,8 @@ Under ``torch_distributed = {"fsdp": {...}}`` every parameter, its gradient and 
 state of it are DTensors: each rank holds a slice. A diagnostic that judges values on its own
 rank reads the slice (``local``: no communication, so no rank can wait for another that took a
 different branch); one that needs the whole value reads ``full`` (an all-gather: every rank
-must call it, in the same order). Outside FSDP both return the tensor itself.
+must call it, in the same order). Outside FSDP both return the tensor itself. ``stored`` reads any
+kind of tensor torch allows as a parameter or gradient (sparse, complex, sharded) as plain real values.
 
 ``torch.distributed.tensor`` takes about half a second to import; a run that never imported it
 holds no DTensor, so the check below does not import it.
@@ -27,6 +28,19 @@ def is_sharded(value: Any) -> bool:
 def local(tensor: torch.Tensor) -> torch.Tensor:
     """This rank's slice of a DTensor (no communication); any other tensor as it is."""
     return tensor.to_local() if is_sharded(tensor) else tensor
+
+
+def stored(tensor: torch.Tensor) -> torch.Tensor:
+    """The values this rank stores of ``tensor`` as a real, strided tensor whose norm and sums are the tensor's:
+    a DTensor's slice, a sparse tensor's explicit values (a sparse gradient of ``nn.Embedding(sparse=True)``:
+    torch has no norm for the sparse layout, and densifying a large table would cost its full size), a complex
+    tensor as its real and imaginary parts. Other tensors as they are."""
+    tensor = local(tensor)
+    if tensor.layout == torch.sparse_coo:
+        tensor = tensor.coalesce().values()
+    elif tensor.layout != torch.strided:  # CSR, CSC, BSR, BSC
+        tensor = tensor.values()
+    return torch.view_as_real(tensor) if tensor.is_complex() else tensor
 
 
 def full(tensor: torch.Tensor) -> torch.Tensor:
@@ -54,7 +68,7 @@ def summed_over_shards(values: torch.Tensor, tensors: list[torch.Tensor]) -> tor
 def norms(tensors: list[torch.Tensor]) -> torch.Tensor:
     """The 2-norm of each tensor in float32, stacked on the device; a sharded one's over all its slices (one
     all-reduce: a collective under FSDP, which every rank must call with the same tensors)."""
-    local_norms = torch.stack(torch._foreach_norm([local(t).float() for t in tensors]))
+    local_norms = torch.stack(torch._foreach_norm([stored(t).float() for t in tensors]))
     if not any(is_sharded(t) for t in tensors):
         return local_norms
     return summed_over_shards(local_norms.double().square(), tensors).sqrt().float()

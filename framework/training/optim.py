@@ -194,7 +194,9 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
     elif blacklist is not None or include_check is not None:
         log.v4("optimizer: weight_decay_modules_blacklist / weight_decay_custom_include_check unused: no weight_decay.")
     lr = config.float("learning_rate")
-    if factory in OPTIMIZERS.values() and not {"fused", "foreach", "differentiable"} & set(kwargs):
+    # torch checks the parameters' dtypes for a fused kernel only at the first step: complex ones have none.
+    fusable = all(p.is_floating_point() for p in trainable_parameters(model))
+    if fusable and factory in OPTIMIZERS.values() and not {"fused", "foreach", "differentiable"} & set(kwargs):
         try:  # torch's fused kernels: faster, and they skip an update on a device flag without a host sync
             return factory(params, lr=lr, fused=True, **kwargs)
         except (RuntimeError, ValueError, TypeError):  # no fused kernel for this class, device or dtype
