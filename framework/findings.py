@@ -121,7 +121,7 @@ def withdraw(finding: Finding, reason: str) -> Finding:
     withdrawal = Finding(
         "note",
         finding.check,
-        f"withdrawn the {finding.severity} of {when}: {reason} (It said: {finding.cause(120)})",
+        f"withdrawn the {finding.severity} of {when}: {reason} (It said: {finding.cause()})",
         evidence={"withdrawn": finding.message},
         where=finding.where,
         withdraws=finding.id,

@@ -21,7 +21,7 @@ from devkit.doc_commands import assert_documented
 from conftest import ROOT
 from framework import findings
 from framework.config import load_config
-from framework.run import Engine
+from framework.assembly import Engine
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 DEPENDS = (

@@ -67,7 +67,7 @@ def grouped(found: list[Finding]) -> list[str]:
         more = f" (+{others} other cause{'s' if others > 1 else ''})" if others > 0 else ""
         lines.append(f"    {check}: {counts}; first at {when}: {first.cause()}{more}")
     for withdrawal in withdrawals(found):
-        lines.append(f"    {withdrawal.check}: {withdrawal.cause(240)}")
+        lines.append(f"    {withdrawal.check}: {withdrawal.cause()}")
     return lines
 
 
