@@ -28,10 +28,7 @@ SAMPLE_BUGS = ["dev_not_normalized", "schedule_in_epochs_stepped_per_step"]
 SAMPLE_HEALTHY = ["quantile_regression"]
 # Healthy setups the framework crashes on today (issue 49): strict, so that the fix makes the test fail until
 # the entry is removed.
-KNOWN_BREAKS = {
-    "sparse_embedding_sparseadam": "a first-step check takes the norm of sparse gradients (issue 49)",
-    "complex_linear_filter": "a model check takes a real-valued norm of complex parameters (issue 49)",
-}
+KNOWN_BREAKS: dict[str, str] = {}  # healthy setups the framework breaks on: id -> why (a strict xfail each)
 
 
 def _split(name: str) -> str:
