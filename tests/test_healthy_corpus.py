@@ -11,7 +11,8 @@ mixture of experts, contrastive and triplet losses with in-batch negatives, dist
 frozen teacher, imbalanced tasks with focal losses and class weights, multi-label BCE with
 pos_weight, domain adaptation whose domain label differs between train and dev by design, slow
 starters (a long warmup, a long-range recall task), the PyTorch tutorials' Transformer and seq2seq,
-and docs/own_data.rst's example. Each run is a real Engine run of configs in tests/zoo/, in process.
+docs/own_data.rst's example, policy gradient, diffusion, a normalising flow and a curriculum. Each
+run is a real Engine run of configs in tests/zoo/, in process.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ CORPUS = {
     "ReZero gate, zero-initialised output layer, LayerScale": (["classify.py", "gated_residual.py"], {"num_epochs": 2}),
     "regression: MLP, mse_loss": (["regress.py"], {"num_epochs": 2}),
     "docs/own_data.rst's example": (["healthy_own_data.py"], {}),
+    "policy gradient: REINFORCE with a baseline, a contextual bandit": ([VECTORS, "healthy_policy_gradient.py"], {}),
+    "diffusion: DDPM-style noise prediction": ([VECTORS, "healthy_diffusion.py"], {}),
+    "normalising flow: RealNVP-style affine couplings, NLL": ([VECTORS, "healthy_flow.py"], {}),
+    "curriculum: training noise growing with the epoch": ([VECTORS, "healthy_curriculum.py"], {}),
 }
 
 
