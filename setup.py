@@ -52,7 +52,7 @@ setup(
         "google-crc32c",  # fast checksums for TensorBoard event records (tensorboard's own are pure Python)
         "h5py",  # RETURNN's HDF format: HDFDataset and task=forward with output_file="out.hdf"
         "matplotlib",  # the pictures of report.html (python -m framework report)
-        "pillow",  # PNG images: framework.tools.images and TensorBoard image summaries (torch's add_image needs it)
+        "pillow",  # PNG images: framework.images and TensorBoard image summaries (torch's add_image needs it)
         "soundfile",  # OggZipDataset decodes audio with it, as RETURNN does (its wheels ship libsndfile: Ogg, FLAC)
     ],
     entry_points={
@@ -84,7 +84,7 @@ setup(
             "pytest-xdist",
             "ipython",
             "pexpect",
-            # pinned: framework/returnn_keys.py is generated from this release's source and a test compares the two
+            # pinned: framework/base/returnn_keys.py is generated from this release's source and a test compares the two
             # (for a new release: tools/extract-returnn-options.py --write, then tools/generate-options-doc.py)
             "returnn==1.20261022.211313",
             "dm-tree",

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from framework.config import run_output_dir
+from framework import run_output_dir
 from framework.core.autocast import native_bfloat16
 
 task = "train"

@@ -12,7 +12,7 @@
 import torch
 from torch import nn
 
-from framework.config import run_output_dir
+from framework import run_output_dir
 
 mnist_path = None  # directory with the MNIST IDX files; None: the 5,000 packaged digits
 

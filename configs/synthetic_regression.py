@@ -8,7 +8,7 @@
 # x range, so the dev error shows how the model extrapolates (badly, for an MLP).
 from torch import nn
 
-from framework.config import run_output_dir
+from framework import run_output_dir
 
 split_mode = "random"
 

@@ -12,7 +12,7 @@
 import torch
 from torch import nn
 
-from framework.config import run_output_dir
+from framework import run_output_dir
 
 task = "train"
 extern_data = {

@@ -18,9 +18,9 @@ import os
 import torch
 from torch import nn
 
-from framework.config import run_output_dir
-from framework.log import v3 as log_v3  # not 'log': that is the option naming the log files
-from framework.tools.images import save_image_grid
+from framework import run_output_dir
+from framework.base.log import v3 as log_v3  # not 'log': that is the option naming the log files
+from framework.images import save_image_grid
 
 output_dir = run_output_dir()  # output/vae_mnist; with a bug file, output/vae_mnist+<bug>
 latent_dim = 20

@@ -8,9 +8,9 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "get_global_config", "get_run_ctx", "__version__"]
+__all__ = ["Config", "get_global_config", "get_run_ctx", "run_output_dir", "__version__"]
 
-from framework.config import Config, get_global_config  # noqa: E402
+from framework.base.config import Config, get_global_config, run_output_dir  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

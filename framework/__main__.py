@@ -6,7 +6,7 @@ Tools that train in child processes start this file as a script (``framework.com
 import os
 import sys
 
-if not __package__:  # started as a file: import the package, not the modules beside this file (config, log, ...)
+if not __package__:  # started as a file: import the package, not the modules beside this file (cli, images, ...)
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from framework.commands import main  # noqa: E402

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-from framework import declarations
-from framework.config import Config
+from framework.base import declarations
+from framework.base.config import Config
 from framework.core.events import Callbacks
 from framework.core.plugin import Plugin
 from framework.training import engine
@@ -17,7 +17,7 @@ from framework.training import engine
 
 def plugin_classes() -> list[type[Plugin]]:
     """The plugin classes every run builds (each declines in ``from_config`` when its options leave it off): those of
-    the modules that declare ``PLUGINS`` (``framework.declarations``: the framework's own, then installed packages'
+    the modules that declare ``PLUGINS`` (``framework.base.declarations``: the framework's own, then installed packages'
     ``framework.plugins`` entry points), sorted by name (their callbacks' order is declared, ties by name)."""
     classes = []
     for name in declarations.declaring_modules("plugins"):

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import sys
 
-from framework import log, returnn_options
-from framework.config import Config, load_config, parse_args
-from framework.errors import ConfigError, FrameworkError, ModelInUseError, TrainingInterrupted
-from framework.quick_exit import collect_once_then_freeze
+from framework.base import log, returnn_options
+from framework.base.config import Config, load_config, parse_args
+from framework.base.errors import ConfigError, FrameworkError, ModelInUseError, TrainingInterrupted
+from framework.base.quick_exit import collect_once_then_freeze
 from framework.training import exit_log
 
 USAGE = """usage: rnn config.py [more_config.py ...] [++option value ...] [--explain-plugins]
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0 if argv else 2
     if argv[0] == "--help-options":
-        from framework.options_doc import format_help
+        from framework.base.options_doc import format_help
 
         print(format_help())
         return 0
@@ -58,8 +58,8 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # the log says why the run died; the exception propagates unchanged
         exit_log.log_fatal(exc)
         exit_log.exiting_with(exc)
-        if "framework.inspection.tracebacks" in sys.modules:  # _run installed the excepthook (no torch import here)
-            sys.modules["framework.inspection.tracebacks"].show_compactly_in_ipython(exc)
+        if "framework.check_library.tracebacks" in sys.modules:  # _run installed the excepthook (no torch import here)
+            sys.modules["framework.check_library.tracebacks"].show_compactly_in_ipython(exc)
         raise
     finally:
         log.release_file_writes()  # however the run ended, what it logged reaches its log files
@@ -108,8 +108,8 @@ def _run(argv: list[str], crash_status: str) -> int:
     threads = set_num_threads(config.get("torch_num_threads"))  # before the first op
 
     from framework.assembly import Engine
+    from framework.check_library import tracebacks
     from framework.debug.crash import log_crash_handler_status
-    from framework.inspection import tracebacks
 
     tracebacks.install_excepthook(full=config.bool("use_better_exchook"))
     if config.bool("use_lovely_tensors"):

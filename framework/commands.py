@@ -37,7 +37,7 @@ PROJECT_TOOLS = {
     "check-docs": "run every command of README.rst and docs/ and check what they quote",
     "check-accelerator": "the accelerator checks of the test suite on a device: emulated, or a real one (cuda)",
     "generate-options-doc": "write docs/options.rst from the option registry",
-    "extract-returnn-options": "write framework/returnn_keys.py: every config key the installed RETURNN reads",
+    "extract-returnn-options": "write framework/base/returnn_keys.py: every config key the installed RETURNN reads",
     "measure-returnn-configs": "do the collected RETURNN configs (tests/returnn/configs) start and train here?",
     "measure-corpus": "the real silent bugs and healthy setups of tests/corpus: named, hinted, wrong, silent, false alarms",
 }
@@ -95,7 +95,7 @@ def run_tool(name: str, argv: list[str], prog: str) -> int:
     if not os.path.isfile(path):
         print(f"{prog}: {path} does not exist: reinstall the framework (pip install .).", file=sys.stderr)
         return 2
-    from framework.tools.tool_args import started_as
+    from framework.tool_args import started_as
 
     started_as(prog)
     sys.argv = [path, *argv]

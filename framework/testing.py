@@ -22,19 +22,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from framework.core.run_ctx import RunCtx
-from framework.core.step import call_step
-from framework.inspection.model_checks import (
+from framework.base.util import accepted_kwargs
+from framework.check_library.model_checks import (
     ROOT,
     by_module,
     capture_outputs,
     gradient_findings,
     range_findings,
 )
-from framework.inspection.module_tracker import ModuleTracker, matches_any
-from framework.inspection.tensors import iter_tensors
-from framework.tools.tooling import ConfigCase, load_case
-from framework.util import accepted_kwargs
+from framework.check_library.module_tracker import ModuleTracker, matches_any
+from framework.check_library.tensors import iter_tensors
+from framework.core.run_ctx import RunCtx
+from framework.core.step import call_step
+from framework.tooling import ConfigCase, load_case
 
 __all__ = [
     "ConfigCase",

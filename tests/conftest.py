@@ -26,7 +26,7 @@ from devkit.preloaded import (  # noqa: E402, F401  (the tests import them from 
     start_torchrun,
 )
 
-from framework import log  # noqa: E402
+from framework.base import log  # noqa: E402
 
 
 @contextlib.contextmanager

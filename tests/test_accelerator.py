@@ -158,11 +158,11 @@ def test_host_syncs_per_step_are_at_most_one_and_tensorboard_adds_none(tmp_path)
 def _measure(log_dir: str | None) -> dict:
     from torch import nn
 
-    from framework import log
     from framework.assembly import Engine
-    from framework.config import Config
+    from framework.base import log
+    from framework.base.config import Config
+    from framework.base.host_syncs import HostSyncCounter
     from framework.core.events import Event
-    from framework.host_syncs import HostSyncCounter
 
     def train_step(*, model, extern_data, run_ctx, **_kwargs):
         logits = model(extern_data["data"])
@@ -209,8 +209,8 @@ def _emulator_copies() -> collections.Counter:
 
 def _counter_cases() -> dict:
     """What the counter sees: one sync for each data-dependent op and device->host copy; none for CPU lengths."""
-    from framework.accelerator import has_events, has_pinned_memory, memory_stats
-    from framework.host_syncs import HostSyncCounter
+    from framework.base.accelerator import has_events, has_pinned_memory, memory_stats
+    from framework.base.host_syncs import HostSyncCounter
 
     x = torch.randn(6, 4).to(ACCELERATOR)
     lengths = torch.tensor([3, 2, 1])

@@ -67,40 +67,25 @@ def import_graph() -> dict[str, set[str]]:
     return {name: _imports(name, path) for name, path in MODULES.items()}
 
 
-# The layers, lowest first: a module may import only from its own layer and those below it.
+# The layers, lowest first, one folder each: a module may import only from its own folder and those below it.
 LAYERS = (
-    "framework",  # bottom: the top-level modules (errors, options, config, log, findings, files, disk, devices)
+    "framework.base",  # errors, options, config, log, findings, files, disk, devices
     "framework.datasets",
     "framework.core",
-    "framework.training framework.inspection",
-    "framework.debug",
-    "framework.tools framework.entry",  # entry points (cli, commands, the test harness) and the tools' library
-)
-# The package itself is the configs' entry point (framework.Config, framework.get_run_ctx); framework.assembly is the
-# engine with the built-in plugins.
-ENTRY_POINTS = (
-    "framework",
-    "framework.cli",
-    "framework.commands",
-    "framework.__main__",
-    "framework.assembly",
-    "framework.testing",
+    "framework.check_library",  # what the checks share: probe sessions, replay, dependency maps, contracts
+    "framework.training",  # the engine and what changes what is trained
+    "framework.debug",  # the checks and other diagnostics, one plugin module each
+    "framework",  # top: the entry points (the package itself, cli, commands, the tools' library, the test harness)
 )
 
 
 def package_of(module: str) -> str:
-    """The unit of the package graph a module belongs to: its subpackage, framework.entry or the bottom."""
-    if module in ENTRY_POINTS:
-        return "framework.entry"
-    for layer in LAYERS[1:]:
-        for unit in layer.split():
-            if module == unit or module.startswith(unit + "."):
-                return unit
-    return "framework"
+    """The folder a module lives in, as a dotted name (a package's ``__init__`` lives in its own folder)."""
+    return module if MODULES[module].endswith("__init__.py") else module.rpartition(".")[0]
 
 
 def layer_of(module: str) -> int:
-    return next(i for i, layer in enumerate(LAYERS) if package_of(module) in layer.split())
+    return LAYERS.index(package_of(module))
 
 
 def _components(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -160,12 +145,6 @@ def report() -> str:
     return "\n".join(lines)
 
 
-def _packages_of(target: str) -> set[str]:
-    """A module's parent packages (importing ``a.b.c`` runs ``a.b``'s __init__ too), excluding the root."""
-    parts = target.split(".")
-    return {".".join(parts[:i]) for i in range(2, len(parts))}
-
-
 def test_no_import_cycles():
     assert _components(import_graph()) == []
 
@@ -181,8 +160,13 @@ def test_each_layer_imports_only_from_those_below():
     assert back_edges == []
 
 
+def test_every_folder_is_a_layer():
+    """A new folder must be given its place among the layers (and a folder of modules below a layer's is not one)."""
+    assert sorted({package_of(m) for m in MODULES} - set(LAYERS)) == []
+
+
 def test_package_graph_is_acyclic():
-    """Packages of one layer (training and inspection) may depend on each other one way only."""
+    """By folders, counting every import: no two folders import each other."""
     edges = package_graph()
     mutual = [
         f"{pairs[0][0]} -> {pairs[0][1]} and {edges[(b, a)][0][0]} -> {edges[(b, a)][0][1]}"
@@ -192,7 +176,7 @@ def test_package_graph_is_acyclic():
     assert mutual == []
 
 
-@pytest.mark.parametrize("layer", ["framework.core", "framework.training", "framework.inspection"])
+@pytest.mark.parametrize("layer", ["framework.core", "framework.training", "framework.check_library"])
 def test_lower_layers_never_import_diagnostics(layer):
     offenders = {
         name: sorted(t for t in targets if t.startswith("framework.debug"))
@@ -228,8 +212,8 @@ def test_only_the_engine_writes_run_state():
 
 def test_first_step_checks_declare_options_that_switch_them_off():
     """The benchmarks' "all checks off" set is derived from these declarations, so each must be a real switch."""
-    from framework import options
     from framework.assembly import plugin_classes
+    from framework.base import options
 
     declared = {o: cls.name for cls in plugin_classes() for o in cls.first_step_check}
     assert declared

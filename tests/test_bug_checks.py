@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from framework.check_library.module_tracker import ModuleTracker
+from framework.check_library.tracebacks import format_compact
 from framework.debug.batch_independence import probe_size
 from framework.debug.loss_inputs import _FirstStepWatch, label_entropy, squashing_origin
 from framework.debug.split_overlap import overlap_findings
-from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.tracebacks import format_compact
 
 
 def _watch(batch):
@@ -134,7 +134,7 @@ def test_a_nan_gradient_ratio_is_not_called_mixing_and_a_real_mix_still_is():
 
 
 def test_ctc_loss_takes_its_targets_and_lengths_on_the_cpu_but_not_its_log_probs():
-    from framework.inspection.device_tracking import DeviceTracker
+    from framework.check_library.device_tracking import DeviceTracker
 
     model = nn.Linear(6, 6)
     lengths = torch.tensor([5, 4])
@@ -153,7 +153,7 @@ def test_ctc_loss_takes_its_targets_and_lengths_on_the_cpu_but_not_its_log_probs
 
 
 def test_an_imbalance_is_a_note_and_a_label_that_differs_only_along_the_split_too():
-    from framework.inspection.data_checks import balance_findings, split_keys
+    from framework.check_library.data_checks import balance_findings, split_keys
 
     [note] = balance_findings("classes", {"train": (np.array([950, 50]), "train")})
     assert note.severity == "note" and "imbalanced" in note.message

@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from framework import log
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base import log
+from framework.base.config import load_config
+from framework.base.host_syncs import HostSyncCounter, LaggedFlag
+from framework.check_library.op_checks import OpSums
+from framework.check_library.step_sums import Producer, StepSums
 from framework.core.events import Callbacks, Event, Order
 from framework.debug.numerics import NonFiniteError, _nonfinite
-from framework.host_syncs import HostSyncCounter, LaggedFlag
-from framework.inspection.op_checks import OpSums
-from framework.inspection.step_sums import Producer, StepSums
 from framework.training.optim import step_unless
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, run_rnn, start_rnn, tiny_config_with
-from framework.log import TIME_PREFIX
+from framework.base.log import TIME_PREFIX
 
 STEP_LINE = re.compile(
     r"^ep 1 train, step 3, ce \d+\.\d{3}, fer \d+\.\d{3}, \d+\.\d{3} sec/step, elapsed \d+:\d\d:\d\d, "
@@ -56,7 +56,7 @@ def test_rerun_resumes_from_the_newest_checkpoint_and_appends_to_the_log(tmp_pat
 def test_runs_of_different_configs_and_debug_flags_write_to_their_own_directories(tmp_path):
     # A config that names its outputs the way the shipped ones do, and a second file that changes it.
     base = tiny_config_with(
-        tmp_path, "\nfrom framework.config import run_output_dir\nmodel = run_output_dir() + '/model'\n"
+        tmp_path, "\nfrom framework.base.config import run_output_dir\nmodel = run_output_dir() + '/model'\n"
     )
     variant = tmp_path / "wider.py"
     variant.write_text("learning_rate = 0.05\n")

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, run_script
-from framework.inspection.tensors import display_path
-from framework.tools.model_import import map_parameters, parse_rule
+from framework.check_library.tensors import display_path
+from framework.model_import import map_parameters, parse_rule
 
 VAE = os.path.join(ROOT, "configs", "vae_mnist.py")
 MATH_BUG = os.path.join(ROOT, "configs", "vae_bugs", "math.py")

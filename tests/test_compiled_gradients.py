@@ -16,7 +16,7 @@ from torch import nn
 from torch._dynamo.backends.common import aot_autograd
 
 from framework.assembly import Engine
-from framework.config import Config
+from framework.base.config import Config
 
 
 @pytest.fixture(autouse=True)

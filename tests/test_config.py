@@ -3,8 +3,8 @@
 import pytest
 
 from conftest import write_config
-from framework.config import Config, load_config, parse_args, parse_override_value
-from framework.errors import ConfigError
+from framework.base.config import Config, load_config, parse_args, parse_override_value
+from framework.base.errors import ConfigError
 
 
 def test_parse_args_splits_files_and_literal_overrides():
@@ -121,7 +121,7 @@ def test_typed_access_defaults():
 def test_command_args_repeat_the_files_and_overrides_of_a_run():
     import shlex
 
-    from framework.config import Config, parse_args
+    from framework.base.config import Config, parse_args
 
     argv = ["my dir/a.py", "b.py", "++plant", "forward_log", "++lr", "1e-3", "++name", "'1'", "++d", "{'x': [1]}"]
     files, overrides = parse_args(argv)

@@ -2,10 +2,10 @@
 
 import numpy as np
 
+from framework.check_library.data_checks import Sample, key_findings
 from framework.datasets import NumpyDataset
 from framework.datasets.base import Dataset
 from framework.datasets.extern_data import DataKey
-from framework.inspection.data_checks import Sample, key_findings
 from tests.conftest import run_rnn, write_config
 
 _EMPTY = [37, 120, 255, 301]

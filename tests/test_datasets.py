@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from framework.base.errors import ConfigError, DataError
 from framework.datasets import (
     GaussianClustersDataset,
     MnistDataset,
@@ -20,7 +21,6 @@ from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import check_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader
 from framework.datasets.task12ax import label_12ax
-from framework.errors import ConfigError, DataError
 
 
 def test_batches_respect_padded_frame_budget_and_max_seqs():
@@ -328,7 +328,7 @@ def test_char_text_reads_the_standard_library_and_explains_missing_files(tmp_pat
 
 
 def test_class_counts_of_frames_differ_between_splits_by_chance_not_by_bug():
-    from framework.inspection.data_checks import balance_findings
+    from framework.check_library.data_checks import balance_findings
 
     train = np.array([5000, 3000, 1990, 10])  # class 3 is rare: a dev of 100 should hold 0.1 of it
     dev = np.array([50, 30, 20, 0])

@@ -1,5 +1,5 @@
 """One way to declare options, plugins and datasets: in the module that owns them, found by what they declare
-(``framework.declarations``); a third-party package adds a check and a dataset through entry points, with no edit
+(``framework.base.declarations``); a third-party package adds a check and a dataset through entry points, with no edit
 to the framework.
 
 The third-party package is written here, installed with pip into a directory of its own (``--target``: its code and its
@@ -19,7 +19,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT, write_config
-from framework import declarations
+from framework.base import declarations
 from framework.datasets import dataset_classes
 
 PYPROJECT = """\
@@ -42,8 +42,8 @@ one_class = "acme_checks.one_class"
 PLUGIN = """\
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
-from framework.findings import Finding, report
-from framework.options import register
+from framework.base.findings import Finding, report
+from framework.base.options import register
 
 register("acme_label_share", "bool", False, "Warn when one class fills the first batch.", __name__)
 

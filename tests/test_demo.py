@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import ROOT, run_rnn
-from framework.log import TIME_PREFIX
+from framework.base.log import TIME_PREFIX
 
 pytestmark = pytest.mark.slow  # real training runs and processes, seconds each
 

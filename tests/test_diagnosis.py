@@ -19,16 +19,16 @@ from torch import nn
 
 from conftest import ROOT, captured_log
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base.config import load_config
+from framework.check_library.can_learn import fingerprint, fit_one_batch, identical_units, unchanged
+from framework.check_library.dependency_map import dependency_map
+from framework.check_library.device_tracking import DeviceTracker
+from framework.check_library.input_information import data_information
+from framework.check_library.loss_contracts import ignored_real_labels, scores_kind
+from framework.check_library.module_tracker import ModuleTracker
+from framework.check_library.schedule_trace import schedule_problem
 from framework.core.step import run_step
 from framework.datasets.extern_data import DataKey
-from framework.inspection.can_learn import fingerprint, fit_one_batch, identical_units, unchanged
-from framework.inspection.dependency_map import dependency_map
-from framework.inspection.device_tracking import DeviceTracker
-from framework.inspection.input_information import data_information
-from framework.inspection.loss_contracts import ignored_real_labels, scores_kind
-from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.schedule_trace import schedule_problem
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 

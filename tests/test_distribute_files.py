@@ -14,12 +14,12 @@ import torch
 from test_distributed import torchrun
 
 from conftest import write_config
+from framework.base.errors import ConfigError
 from framework.datasets import DistributeFilesDataset, init_dataset
 from framework.datasets.distribute_files import deal_by_size, split_by_size
 from framework.datasets.extern_data import parse_extern_data
 from framework.datasets.hdf import write_hdf
 from framework.datasets.loader import BatchLoader, RankPlan
-from framework.errors import ConfigError
 
 # Shard k holds SEQS[k] sequences whose frames carry about k in feature 0: a batch shows which files it came from.
 SEQS = [3, 9, 4, 12, 2, 7, 5, 10, 6, 8, 3, 11]

@@ -21,10 +21,10 @@ import pytest
 import torch
 
 from conftest import ROOT
-from framework import log
 from framework.assembly import Engine
-from framework.config import load_config
-from framework.inspection import model_checks
+from framework.base import log
+from framework.base.config import load_config
+from framework.check_library import model_checks
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework.findings import Finding, add_sink, remove_sink, report
+from framework.base.findings import Finding, add_sink, remove_sink, report
 
 
 def test_report_logs_one_line_and_feeds_sinks(output):
@@ -25,8 +25,8 @@ def test_unknown_severity_is_refused():
 
 
 def test_a_withdrawn_finding_is_kept_and_shown_withdrawn_not_counted(output):
+    from framework.base.findings import standing, withdraw, withdrawals
     from framework.core.run_summary import summary_block
-    from framework.findings import standing, withdraw, withdrawals
 
     got = []
     add_sink(got.append)

@@ -8,7 +8,7 @@ import torch
 from test_distributed import torchrun
 
 from conftest import ROOT, run_rnn, run_script, tiny_config_with
-from framework.errors import ConfigError
+from framework.base.errors import ConfigError
 from framework.training import fsdp
 
 # Blocks in a ModuleList (the default units of sharding) and no dropout: DDP, FSDP and one process with the

@@ -4,9 +4,9 @@ import shutil
 
 import psutil
 import pytest
+from devkit.preloaded import RunTimedOut
 
 from conftest import run_script
-from devkit.preloaded import RunTimedOut
 
 HANGS = """\
 import time

@@ -9,10 +9,10 @@ from devkit.doc_commands import assert_documented
 from torch import nn
 
 from framework.assembly import Engine
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.errors import ConfigError, DataError, ModelCheckError
 from framework.datasets import NumpyDataset
 from framework.datasets.base import Dataset
-from framework.errors import ConfigError, DataError, ModelCheckError
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

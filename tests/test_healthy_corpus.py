@@ -23,9 +23,9 @@ import os
 import pytest
 
 from conftest import ROOT
-from framework import findings
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base import findings
+from framework.base.config import load_config
 
 # Found, not imported: importing transformers takes seconds, which a fast-subset run that selects none of these
 # tests would pay at collection.

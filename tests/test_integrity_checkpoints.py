@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, run_script
-from framework.config import load_config
-from framework.errors import CheckpointError
+from framework.base.config import load_config
+from framework.base.errors import CheckpointError
 from framework.training import checkpoint, checkpoint_integrity
 from framework.training.preload import preload_from_files
 

@@ -139,7 +139,7 @@ def test_the_stall_watch_writes_to_the_log_and_sigterm_during_a_long_stall_ends_
 
 
 def test_garbage_there_is_at_exit_is_still_finalized(tmp_path):
-    # The process skips Python's collections over every object at teardown (framework.quick_exit: seconds with
+    # The process skips Python's collections over every object at teardown (framework.base.quick_exit: seconds with
     # torch imported), after collecting once: an object in a reference cycle that becomes garbage as the process
     # ends (here, in an atexit handler of the config's) still has its finalizer run, as a plain interpreter would.
     marker = tmp_path / "finalized"

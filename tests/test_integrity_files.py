@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, run_script, tiny_config_with, write_config
-from framework import disk
+from framework.base import disk
+from framework.base.errors import DataError, PlantedLinkError
 from framework.datasets.hdf import HDFDataset, write_hdf
-from framework.errors import DataError, PlantedLinkError
 from framework.training import checkpoint
 from framework.training.lr_file import write_lr_file
 
@@ -175,7 +175,7 @@ def test_a_log_file_that_could_not_be_written_for_a_while_says_how_many_lines_ar
     script = write_config(
         tmp_path,
         "import os, resource, signal\n"
-        "from framework import log\n"
+        "from framework.base import log\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead\n"
         f"log.setup(3, {str(log_file)!r}, stdout=False)\n"
         "log.v3('before ' + 'x' * 2000)  # the limit (this file's size) leaves room for the warning on stderr\n"

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
-from framework import log
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base import log
+from framework.base.config import load_config
 from framework.debug.layer_template import symbolic_dim
 
 MODEL_WITH_BUGS = """

@@ -21,12 +21,12 @@ from torch import nn
 
 from conftest import ROOT, captured_log
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base.config import load_config
+from framework.check_library.device_tracking import DeviceTracker
+from framework.check_library.module_tracker import ModuleTracker
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.debug.padding_probe import _real_frames, _same_outputs
 from framework.debug.split_overlap import overlap_findings, sequence_hashes
-from framework.inspection.device_tracking import DeviceTracker
-from framework.inspection.module_tracker import ModuleTracker
 
 pytest.importorskip("transformers")
 

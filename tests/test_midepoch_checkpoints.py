@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from conftest import captured_log, run_rnn, tiny_config_with
+from framework.base.errors import ConfigError
 from framework.core.scores import rank_share
-from framework.errors import ConfigError
 from framework.testing import bitwise_equal
 from framework.training.distributed import Distributed
 from framework.training.preemption import parse_signal

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from conftest import ROOT, run_rnn, run_script
-from framework import log
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base import log
+from framework.base.config import load_config
 from framework.core.events import Callbacks, Event
 from framework.debug.numerics import NonFiniteError
 

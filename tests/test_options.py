@@ -5,8 +5,8 @@ import os
 import pytest
 
 from conftest import ROOT, run_rnn
-from framework import options, returnn_options
-from framework.options_doc import format_returnn_rst, format_rst
+from framework.base import options, returnn_options
+from framework.base.options_doc import format_returnn_rst, format_rst
 
 
 def test_every_option_is_documented_and_its_default_fits_its_type():

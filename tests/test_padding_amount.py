@@ -19,9 +19,9 @@ import pytest
 from devkit.doc_commands import assert_documented
 
 from conftest import ROOT
-from framework import findings
-from framework.config import load_config
 from framework.assembly import Engine
+from framework.base import findings
+from framework.base.config import load_config
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 DEPENDS = (

@@ -9,10 +9,10 @@ import torch
 
 from conftest import TINY_CONFIG
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base.config import load_config
+from framework.base.errors import TrainingInterrupted
 from framework.core.events import Event
 from framework.debug.numerics import NonFiniteError
-from framework.errors import TrainingInterrupted
 from framework.testing import bitwise_equal
 from framework.training import checkpoint
 

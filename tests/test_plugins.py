@@ -17,16 +17,16 @@ from test_health import _noisy_clusters, _train, _wide
 from torch import nn
 
 from conftest import ROOT, TINY_CONFIG, run_rnn, tiny_config_with
-from framework import options
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base import options
+from framework.base.config import load_config
+from framework.base.declarations import declaring_modules
+from framework.base.errors import ConfigError, TrainingInterrupted
 from framework.core.events import Callbacks, Event, Order, OrderError, StopTraining
 from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS
 from framework.core.plugin import Plugin, on
 from framework.core.run_plugins import relate
 from framework.core.store import Store
-from framework.declarations import declaring_modules
-from framework.errors import ConfigError, TrainingInterrupted
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 USE_EXAMPLE = f"\nimport sys\nsys.path.insert(0, {EXAMPLES!r})\nplugins = ['dead_relu']\n"
@@ -73,12 +73,12 @@ def test_a_plugins_options_are_validated_like_the_frameworks(tmp_path):
     with pytest.raises(ConfigError, match="did you mean 'debug_dead_relu_interval'"):
         load_config([tiny_config_with(tmp_path, USE_EXAMPLE + "debug_dead_relu_intervall = 5\n")])
     with pytest.raises(ConfigError, match="has no PLUGINS"):
-        load_config([TINY_CONFIG], {"plugins": ["framework.log"]})
+        load_config([TINY_CONFIG], {"plugins": ["framework.base.log"]})
 
 
 def test_built_in_options_are_known_without_importing_torch():
     code = (
-        "import sys; from framework import options\n"
+        "import sys; from framework.base import options\n"
         "assert options.get('debug_grad_health').true_means == 10\n"
         "assert options.closest_name('debug_grad_helth') == 'debug_grad_health'\n"
         "assert 'torch' not in sys.modules, 'validation imported torch'\n"

@@ -130,7 +130,7 @@ def test_summaries_logged_in_train_step_do_not_stop_the_probes(tmp_path):
 
 def _train_in_process(*files: str) -> None:
     from framework.assembly import Engine
-    from framework.config import load_config
+    from framework.base.config import load_config
 
     Engine(load_config([os.path.join(ROOT, "tests", "zoo", f) for f in files], {"model": None, "log": None})).run(
         "train"

@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from framework import log
 from framework.assembly import Engine
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.host_syncs import HostSyncCounter
 from framework.core.events import Event
 from framework.debug.numerics import NonFiniteError
-from framework.errors import ConfigError
-from framework.host_syncs import HostSyncCounter
 from framework.training.threads import choose_num_threads, cores_busy_with_others
 
 

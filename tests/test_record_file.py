@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import ROOT, TINY_CONFIG, captured_log, run_rnn
-from framework.record_file import RecordFile
+from framework.base.record_file import RecordFile
 
 CUT_SHORT = b'{"kind": "steps", "step": [1, 2'  # what a run killed in the middle of a write leaves
 
@@ -54,8 +54,8 @@ def test_a_line_cut_short_is_set_aside_once_and_the_records_go_on_after_the_last
 # A child process whose file size limit cuts a write of records short: a real short write, then a real EFBIG.
 _LIMITED_WRITER = """
 import os, resource, signal, sys
-from framework.errors import WriteError
-from framework.record_file import RecordFile
+from framework.base.errors import WriteError
+from framework.base.record_file import RecordFile
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write returns EFBIG instead of the signal killing the process
 path = sys.argv[1]
 file = RecordFile(path, "the metrics file", "ADVICE.")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from framework.base.errors import ConfigError
 from framework.datasets.chunking import ChunkedDataset
 from framework.datasets.loader import shuffled_in_blocks
 from framework.datasets.numpy_dataset import NumpyDataset
-from framework.errors import ConfigError
 
 LENGTHS = [7, 3, 12, 1, 5]
 
@@ -84,7 +84,7 @@ def test_online_shuffle_batches_shuffles_blocks_of_batches_as_returnn():
 def test_the_train_loader_plans_its_batches_in_shuffled_blocks_when_the_config_asks():
     import torch
 
-    from framework.config import Config
+    from framework.base.config import Config
     from framework.core.build import make_loader, online_shuffle_batches
 
     dataset = NumpyDataset(_sequences(), sparse_dims={"classes": 1000}, seq_ordering="default")

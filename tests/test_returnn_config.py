@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from framework.config import Config
-from framework.returnn_config import ReturnnConfigView
+from framework.base.config import Config
+from framework.base.returnn_config import ReturnnConfigView
 
 VALUES = {
     "steps": [100, 200],
@@ -83,7 +83,7 @@ def test_the_view_sees_overrides_and_writes_as_an_override():
 SCRIPT = r"""
 import sys
 {block}
-from framework.config import load_config
+from framework.base.config import load_config
 config = load_config([sys.argv[1]])
 print("schedule", config.typed_value("dynamic_learning_rate")(global_train_step=150, learning_rate=2.0))
 print("returnn.config is", "the stand-in" if "(framework)" in sys.modules["returnn.config"].__doc__ else "RETURNN's")

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from conftest import captured_log, run_rnn, write_config
+from framework.base.errors import ConfigError, DataError
 from framework.datasets import MetaDataset, OggZipDataset, base, init_dataset
 from framework.datasets.hdf import write_hdf
 from framework.datasets.vocabulary import BytePairEncoding
-from framework.errors import ConfigError, DataError
 
 soundfile = pytest.importorskip("soundfile")
 

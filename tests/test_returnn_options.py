@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from conftest import run_script, run_torchrun
-from framework import returnn_options
-from framework.config import Config, load_config
-from framework.errors import CheckpointError, ConfigError
+from framework.base import returnn_options
+from framework.base.config import Config, load_config
+from framework.base.errors import CheckpointError, ConfigError
 from framework.training.distributed import check_reduce_type
 from framework.training.lr_control import LearningRateControl
 from framework.training.optim import weight_decay_groups

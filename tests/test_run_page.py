@@ -17,7 +17,7 @@ import pytest
 
 from conftest import FAILING_TRAIN_STEP, TINY_CONFIG, run_rnn, run_script, start_rnn, start_script, tiny_config_with
 from framework.commands import RNN_SCRIPT
-from framework.tools.run_files import Downsampled
+from framework.run_files import Downsampled
 
 PAGE = ("++report_html", "True")
 

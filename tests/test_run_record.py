@@ -16,8 +16,8 @@ import time
 import pytest
 
 from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, StartedRun, run_rnn, run_script, start_rnn, tiny_config_with
+from framework.base.log import TIME_PREFIX
 from framework.commands import RNN_SCRIPT
-from framework.log import TIME_PREFIX
 
 ZERO_LR = ("++learning_rate", "0.0")
 

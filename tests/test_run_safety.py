@@ -27,8 +27,8 @@ from conftest import (
     tiny_config_with,
     write_config,
 )
-from framework.config import load_config
-from framework.errors import ConfigError
+from framework.base.config import load_config
+from framework.base.errors import ConfigError
 from framework.testing import checkpoint_differences
 from framework.training import checkpoint
 

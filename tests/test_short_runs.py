@@ -13,7 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from conftest import ROOT, write_config
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base.config import load_config
 from framework.core.events import StopTraining
 from framework.debug.learning_watch import LossWindowWatch
 from framework.debug.verdicts import curve_trend, trend, undecided

@@ -17,7 +17,7 @@ from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, captured_log
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base.config import load_config
 from framework.debug.accumulation_check import merge_batches
 from framework.debug.target_leakage import align
 

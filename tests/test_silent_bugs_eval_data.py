@@ -19,13 +19,13 @@ from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, captured_log
 from framework.assembly import Engine
-from framework.config import load_config
+from framework.base.config import load_config
+from framework.base.rng import get_rng_state
 from framework.datasets import init_dataset
 from framework.datasets.extern_data import parse_extern_data
 from framework.datasets.loader import BatchLoader
 from framework.datasets.worker_seeding import repeating_generators
 from framework.debug.input_layout import moved_axes
-from framework.rng import get_rng_state
 
 pytest.importorskip("transformers")
 

@@ -6,7 +6,7 @@ from devkit.doc_commands import assert_documented
 from torch import nn
 
 from framework.assembly import Engine
-from framework.config import Config
+from framework.base.config import Config
 
 
 def _train_step(*, model, extern_data, run_ctx, **_kwargs):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_rnn
-from framework.inspection.sharded import norms, stored
+from framework.check_library.sharded import norms, stored
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from framework.inspection.tracebacks import format_compact
+from framework.check_library.tracebacks import format_compact
 from tests.conftest import run_rnn, write_config
 
 _TOKENS = """

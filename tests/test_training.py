@@ -6,13 +6,13 @@ import torch
 from torch import nn
 
 import framework
-from framework import log
 from framework.assembly import Engine
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError
 from framework.core.events import Event, Order
 from framework.core.run_ctx import RunCtx
 from framework.core.scores import ScoreAccumulator
-from framework.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

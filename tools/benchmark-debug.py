@@ -41,7 +41,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the framework, and the harness in tools/devkit
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -69,9 +69,9 @@ if __name__ == "__main__":
 import torch  # noqa: E402
 from devkit.benchmarking import BUG_CHECKS_OFF, CLOCKS, STEPS_ONLY, alternate  # noqa: E402
 
-from framework import log  # noqa: E402
 from framework.assembly import Engine  # noqa: E402
-from framework.config import load_config  # noqa: E402
+from framework.base import log  # noqa: E402
+from framework.base.config import load_config  # noqa: E402
 from framework.core.events import Event  # noqa: E402
 
 MODELS = {"mlp": "configs/mnist_mlp.py", "lstm": "configs/task12ax_lstm.py"}

@@ -43,7 +43,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the framework, and the harness in tools/devkit
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -98,10 +98,10 @@ from devkit.step_contenders import (  # noqa: E402
     transformer_sizes,
 )
 
-from framework import log  # noqa: E402
-from framework.accelerator import device_module, is_accelerator  # noqa: E402
 from framework.assembly import Engine  # noqa: E402
-from framework.host_syncs import HostSyncCounter  # noqa: E402
+from framework.base import log  # noqa: E402
+from framework.base.accelerator import device_module, is_accelerator  # noqa: E402
+from framework.base.host_syncs import HostSyncCounter  # noqa: E402
 
 
 def compare(engine: Engine, make_hand, rounds: int, clock: str) -> dict[str, tuple[float, float]]:

@@ -19,7 +19,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from framework.commands import RNN_SCRIPT  # noqa: E402
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 # What the two runs must not touch: the config's checkpoints, logs and TensorBoard directory.
 NO_SIDE_EFFECTS = ["++model", "None", "++log", "None", "++tensorboard_dir", "None", "++tf_log_dir", "None"]

@@ -33,7 +33,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the framework, and the har
 from devkit.doc_commands import Command, FileBlock, OutputBlock, extract, missing_lines, prose_quotes, unprinted_quotes  # noqa: E402
 from devkit.preloaded import run_script  # noqa: E402
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 PYTHONS = ("python", "python3", ".venv/bin/python")
 HARNESS = (".venv", ".doc-test-bin")  # what this tool adds to the copy

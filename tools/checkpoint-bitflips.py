@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -47,7 +47,7 @@ from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 
-from framework.errors import CheckpointError  # noqa: E402
+from framework.base.errors import CheckpointError  # noqa: E402
 from framework.training import checkpoint, checkpoint_integrity  # noqa: E402
 
 

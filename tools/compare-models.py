@@ -20,7 +20,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -59,16 +59,16 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
-from framework.errors import ConfigError, FrameworkError  # noqa: E402
-from framework.inspection.tensors import iter_tensors  # noqa: E402
-from framework.tools.compare import Row, bisect, compare_calls, compare_tensors, format_rows, pair_modules, record_calls  # noqa: E402
-from framework.tools.model_import import (  # noqa: E402
+from framework.base.errors import ConfigError, FrameworkError  # noqa: E402
+from framework.check_library.tensors import iter_tensors  # noqa: E402
+from framework.compare import Row, bisect, compare_calls, compare_tensors, format_rows, pair_modules, record_calls  # noqa: E402
+from framework.model_import import (  # noqa: E402
     load_object,
     load_reference,
     map_with_options,
     mapped_state_dict,
 )
-from framework.tools.tooling import case_from_argv, load_case  # noqa: E402
+from framework.tooling import case_from_argv, load_case  # noqa: E402
 
 
 def main(args: argparse.Namespace) -> int:

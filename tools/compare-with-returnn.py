@@ -24,7 +24,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 OURS = os.path.join(ROOT, "tests", "returnn", "demo_torch.config")
 THEIRS = os.path.join(ROOT, "tests", "returnn", "demo_torch_returnn.config")

@@ -14,7 +14,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -34,11 +34,11 @@ if __name__ == "__main__":
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from framework.config import load_config  # noqa: E402
-from framework.config import parse_args as parse_config_args  # noqa: E402
+from framework.base.config import load_config  # noqa: E402
+from framework.base.config import parse_args as parse_config_args  # noqa: E402
+from framework.base.errors import FrameworkError  # noqa: E402
+from framework.check_library.data_checks import valid_values  # noqa: E402
 from framework.core.build import init_data  # noqa: E402
-from framework.errors import FrameworkError  # noqa: E402
-from framework.inspection.data_checks import valid_values  # noqa: E402
 
 
 def describe_key(key, batches) -> list[str]:

@@ -15,7 +15,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -38,10 +38,10 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
-from framework.errors import FrameworkError  # noqa: E402
-from framework.inspection.module_tracker import ModuleTracker  # noqa: E402
-from framework.inspection.tensors import iter_tensors  # noqa: E402
-from framework.tools.tooling import case_from_argv, untrained_parameters_note  # noqa: E402
+from framework.base.errors import FrameworkError  # noqa: E402
+from framework.check_library.module_tracker import ModuleTracker  # noqa: E402
+from framework.check_library.tensors import iter_tensors  # noqa: E402
+from framework.tooling import case_from_argv, untrained_parameters_note  # noqa: E402
 
 
 class Stats:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Write docs/options.rst from the option registry (framework/options.py) and docs/returnn_options.inc
-from the table of RETURNN's options (framework/returnn_options.py). With --check, write nothing and
+"""Write docs/options.rst from the option registry (framework/base/options.py) and docs/returnn_options.inc
+from the table of RETURNN's options (framework/base/returnn_options.py). With --check, write nothing and
 exit 1 if a file is stale.
 """
 
@@ -11,8 +11,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.options_doc import format_returnn_rst, format_rst  # noqa: E402
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.base.options_doc import format_returnn_rst, format_rst  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 PAGES = {
     os.path.join(ROOT, "docs", "options.rst"): format_rst,

@@ -17,7 +17,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -41,14 +41,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 if __name__ == "__main__":
     ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
-from framework.errors import FrameworkError  # noqa: E402
-from framework.tools.model_import import (  # noqa: E402
+from framework.base.errors import FrameworkError  # noqa: E402
+from framework.model_import import (  # noqa: E402
     format_mapping,
     load_reference,
     map_with_options,
     mapped_state_dict,
 )
-from framework.tools.tooling import case_from_argv  # noqa: E402
+from framework.tooling import case_from_argv  # noqa: E402
 from framework.training import checkpoint  # noqa: E402
 
 

@@ -44,7 +44,7 @@ import tomllib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 CORPUS = os.path.join(ROOT, "tests", "corpus")
 RNN = os.path.join(ROOT, "rnn.py")

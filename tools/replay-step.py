@@ -15,7 +15,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -30,14 +30,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 if __name__ == "__main__":
     ARGS = parse_args(sys.argv[1:])  # before importing torch: --help and usage errors answer at once
 
-from framework import log  # noqa: E402
-from framework.config import load_config  # noqa: E402
-from framework.config import parse_args as parse_config_args  # noqa: E402
+from framework.base import log  # noqa: E402
+from framework.base.config import load_config  # noqa: E402
+from framework.base.config import parse_args as parse_config_args  # noqa: E402
+from framework.base.errors import FrameworkError  # noqa: E402
 from framework.core import build  # noqa: E402
 from framework.core.state import RunState  # noqa: E402
 from framework.datasets.loader import to_device  # noqa: E402
 from framework.debug.replay import replay_step  # noqa: E402
-from framework.errors import FrameworkError  # noqa: E402
 from framework.training.checkpoint import load_checkpoint, load_model_state  # noqa: E402
 
 

@@ -25,7 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from framework.tools.tool_args import ToolParser  # noqa: E402
+from framework.tool_args import ToolParser  # noqa: E402
 
 COMPARE_NAME = "report-compare.html"
 
@@ -50,15 +50,15 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _write(args: argparse.Namespace) -> int:
-    from framework.disk import write_atomically
-    from framework.errors import FrameworkError
-    from framework.tools.run_files import RunData
+    from framework.base.disk import write_atomically
+    from framework.base.errors import FrameworkError
+    from framework.run_files import RunData
 
     several = len(args.directories) > 1
     path = args.output or (COMPARE_NAME if several else os.path.join(args.directories[0], "report.html"))
     try:
         runs = [RunData(directory) for directory in args.directories]  # damaged files are refused before drawing
-        from framework.tools.run_report import render_runs
+        from framework.run_report import render_runs
 
         page = render_runs(runs).encode("utf-8")
         write_atomically(path, lambda f: f.write(page), "the run report", "Free space or choose another --output.")

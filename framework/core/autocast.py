@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from framework.config import Config
-from framework.errors import ConfigError
-from framework.findings import Finding, report
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.findings import Finding, report
 
 DTYPES = {"float16": torch.float16, "fp16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16}
 DTYPES["bf16"] = torch.bfloat16

@@ -15,14 +15,14 @@ from typing import Any
 
 import torch
 
-from framework import log
-from framework.accelerator import is_accelerator
-from framework.config import Config
+from framework.base import log
+from framework.base.accelerator import is_accelerator
+from framework.base.config import Config
+from framework.base.errors import ConfigError
 from framework.datasets import init_dataset
 from framework.datasets.chunking import ChunkedDataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader
-from framework.errors import ConfigError
 
 
 def select_device(name: str) -> torch.device:

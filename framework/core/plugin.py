@@ -17,7 +17,7 @@ every checkpoint) and takes back in ``load_state_dict``; what it holds (hooks, f
 signal handlers) it releases at ``Event.CLOSE``.
 
 Built-in plugins are the modules of ``framework.training`` and ``framework.debug`` that list
-``PLUGINS``, installed packages add theirs through the ``framework.plugins`` entry points (``framework.declarations``
+``PLUGINS``, installed packages add theirs through the ``framework.plugins`` entry points (``framework.base.declarations``
 finds both, no central list); a config adds its own with ``plugins = ["my_package.my_plugin"]`` (see
 docs/writing_a_diagnostic.rst).
 """
@@ -31,7 +31,7 @@ from framework.core.events import Callbacks, Event, Order
 from framework.core.store import Key
 
 if TYPE_CHECKING:
-    from framework.config import Config
+    from framework.base.config import Config
     from framework.core.state import RunState
 
 TASKS = ("train", "eval", "forward")

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from framework.host_syncs import host_value
+from framework.base.host_syncs import host_value
 
 
 @dataclass

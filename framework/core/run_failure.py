@@ -12,8 +12,8 @@ import os
 import traceback
 from typing import Any
 
-from framework.errors import FrameworkError
-from framework.findings import Finding
+from framework.base.errors import FrameworkError
+from framework.base.findings import Finding
 
 CHECK = "run failed"
 _FRAMEWORK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

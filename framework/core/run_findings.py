@@ -1,11 +1,11 @@
 """What a run found: every finding of the run, kept for the checks that read them, in ``findings.jsonl``, and
 judged against ``findings_fail_level``.
 
-While a task runs, this is a sink of ``framework.findings`` and the clock that stamps findings with
+While a task runs, this is a sink of ``framework.base.findings`` and the clock that stamps findings with
 the epoch and global step (0 before the first epoch and step). Each finding is appended to ``state.control.findings`` (the verdict runs
 and the sanity check's summary read them) and, in the process that writes checkpoints, written to
 ``<model directory>/findings.jsonl`` as one JSON object per line at once, so a run killed a moment later
-keeps it; a resumed run appends to the same file (``framework.record_file``: a line a dead run cut short is set
+keeps it; a resumed run appends to the same file (``framework.base.record_file``: a line a dead run cut short is set
 aside first, and a failed write leaves no partial line). The file is opened without following a planted link
 (a link there stops the run at its first finding),
 at the first finding, or at the end of a run that did its work and found nothing, so that an empty file
@@ -17,14 +17,14 @@ from __future__ import annotations
 import datetime
 import os
 
-from framework import findings, log
-from framework.config import Config
+from framework.base import findings, log
+from framework.base.config import Config
+from framework.base.disk import beside_checkpoints, describe_os_error
+from framework.base.errors import PlantedLinkError, WriteError
+from framework.base.findings import SEVERITIES, Finding, standing
+from framework.base.record_file import RecordFile
+from framework.base.safe_create import refuse_unless_regular
 from framework.core.state import RunState
-from framework.disk import beside_checkpoints, describe_os_error
-from framework.errors import PlantedLinkError, WriteError
-from framework.findings import SEVERITIES, Finding, standing
-from framework.record_file import RecordFile
-from framework.safe_create import refuse_unless_regular
 
 FILE_NAME = "findings.jsonl"
 # rnn.py's exit status when the run did its work but reported a finding at findings_fail_level or above.

@@ -1,7 +1,7 @@
 """The plugins of a run: the built-in ones the engine is given, plus the config's ``plugins``.
 
 Importing this module loads nothing heavy: the option registry reads the plugin modules'
-``register(...)`` declarations from their source (``framework.options.read_declared_options``), and the modules
+``register(...)`` declarations from their source (``framework.base.options.read_declared_options``), and the modules
 themselves are imported when a run builds its plugins.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from framework import log
-from framework.config import import_plugin_modules
+from framework.base import log
+from framework.base.config import import_plugin_modules
+from framework.base.errors import ConfigError
 from framework.core.events import OrderError
-from framework.errors import ConfigError
 
 if TYPE_CHECKING:
-    from framework.config import Config
+    from framework.base.config import Config
     from framework.core.events import Callbacks
     from framework.core.plugin import Plugin
     from framework.core.state import RunState

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import signal
 
+from framework.base.errors import TrainingInterrupted
+from framework.base.findings import Finding, standing, withdrawals
+from framework.base.log import format_duration
 from framework.core.scores import Scores
-from framework.errors import TrainingInterrupted
-from framework.findings import Finding, standing, withdrawals
-from framework.log import format_duration
 
 
 def how_it_ended(outcome: str | None, ending: BaseException | None) -> str:

@@ -3,7 +3,7 @@
 The engine owns a ``RunState`` and updates it as the run goes; every callback gets it. A
 callback never sets engine internals: it asks through ``state.control`` (skip this update,
 stop after this step, end after this epoch, add to the step line); a finding is reported through
-``framework.findings.report``, and the run keeps every one in ``state.control.findings``.
+``framework.base.findings.report``, and the run keeps every one in ``state.control.findings``.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from framework.config import Config
+    from framework.base.config import Config
+    from framework.base.findings import Finding
     from framework.core.autocast import Precision
     from framework.core.run_ctx import RunCtx
     from framework.core.scores import ScoreAccumulator, Scores
     from framework.datasets.extern_data import DataKey
     from framework.datasets.loader import BatchLoader
-    from framework.findings import Finding
 
 
 class SummarySink(Protocol):

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
+from framework.base.errors import ConfigError
+from framework.base.util import accepted_kwargs
 from framework.core.autocast import autocast_factory, precision_from_config
 from framework.core.run_ctx import RunCtx
-from framework.errors import ConfigError
-from framework.util import accepted_kwargs
 
 _NAMES = {"train": "train_step", "eval": "train_step", "forward": "forward_step"}
 _SIGNATURE = {

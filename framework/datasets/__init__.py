@@ -8,6 +8,7 @@ installed packages (``framework.datasets`` entry points); the framework's are im
 
 from __future__ import annotations
 
+from framework.base.options import register
 from framework.datasets.base import Dataset
 from framework.datasets.concat import ConcatDataset
 from framework.datasets.distribute_files import DistributeFilesDataset
@@ -21,7 +22,6 @@ from framework.datasets.registry import dataset_classes, init_dataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
 from framework.datasets.task12ax import Task12AXDataset
 from framework.datasets.text import CharTextDataset
-from framework.options import register
 
 register(
     "extern_data",

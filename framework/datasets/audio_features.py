@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from framework.errors import ConfigError, DataError
-from framework.safe_create import refuse_special
+from framework.base.errors import ConfigError, DataError
+from framework.base.safe_create import refuse_special
 
 FEATURES = ("raw", "log_mel_filterbank", "mfcc")
 _OPTIONS = {

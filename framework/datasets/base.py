@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from framework import log
-from framework.errors import ConfigError
+from framework.base import log
+from framework.base.errors import ConfigError
 
 SEQ_ORDERINGS = ("default", "random", "sorted", "sorted_reverse", "laplace:N", "laplace:.N")
 

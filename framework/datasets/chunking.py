@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError
 from framework.datasets.base import Dataset
 from framework.datasets.loader import within_limits
-from framework.errors import ConfigError
 
 
 def parse_chunking(chunking: Any) -> tuple[dict[str, int] | int, dict[str, int] | int]:

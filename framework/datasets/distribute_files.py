@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from framework import log
+from framework.base import log
+from framework.base.disk import format_size
+from framework.base.errors import ConfigError
 from framework.datasets.base import Dataset
 from framework.datasets.registry import init_dataset
-from framework.disk import format_size
-from framework.errors import ConfigError
 
 FILE_ORDERINGS = ("default", "random")
 

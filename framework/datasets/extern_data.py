@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError, DataError
 from framework.datasets.base import Dataset
-from framework.errors import ConfigError, DataError
 
 _ENTRY_KEYS = ("shape", "dtype", "sparse_dim", "available_for_inference", "dim", "sparse", "vocab")
 # RETURNN entries that describe its Tensor API's axes; here a batch entry is a plain tensor

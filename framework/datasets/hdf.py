@@ -20,11 +20,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from framework.base.disk import write_atomically
+from framework.base.errors import ConfigError, DataError
+from framework.base.safe_create import refuse_special
+from framework.base.util import printable
 from framework.datasets.base import Dataset, note_no_cache_manager
-from framework.disk import write_atomically
-from framework.errors import ConfigError, DataError
-from framework.safe_create import refuse_special
-from framework.util import printable
 
 
 class HDFDataset(Dataset):

@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework import log
-from framework.accelerator import is_accelerator
+from framework.base import log
+from framework.base.accelerator import is_accelerator
+from framework.base.errors import ConfigError, DataError
+from framework.base.host_syncs import mark_host_side
 from framework.datasets.base import Dataset
 from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import DataKey, label_error, one_hot_keys
 from framework.datasets.worker_seeding import worker_init
-from framework.errors import ConfigError, DataError
-from framework.host_syncs import mark_host_side
 
 
 class RankPlan(list):

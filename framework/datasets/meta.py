@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError
 from framework.datasets.base import Dataset
 from framework.datasets.registry import init_dataset
-from framework.errors import ConfigError
 
 
 class MetaDataset(Dataset):

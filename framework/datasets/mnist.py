@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.datasets.splits import split_indices
-from framework.errors import ConfigError
 
 _PACKAGED_DIGITS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "mnist_5k.npz")
 _IDX_FILES = {

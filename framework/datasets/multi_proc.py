@@ -21,9 +21,9 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from framework.base.errors import ConfigError, DataError
 from framework.datasets.base import Dataset, collate
 from framework.datasets.registry import init_dataset
-from framework.errors import ConfigError, DataError
 
 
 class MultiProcDataset(Dataset):

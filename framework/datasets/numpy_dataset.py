@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError
+from framework.base.safe_create import refuse_special
 from framework.datasets.base import Dataset, pad_sequences
-from framework.errors import ConfigError
-from framework.safe_create import refuse_special
 
 
 class Ragged(Sequence):

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError, DataError
+from framework.base.safe_create import refuse_special
 from framework.datasets.audio_features import AudioFeatures
 from framework.datasets.base import Dataset, note_no_cache_manager
 from framework.datasets.vocabulary import Vocabulary, create_vocabulary
-from framework.errors import ConfigError, DataError
-from framework.safe_create import refuse_special
 
 
 class OggZipDataset(Dataset):

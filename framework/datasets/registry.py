@@ -2,7 +2,7 @@
 
 Apart from the package, so that datasets that build other datasets (``DistributeFilesDataset``,
 ``ConcatDataset``) can use it. A dataset module lists its classes in ``DATASETS = (...)``; the modules are found
-as options and plugins are (``framework.declarations``), installed packages' through the ``framework.datasets``
+as options and plugins are (``framework.base.declarations``), installed packages' through the ``framework.datasets``
 entry points.
 """
 
@@ -12,10 +12,10 @@ import difflib
 import importlib
 from typing import Any
 
-from framework import declarations
+from framework.base import declarations
+from framework.base.errors import ConfigError
+from framework.base.util import accepted_kwargs, check_kwargs, import_by_name
 from framework.datasets.base import SEQ_ORDERINGS, Dataset, valid_seq_ordering
-from framework.errors import ConfigError
-from framework.util import accepted_kwargs, check_kwargs, import_by_name
 
 _CLASSES: dict[str, type[Dataset]] = {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from framework.errors import ConfigError
+from framework.base.errors import ConfigError
 
 SPLITS = ("train", "test", "all")
 SPLIT_MODES = ("random", "gap")

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.datasets.splits import split_indices
-from framework.errors import ConfigError
 
 
 class _GeneratedDataset(NumpyDataset):

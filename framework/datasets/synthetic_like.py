@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError
 from framework.datasets.base import Dataset
 from framework.datasets.extern_data import DataKey
 from framework.datasets.numpy_dataset import NumpyDataset
-from framework.errors import ConfigError
 
 TARGET_NAMES = ("classes", "class", "targets", "target", "labels", "label", "y")
 NUM_CLUSTERS = 8  # hidden classes when no sparse target says how many

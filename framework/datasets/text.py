@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.errors import ConfigError
+from framework.base.safe_create import refuse_special
 from framework.datasets.numpy_dataset import NumpyDataset
-from framework.errors import ConfigError
-from framework.safe_create import refuse_special
 
 _SPLITS = ("train", "dev", "all")
 

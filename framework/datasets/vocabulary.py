@@ -17,8 +17,8 @@ import pickle
 import re
 from typing import Any
 
-from framework.errors import ConfigError, DataError
-from framework.safe_create import refuse_special
+from framework.base.errors import ConfigError, DataError
+from framework.base.safe_create import refuse_special
 
 _NOT_GIVEN = object()
 

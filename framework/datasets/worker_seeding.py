@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework.rng import get_rng_state, set_rng_state
+from framework.base.rng import get_rng_state, set_rng_state
 
 GENERATORS = (np.random.Generator, np.random.RandomState, random.Random, torch.Generator)
 _SKIPPED = (

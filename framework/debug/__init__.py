@@ -1,5 +1,5 @@
 """Diagnostics, one plugin module each (``framework.core.plugin``) that lists its ``PLUGINS``: found by what it
-declares (``framework.declarations``), with no central list.
+declares (``framework.base.declarations``), with no central list.
 
 ``framework.debug.debug_shell(...)`` opens a shell anywhere. Imports are lazy so that
 ``import framework.debug`` does not load torch.

@@ -22,15 +22,15 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.findings import Finding, report
+from framework.base.options import register
+from framework.check_library.probe import ProbeLimit, ProbeSession
 from framework.core.accumulation import loss_weights
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.findings import Finding, report
-from framework.inspection.probe import ProbeLimit, ProbeSession
-from framework.options import register
 
 CHECK = "accumulation check"
 

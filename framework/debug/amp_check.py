@@ -1,17 +1,17 @@
 """``debug_amp_check``: at the first training step under autocast, where mixed precision breaks.
 
-The diagnosis itself (each module against its float32 twin) is ``framework.inspection.precision``.
+The diagnosis itself (each module against its float32 twin) is ``framework.check_library.precision``.
 """
 
 from __future__ import annotations
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.options import register
+from framework.check_library.precision import diagnose_step
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.inspection.precision import diagnose_step
-from framework.options import register
 
 register(
     "debug_amp_check",

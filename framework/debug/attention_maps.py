@@ -19,14 +19,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.disk import beside_checkpoints, write_atomically
+from framework.base.options import register
+from framework.check_library.probe import ProbeLimit, ProbeSession
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.disk import beside_checkpoints, write_atomically
-from framework.inspection.probe import ProbeLimit, ProbeSession
-from framework.options import register
 
 register(
     "report_attention",

@@ -22,18 +22,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.base.rng import seed_everything
+from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
+from framework.check_library.tensors import floating_tensors
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding
-from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession
-from framework.inspection.tensors import floating_tensors
-from framework.options import register
-from framework.rng import seed_everything
 
 CHECK = "batch-independence check"
 

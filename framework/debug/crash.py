@@ -28,12 +28,12 @@ import tempfile
 import threading
 from typing import Any
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.options import register
 from framework.core.events import Event
 from framework.core.plugin import TASKS, Plugin, on
 from framework.core.state import RunState
-from framework.options import register
 from framework.training.exit_log import thread_stacks
 
 register(

@@ -1,8 +1,8 @@
 """Device bugs found on any machine (``debug_device_check``, on by default).
 
 The first-step probe session runs ``train_step`` once on the unchanged first batch, on a copy of
-the model, for all checks (``framework.inspection.probe``); this check watches that run with a
-torch function mode (``framework.inspection.device_tracking``) and costs no run of its own. The
+the model, for all checks (``framework.check_library.probe``); this check watches that run with a
+torch function mode (``framework.check_library.device_tracking``) and costs no run of its own. The
 mode follows where each tensor would live on a GPU: the parameters, buffers and batch, and what
 is computed from them, on the model's device; a tensor made without ``device=``
 (``torch.randn(shape)``), moved by ``.cpu()``, a plain tensor attribute that ``model.to(device)``
@@ -21,18 +21,18 @@ from collections.abc import Iterator
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library.device_tracking import DeviceTracker
+from framework.check_library.module_tracker import ModuleTracker
+from framework.check_library.probe import ProbeLimit
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding
-from framework.inspection.device_tracking import DeviceTracker
-from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import ProbeLimit
-from framework.options import register
 
 CHECK = "device check"
 

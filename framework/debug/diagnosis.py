@@ -6,13 +6,13 @@ family of causes in or out:
 
 1. the losses get what their contracts expect (what the first step's loss-input check found);
 2. the optimizer and its schedule do what was meant (the learning rates applied over the run, the latest
-   update ratio: ``framework.inspection.schedule_trace``);
+   update ratio: ``framework.check_library.schedule_trace``);
 3. the data carries information (per key over a few train batches: nearly constant values, one id that
-   dominates, labels of one class: ``framework.inspection.input_information``);
+   dominates, labels of one class: ``framework.check_library.input_information``);
 4. the model reads its input (a gradient dependency map on a model copy: predictions that depend on the
-   padding and not on the real tokens, or on nothing: ``framework.inspection.dependency_map``);
+   padding and not on the real tokens, or on nothing: ``framework.check_library.dependency_map``);
 5. the model can learn (a copy fits one batch; units of a layer that are identical; parameters that get
-   gradients and never changed since the first step: ``framework.inspection.can_learn``);
+   gradients and never changed since the first step: ``framework.check_library.can_learn``);
 6. for a train loss that fell while dev did not: the two paths agree (the same train batches through training
    mode and the way dev is evaluated, eval mode without gradients: RETURNN's ``devtrain``, on a copy).
 
@@ -34,8 +34,22 @@ from typing import Any
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.findings import Finding, report
+from framework.base.options import register
+from framework.check_library.can_learn import (
+    FIT_LEARNING_RATE,
+    FIT_STEPS,
+    fingerprint,
+    fit_one_batch,
+    identical_units,
+    unchanged,
+)
+from framework.check_library.dependency_map import DependencyMap, dependency_map
+from framework.check_library.input_information import NEARLY_CONSTANT, data_information
+from framework.check_library.probe import ProbeLimit, ProbeSession, model_copy, unseen, why_not
+from framework.check_library.schedule_trace import schedule_problem
 from framework.core.events import Event
 from framework.core.measurements import (
     CHANCE_LEVELS,
@@ -49,20 +63,6 @@ from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.datasets.loader import to_device
-from framework.findings import Finding, report
-from framework.inspection.can_learn import (
-    FIT_LEARNING_RATE,
-    FIT_STEPS,
-    fingerprint,
-    fit_one_batch,
-    identical_units,
-    unchanged,
-)
-from framework.inspection.dependency_map import DependencyMap, dependency_map
-from framework.inspection.input_information import NEARLY_CONSTANT, data_information
-from framework.inspection.probe import ProbeLimit, ProbeSession, model_copy, unseen, why_not
-from framework.inspection.schedule_trace import schedule_problem
-from framework.options import register
 
 CHECK = "diagnosis"
 

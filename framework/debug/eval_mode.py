@@ -35,22 +35,22 @@ from typing import Any
 import torch
 from torch import nn
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library.mode_dependence import mode_dependent_parts, statistics_of
+from framework.check_library.module_tracker import ModuleTracker
+from framework.check_library.probe import PROBE_SESSION, ProbeLimit, model_copy, unseen
+from framework.check_library.tensors import calling_user_frame, format_frame, map_tensors
+from framework.check_library.train_only_randomness import RandomnessWatch, TrainOnlyRandomness
 from framework.core.events import Event
 from framework.core.plugin import on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding
-from framework.inspection.mode_dependence import mode_dependent_parts, statistics_of
-from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import PROBE_SESSION, ProbeLimit, model_copy, unseen
-from framework.inspection.tensors import calling_user_frame, format_frame, map_tensors
-from framework.inspection.train_only_randomness import RandomnessWatch, TrainOnlyRandomness
-from framework.options import register
 
 CHECK = "eval-mode check"
 OFF = "debug_eval_mode = False"

@@ -15,12 +15,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from framework.base.errors import FrameworkError
+from framework.check_library.tensors import describe
+from framework.check_library.tracebacks import debugger_hint
 from framework.core.events import Event
 from framework.core.plugin import TASKS, Plugin, on
 from framework.core.state import RunState
-from framework.errors import FrameworkError
-from framework.inspection.tensors import describe
-from framework.inspection.tracebacks import debugger_hint
 
 _MODULE_MACHINERY = nn.modules.module.__file__  # _call_impl and friends, whose locals hold the module too
 

@@ -16,16 +16,16 @@ from typing import Any, TextIO
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.options import register
+from framework.base.safe_create import open_kept
+from framework.check_library.module_tracker import ModuleTracker
+from framework.check_library.sharded import full
+from framework.check_library.tensors import iter_tensors
 from framework.core.events import Event, Order, StopTraining
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.sharded import full
-from framework.inspection.tensors import iter_tensors
-from framework.options import register
-from framework.safe_create import open_kept
 
 register(
     "debug_fingerprint_file",

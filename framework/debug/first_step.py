@@ -2,7 +2,7 @@
 
 Before the first training step, the checks that look at the first batch by running ``train_step``
 again (loss inputs, padding, batch independence, device, target leakage, unregistered parameters,
-eval mode) share one ``ProbeSession`` (``framework.inspection.probe``): every such run happens on
+eval mode) share one ``ProbeSession`` (``framework.check_library.probe``): every such run happens on
 a fresh copy of the model, the run on the unchanged batch once for all of them. With default
 options on a batch without padding, that is 3 extra runs (the unchanged batch, watched by several
 checks; a smaller batch; a few sequences in eval mode); padding adds an unchanged and a
@@ -19,14 +19,14 @@ from typing import Any, ClassVar
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.options import register
+from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
-from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession
-from framework.options import register
 
 register(
     "debug_first_step_reruns",

@@ -24,7 +24,7 @@ starts at or near zero (``TINY_INIT``) is not called exploding while its norm gr
 
 In a compiled run (``torch_compile``), a warning about missing or vanishing gradients raised at a check
 compares the named parameters' gradients in that compiled step with an eager step of the same batch on a
-probe copy (``framework.inspection.compiled_gradients``): a compiler problem, or the model's own.
+probe copy (``framework.check_library.compiled_gradients``): a compiler problem, or the model's own.
 """
 
 from __future__ import annotations
@@ -35,18 +35,18 @@ from typing import Any
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.findings import Finding, report
+from framework.base.options import register
+from framework.check_library import sharded
+from framework.check_library.compiled_gradients import compare_with_eager, is_compiled
+from framework.check_library.model_checks import SETTLE_UPDATES, by_module, fingerprints
+from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event
 from framework.core.measurements import UPDATE_RATIO
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.findings import Finding, report
-from framework.inspection import sharded
-from framework.inspection.compiled_gradients import compare_with_eager, is_compiled
-from framework.inspection.model_checks import SETTLE_UPDATES, by_module, fingerprints
-from framework.inspection.module_tracker import matches_any
-from framework.options import register
 
 register(
     "debug_grad_health",

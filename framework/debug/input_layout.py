@@ -21,15 +21,15 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library.tensors import format_frame, user_frame
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding
-from framework.inspection.tensors import format_frame, user_frame
-from framework.options import register
 
 CHECK = "input-layout check"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.options import register
+from framework.check_library.tensors import iter_tensors
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.inspection.tensors import iter_tensors
-from framework.options import register
 
 register(
     "debug_print_layer_output_shape",

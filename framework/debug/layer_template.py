@@ -23,18 +23,18 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.options import register
+from framework.base.rng import get_rng_state, set_rng_state
+from framework.check_library.module_tracker import ModuleTracker
+from framework.check_library.op_checks import op_name
+from framework.check_library.probe import model_copy, unseen
+from framework.check_library.tensors import format_frame, iter_tensors, user_frame
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.op_checks import op_name
-from framework.inspection.probe import model_copy, unseen
-from framework.inspection.tensors import format_frame, iter_tensors, user_frame
-from framework.options import register
-from framework.rng import get_rng_state, set_rng_state
 
 register(
     "debug_print_layer_output_template",

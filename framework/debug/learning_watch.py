@@ -14,7 +14,7 @@ steps on, so a two-epoch smoke run is judged too). It warns when
 - at an epoch end, a dev loss still sits at its chance level while the train loss fell well below
   it (memorization only if the training data evaluated as dev is fell too: the diagnosis measures that).
 
-A chance-level judgement that the run later contradicts is withdrawn (``framework.findings.withdraw``) at the
+A chance-level judgement that the run later contradicts is withdrawn (``framework.base.findings.withdraw``) at the
 epoch end that shows it, saying why: a slow starter that sits at chance for an epoch and then learns (its
 train loss and a dev loss left the chance level), a dev set at chance that later learns.
 
@@ -38,14 +38,14 @@ from typing import Any
 
 import torch
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.findings import Finding, report, withdraw
+from framework.base.options import register
 from framework.core.events import Event
 from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, ChanceLevel
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.diagnosis import Symptom
-from framework.findings import Finding, report, withdraw
-from framework.options import register
 
 register(
     "debug_loss_window",

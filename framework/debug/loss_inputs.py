@@ -1,7 +1,7 @@
 """What the first training step hands to torch's loss functions (``debug_loss_inputs``, on by default).
 
 Before the first step, its batch runs through ``train_step`` once more, on a copy of the model
-(the probe session's run of the unchanged batch, ``framework.inspection.probe``), while a torch
+(the probe session's run of the unchanged batch, ``framework.check_library.probe``), while a torch
 function mode watches the calls; the real step then runs unwatched. The watch finds:
 
 - probabilities where logits are expected: ``cross_entropy`` of a softmax (or log_softmax)
@@ -12,7 +12,7 @@ function mode watches the calls; the real step then runs unwatched. The watch fi
   ``[B]`` is ``[B, B]``): named once, with both shapes, instead of torch's generic warning;
 - ``backward()`` called inside ``train_step``, where the engine backpropagates the marked losses
   itself: stopped before the real step, with the line;
-- the rest of the contract table (``framework.inspection.loss_contracts``): ``kl_div`` and
+- the rest of the contract table (``framework.check_library.loss_contracts``): ``kl_div`` and
   ``ctc_loss`` given anything but log-probabilities, and an ``ignore_index`` that is also a class
   among the real labels of the target's key (a padding id copied from elsewhere that drops a class).
   These breaches are published (``CONTRACT_BREACHES``) for the diagnosis of a symptom later in the run.
@@ -37,7 +37,15 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library import data_checks
+from framework.check_library.loss_contracts import CONTRACTS, KINDS, ignored_real_labels, scores_kind
+from framework.check_library.module_tracker import ModuleTracker
+from framework.check_library.probe import real_frames
+from framework.check_library.tensors import format_frame, user_frame
 from framework.core.events import Event, Order
 from framework.core.measurements import (
     CHANCE_LEVELS,
@@ -52,14 +60,6 @@ from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding
-from framework.inspection import data_checks
-from framework.inspection.loss_contracts import CONTRACTS, KINDS, ignored_real_labels, scores_kind
-from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.probe import real_frames
-from framework.inspection.tensors import format_frame, user_frame
-from framework.options import register
 
 CHECK = "loss-input check"
 

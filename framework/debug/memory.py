@@ -22,14 +22,14 @@ from typing import Any
 import psutil
 import torch
 
-from framework import log
-from framework.accelerator import is_accelerator, memory_allocated, memory_stats
-from framework.config import Config
+from framework.base import log
+from framework.base.accelerator import is_accelerator, memory_allocated, memory_stats
+from framework.base.config import Config
+from framework.base.options import register
+from framework.base.util import start_framework_process
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.options import register
-from framework.util import start_framework_process
 
 register(
     "torch_log_memory_usage",

@@ -15,7 +15,7 @@ import time
 
 import psutil
 
-from framework.safe_create import open_kept
+from framework.base.safe_create import open_kept
 
 _MB = 1024.0**2
 

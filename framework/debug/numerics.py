@@ -29,9 +29,20 @@ from typing import Any
 
 import torch
 
-from framework import findings, log
-from framework.accelerator import is_accelerator
-from framework.config import Config
+from framework.base import findings, log
+from framework.base.accelerator import is_accelerator
+from framework.base.config import Config
+from framework.base.errors import FrameworkError
+from framework.base.findings import Finding
+from framework.base.host_syncs import LaggedFlag, host_value
+from framework.base.options import register
+from framework.base.rng import capture_step_rng, saveable_rng
+from framework.check_library.module_tracker import ModuleTracker, matches_any
+from framework.check_library.op_checks import OpSums
+from framework.check_library.precision import diagnose_step
+from framework.check_library.sharded import stored
+from framework.check_library.step_sums import Producer, StepSums
+from framework.check_library.tensors import floating_tensors
 from framework.core.autocast import uses_grad_scaler
 from framework.core.events import Event, Order
 from framework.core.measurements import EAGER_ONLY
@@ -40,17 +51,6 @@ from framework.core.run_ctx import MarkedLoss
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.replay import replay_step
-from framework.errors import FrameworkError
-from framework.findings import Finding
-from framework.host_syncs import LaggedFlag, host_value
-from framework.inspection.module_tracker import ModuleTracker, matches_any
-from framework.inspection.op_checks import OpSums
-from framework.inspection.precision import diagnose_step
-from framework.inspection.sharded import stored
-from framework.inspection.step_sums import Producer, StepSums
-from framework.inspection.tensors import floating_tensors
-from framework.options import register
-from framework.rng import capture_step_rng, saveable_rng
 from framework.training import checkpoint
 
 register(

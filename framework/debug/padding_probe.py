@@ -1,7 +1,7 @@
 """Does the loss read padded frames? (``debug_padding_check``, on by default.)
 
 Before the first step, the step runs again (on a copy of the model, in eval mode: the probe
-session of ``framework.inspection.probe``) with the padded frames of every variable-length key
+session of ``framework.check_library.probe``) with the padded frames of every variable-length key
 changed at once (other class ids, or large values); when a loss moves, once more per key with
 only that key's padded frames changed, to name it. A loss that changes while the model's outputs on the real frames
 stay the same covers the padding: the frames beyond ``key:seq_len`` count in the loss. A change
@@ -25,19 +25,19 @@ from typing import Any
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession, padding_mask
+from framework.check_library.tensors import named_tensors
 from framework.core.events import Event, Order
 from framework.core.measurements import IGNORED_LABELS
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding
-from framework.inspection.probe import PROBE_SESSION, ProbeLimit, ProbeSession, padding_mask
-from framework.inspection.tensors import named_tensors
-from framework.options import register
 
 register(
     "debug_padding_check",

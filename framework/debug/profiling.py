@@ -24,14 +24,14 @@ from typing import Any, BinaryIO
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.disk import write_atomically
+from framework.base.options import register
+from framework.base.safe_create import make_directory
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.disk import write_atomically
-from framework.options import register
-from framework.safe_create import make_directory
 
 register(
     "torch_profile",
@@ -95,7 +95,7 @@ class TorchProfile(Plugin):
         options = dict(_DEFAULTS, **(spec if isinstance(spec, dict) else {}))
         unknown = set(options) - set(_DEFAULTS) - {"activities"}
         if unknown:
-            from framework.errors import ConfigError
+            from framework.base.errors import ConfigError
 
             raise ConfigError(
                 f"torch_profile: unknown keys {sorted(unknown)}; allowed: {sorted(_DEFAULTS)} and activities."

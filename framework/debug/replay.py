@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from framework.base.rng import set_rng_state
+from framework.check_library import sharded
+from framework.check_library.module_tracker import ModuleTracker, matches_any
+from framework.check_library.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
+from framework.check_library.probe import model_copy
+from framework.check_library.tensors import bad_rows, floating_tensors, has_nonfinite, stats
 from framework.core.autocast import autocast_factory
 from framework.core.run_ctx import RunCtx
 from framework.core.step import call_step, step_function
-from framework.inspection import sharded
-from framework.inspection.module_tracker import ModuleTracker, matches_any
-from framework.inspection.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
-from framework.inspection.probe import model_copy
-from framework.inspection.tensors import bad_rows, floating_tensors, has_nonfinite, stats
-from framework.rng import set_rng_state
 
 
 @dataclass

@@ -32,13 +32,13 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import FrameworkError
+from framework.base.options import register
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.errors import FrameworkError
-from framework.options import register
 
 register(
     "debug_replica_check_interval",

@@ -12,7 +12,7 @@ says it, and when).
 It costs no host sync per step: the step's losses are the values the run reads anyway (on the CPU,
 the host values the epoch scores read; on an accelerator, the device values, read with one copy
 when the records are written: every ``_FLUSH_STEPS`` steps, at the end of each epoch and of the run). The file is
-appended to (a resumed run continues it) as a ``framework.record_file``: opened without following a planted link,
+appended to (a resumed run continues it) as a ``framework.base.record_file``: opened without following a planted link,
 a line a dead run cut short set aside first; a write that fails (full disk, lost permission) ends the run with
 one line naming the file (exit 1), the records before it and the checkpoints intact. Rank 0 writes it;
 ``metrics_file = False`` turns it off.
@@ -28,19 +28,19 @@ from typing import Any
 
 import torch
 
-from framework import options
-from framework.accelerator import memory_stats
-from framework.config import Config
+from framework.base import options
+from framework.base.accelerator import memory_stats
+from framework.base.config import Config
+from framework.base.disk import beside_checkpoints
+from framework.base.options import register
+from framework.base.record_file import RecordFile
+from framework.base.util import command_line
 from framework.core.events import Event, Order
 from framework.core.measurements import CHANCE_LEVELS
 from framework.core.plugin import Plugin, on
 from framework.core.run_summary import how_it_ended
 from framework.core.state import RunState
 from framework.debug.memory import rss
-from framework.disk import beside_checkpoints
-from framework.options import register
-from framework.record_file import RecordFile
-from framework.util import command_line
 
 register(
     "metrics_file",

@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 import subprocess
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.disk import beside_checkpoints
+from framework.base.options import register
+from framework.base.util import start_framework_process
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.disk import beside_checkpoints
-from framework.options import register
-from framework.util import start_framework_process
 
 register(
     "report_html",

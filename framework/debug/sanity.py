@@ -28,19 +28,19 @@ from typing import Any
 
 import torch
 
-from framework import findings as findings_reporter
-from framework import log
-from framework.config import Config
+from framework.base import findings as findings_reporter
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import DataError, FrameworkError, ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library import data_checks, model_checks, sharded
+from framework.check_library.model_checks import SETTLE_UPDATES
+from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event, Order
 from framework.core.measurements import VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.errors import DataError, FrameworkError, ModelCheckError
-from framework.findings import Finding
-from framework.inspection import data_checks, model_checks, sharded
-from framework.inspection.model_checks import SETTLE_UPDATES
-from framework.inspection.module_tracker import matches_any
-from framework.options import register
 
 register(
     "debug_sanity_check",

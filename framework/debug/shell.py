@@ -14,17 +14,17 @@ import traceback
 import types
 from typing import Any
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.options import register
+from framework.base.rng import get_rng_state, set_rng_state
+from framework.check_library import probe
+from framework.check_library.tensors import is_user_file
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.inspection import probe
-from framework.inspection.tensors import is_user_file
-from framework.options import register
-from framework.rng import get_rng_state, set_rng_state
 
 register(
     "debug_shell_in_runner",

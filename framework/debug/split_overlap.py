@@ -17,15 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.errors import DataError
+from framework.base.findings import Finding
+from framework.base.options import register
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.debug.sanity import report_findings
-from framework.errors import DataError
-from framework.findings import Finding
-from framework.options import register
 
 register(
     "debug_split_overlap",

@@ -10,15 +10,15 @@ or something that puts ``.grad`` back (a hook, a wrapper that keeps gradients).
 
 from __future__ import annotations
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library.model_checks import by_module, optimized_ids, overridden_at
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding
-from framework.inspection.model_checks import by_module, optimized_ids, overridden_at
-from framework.options import register
 
 register(
     "debug_stale_gradients",

@@ -13,8 +13,8 @@ import statistics
 import time
 from typing import TYPE_CHECKING
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
 from framework.core.events import Callbacks, Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState

@@ -18,12 +18,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.findings import Finding, report
+from framework.base.options import register
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.findings import Finding, report
-from framework.options import register
 
 register(
     "debug_symmetric_init",

@@ -33,17 +33,17 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library.probe import real_frames
+from framework.check_library.tensors import format_frame, iter_tensors, user_frame
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding
-from framework.inspection.probe import real_frames
-from framework.inspection.tensors import format_frame, iter_tensors, user_frame
-from framework.options import register
 
 CHECK = "target-leakage check"
 

@@ -22,20 +22,20 @@ from typing import Any
 
 import torch
 
-from framework import findings, log
-from framework.accelerator import memory_allocated
-from framework.config import Config
+from framework.base import findings, log
+from framework.base.accelerator import memory_allocated
+from framework.base.config import Config
+from framework.base.disk import probe_directory
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.base.safe_create import make_directory
+from framework.check_library.probe import model_copy, unseen
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess, unguessable_suffix
-from framework.disk import probe_directory
-from framework.findings import Finding
-from framework.inspection.probe import model_copy, unseen
-from framework.options import register
-from framework.safe_create import make_directory
 from framework.training.optim import GRAD_NORM
 
 register(

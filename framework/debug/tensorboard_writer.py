@@ -25,10 +25,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from framework.disk import describe_os_error
-from framework.errors import WriteError
-from framework.safe_create import create_new, make_directory
-from framework.util import start_framework_process
+from framework.base.disk import describe_os_error
+from framework.base.errors import WriteError
+from framework.base.safe_create import create_new, make_directory
+from framework.base.util import start_framework_process
 
 if TYPE_CHECKING:  # the training process imports this module for TensorBoardWriterProcess alone: nothing heavy
     from tensorboard.compat.proto.summary_pb2 import Summary

@@ -7,11 +7,11 @@ puts the whole train set into one batch (one update per epoch).
 
 from __future__ import annotations
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.findings import Finding, report
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.findings import Finding, report
 
 CHECK = "unusual option values"
 

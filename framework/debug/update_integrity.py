@@ -28,21 +28,21 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding, report
+from framework.base.options import register
+from framework.check_library import sharded
+from framework.check_library.compiled_gradients import compare_with_eager, is_compiled
+from framework.check_library.model_checks import optimized_ids, overridden_at
+from framework.check_library.module_tracker import ModuleTracker
+from framework.check_library.tensors import format_frame, iter_tensors, user_frame
 from framework.core.events import Event, Order
 from framework.core.plugin import on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
-from framework.errors import ModelCheckError
-from framework.findings import Finding, report
-from framework.inspection import sharded
-from framework.inspection.compiled_gradients import compare_with_eager, is_compiled
-from framework.inspection.model_checks import optimized_ids, overridden_at
-from framework.inspection.module_tracker import ModuleTracker
-from framework.inspection.tensors import format_frame, iter_tensors, user_frame
-from framework.options import register
 
 CHECK = "update-integrity check"
 FINGERPRINT = 64  # values per parameter compared before and after a checked update

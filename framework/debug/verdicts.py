@@ -27,8 +27,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError, FrameworkError
+from framework.base.findings import standing
+from framework.base.options import register
+from framework.check_library.probe import model_copy
 from framework.core.events import Event, Order
 from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, VERDICT_RUN
 from framework.core.plugin import Plugin, on
@@ -40,10 +44,6 @@ from framework.datasets import init_dataset
 from framework.datasets.batching import make_batches
 from framework.datasets.extern_data import extern_data_from_dataset, parse_extern_data
 from framework.datasets.synthetic_like import SyntheticLike, reference_stats
-from framework.errors import ConfigError, FrameworkError
-from framework.findings import standing
-from framework.inspection.probe import model_copy
-from framework.options import register
 
 register(
     "debug_overfit_batches",

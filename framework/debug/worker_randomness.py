@@ -16,13 +16,13 @@ touched.
 
 from __future__ import annotations
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.findings import Finding, report
+from framework.base.options import register
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.datasets.worker_seeding import repeating_generators
-from framework.findings import Finding, report
-from framework.options import register
 
 register(
     "debug_worker_randomness",

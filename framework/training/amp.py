@@ -19,17 +19,17 @@ from typing import Any
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.findings import Finding, report
+from framework.base.host_syncs import LaggedFlag
+from framework.base.options import register
+from framework.check_library import sharded
+from framework.check_library.precision import diagnose_step
 from framework.core.autocast import amp_settings
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.findings import Finding, report
-from framework.host_syncs import LaggedFlag
-from framework.inspection import sharded
-from framework.inspection.precision import diagnose_step
-from framework.options import register
 
 register(
     "torch_amp",

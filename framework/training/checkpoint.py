@@ -29,20 +29,20 @@ from typing import Any
 import torch
 import torch.utils.serialization.config as serialization_config
 
-from framework import disk, log
-from framework.errors import CheckpointError, ConfigError, WriteError
-from framework.options import register
-from framework.safe_create import create_new, file_kind
+from framework.base import disk, log
+from framework.base.errors import CheckpointError, ConfigError, WriteError
+from framework.base.options import register
+from framework.base.safe_create import create_new, file_kind
+from framework.base.util import printable
 from framework.training import fsdp
 from framework.training.checkpoint_integrity import damage
-from framework.util import printable
 
 register(
     "output_dir",
     "str | None",
     None,
     "Where the shipped configs put this run's files (checkpoints, logs, TensorBoard, images): "
-    "framework.config.run_output_dir(), output/<config file names joined by '+'>. ++output_dir moves them.",
+    "framework.run_output_dir(), output/<config file names joined by '+'>. ++output_dir moves them.",
     __name__,
 )
 register(

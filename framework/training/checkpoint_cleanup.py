@@ -11,14 +11,14 @@ from __future__ import annotations
 import itertools
 import os
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.options import register
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import Scores
 from framework.core.state import RunState
-from framework.errors import ConfigError
-from framework.options import register
 from framework.training import checkpoint
 
 register(

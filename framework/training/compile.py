@@ -8,7 +8,7 @@ hooks added to a compiled module would not be seen. Diagnostics that hook every 
 eager, and say so at startup. Evaluation and every replay run the eager model. Checkpoints hold
 the eager model's parameters, so compiled and eager runs resume from each other's checkpoints.
 Gradients the compiled model gets wrong are told apart from the model's own where gradient health or
-update integrity warns (``framework.inspection.compiled_gradients``: an eager step on a copy).
+update integrity warns (``framework.check_library.compiled_gradients``: an eager step on a copy).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.options import register
 from framework.core.events import Event, Order
 from framework.core.measurements import EAGER_ONLY
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.errors import ConfigError
-from framework.options import register
 
 register(
     "torch_compile",

@@ -26,11 +26,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from framework import log
-from framework.accelerator import is_accelerator
+from framework.base import log
+from framework.base.accelerator import is_accelerator
+from framework.base.errors import ConfigError
 from framework.core.events import Event, Order
 from framework.datasets.loader import RankPlan
-from framework.errors import ConfigError
 from framework.training import exit_log, fsdp
 from framework.training.optim import trainable_parameters
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.options import register
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
-from framework.options import register
 from framework.training import checkpoint
 from framework.training.lr_control import score_key
 

@@ -20,8 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from framework import findings, log
-from framework.config import Config
+from framework.base import findings, log
+from framework.base.config import Config
+from framework.base.errors import ConfigError, FrameworkError, TrainingInterrupted
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.base.rng import get_rng_state, seed_everything
+from framework.check_library.freezes import record_freezes
 from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
 from framework.core.events import Callbacks, Event, StopTraining
@@ -36,11 +41,6 @@ from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
-from framework.errors import ConfigError, FrameworkError, TrainingInterrupted
-from framework.findings import Finding
-from framework.inspection.freezes import record_freezes
-from framework.options import register
-from framework.rng import get_rng_state, seed_everything
 from framework.training import forward, optim
 from framework.training.distributed import Distributed
 from framework.training.lr_control import LearningRateControl

@@ -24,8 +24,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from framework import log, options
-from framework.options import register
+from framework.base import log, options
+from framework.base.options import register
 
 register(
     "stop_grace_seconds",

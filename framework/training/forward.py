@@ -20,13 +20,13 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.disk import probe_directory, write_atomically
+from framework.base.errors import ConfigError
+from framework.base.options import register
 from framework.core.run_ctx import MarkedOutput
 from framework.datasets.extern_data import DataKey, parse_extern_data
 from framework.datasets.hdf import write_hdf
-from framework.disk import probe_directory, write_atomically
-from framework.errors import ConfigError
-from framework.options import register
 
 register(
     "forward_data",

@@ -25,10 +25,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from framework import log
-from framework.accelerator import is_accelerator
-from framework.errors import ConfigError
-from framework.inspection.sharded import full, is_sharded
+from framework.base import log
+from framework.base.accelerator import is_accelerator
+from framework.base.errors import ConfigError
+from framework.check_library.sharded import full, is_sharded
 
 # What a config may set, with the help a wrong value gets.
 OPTIONS = {

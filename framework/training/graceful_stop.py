@@ -22,8 +22,8 @@ import threading
 import time
 from typing import Any
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState

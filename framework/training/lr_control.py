@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.util import accepted_kwargs
 from framework.core.events import Event, Order
 from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin, on
 from framework.core.scores import Scores
-from framework.errors import ConfigError
-from framework.util import accepted_kwargs
 
 
 class LearningRateControl:

@@ -19,16 +19,16 @@ import math
 import os
 from typing import Any, BinaryIO
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.disk import describe_os_error, write_atomically
+from framework.base.errors import ConfigError
+from framework.base.options import register
+from framework.base.safe_create import open_for_reading, refuse_special
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import Scores
 from framework.core.state import RunState
-from framework.disk import describe_os_error, write_atomically
-from framework.errors import ConfigError
-from framework.options import register
-from framework.safe_create import open_for_reading, refuse_special
 
 register(
     "learning_rate_file",

@@ -8,15 +8,15 @@ from typing import Any
 
 import torch
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.options import register
+from framework.base.util import check_kwargs, import_by_name
+from framework.check_library import sharded
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.store import Key
-from framework.errors import ConfigError
-from framework.inspection import sharded
-from framework.options import register
-from framework.util import check_kwargs, import_by_name
 
 register(
     "optimizer",

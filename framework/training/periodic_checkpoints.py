@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import time
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.options import register
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.errors import ConfigError
-from framework.options import register
 
 register(
     "checkpoint_every_n_steps",

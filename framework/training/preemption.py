@@ -21,14 +21,14 @@ import subprocess
 import threading
 from typing import Any
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.findings import Finding, report
+from framework.base.options import register
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.errors import ConfigError
-from framework.findings import Finding, report
-from framework.options import register
 from framework.training import checkpoint, distributed
 
 register(

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from framework import log
-from framework.config import Config
-from framework.errors import CheckpointError, ConfigError
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import CheckpointError, ConfigError
 from framework.training.checkpoint import load_verified
 
 _KEYS = {

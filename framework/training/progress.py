@@ -8,8 +8,8 @@ from typing import Any
 
 import psutil
 
-from framework import log
-from framework.config import Config
+from framework.base import log
+from framework.base.config import Config
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.scores import format_scores, step_values

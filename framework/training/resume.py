@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework import log, options
-from framework.config import Config
+from framework.base import log, options
+from framework.base.config import Config
 from framework.training.lr_control import LearningRateControl
 
 _LEARNING_RATE_OPTIONS = ("learning_rate", "learning_rates")

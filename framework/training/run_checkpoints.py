@@ -12,16 +12,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from framework import disk, log
-from framework.config import Config
+from framework.base import disk, log
+from framework.base.config import Config
+from framework.base.errors import CheckpointError, ConfigError, TrainingInterrupted
+from framework.base.rng import get_rng_state, set_rng_state
+from framework.base.util import command_line
 from framework.core.plugin import Plugin
 from framework.core.scores import ScoreAccumulator, rank_share, to_host
 from framework.core.state import RunState
-from framework.errors import CheckpointError, ConfigError, TrainingInterrupted
-from framework.rng import get_rng_state, set_rng_state
 from framework.training import checkpoint, fsdp, preload, resume
 from framework.training.run_lock import RunLock
-from framework.util import command_line
 
 
 class RunCheckpoints:

@@ -25,9 +25,9 @@ import os
 import socket
 import time
 
-from framework.errors import LockLostError, ModelInUseError
-from framework.safe_create import open_kept
-from framework.util import command_line, printable
+from framework.base.errors import LockLostError, ModelInUseError
+from framework.base.safe_create import open_kept
+from framework.base.util import command_line, printable
 
 
 def lock_path(prefix: str) -> str:

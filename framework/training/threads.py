@@ -16,7 +16,7 @@ import time
 
 import psutil
 
-from framework.errors import ConfigError
+from framework.base.errors import ConfigError
 
 _SAMPLE_SEC = 0.1  # long enough to see a busy core, short enough not to delay startup noticeably
 

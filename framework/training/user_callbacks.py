@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from framework.config import Config
+from framework.base.config import Config
+from framework.base.errors import ConfigError
 from framework.core.events import Callbacks, Event, Order
 from framework.core.plugin import TASKS, Plugin
-from framework.errors import ConfigError
 
 
 class UserCallbacks(Plugin):

@@ -19,9 +19,9 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from devkit.benchmarking import BUG_CHECKS_OFF, STEPS_ONLY
-from framework.accelerator import is_accelerator
 from framework.assembly import Engine
-from framework.config import Config, load_config
+from framework.base.accelerator import is_accelerator
+from framework.base.config import Config, load_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -11,7 +11,7 @@ except ImportError:  # a checkout before get_global_config existed (tools/measur
     def get_global_config():
         import gc
 
-        from framework.config import Config
+        from framework.base.config import Config
 
         return next(o for o in gc.get_objects() if isinstance(o, Config))
 

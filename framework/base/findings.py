@@ -1,0 +1,140 @@
+"""The Finding record: everything any check reports, in one shape, sent one way.
+
+A check builds a :class:`Finding` and calls :func:`report`. The reporter fills in when it was found
+(the epoch and global step of the run, through the clock the run sets), writes the log line (the
+wording ``SEVERITY check: message``) and hands the record to every registered sink (the findings
+file, TensorBoard, the end-of-run summary, ...). Sinks and the clock are added by the layers above:
+this module sits in the bottom layer and knows none of them.
+
+A judgement that the run later contradicts (a task at its chance level for an epoch that then learns) is
+withdrawn, never deleted: :func:`withdraw` reports a later record that carries the withdrawn finding's ``id``
+in ``withdraws`` and says why; the file keeps both, and whoever reads the findings (the run summary, the
+report, the fail level) takes :func:`standing` ones and shows the withdrawn ones as withdrawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from framework.base import log
+
+SEVERITIES = ("note", "warning", "error")
+
+
+@dataclasses.dataclass
+class Finding:
+    """One thing a check found.
+
+    ``severity``: "error" (training cannot work like this), "warning" (a user should act on it) or
+    "note" (a fact worth knowing that is often fine). ``check`` names the check (as in the log line),
+    ``message`` says the cause in one or a few sentences, ``evidence`` holds the numbers behind it,
+    ``where`` the culprit (module path, parameter, op, ``file:line``, batch entry), ``epoch`` and
+    ``step`` (the global step) when it was found, ``fix`` what to do, ``option`` the option setting
+    that turns the check off. ``id`` names the record (given when it is reported); ``withdraws``, on a record that
+    withdraws an earlier one (a note whose message says why), that one's ``id``.
+    """
+
+    severity: str
+    check: str
+    message: str
+    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    where: dict[str, Any] = dataclasses.field(default_factory=dict)
+    epoch: int | None = None
+    step: int | None = None
+    fix: str = ""
+    option: str = ""
+    id: str = ""
+    withdraws: str = ""
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"Finding severity {self.severity!r} is not one of {SEVERITIES}")
+
+    @property
+    def severe(self) -> bool:
+        return self.severity == "error"
+
+    def line(self) -> str:
+        """The log line: ``WARNING check: message`` (a note reads ``Note check: message``)."""
+        label = "Note" if self.severity == "note" else self.severity.upper()
+        return f"{label} {self.check}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def as_json(self, **extra: Any) -> str:
+        """The record as one line of JSON (``extra`` fields first); values JSON cannot hold are written as text."""
+        return json.dumps({**extra, **self.as_dict()}, default=str, allow_nan=True)
+
+    def cause(self) -> str:
+        """The message's first sentence, whole: the one-line cause of a summary (a sentence ends at a full stop
+        followed by a space, so that numbers, file names and module paths stay whole)."""
+        first = self.message.strip().split("\n", 1)[0]
+        end = first.find(". ")
+        return first if end < 0 else first[: end + 1]
+
+
+Sink = Callable[[Finding], None]
+Clock = Callable[[], tuple[int | None, int | None]]
+_sinks: list[Sink] = []
+_clock: Clock | None = None
+
+
+def set_clock(clock: Clock | None) -> None:
+    """``clock()`` says ``(epoch, global step)`` for findings reported without them (None: nothing fills them in)."""
+    global _clock
+    _clock = clock
+
+
+def add_sink(sink: Sink) -> None:
+    """Send every finding reported from now on to ``sink`` too (remove it with :func:`remove_sink`)."""
+    _sinks.append(sink)
+
+
+def remove_sink(sink: Sink) -> None:
+    if sink in _sinks:
+        _sinks.remove(sink)
+
+
+def report(finding: Finding, verbosity: int | None = None) -> Finding:
+    """Fill in the epoch and step the finding lacks from the run's clock, log it (warnings and errors at
+    verbosity 2, notes at 3 unless ``verbosity`` says otherwise) and hand it to every sink. Returns the finding."""
+    finding.id = finding.id or uuid.uuid4().hex[:12]
+    if _clock is not None and (finding.epoch is None or finding.step is None):
+        epoch, step = _clock()
+        finding.epoch = epoch if finding.epoch is None else finding.epoch
+        finding.step = step if finding.step is None else finding.step
+    log.v(verbosity if verbosity is not None else (3 if finding.severity == "note" else 2), finding.line())
+    for sink in list(_sinks):
+        sink(finding)
+    return finding
+
+
+def withdraw(finding: Finding, reason: str) -> Finding:
+    """Withdraw ``finding`` (reported earlier) because the run contradicted it: report a note that carries its id and
+    says why (``reason``: what the run showed since), logged at verbosity 2 like the warning it withdraws."""
+    when = f"epoch {finding.epoch}, step {finding.step}" if finding.epoch is not None else f"step {finding.step}"
+    withdrawal = Finding(
+        "note",
+        finding.check,
+        f"withdrawn the {finding.severity} of {when}: {reason} (It said: {finding.cause()})",
+        evidence={"withdrawn": finding.message},
+        where=finding.where,
+        withdraws=finding.id,
+    )
+    return report(withdrawal, verbosity=2)
+
+
+def standing(found: list[Finding]) -> list[Finding]:
+    """``found`` without the withdrawals and the findings they withdraw: what the run still reports."""
+    withdrawn = {f.withdraws for f in found if f.withdraws}
+    return [f for f in found if not f.withdraws and f.id not in withdrawn]
+
+
+def withdrawals(found: list[Finding]) -> list[Finding]:
+    """The records of ``found`` that withdraw a finding (of this run, or of the run a resumed one continues)."""
+    return [f for f in found if f.withdraws]

@@ -1,0 +1,407 @@
+"""Checks of the data before training: dtypes, labels, NaN/Inf, value ranges, constant features, class balance.
+
+They look at the raw arrays of the first batches of each dataset (numpy, no model, no device),
+and at the complete labels and sequence lengths of in-memory datasets. Each finding names the dataset, key, class
+or feature and says what to check; ``severe`` ones (the data cannot be trained on as it is)
+stop training.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from framework.base.findings import Finding
+from framework.datasets.extern_data import DataKey, label_error
+from framework.datasets.numpy_dataset import Ragged
+
+# A dense key whose mean or std is beyond this is far from normalized.
+UNNORMALIZED = 10.0
+# A class this much more (or less) frequent in one split than in the other is reported.
+FREQUENCY_RATIO = 3.0
+# A class missing from a split is reported when the split should hold this many of it by train's frequency.
+MIN_EXPECTED_COUNT = 5.0
+# Per-feature value ranges that differ by more than this factor are on different scales.
+SCALE_SPREAD = 1e3
+
+
+class Sample(list):
+    """Sampled batches, ``[(sequence indices, raw arrays)]``, that know their ``dataset``: a check can ask it
+    what it knows of all its sequences without reading them (their lengths)."""
+
+    def __init__(self, batches: list[tuple[np.ndarray, dict[str, np.ndarray]]], dataset: Any = None):
+        super().__init__(batches)
+        self.dataset = dataset
+
+
+def sample_batches(loader: Any, num_batches: int) -> Sample:
+    """The raw arrays of the first ``num_batches`` batches of epoch 1 (as the dataset delivers them)."""
+    return Sample(
+        [(indices, loader.dataset.get_batch(indices)) for indices in loader.plan(1)[:num_batches]], loader.dataset
+    )
+
+
+def key_lengths(dataset: Any, key: str) -> np.ndarray | None:
+    """The length of ``key`` in every sequence of ``dataset``, where known without reading the data: a
+    dataset's ``key_lengths(key)``, or the arrays of a ``NumpyDataset`` (lists of arrays, ``Ragged``); else None."""
+    if hasattr(dataset, "key_lengths"):
+        return np.asarray(dataset.key_lengths(key), dtype=np.int64)
+    value = (getattr(dataset, "arrays", None) or {}).get(key)
+    if isinstance(value, Ragged):
+        return value.lengths
+    if isinstance(value, list):
+        return np.array([np.shape(a)[0] if np.ndim(a) else 1 for a in value], dtype=np.int64)
+    return None
+
+
+def valid_values(key: str, batches: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> np.ndarray:
+    """The values of ``key`` without padding: [entries or frames, *feature shape]."""
+    parts = []
+    for _, raw in batches:
+        array, lengths = raw[key], raw.get(key + ":seq_len")
+        if lengths is None:
+            parts.append(array)
+        else:
+            parts.extend(array[row, :length] for row, length in enumerate(lengths))
+    return np.concatenate(parts) if parts else np.zeros((0,))
+
+
+def key_findings(
+    option: str, dataset_name: str, key: DataKey, batches: list[tuple[np.ndarray, dict[str, np.ndarray]]]
+) -> list[Finding]:
+    """Dtype, label range, NaN/Inf, value range, constant features and empty sequences of one key."""
+    where = f"dataset {option!r} ({dataset_name}) key {key.name!r}"
+    values = valid_values(key.name, batches)
+    findings = _empty_sequence_findings(where, key, batches)
+    if values.size == 0:
+        if any(f.severe for f in findings):
+            return findings
+        return findings + [
+            Finding(
+                "warning",
+                "sanity check",
+                f"{where}: the first {len(batches)} batches hold no values (all sequences empty?).",
+            )
+        ]
+    if key.sparse_dim is not None:
+        return findings + _label_findings(where, key, values, batches)
+    if values.dtype.kind in "iub" and np.dtype(key.dtype).kind in "iub":
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"{where} is integer data without sparse_dim. If these are class ids, declare "
+                f"extern_data[{key.name!r}]['sparse_dim']; if they are features, declare dtype 'float32' and "
+                f"normalize them.",
+            )
+        )
+        return findings
+    values = values.astype(np.float64, copy=False)
+    finite = np.isfinite(values)
+    if not finite.all():
+        seq = _first_bad_seq(key.name, batches, lambda a: ~np.isfinite(a.astype(np.float64)))
+        kinds = "NaN" if np.isnan(values).any() else "Inf"
+        return findings + [
+            Finding(
+                "error",
+                "sanity check",
+                f"{where} holds {kinds} ({(~finite).sum()} values in the first {len(batches)} batches, first at "
+                f"sequence index {seq}). Fix or drop these entries in the data pipeline.",
+            )
+        ]
+    return findings + _range_findings(where, key, values, len(batches))
+
+
+def _empty_sequence_findings(where: str, key: DataKey, batches: list) -> list[Finding]:
+    """Sequences of length 0 of a variable-length key: of the whole dataset when its lengths are known
+    without reading it (``key_lengths``), else of the sample (a few empty ones in a large dataset are missed)."""
+    if not key.variable:
+        return []
+    lengths = key_lengths(getattr(batches, "dataset", None), key.name)
+    whole = lengths is not None
+    if whole:
+        indices, scope = np.arange(len(lengths)), f"{len(lengths)} sequences"
+    elif batches:
+        lengths = np.concatenate([raw[key.name + ":seq_len"] for _, raw in batches])
+        indices = np.concatenate([np.asarray(i) for i, _ in batches])
+        scope = f"{len(lengths)} sequences in the first {len(batches)} batches"
+    else:
+        return []
+    empty = indices[lengths == 0]
+    if not len(empty):
+        return []
+    if whole and len(empty) == len(lengths):
+        return [
+            Finding(
+                "error",
+                "sanity check",
+                f"{where}: all {len(lengths)} sequences are empty (length 0): there is nothing to train on. Is it "
+                f"the right key, did the feature extraction or tokenization fail?",
+            )
+        ]
+    listed = ", ".join(map(str, empty[:8].tolist())) + (", ..." if len(empty) > 8 else "")
+    return [
+        Finding(
+            "warning",
+            "sanity check",
+            f"{where}: {len(empty)} of {scope} {'is' if len(empty) == 1 else 'are'} empty (length 0), at sequence "
+            f"{'index' if len(empty) == 1 else 'indices'} {listed}. A mean over their "
+            f"frames divides by zero (NaN), attention over no frames gives NaN, pack_padded_sequence rejects them. "
+            f"Drop them in the data pipeline, or make the model and loss handle length 0.",
+        )
+    ]
+
+
+def _label_findings(where: str, key: DataKey, values: np.ndarray, batches: list) -> list[Finding]:
+    findings = []
+    if values.dtype.kind == "f":
+        fractional = values != np.round(values)
+        if fractional.any():
+            return [
+                Finding(
+                    "error",
+                    "sanity check",
+                    f"{where} declares sparse_dim {key.sparse_dim} (class ids) but holds non-integer values such as "
+                    f"{values[fractional].flat[0]:g}; converting them to {key.dtype} would truncate. Are these "
+                    f"probabilities or features rather than class ids?",
+                )
+            ]
+        findings.append(
+            Finding(
+                "warning", "sanity check", f"{where}: class ids are stored as {values.dtype}; store them as integers."
+            )
+        )
+    bad = (values < 0) | (values >= key.sparse_dim)
+    if bad.any():
+        seq = _first_bad_seq(key.name, batches, lambda a: (a < 0) | (a >= key.sparse_dim))
+        findings.append(
+            Finding(
+                "error", "sanity check", label_error(key.name, int(values[bad].flat[0]), seq, key.sparse_dim, where)
+            )
+        )
+    return findings
+
+
+def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: int) -> list[Finding]:
+    findings = []
+    low, high = float(values.min()), float(values.max())
+    mean, std = float(values.mean()), float(values.std())
+    sample = f"over the first {num_batches} batches"
+    if low >= 0 and 10 <= high <= 255 and np.all(values == np.round(values)):
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"{where} looks like raw 0-255 pixel values (integers in [{low:g}, {high:g}] {sample}). Scale them "
+                f"to [0, 1] (x / 255) or standardize them.",
+            )
+        )
+    elif abs(mean) > UNNORMALIZED or std > UNNORMALIZED:
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"{where} is far from normalized: mean {mean:.4g}, std {std:.4g}, range [{low:.4g}, {high:.4g}] "
+                f"{sample}. Standardize it ((x - mean) / std with the train set's statistics).",
+            )
+        )
+    features = values.reshape(len(values), -1)
+    if len(features) < 2:
+        return findings
+    feature_std = features.std(axis=0)
+    constant = np.flatnonzero(feature_std == 0)
+    if len(constant) == features.shape[1]:
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"{where} is constant ({features.flat[0]:g} everywhere {sample}): empty input?",
+            )
+        )
+        return findings
+    if len(constant):
+        listed = ", ".join(map(str, constant[:8])) + (", ..." if len(constant) > 8 else "")
+        text = f"{where}: {len(constant)} of {features.shape[1]} features are constant {sample} (feature {listed})"
+        # Constant border pixels of images are normal; a constant column of a small feature vector is not.
+        if features.shape[1] <= 64 or len(constant) > features.shape[1] // 2:
+            findings.append(Finding("warning", "sanity check", text + ". Are they filled in?"))
+        else:
+            findings.append(Finding("note", "sanity check", text + "."))
+    # Ranges, not stds: a rarely touched image pixel has a tiny std but the same units as the others.
+    spans = np.ptp(features, axis=0)
+    varying = np.flatnonzero(spans > 0)
+    if len(varying) > 1 and spans[varying].max() / spans[varying].min() > SCALE_SPREAD:
+        i, j = int(varying[np.argmax(spans[varying])]), int(varying[np.argmin(spans[varying])])
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"{where}: features are on very different scales (feature {i} spans {spans[i]:.3g}, feature {j} "
+                f"spans {spans[j]:.3g}). Standardize each feature.",
+            )
+        )
+    return findings
+
+
+def value_stats(key: DataKey, batches: list) -> tuple[float, float] | None:
+    """Mean and std of a dense float key's values in the sample (None for other keys or non-finite data)."""
+    if key.sparse_dim is not None or np.dtype(key.dtype).kind != "f":
+        return None
+    values = valid_values(key.name, batches).astype(np.float64, copy=False)
+    if values.size == 0 or not np.isfinite(values).all():
+        return None
+    return float(values.mean()), float(values.std())
+
+
+def split_findings(key: str, stats: dict[str, tuple[float, float]]) -> list[Finding]:
+    """A dense key whose values in a split are on another scale than in train (preprocessed differently?)."""
+    if "train" not in stats:
+        return []
+    train_mean, train_std = stats["train"]
+    findings = []
+    for option, (mean, std) in stats.items():
+        scale = max(train_std, std, 1e-12)
+        if option != "train" and (
+            abs(mean - train_mean) > scale or max(train_std, std) > 3 * max(min(train_std, std), 1e-12)
+        ):
+            findings.append(
+                Finding(
+                    "warning",
+                    "sanity check",
+                    f"key {key!r} has mean {train_mean:.4g}, std {train_std:.4g} in train but mean {mean:.4g}, std "
+                    f"{std:.4g} in {option}: are the splits preprocessed (normalized, scaled) the same way?",
+                )
+            )
+    return findings
+
+
+def _first_bad_seq(key: str, batches: list, is_bad: Any) -> int:
+    """The sequence index (of the dataset) of the first entry where ``is_bad`` holds."""
+    for indices, raw in batches:
+        lengths = raw.get(key + ":seq_len")
+        for row, seq_index in enumerate(indices):
+            values = raw[key][row] if lengths is None else raw[key][row, : lengths[row]]
+            if np.any(is_bad(values)):
+                return int(seq_index)
+    return -1
+
+
+def class_counts(dataset: Any, key: DataKey, batches: list) -> tuple[np.ndarray, str]:
+    """Occurrences of each class of a sparse key: of the whole dataset when in memory, else of the sample."""
+    if hasattr(dataset, "value_counts"):
+        counts, where = dataset.value_counts(key.name, key.sparse_dim), f"all {dataset.num_seqs} sequences"
+    else:
+        values = valid_values(key.name, batches).astype(np.int64).ravel()
+        values = values[(values >= 0) & (values < key.sparse_dim)]
+        counts, where = np.bincount(values, minlength=key.sparse_dim), f"the first {len(batches)} batches"
+    if labels_per_frame(key):
+        where = f"the {int(counts.sum())} frames of {where}"
+    return counts, where
+
+
+def labels_per_frame(key: DataKey) -> bool:
+    """Whether a sparse key holds several labels per sequence (frames), not one."""
+    return key.variable or bool(key.shape)
+
+
+def balance_findings(
+    key: str, counts: dict[str, tuple[np.ndarray, str]], per_frame: bool = False, split_along: bool = False
+) -> list[Finding]:
+    """Classes dominating train (a note: many tasks are imbalanced by nature, and their losses handle it), missing
+    from a split, or much rarer in one split than in train.
+
+    ``per_frame``: the key labels frames. A difference between the splits is a note: frames of one
+    sequence are alike (a file full of digits, a long silence), so a few sequences shift the frame
+    counts of a split by chance. ``split_along``: the other labels agree between the splits while this
+    one differs (``split_keys``): the splits were made along this key (a held-out domain, speaker or
+    source), so its difference is a note too.
+    """
+    if "train" not in counts:
+        return []
+    train, _ = counts["train"]
+    findings = []
+    share = train / max(train.sum(), 1)
+    if train.sum() >= 100 and share.max() > 0.9:
+        # Imbalanced by nature (rare events, 'no event' frames, a long tail) and handled by the loss (class
+        # weights, a focal loss) or not: a fact; a model that learns only the frequencies shows at its chance level.
+        findings.append(
+            Finding(
+                "note",
+                "sanity check",
+                f"train key {key!r} is imbalanced: class {int(share.argmax())} is {share.max():.0%} of "
+                f"{counts['train'][1]}, so always predicting it scores {share.max():.0%} accuracy; judge the model by "
+                f"a per-class score{', not by frame accuracy' if per_frame else ''}.",
+            )
+        )
+    shift = "note" if per_frame or split_along else "warning"
+    return findings + _shift_findings(key, counts, shift, split_along)
+
+
+def split_keys(shifts: dict[str, bool]) -> set[str]:
+    """The keys along which the splits were made: those whose class distributions differ between the splits
+    (``shifts``: key -> whether they differ) while another label's agree. A bad split (made by the label, a
+    sorted file cut in two) shifts the labels that the task predicts; a split along a domain, speaker or source
+    differs in that key only."""
+    if all(shifts.values()):
+        return set()
+    return {key for key, differs in shifts.items() if differs}
+
+
+def _shift_findings(
+    key: str, counts: dict[str, tuple[np.ndarray, str]], shift: str, split_along: bool
+) -> list[Finding]:
+    """Classes of ``key`` missing from a split or much rarer in one split than in train, at severity ``shift``."""
+    train, train_what = counts["train"]
+    share = train / max(train.sum(), 1)
+    findings = []
+    for option, (other, other_what) in counts.items():
+        if option == "train":
+            continue
+        # A class rare enough that the split would likely miss it by chance proves nothing.
+        expected = share * other.sum()
+        only_train = np.flatnonzero((train > 0) & (other == 0) & (expected >= MIN_EXPECTED_COUNT))
+        only_other = np.flatnonzero((other > 0) & (train == 0))
+        if len(only_train):
+            findings.append(
+                Finding(
+                    shift,
+                    "sanity check",
+                    f"key {key!r}: class(es) {_list(only_train)} occur in train ({train_what}) but never in {option} "
+                    f"({other_what}), so the {option} score says nothing about them. Was the split made by label?",
+                )
+            )
+        if len(only_other):
+            findings.append(
+                Finding(
+                    shift,
+                    "sanity check",
+                    f"key {key!r}: class(es) {_list(only_other)} occur in {option} ({other_what}) but never in train "
+                    f"({train_what}); the model cannot learn them.",
+                )
+            )
+        both = (train >= 20) & (other >= 20)
+        if both.any():
+            ratio = (other / other.sum()) / np.maximum(train / train.sum(), 1e-12)
+            off = np.flatnonzero(both & ((ratio > FREQUENCY_RATIO) | (ratio < 1 / FREQUENCY_RATIO)))
+            if len(off):
+                c = int(off[np.argmax(np.abs(np.log(ratio[off])))])
+                findings.append(
+                    Finding(
+                        shift,
+                        "sanity check",
+                        f"key {key!r}: class {c} is {other[c] / other.sum():.1%} of {option} but "
+                        f"{train[c] / train.sum():.1%} of train; the splits come from different distributions.",
+                    )
+                )
+    if split_along:
+        for finding in findings:
+            finding.message += (
+                " The other labels are distributed alike in the splits: they were made along this key (a held-out "
+                "domain, speaker or source), by design."
+            )
+    return findings
+
+
+def _list(classes: np.ndarray) -> str:
+    return ", ".join(map(str, classes[:10])) + (", ..." if len(classes) > 10 else "")

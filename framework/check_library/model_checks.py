@@ -1,0 +1,339 @@
+"""Checks of a model after a forward/backward: which losses, parameters and modules are not trained.
+
+Shared by the sanity check on the first training step, the gradient-health check and
+``framework.testing``. Findings are grouped by module, so that a disconnected layer is one
+line naming the module and its parameters, not one line per tensor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from framework.base.findings import Finding
+from framework.check_library import sharded
+from framework.check_library.freezes import freeze_origin
+from framework.check_library.module_tracker import matches_any
+from framework.check_library.tensors import display_path, floating_tensors, format_frame
+
+ROOT = "(model)"
+
+# Gradient judgments that depend on the initialisation wait this many updates after step 0: a
+# zero-initialised norm weight, gate or residual branch blocks the gradient of what comes before it
+# only until its own first update, and a gradient that is tiny by design grows as training moves.
+SETTLE_UPDATES = 8
+
+
+def by_module(model: nn.Module, names: list[str], limit: int = 6) -> str:
+    """``module 'enc.1' (Linear): weight, bias; module 'head' (Linear): weight`` for parameter names."""
+    modules = dict(model.named_modules())
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        path, _, leaf = name.rpartition(".")
+        groups.setdefault(path, []).append(leaf)
+    shown = [
+        f"module '{path or ROOT}' ({type(modules.get(path)).__name__}): {', '.join(leaves)}"
+        for path, leaves in list(groups.items())[:limit]
+    ]
+    more = len(groups) - limit
+    return "; ".join(shown) + (f"; and {more} more modules (last: '{list(groups)[-1]}')" if more > 0 else "")
+
+
+def loss_findings(losses: dict[str, Any]) -> list[Finding]:
+    """Optimized losses (``MarkedLoss``) that do not depend on any parameter requiring grad."""
+    optimized = {name: m for name, m in losses.items() if not m.as_error}
+    detached = [name for name, m in optimized.items() if not m.loss.requires_grad]
+    if not detached:
+        return []
+    names = ", ".join(repr(n) for n in detached)
+    return [
+        Finding(
+            "error" if len(detached) == len(optimized) else "warning",
+            "sanity check",
+            f"loss {names} does not depend on any parameter that requires grad (it has no grad_fn), so "
+            f"{'nothing' if len(detached) == len(optimized) else 'it'} can be trained. Look for .detach(), "
+            f".item(), .numpy(), torch.no_grad() or a tensor rebuilt with torch.tensor(...) between the model "
+            f"output and mark_as_loss.",
+        )
+    ]
+
+
+def gradient_findings(
+    model: nn.Module,
+    frozen: list[str],
+    optimizer: Any = None,
+    *,
+    zero_gradients: bool = True,
+    unused: bool = True,
+    fixed: frozenset[str] = frozenset(),
+) -> list[Finding]:
+    """After backward: parameters frozen by mistake, without gradient, with an all-zero gradient, not optimized.
+
+    ``zero_gradients=False`` leaves the all-zero gradients out: a caller that can watch later steps
+    judges them there (``zero_gradient_names``), since a zero gradient at step 0 is often the
+    initialisation's design (``zero_gradient_finding``). ``unused=False`` likewise leaves out the
+    parameters without a gradient while others got one (``unused_finding``): what one step skips
+    (LayerDrop, stochastic depth, an idle expert of a top-1 mixture) is used by others. ``fixed``: frozen
+    parameters whose modules the step ran only under ``torch.no_grad()`` or in eval mode (a distillation
+    teacher, a frozen feature extractor): frozen by design, a note.
+    """
+    params = dict(model.named_parameters())
+    trainable = {n: p for n, p in params.items() if p.requires_grad}
+    findings = []
+    origins = {n: freeze_origin(p) for n, p in params.items() if not p.requires_grad and not matches_any(n, frozen)}
+    mistaken = [n for n, origin in origins.items() if (origin is None or not origin.by_design) and n not in fixed]
+    if fixed & origins.keys():
+        findings.append(
+            Finding(
+                "note",
+                "sanity check",
+                f"{by_module(model, [n for n in origins if n in fixed])} do not require grad and ran only under "
+                f"torch.no_grad() or in eval mode: a fixed part by design (a teacher, a frozen feature extractor).",
+            )
+        )
+    if mistaken:
+        lines = [origins[n].frame for n in mistaken if origins[n] is not None and origins[n].frame is not None]
+        cause = f"frozen at {format_frame(lines[0])}" if lines else "requires_grad_(False) somewhere"
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"{by_module(model, mistaken)} do not require grad, but frozen_params does not list them: frozen by "
+                f"mistake ({cause})? If they are meant to be frozen, add them to frozen_params.",
+            )
+        )
+    no_grad = [n for n, p in trainable.items() if p.grad is None and not matches_any(n, frozen)]
+    if no_grad and all(p.grad is None for p in trainable.values()):
+        findings.append(
+            Finding(
+                "error",
+                "sanity check",
+                "No parameter received a gradient: the loss is not connected to the model (e.g. "
+                "loss.detach().requires_grad_(), or the model's output detached before the loss).",
+            )
+        )
+    elif no_grad and unused:
+        findings.append(unused_finding(model, no_grad))
+    if zero_gradients:
+        zero = zero_gradient_names(model, frozen)
+        if zero:
+            findings.append(zero_gradient_finding(model, zero, zero_valued_names(model)))
+    frozen_trained = [n for n, p in trainable.items() if p.grad is not None and matches_any(n, frozen)]
+    if frozen_trained:
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"frozen_params lists {by_module(model, frozen_trained)}, but they require grad and get a gradient, so "
+                f"the optimizer will change them. Call requires_grad_(False) on them in get_model.",
+            )
+        )
+    if optimizer is not None:
+        findings += optimizer_findings(model, optimizer)
+        optimized = optimized_ids(optimizer)
+        left_out = [n for n, p in trainable.items() if id(p) not in optimized and not matches_any(n, frozen)]
+        if left_out:
+            findings.append(
+                Finding(
+                    "warning",
+                    "sanity check",
+                    f"{by_module(model, left_out)} require grad but are in no optimizer param group, so they never "
+                    f"change. Is the optimizer built from a subset of the parameters?",
+                )
+            )
+    return findings
+
+
+def unused_finding(model: nn.Module, names: list[str], *, updates: int = 0) -> Finding:
+    """``names`` got no gradient: at this step (``updates`` 0), or at step 0 and every one of the next ``updates``."""
+    when = f" at step 0 nor in any of the {updates} updates after it" if updates else ""
+    return Finding(
+        "warning",
+        "sanity check",
+        f"{by_module(model, names)} receive no gradient{when}: not connected to the loss (defined but not used "
+        f"in forward, or its output goes through .detach() / torch.no_grad()). Remove what is unused, or "
+        f"list it in frozen_params.",
+    )
+
+
+def optimized_ids(optimizer: Any) -> set[int]:
+    """The ids of the tensors in the optimizer's param groups."""
+    return {id(p) for group in optimizer.param_groups for p in group["params"]}
+
+
+def overridden_at(optimizer: Any, method: str) -> str | None:
+    """Where the optimizer's class defines its own ``method`` (``zero_grad``, ``step``); None: torch's own."""
+    function = inspect.unwrap(getattr(type(optimizer), method))  # torch wraps step() for its hooks
+    if getattr(function, "__module__", "").startswith("torch."):
+        return None
+    try:
+        return f"{display_path(inspect.getsourcefile(function))}:{inspect.getsourcelines(function)[1]}"
+    except (OSError, TypeError):
+        return type(optimizer).__qualname__
+
+
+def optimizer_findings(model: nn.Module, optimizer: Any) -> list[Finding]:
+    """Tensors the optimizer updates twice, or that are not the model's parameters (another copy's)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    counts: dict[int, int] = {}
+    foreign = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            counts[id(p)] = counts.get(id(p), 0) + 1
+            if id(p) not in names and counts[id(p)] == 1:
+                foreign.append(p)
+    findings = []
+    twice = [names[i] for i, n in counts.items() if n > 1 and i in names]
+    if twice:
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"{by_module(model, twice)} are listed more than once in the optimizer's param groups, so every "
+                f"update changes them more than once (with momentum state mixed between the copies). List each "
+                f"parameter in one group.",
+            )
+        )
+    if foreign:
+        shapes = ", ".join(str(list(p.shape)) for p in foreign[:4]) + (" ..." if len(foreign) > 4 else "")
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"the optimizer updates {len(foreign)} tensor(s) that are not parameters of the model the step "
+                f"trains (shapes {shapes}): an optimizer built over another copy of the model (one made before a "
+                f"deepcopy, a reload or a conversion), or over tensors replaced since. The model's own parameters "
+                f"are then never changed by it.",
+            )
+        )
+    return findings
+
+
+def zero_gradient_names(model: nn.Module, frozen: list[str]) -> list[str]:
+    """The trainable parameters (not ``frozen``) whose gradient, after backward, is exactly zero (one host sync)."""
+    with_grad = [
+        (n, p.grad)
+        for n, p in model.named_parameters()
+        if p.requires_grad and p.grad is not None and not matches_any(n, frozen)
+    ]
+    if not with_grad:
+        return []
+    norms = sharded.norms([g for _, g in with_grad]).tolist()
+    return [n for (n, _), norm in zip(with_grad, norms, strict=True) if norm == 0]
+
+
+def zero_valued_names(model: nn.Module) -> list[str]:
+    """The trainable parameters other than biases whose every entry is exactly zero (one host sync).
+
+    At initialisation these are the design of zero-initialised norms, gates and residual branches
+    (timm's ``zero_init_last``, torchvision's ``zero_init_residual``, ReZero, zero convolutions):
+    a multiplication by them blocks the gradient of everything before it, until their first update.
+    Biases (zero by default, and added, not multiplied) are left out.
+    """
+    params = [
+        (n, p) for n, p in model.named_parameters() if p.requires_grad and p.numel() and n.rpartition(".")[2] != "bias"
+    ]
+    if not params:
+        return []
+    norms = sharded.norms([p.detach() for _, p in params]).tolist()
+    return [n for (n, _), norm in zip(params, norms, strict=True) if norm == 0]
+
+
+def zero_gradient_finding(
+    model: nn.Module, names: list[str], zero_valued: list[str] | None = None, *, updates: int = 0
+) -> Finding:
+    """``names`` got an exactly-zero gradient: at step 0 (``updates`` 0) or at every one of the first ``updates``."""
+    when = f"at step 0 and in each of the {updates} updates after it" if updates else "(at this step)"
+    text = (
+        f"{by_module(model, names)} get a gradient that is exactly zero {when}: dead units (a ReLU that never "
+        f"fires), a multiplication by something that stays zero, or a path masked out on "
+        f"{'every batch' if updates else 'this batch'}."
+    )
+    blocking = [n for n in (zero_valued or []) if n not in names]
+    if blocking and not updates:
+        text += (
+            f" The model has parameters that are exactly zero ({by_module(model, blocking, limit=3)}): a "
+            f"zero-initialised norm weight, gate or residual branch blocks the gradient of what comes before it until "
+            f"its first update (timm's zero_init_last, torchvision's zero_init_residual); judge after one update."
+        )
+    return Finding("warning", "sanity check", text)
+
+
+@contextlib.contextmanager
+def capture_outputs(model: nn.Module, patterns: list[str]) -> Iterator[dict[str, list[torch.Tensor]]]:
+    """Collect the floating outputs of the modules whose path matches a pattern (``(model)`` = the root)."""
+    captured: dict[str, list[torch.Tensor]] = {}
+    handles = []
+    for path, module in model.named_modules():
+        name = path or ROOT
+        if matches_any(name, patterns):
+
+            def hook(_module: nn.Module, _args: Any, output: Any, name: str = name) -> None:
+                captured.setdefault(name, []).extend(t.detach() for t in floating_tensors(output))
+
+            handles.append(module.register_forward_hook(hook))
+    try:
+        yield captured
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def range_findings(
+    model: nn.Module, ranges: dict[str, tuple[float, float]], captured: dict[str, list[torch.Tensor]]
+) -> list[Finding]:
+    """Captured outputs outside their declared ``(low, high)``; patterns that matched no module."""
+    findings = []
+    names = [path or ROOT for path, _ in model.named_modules()]
+    for pattern, (low, high) in ranges.items():
+        matched = [n for n in names if matches_any(n, [pattern])]
+        if not matched:
+            findings.append(
+                Finding(
+                    "warning",
+                    "sanity check",
+                    f"debug_output_ranges: {pattern!r} matches no module (modules: {', '.join(names[:12])}).",
+                )
+            )
+        for name in matched:
+            for t in captured.get(name, []):
+                if t.numel() == 0:
+                    continue
+                finite = torch.isfinite(t)
+                values = t[finite]
+                lo, hi = (float(values.min()), float(values.max())) if values.numel() else (math.nan, math.nan)
+                if finite.all() and low <= lo and hi <= high:
+                    continue
+                outside = int((~finite | (t < low) | (t > high)).sum())
+                findings.append(
+                    Finding(
+                        "warning",
+                        "sanity check",
+                        f"module '{name}' output ({list(t.shape)}) has {outside} of {t.numel()} values outside its "
+                        f"declared range [{low:g}, {high:g}] (finite values span [{lo:.4g}, {hi:.4g}]"
+                        f"{', plus NaN/Inf' if not finite.all() else ''}): a missing or extra sigmoid/softmax?",
+                    )
+                )
+                break
+    return findings
+
+
+def fingerprints(params: list[torch.Tensor]) -> torch.Tensor:
+    """[N, 2] float64 sum and norm of each tensor: compared later, they tell which changed, without a copy.
+    Of a sharded tensor, over all its slices (a collective under FSDP: every rank calls it with the same tensors)."""
+    if not params:
+        return torch.zeros(0, 2, dtype=torch.float64)
+    rows = torch.stack(
+        [
+            torch.stack([t.sum(dtype=torch.float64), torch.linalg.vector_norm(t, dtype=torch.float64).square()])
+            for t in (sharded.stored(p.detach()) for p in params)
+        ]
+    )
+    rows = sharded.summed_over_shards(rows, params)
+    return torch.stack([rows[:, 0], rows[:, 1].sqrt()], dim=1)

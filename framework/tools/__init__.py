@@ -1,1 +1,0 @@
-"""What the tools in tools/ and framework.testing share: comparing, importing, their command line."""
