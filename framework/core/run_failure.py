@@ -12,8 +12,11 @@ import os
 import traceback
 from typing import Any
 
+from framework.base import findings, log
+from framework.base.config import Config
 from framework.base.errors import FrameworkError
 from framework.base.findings import Finding
+from framework.core.state import RunState
 
 CHECK = "run failed"
 _FRAMEWORK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -54,3 +57,21 @@ def _innermost_user_frame(exc: BaseException) -> dict[str, Any]:
     if frame.line:
         found["code"] = frame.line
     return found
+
+
+def report_failure(config: Config, state: RunState, exc: Exception) -> None:
+    """The failure as a finding of severity error (not logged again: the error is printed as the run ends); a
+    refusal to start (a config error, exit 2, before the first step: the plugins' startup refuses files and values
+    too) is no finding, so that a refused run writes nothing; neither is the failure of a run whose model directory
+    was removed (writing the finding would create it again)."""
+    if isinstance(exc, FrameworkError) and exc.exit_code == 2 and state.global_step == 0:
+        return
+    prefix = config.get("model")
+    if prefix and not os.path.isdir(os.path.dirname(os.path.abspath(prefix))):
+        return
+    try:
+        finding = failure_finding(exc, state.epoch, state.global_step)
+    except Exception as broken:  # e.g. an exception whose __str__ raises: the run's own error must go on unchanged
+        log.v4(f"The failure of the run is no finding: describing it raised {type(broken).__name__}: {broken}")
+        return
+    findings.report(finding, verbosity=5)

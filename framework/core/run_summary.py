@@ -5,12 +5,15 @@ files are.
 
 from __future__ import annotations
 
+import os
 import signal
 
 from framework.base.errors import TrainingInterrupted
 from framework.base.findings import Finding, standing, withdrawals
 from framework.base.log import format_duration
+from framework.core.run_findings import FINDINGS_EXIT_STATUS, RunFindings
 from framework.core.scores import Scores
+from framework.core.state import RunState
 
 
 def how_it_ended(outcome: str | None, ending: BaseException | None) -> str:
@@ -112,3 +115,41 @@ def summary_block(
         lines.append(f"  {fail_note}")
     lines += [f"  {what}: {where}" for what, where in files.items()]
     return "\n".join(lines)
+
+
+def run_summary(
+    state: RunState, run_findings: RunFindings, checkpoints: str | None, ending: BaseException | None, seconds: float
+) -> str:
+    """The summary block of the run ``state`` describes, ended by ``ending`` (None: it did its work) after ``seconds``;
+    ``checkpoints``: the listing of its checkpoint files, if it has any."""
+    config = state.config
+    files: dict[str, str] = {}
+    if checkpoints is not None:
+        files["checkpoints"] = checkpoints
+    logs = config.get("log")
+    if logs:
+        files["log"] = ", ".join([logs] if isinstance(logs, str) else logs)
+    if run_findings.path is not None:
+        directory = os.path.dirname(run_findings.path)
+        files["findings file"] = run_findings.path
+        drawn = "this run's page; again" if state.task == "train" and config.bool("report_html", True) else "written by"
+        files["report"] = f"{os.path.join(directory, 'report.html')} ({drawn}: python -m framework report {directory})"
+    failing = run_findings.failing()
+    fail_note = (
+        f"findings_fail_level = {run_findings.fail_level!r}: {len(failing)} finding(s) at that severity or above, "
+        f"so the exit status is {FINDINGS_EXIT_STATUS}"
+        if failing and ending is None
+        else ""
+    )
+    return summary_block(
+        task=state.task,
+        ended=how_it_ended(state.outcome, ending),
+        epoch=state.epoch,
+        num_epochs=config.int("num_epochs") if state.task == "train" else None,
+        global_step=state.global_step,
+        seconds=seconds,
+        scores=state.lr_control.scores if state.task == "train" else {state.epoch: state.eval_scores},
+        found=run_findings.found,
+        files=files,
+        fail_note=fail_note,
+    )

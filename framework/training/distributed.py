@@ -29,10 +29,20 @@ import torch.distributed as dist
 from framework.base import log
 from framework.base.accelerator import is_accelerator
 from framework.base.errors import ConfigError
+from framework.base.options import register
 from framework.core.events import Event, Order
 from framework.datasets.loader import RankPlan
 from framework.training import exit_log, fsdp
 from framework.training.optim import trainable_parameters
+
+register(
+    "torch_distributed",
+    "dict | None",
+    None,
+    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, "
+    "'param_sync_step': K}, or with FSDP2 {'fsdp': {fully_shard options}} (docs/fsdp.rst).",
+    __name__,
+)
 
 _ENDED = "framework-rank-ended"  # store key prefix: a rank has reported how it ended
 

@@ -11,7 +11,6 @@ acts on ``state.control`` (skip an update, stop with a checkpoint, end after the
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -33,10 +32,10 @@ from framework.core.events import Callbacks, Event, StopTraining
 from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin
 from framework.core.run_ctx import RunCtx
-from framework.core.run_failure import failure_finding
+from framework.core.run_failure import report_failure
 from framework.core.run_findings import FINDINGS_EXIT_STATUS, RunFindings
 from framework.core.run_plugins import build_plugins, prepare_config
-from framework.core.run_summary import how_it_ended, summary_block
+from framework.core.run_summary import run_summary
 from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
@@ -53,14 +52,6 @@ register(
     "Device to run on: auto (cuda if available, else cpu), cpu, cuda, cuda:N, mps, or gpu (RETURNN's value: the "
     "machine's accelerator, an error without one).",
     __name__,
-)
-register(
-    "torch_num_threads",
-    "int | str",
-    "auto",
-    "torch's CPU threads: a number, or 'auto' (OMP_NUM_THREADS if set, else the cores that CPU affinity and the "
-    "cgroup quota allow, less those other processes keep busy at startup).",
-    "framework.training.threads",
 )
 register(
     "get_model", "callable | None", None, "get_model(*, epoch, step, **kwargs) -> nn.Module builds the model.", __name__
@@ -90,14 +81,6 @@ register(
 )
 register(
     "random_seed", "int", 42, "Seed for torch, numpy, random and dataset shuffling.", __name__, range="[0, 4294967295]"
-)
-register(
-    "torch_distributed",
-    "dict | None",
-    None,
-    "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, "
-    "'param_sync_step': K}, or with FSDP2 {'fsdp': {fully_shard options}} (docs/fsdp.rst).",
-    "framework.training.distributed",
 )
 register(
     "eval_datasets",
@@ -170,56 +153,17 @@ class Engine:
                 return path
             return result
         finally:
-            self._summarize(sys.exc_info()[1], time.monotonic() - started)
+            self.findings.stop(did_its_work=sys.exc_info()[1] is None)
+            log.v3(
+                run_summary(
+                    self.state, self.findings, self.checkpoints.listing(), sys.exc_info()[1], time.monotonic() - started
+                )
+            )
 
     def exit_status(self) -> int:
         """After a run that did its work: 0, or FINDINGS_EXIT_STATUS when it reported a finding at
         ``findings_fail_level`` or above."""
         return FINDINGS_EXIT_STATUS if self.findings.failing() else 0
-
-    def _summarize(self, ending: BaseException | None, seconds: float) -> None:
-        """The run's last log lines: the summary block (after the last checkpoint line, however the run ended)."""
-        self.findings.stop(did_its_work=ending is None)
-        state, config = self.state, self.config
-        files: dict[str, str] = {}
-        listing = self.checkpoints.listing()
-        if listing is not None:
-            files["checkpoints"] = listing
-        logs = config.get("log")
-        if logs:
-            files["log"] = ", ".join([logs] if isinstance(logs, str) else logs)
-        if self.findings.path is not None:
-            directory = os.path.dirname(self.findings.path)
-            files["findings file"] = self.findings.path
-            drawn = (
-                "this run's page; again"
-                if state.task == "train" and self.config.bool("report_html", True)
-                else "written by"
-            )
-            files["report"] = (
-                f"{os.path.join(directory, 'report.html')} ({drawn}: python -m framework report {directory})"
-            )
-        failing = self.findings.failing()
-        fail_note = (
-            f"findings_fail_level = {self.findings.fail_level!r}: {len(failing)} finding(s) at that severity or above, "
-            f"so the exit status is {FINDINGS_EXIT_STATUS}"
-            if failing and ending is None
-            else ""
-        )
-        log.v3(
-            summary_block(
-                task=state.task,
-                ended=how_it_ended(state.outcome, ending),
-                epoch=state.epoch,
-                num_epochs=config.int("num_epochs") if state.task == "train" else None,
-                global_step=state.global_step,
-                seconds=seconds,
-                scores=state.lr_control.scores if state.task == "train" else {state.epoch: state.eval_scores},
-                found=self.findings.found,
-                files=files,
-                fail_note=fail_note,
-            )
-        )
 
     @contextlib.contextmanager
     def running(self) -> Iterator[RunState]:
@@ -237,7 +181,7 @@ class Engine:
                 for name, value in exc.step.items():
                     setattr(state, name, value)
             self.callbacks.emit(Event.EXCEPTION, state)
-            self._report_failure(exc)
+            report_failure(self.config, state, exc)
             raise
         except BaseException:  # a terminating signal (exit_log.Terminated), SystemExit
             state.outcome = "interrupted"
@@ -249,23 +193,6 @@ class Engine:
                 self.checkpoints.release()
                 if state.distributed is not None:
                     state.distributed.close()
-
-    def _report_failure(self, exc: Exception) -> None:
-        """The failure as a finding of severity error (not logged again: the error is printed as the run ends); a
-        refusal to start (a config error, exit 2, before the first step: the plugins' startup refuses files and values
-        too) is no finding, so that a refused run writes nothing; neither is the failure of a run whose model directory
-        was removed (writing the finding would create it again)."""
-        if isinstance(exc, FrameworkError) and exc.exit_code == 2 and self.state.global_step == 0:
-            return
-        prefix = self.config.get("model")
-        if prefix and not os.path.isdir(os.path.dirname(os.path.abspath(prefix))):
-            return
-        try:
-            finding = failure_finding(exc, self.state.epoch, self.state.global_step)
-        except Exception as broken:  # e.g. an exception whose __str__ raises: the run's own error must go on unchanged
-            log.v4(f"The failure of the run is no finding: describing it raised {type(broken).__name__}: {broken}")
-            return
-        findings.report(finding, verbosity=5)
 
     def _close(self, state: RunState) -> None:
         """Every CLOSE callback runs, also after one raised; the run's own error stays the one reported."""

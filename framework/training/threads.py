@@ -17,6 +17,16 @@ import time
 import psutil
 
 from framework.base.errors import ConfigError
+from framework.base.options import register
+
+register(
+    "torch_num_threads",
+    "int | str",
+    "auto",
+    "torch's CPU threads: a number, or 'auto' (OMP_NUM_THREADS if set, else the cores that CPU affinity and the "
+    "cgroup quota allow, less those other processes keep busy at startup).",
+    __name__,
+)
 
 _SAMPLE_SEC = 0.1  # long enough to see a busy core, short enough not to delay startup noticeably
 
