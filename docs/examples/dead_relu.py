@@ -2,10 +2,10 @@
 
 import torch
 
-from framework.core.events import Event
-from framework.core.plugin import Plugin, on
 from framework.base.findings import Finding, report
 from framework.base.options import register
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
 
 register("debug_dead_relu_interval", "int", 0, "Check ReLU outputs every N steps (0: off).", __name__, range="[0, inf)")
 
