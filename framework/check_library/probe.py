@@ -395,14 +395,19 @@ class ProbeSession:
         self._watch_failed = failed
         self.limits.append(f"the watched run of the first batch failed only while watched ({why_not(failed)})")
 
-    def changed_run(self, check: str, model: torch.nn.Module, batch: dict[str, Any], stage: str = "train") -> RunCtx:
-        """``train_step`` on a changed batch or model (inside ``isolated``); a failure raises ``ProbeLimit``.
+    def changed_run(
+        self, check: str, model: torch.nn.Module, batch: dict[str, Any], stage: str = "train", optional: bool = False
+    ) -> RunCtx:
+        """``train_step`` on a changed batch or model (inside ``isolated``); a failure raises ``ProbeLimit``, listed
+        in the summary as what could not be checked unless the run is ``optional`` (a variation the step need not
+        support, such as longer sequences than the model takes: its failure leaves a question open, no check undone).
 
         ``stage="eval"`` runs it as the evaluation of a dev set does (``run_ctx.train_flag`` is False)."""
         try:
             return self._run(check, model, batch, stage)
         except Exception as exc:
-            raise self._limit(ProbeLimit(check, exc)) from exc
+            limit = ProbeLimit(check, exc)
+            raise limit if optional else self._limit(limit) from exc
 
     def _run_unchanged(self, check: str, observe: tuple[Observer, ...]) -> RunCtx:
         with self.isolated(check, train=True, held=self.held) as model:

@@ -98,10 +98,10 @@ def _largest_move(
     moved: list[tuple[str, torch.Tensor]],
     moved_mask: torch.Tensor,
 ) -> tuple[str, float, float, float] | None:
-    """(output name, largest change, largest magnitude, share of its real frames (or sequences) that moved) of the
-    model's output whose real frames moved most between ``base`` (padding ``mask``) and ``moved`` (``moved_mask``),
-    beyond MORE_PADDING_TOLERANCE; None: none moved (losses and outputs that are not per sequence, or whose real
-    frames have other shapes, are not compared)."""
+    """(output name, largest change, largest magnitude, share of its real frames (or sequences) that moved, whether
+    it is one result per sequence) of the model's output whose real frames moved most between ``base`` (padding
+    ``mask``) and ``moved`` (``moved_mask``), beyond MORE_PADDING_TOLERANCE; None: none moved (losses and outputs that
+    are not per sequence, or whose real frames have other shapes, are not compared)."""
     worst = None
     for (name, a), (_, b) in zip(base, moved, strict=False):
         real_a, real_b = _real_frames(a, mask), _real_frames(b, moved_mask)
@@ -110,22 +110,38 @@ def _largest_move(
         rows = (real_a.double() - real_b.double()).abs().reshape(real_a.shape[0], -1).amax(1)
         change, scale = float(rows.max()), max(float(real_a.double().abs().max()), 1e-12)
         if change > MORE_PADDING_TOLERANCE * scale and (worst is None or change / scale > worst[1] / worst[2]):
-            worst = (name, change, scale, float((rows > MORE_PADDING_TOLERANCE * scale).double().mean()))
+            share = float((rows > MORE_PADDING_TOLERANCE * scale).double().mean())
+            worst = (name, change, scale, share, real_a is a)  # the whole output: it has no time axis
     return worst
+
+
+def _comparable(
+    base: list[tuple[str, torch.Tensor]],
+    mask: torch.Tensor,
+    moved: list[tuple[str, torch.Tensor]],
+    moved_mask: torch.Tensor,
+) -> bool:
+    """Whether ``_largest_move`` compares at least one of the model's outputs between the two runs."""
+    for (name, a), (_, b) in zip(base, moved, strict=False):
+        real_a, real_b = _real_frames(a, mask), _real_frames(b, moved_mask)
+        if not _is_loss(name) and real_a is not None and real_b is not None and real_a.shape == real_b.shape:
+            return True
+    return False
 
 
 @dataclass
 class MorePadding:
     """What as many padded frames again after the real ones did: ``added`` frames; the model's ``output`` whose real
-    frames moved most, by ``change`` (of values up to ``scale``), on a ``share`` of its real frames; the ``module``
-    where that starts (text, "" if not found); the losses before -> after (``loss_change``) and whether one moved by
-    more than MORE_PADDING_TOLERANCE."""
+    frames moved most, by ``change`` (of values up to ``scale``), on a ``share`` of its real frames (of its sequences
+    when it is one result ``per_sequence``); the ``module`` where that starts (text, "" if not found); the losses
+    before -> after (``loss_change``) and whether one moved by more than MORE_PADDING_TOLERANCE."""
 
     added: int
     output: str
     change: float
     scale: float
     share: float
+    per_sequence: bool
     module: str = ""
     loss_change: str = ""
     loss_moves: bool = False
@@ -259,7 +275,7 @@ class PaddingProbe(Plugin):
                 batch = perturbed(batch, key, mask, state.extern_data[key].sparse_dim)
             losses, _ = self._run(session, batch)
             if not any(n in base_losses and _changed(base_losses[n], v) for n, v in losses.items()):
-                return []
+                return self._report({}, {}, {}, {}, self._counted_padding(state, session, masks, set()))
         for key, mask in masks.items():
             batch = perturbed(state.batch, key, mask, state.extern_data[key].sparse_dim)
             losses, outputs = self._run(session, batch)
@@ -296,7 +312,49 @@ class PaddingProbe(Plugin):
                         _relative_change(base_losses[n], losses[n]) > MORE_PADDING_TOLERANCE for n in shared
                     ),
                 )
-        return self._report(covered, read, unknown, depends)
+        counted = self._counted_padding(state, session, masks, set(read) | set(unknown))
+        return self._report(covered, read, unknown, depends, counted)
+
+    def _counted_padding(
+        self, state: RunState, session: ProbeSession, masks: dict[str, torch.Tensor], reading: set[str]
+    ) -> dict[str, tuple[int, dict[str, tuple[float, float]]]]:
+        """Key -> (frames added, score -> (before, after)): the scores that change when as many padded frames again
+        follow every sequence of that key's group (the keys padded alike), while the model's outputs on the real
+        frames stay the same, so that only the padded frames can have moved them. A group whose padded values the
+        model reads (or whose outputs cannot be compared) is the business of the runs above."""
+        counted: dict[str, tuple[int, dict[str, tuple[float, float]]]] = {}
+        base_scores: dict[str, torch.Tensor] = {}
+        base_outputs: list[tuple[str, torch.Tensor]] = []
+        groups = set()
+        for key, mask in masks.items():
+            group = tuple(state.batch[key].shape[:2])
+            if group in groups:
+                continue
+            groups.add(group)
+            if any(tuple(state.batch[k].shape[:2]) == group for k in reading):
+                continue
+            extended, added = more_padding(state.batch, key)
+            scores: dict[str, torch.Tensor] = {}
+            try:
+                if not base_scores:
+                    _, base_outputs = self._run(session, state.batch, scores=base_scores)
+                _, outputs = self._run(session, extended, scores=scores, optional=True)
+            except ProbeLimit as exc:  # a model that needs a fixed length: not decided
+                log.v5(f"Padding check: the run with more padding after {key!r} failed ({exc}).")
+                continue
+            extended_mask = padding_mask(extended, key)
+            if not _comparable(base_outputs, mask, outputs, extended_mask):
+                continue
+            if _largest_move(base_outputs, mask, outputs, extended_mask) is not None:
+                continue
+            moved = {
+                name: (float(base_scores[name]), float(value))
+                for name, value in scores.items()
+                if name in base_scores and _relative_change(base_scores[name], value) > MORE_PADDING_TOLERANCE
+            }
+            if moved:
+                counted[key] = (added, moved)
+        return counted
 
     @staticmethod
     def _report(
@@ -304,8 +362,31 @@ class PaddingProbe(Plugin):
         read: dict[str, str],
         unknown: dict[str, str],
         depends: dict[str, MorePadding | None],
+        counted: dict[str, tuple[int, dict[str, tuple[float, float]]]],
     ) -> list[Finding]:
         findings = []
+        for key, (added, moved) in counted.items():
+            names = ", ".join(repr(n) for n in moved)
+            changes = ", ".join(f"{n} {a:.5g} -> {b:.5g}" for n, (a, b) in moved.items())
+            findings.append(
+                Finding(
+                    "warning",
+                    "sanity check",
+                    f"{names} count{'s' if len(moved) == 1 else ''} the padded frames: with {added} more padded frames "
+                    f"after the real frames of every sequence of {key!r} (as a longer batch-mate brings, padded as the "
+                    f"data is), {changes}, while the model's outputs on the real frames stay the same. A score of the "
+                    f"real frames does not change with the padding after them; this one is averaged over (or "
+                    f"counts) padded positions, so it depends on the batch-mates' lengths.",
+                    evidence={
+                        "added_frames": added,
+                        "scores": {n: {"before": a, "after": b} for n, (a, b) in moved.items()},
+                    },
+                    where={"key": key, "scores": list(moved)},
+                    fix=f"Compute it over the real frames only: mask = torch.arange(T)[None, :] < "
+                    f"extern_data['{key}:seq_len'][:, None] (on the device of the scores), then e.g. "
+                    f"wrong[mask].float().mean(), or divide a sum by mask.sum() instead of by every position.",
+                )
+            )
         if covered:
             keys = " or ".join(repr(k) for k in covered)
             changes = "; ".join(f"{k}: {c}" for k, c in covered.items())
@@ -334,7 +415,9 @@ class PaddingProbe(Plugin):
                 f"{moved.change:.3g} (its values reach {moved.scale:.3g}), on {moved.share:.0%} of its real frames (the "
                 f"padding enters {enters})"
             )
-            if moved.loss_moves and moved.share > PERVASIVE:
+            # One result per sequence that moves is that sequence's whole result; the share of frames that moved tells
+            # a local operator at the edges from a global one only for per-frame outputs.
+            if moved.loss_moves and (moved.share > PERVASIVE or moved.per_sequence):
                 findings.append(
                     Finding(
                         "warning",
@@ -393,11 +476,16 @@ class PaddingProbe(Plugin):
 
     @staticmethod
     def _run(
-        session: ProbeSession, batch: dict[str, torch.Tensor], trace: list[tuple[str, torch.Tensor]] | None = None
+        session: ProbeSession,
+        batch: dict[str, torch.Tensor],
+        trace: list[tuple[str, torch.Tensor]] | None = None,
+        scores: dict[str, torch.Tensor] | None = None,
+        optional: bool = False,
     ) -> tuple[dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
         """The losses and the model's named floating-point outputs of one eval-mode run on a fresh copy; with
         ``trace``, every submodule's floating-point outputs are appended to it in the order the modules run, each
-        named ``name (Type)``."""
+        named ``name (Type)``; with ``scores``, every marked score (the errors too) is put in it. ``optional``: as in
+        ``ProbeSession.changed_run``."""
         outputs: list[tuple[str, torch.Tensor]] = []  # (name in the output, e.g. 'logits'; the tensor)
 
         def keep(_module: Any, _args: Any, output: Any) -> None:
@@ -415,7 +503,10 @@ class PaddingProbe(Plugin):
             if trace is not None:
                 handles += [m.register_forward_hook(follow(n)) for n, m in model.named_modules() if n]
             try:
-                losses = step_losses(session.changed_run(CHECK, model, batch), optimized_only=True)
+                run_ctx = session.changed_run(CHECK, model, batch, optional=optional)
+                losses = step_losses(run_ctx, optimized_only=True)
+                if scores is not None:
+                    scores.update(step_losses(run_ctx))
             finally:
                 for handle in handles:
                     handle.remove()
