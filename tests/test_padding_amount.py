@@ -54,7 +54,9 @@ def test_a_result_that_depends_on_the_amount_of_padding_is_a_warning_where_it_en
     text = output()
     assert re.search(DEPENDS.format(module=module), text), f"{name}:\n{text[-3000:]}"
     if config == "padding_attention.py":
-        assert_documented(text, "docs/health.rst", "WARNING sanity check (first step): a sequence's result depends")
+        assert_documented(
+            text, "docs/health.rst", "WARNING sanity check (first step): a sequence's result depends on its batch-mates"
+        )
 
 
 @pytest.mark.parametrize("name", list(HEALTHY))
