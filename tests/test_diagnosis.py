@@ -210,6 +210,11 @@ BUGS = {
         ["cause_cnn.py", "cause_cnn_normalized_twice.py"],
         r"Cause: what the model's first layer \(conv2d\) gets is nearly constant",
     ),
+    "dropout given TensorFlow's keep probability": (
+        ["classify.py", "cause_classify_keep_prob.py"],
+        CHANCE + r"Cause: a copy fits one batch in eval mode .* but not in training mode .* Dropout\(p=0.9\) '2', "
+        r"Dropout\(p=0.9\) '5' \(torch's dropout p is the probability of dropping",
+    ),
     "CrossEntropyLoss(ignore_index=0) where 0 is a class": (
         ["classify.py", "cause_classify_ignore0.py"],
         r"cross_entropy at .* ignores the label 0 \(ignore_index=0\), but 0 is a class of 'classes'",

@@ -40,12 +40,15 @@ class Fit:
         return last - self.floor <= FITS * (first - self.floor)
 
 
-def fit_one_batch(model: torch.nn.Module, run: Callable[[torch.nn.Module], RunCtx], floor: float = 0.0) -> Fit:
+def fit_one_batch(
+    model: torch.nn.Module, run: Callable[[torch.nn.Module], RunCtx], floor: float = 0.0, train: bool = True
+) -> Fit:
     """Train a deep copy of ``model`` (its own parameters) with Adam for ``FIT_STEPS`` steps on the batch that
-    ``run(copy)`` runs ``train_step`` on; the caller isolates the run (RNG, output). Raises what deepcopy raises
-    for a model that cannot be copied."""
+    ``run(copy)`` runs ``train_step`` on, the copy in training mode (or in eval mode: ``train=False``, dropout off
+    and batch statistics fixed); the caller isolates the run (RNG, output). Raises what deepcopy raises for a
+    model that cannot be copied."""
     fitted = copy.deepcopy(model)
-    fitted.train()
+    fitted.train(train)
     params = [p for p in fitted.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=FIT_LEARNING_RATE)
     fit = Fit(floor=floor)

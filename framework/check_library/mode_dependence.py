@@ -53,11 +53,13 @@ def _differs_by_mode(module: nn.Module) -> bool:
 
 def mode_dependent_parts(module: nn.Module, limit: int = 3) -> list[str]:
     """The submodules (``module`` included) that compute differently in training and eval mode, named
-    ``BatchNorm1d 'net.1'`` (relative to ``module``), at most ``limit``."""
+    ``BatchNorm1d 'net.1'`` or ``Dropout(p=0.1) 'net.2'`` (relative to ``module``), at most ``limit``."""
     parts = []
     for name, sub in module.named_modules():
         if _differs_by_mode(sub):
-            parts.append(f"{type(sub).__name__} {name!r}" if name else type(sub).__name__)
+            rate = getattr(sub, "p", None) if isinstance(sub, nn.modules.dropout._DropoutNd) else None
+            kind = type(sub).__name__ + (f"(p={rate:g})" if rate is not None else "")
+            parts.append(f"{kind} {name!r}" if name else kind)
             if len(parts) == limit:
                 break
     return parts

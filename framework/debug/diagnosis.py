@@ -27,6 +27,7 @@ symptom appears; a healthy run pays one fingerprint of the parameters before its
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from framework.base.options import register
 from framework.check_library.can_learn import (
     FIT_LEARNING_RATE,
     FIT_STEPS,
+    Fit,
     fingerprint,
     fit_one_batch,
     identical_units,
@@ -48,6 +50,7 @@ from framework.check_library.can_learn import (
 )
 from framework.check_library.dependency_map import DependencyMap, dependency_map
 from framework.check_library.input_information import NEARLY_CONSTANT, data_information
+from framework.check_library.mode_dependence import mode_dependent_parts
 from framework.check_library.probe import ProbeLimit, ProbeSession, model_copy, unseen, why_not
 from framework.check_library.schedule_trace import schedule_problem
 from framework.core.events import Event
@@ -331,6 +334,22 @@ def _can_learn(state: RunState, batch: dict[str, torch.Tensor], start: torch.Ten
             f"{len(frozen)} parameter(s) get gradients but never changed since the first step ({', '.join(frozen[:4])}"
             f"): the optimizer does not update them (not in its param groups, or a learning rate of 0 for them)"
         )
+    elif not fit.fits and (modes := _fits_in_eval_mode(state.model, run, floor)) is not None:
+        # The two fits differ only in the mode: what training mode switches on keeps the model from learning.
+        ruling.where = {"modules": modes[1]}
+        ruling.evidence["one-batch fit in eval mode"] = f"{modes[0].losses[0]:.4g} -> {min(modes[0].losses[-3:]):.4g}"
+        ruling.cause = (
+            f"a copy fits one batch in eval mode ({modes[0].losses[0]:.4g} -> {min(modes[0].losses[-3:]):.4g} in "
+            f"{FIT_STEPS} Adam steps) but not in training mode ({fit.losses[0]:.4g} -> {fit.losses[-1]:.4g}), and the "
+            f"mode is all that differs: what training mode switches on keeps the model from learning. The parts that "
+            f"compute differently in training mode: {', '.join(modes[1])}"
+            + (
+                " (torch's dropout p is the probability of dropping; TensorFlow's keep_prob, the probability of keeping, "
+                "passed as p drops most activations)"
+                if any(re.search(r"\(p=0\.[5-9]|\(p=1\)", part) for part in modes[1])
+                else ""
+            )
+        )
     elif not fit.fits:
         # Observed, not a cause: the fit's optimizer and rate may not suit this model (a warmup it needs, batch
         # statistics of one batch), so a model that trains well elsewhere can fail this fit too.
@@ -349,6 +368,22 @@ def _can_learn(state: RunState, batch: dict[str, torch.Tensor], start: torch.Ten
             f"a copy fits one batch ({fit.losses[0]:.4g} -> {min(fit.losses[-3:]):.4g} in {FIT_STEPS} Adam steps)"
         )
     return ruling
+
+
+def _fits_in_eval_mode(
+    model: torch.nn.Module, run: Callable[[torch.nn.Module], Any], floor: float
+) -> tuple[Fit, list[str]] | None:
+    """(the eval-mode fit, the parts that depend on the mode) when the model has such parts and a copy in eval mode
+    fits the batch the training-mode copy did not; None otherwise (or when the fit cannot run)."""
+    parts = mode_dependent_parts(model, limit=4)
+    if not parts:
+        return None
+    try:
+        with unseen():
+            fit = fit_one_batch(model, run, floor, train=False)
+    except Exception:  # noqa: BLE001 - not decided: the training-mode fit's observation stands
+        return None
+    return (fit, parts) if fit.fits else None
 
 
 def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
