@@ -59,7 +59,7 @@ BUGS = {
         [
             FIRST + r"module '\(model\)' \(Net\) runs its forward in eval mode during the training step: train_step "
             r"switched it at .*silent_eval_train_step_eval\.py:7 in train_step: model\.eval\(\)\. Its parts that "
-            r"depend on the mode \(.*BatchNorm1d 'norm', Dropout 'drop'"
+            r"depend on the mode \(.*BatchNorm1d 'norm', Dropout\(p=0.2\) 'drop'"
         ],
     ),
     "eval: Hugging Face GPT-2 trained in eval mode": (
