@@ -215,6 +215,11 @@ BUGS = {
         CHANCE + r"Cause: a copy fits one batch in eval mode .* but not in training mode .* Dropout\(p=0.9\) '2', "
         r"Dropout\(p=0.9\) '5' \(torch's dropout p is the probability of dropping",
     ),
+    "an error rate that takes argmax over the flattened logits": (
+        ["classify.py", "cause_classify_argmax_flat.py"],
+        r"WARNING score agreement: the error 'err' does not follow the loss 'ce': on dev after epoch 1, ce fell from "
+        r"\S+ \(the first training step\) to \S+, but err is 0\.\d+ .* would allow at most",
+    ),
     "CrossEntropyLoss(ignore_index=0) where 0 is a class": (
         ["classify.py", "cause_classify_ignore0.py"],
         r"cross_entropy at .* ignores the label 0 \(ignore_index=0\), but 0 is a class of 'classes'",
@@ -243,6 +248,7 @@ HEALTHY = {
     "hand-written attention classifier": ["cause_bert.py", "cause_attention.py"],
     "torch-tutorial text classifier": ["cause_text.py"],
     "small CNN on normalized images": ["cause_cnn.py"],
+    "classifier with its error rate beside the loss": ["classify.py", "classify_with_error.py"],
     "accumulation of a per-frame loss, convolutional tagger": [
         "sequences.py",
         "cause_accum_conv_token_mean.py",
