@@ -157,6 +157,10 @@ HEALTHY = {
     "Hugging Face BERT with dropout": ["lib_bert.py"],
     "ResNet with batch norm": ["lib_resnet.py"],
     "nn.TransformerEncoder with dropout": ["lib_transformer.py"],
+    "a policy that samples its actions, also in evaluation (REINFORCE)": [
+        "classify.py",
+        "silent_eval_sampled_actions.py",
+    ],
 }
 
 MINE = (

@@ -9,7 +9,9 @@ activations (tensors that require gradients) as
 - additive noise of a fixed scale: a draw scaled by constants only and added to an activation
   (``h + 0.1 * torch.randn_like(h)``).
 
-A draw scaled by a tensor that requires gradients is the model's own stochastic prediction (a
+Draws of integers (``multinomial``, ``randint``, ``randperm``) are choices, not noise: a policy's sampled actions,
+negative samples, an order; what derives from them (a reward) is not followed. A draw scaled by a tensor that
+requires gradients is the model's own stochastic prediction (a
 VAE's ``mean + std * eps``) and is not followed further; draws that never meet an activation
 (random masking of token ids, a diffusion model's noise on the data) are how such models are
 evaluated and are not reported. The forward must run with gradients enabled: they are what tells
@@ -79,6 +81,8 @@ class RandomnessWatch(TorchDispatchMode):
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         derived = [self._derived[id(t)] for t in tensors if id(t) in self._derived]
         if drawn and isinstance(out, torch.Tensor):
+            if not derived and not (out.is_floating_point() or out.is_complex()):
+                return out  # a choice (multinomial, randint, randperm: actions, negatives, an order), not noise
             frame = calling_user_frame()
             draw = derived[0].draw if derived else RandomDraw(name, self.tracker.current, frame)
             self._follow(out, _Derived(draw, mask=name.startswith("bernoulli")))
