@@ -12,7 +12,9 @@ it would apply are compared with what the config asks for:
 - a plan that falls below 1/1000 of its peak before half of the run and stays there is a warning: most of the run's
   updates are made about 1000x smaller than the schedule's own peak.
 
-The function is a config's pure function of its arguments; it is called with the RNG states restored afterwards.
+The function is a config's pure function of its arguments: it is called with what it prints, logs and warns
+swallowed (the run's own calls show it) and the RNG states restored afterwards; a function that keeps state between
+calls (a counter) would see these calls too.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from framework.base.findings import Finding, report
 from framework.base.options import register
 from framework.base.rng import get_rng_state, set_rng_state
 from framework.base.util import accepted_kwargs
+from framework.check_library.probe import unseen
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
@@ -89,15 +92,16 @@ class SchedulePlan(Plugin):
         rng = get_rng_state()
         rates = []
         try:
-            for step in steps:
-                epoch = step // per_epoch + 1
-                values = {
-                    "global_train_step": step,
-                    "epoch": epoch,
-                    "epoch_continuous": step / per_epoch,
-                    "learning_rate": state.lr_control.learning_rate(epoch),
-                }
-                rates.append(float(self.schedule(**{n: values[n] for n in names})))
+            with unseen():  # what the function prints or warns belongs to the run's own calls
+                for step in steps:
+                    epoch = step // per_epoch + 1
+                    values = {
+                        "global_train_step": step,
+                        "epoch": epoch,
+                        "epoch_continuous": step / per_epoch,
+                        "learning_rate": state.lr_control.learning_rate(epoch),
+                    }
+                    rates.append(float(self.schedule(**{n: values[n] for n in names})))
         except Exception:  # noqa: BLE001 - the real step calls it again and raises the user's error where it happens
             return None
         finally:
