@@ -2,7 +2,9 @@
 options trains it to the end with no WARNING line and no crash. Sparse gradients (``nn.Embedding(sparse=True)``
 with ``SparseAdam``: torch has no norm for the sparse layout), complex parameters (``nn.Linear(dtype=cfloat)``:
 a cast to float drops the imaginary part, and no fused optimizer kernel takes them), a model built on the meta
-device and materialised with ``to_empty``. FSDP's DTensor shards are covered by test_fsdp.py.
+device and materialised with ``to_empty``, lazy modules (``nn.LazyLinear``: uninitialised parameters until a batch
+sizes them; the engine runs train_step once on the first batch without gradients to size them, then resumes and
+evaluates from their checkpoints). FSDP's DTensor shards are covered by test_fsdp.py.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ SETUPS = {
     "sparse gradients: nn.Embedding(sparse=True), SparseAdam": ["cause_text.py", "healthy_sparse_embedding.py"],
     "complex parameters: nn.Linear(dtype=torch.cfloat), Adam": ["healthy_vectors.py", "healthy_complex.py"],
     "meta-device model, materialised with to_empty": ["healthy_vectors.py", "healthy_meta_init.py"],
+    "lazy modules: nn.LazyLinear": ["healthy_vectors.py", "healthy_lazy.py"],
 }
 
 
@@ -32,6 +35,9 @@ def test_a_setup_with_this_kind_of_tensor_trains_with_no_warning(name, tmp_path)
     assert result.returncode == 0, text[-3000:]
     assert "Epoch 2 evaluation" in text and "Run summary: completed" in text, text[-3000:]
     assert [line for line in text.splitlines() if "WARNING" in line or "Warning:" in line] == [], text[-3000:]
+    if "lazy" in name:  # a lazy model's checkpoint sizes it when it is evaluated
+        result = run_rnn(*files, "++model", str(tmp_path / "model"), "++task", "eval", cwd=str(tmp_path), timeout=300)
+        assert result.returncode == 0 and "Evaluation of epoch 2: dev:" in result.stdout, result.stdout[-3000:]
 
 
 def test_the_values_a_check_reads_have_the_tensors_norm_whatever_its_layout():

@@ -7,6 +7,7 @@ through these functions, so a tool needs no engine to get a config's model and b
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
@@ -14,11 +15,13 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
+from torch.nn.parameter import is_lazy
 
 from framework.base import log
 from framework.base.accelerator import is_accelerator
 from framework.base.config import Config
 from framework.base.errors import ConfigError
+from framework.core.step import run_step
 from framework.datasets import init_dataset
 from framework.datasets.chunking import ChunkedDataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
@@ -188,6 +191,29 @@ def build_model(
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(f"get_model returned {type(model).__name__}, not a torch.nn.Module.")
     model = model.to(device)
-    num_params = sum(p.numel() for p in model.parameters())
-    log.v4(f"Model: {type(model).__name__}, {num_params:,} parameters, on {device}")
+    log.v4(f"Model: {type(model).__name__}, {model_size(model)}, on {device}")
     return model
+
+
+def materialize_lazy(config: Config, model: torch.nn.Module, loader: BatchLoader) -> None:
+    """Give the ``nn.Lazy*`` modules of ``model`` their shapes before anything reads its parameters (the optimizer's
+    state, the checkpoint's size, the checks): ``train_step`` runs once on the first train batch without gradients,
+    which initialises them as the first step would (from the random generators as they are now); what it prints is
+    not shown (the real first step prints it)."""
+    if not any(is_lazy(p) for p in model.parameters()):
+        return
+    plan = loader.plan(1)
+    if not plan:
+        return
+    _, batch = next(iter(loader.iterate(plan[:1])))
+    with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+        run_step(config, model, batch, "train")
+    log.v4(f"Lazy modules initialised by a run of train_step on the first batch: {model_size(model)}")
+
+
+def model_size(model: torch.nn.Module) -> str:
+    """``1,234 parameters`` (and how many lazy tensors are still to be sized by the first batch)."""
+    params = list(model.parameters())
+    lazy = sum(is_lazy(p) for p in params)
+    counted = sum(p.numel() for p in params if not is_lazy(p))
+    return f"{counted:,} parameters" + (f" (and {lazy} lazy tensors the first batch sizes)" if lazy else "")

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 import torch.utils.serialization.config as serialization_config
+from torch.nn.parameter import is_lazy
 
 from framework.base import disk, log
 from framework.base.errors import CheckpointError, ConfigError, WriteError
@@ -504,8 +505,8 @@ def load_model_state(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]
     mismatched = [
         f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}"
         for k in own
-        if k in state_dict and tuple(own[k].shape) != tuple(state_dict[k].shape)
-    ]
+        if k in state_dict and not is_lazy(own[k]) and tuple(own[k].shape) != tuple(state_dict[k].shape)
+    ]  # a lazy module takes its shapes from the checkpoint
     if missing or unexpected or mismatched:
         parts = []
         if missing:

@@ -475,6 +475,7 @@ class Engine:
         # An interrupted checkpoint is mid-epoch: that epoch is continued, not skipped.
         next_epoch = 1 if saved is None else saved["epoch"] + ("next_step" not in saved)
         self.build_model(epoch=next_epoch, step=0 if saved is None else saved["global_step"])
+        build.materialize_lazy(self.config, state.model, state.loaders["train"])
         state.step_model = (
             state.model if state.distributed is None else state.distributed.prepare(state.model, self.callbacks)
         )
