@@ -46,6 +46,7 @@ from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, C
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.diagnosis import Symptom
+from framework.training.optim import base_learning_rate
 
 register(
     "debug_loss_window",
@@ -498,7 +499,7 @@ class LossWindowWatch(Plugin):
                     f"{peak:.4g} over steps {peak_steps}) and then settled at (or just above) it ({where}; {level.what} "
                     f"is {level.value:.4g}): the training diverged, and the model collapsed to predicting the label "
                     f"frequencies (units that no longer respond after huge updates); it has learned nothing from its "
-                    f"input since. Lower the learning rate ({state.optimizer.param_groups[0]['lr']:g}) or clip "
+                    f"input since. Lower the learning rate ({base_learning_rate(state.optimizer):g}) or clip "
                     f"gradients (gradient_clip_global_norm), and read the gradient-health warnings.",
                 )
                 continue

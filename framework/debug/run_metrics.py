@@ -41,6 +41,7 @@ from framework.core.plugin import Plugin, on
 from framework.core.run_summary import how_it_ended
 from framework.core.state import RunState
 from framework.debug.memory import rss
+from framework.training.optim import base_learning_rate
 
 register(
     "metrics_file",
@@ -135,14 +136,14 @@ class RunMetrics(Plugin):
             self.values.extend([marked.normalized().detach() for marked in losses.values()])
         self.steps.append(state.run_ctx.step)
         self.epochs.append(state.epoch)
-        self.lrs.append(state.optimizer.param_groups[0]["lr"])
+        self.lrs.append(base_learning_rate(state.optimizer))
         if len(self.steps) >= _FLUSH_STEPS:
             self.flush(state)
 
     @on(Event.EPOCH_END)
     def on_epoch_end(self, state: RunState) -> None:
         scores = state.lr_control.scores.get(state.epoch, {})
-        lr = float(state.optimizer.param_groups[0]["lr"])
+        lr = base_learning_rate(state.optimizer)
         chance = {name: level.value for name, level in (state.store.get(CHANCE_LEVELS) or {}).items()}
         self._record(
             "epoch", step=state.global_step, epoch=state.epoch, lr=lr, scores=scores, chance=chance, time=now()

@@ -36,7 +36,7 @@ from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess, unguessable_suffix
-from framework.training.optim import GRAD_NORM
+from framework.training.optim import GRAD_NORM, base_learning_rate
 
 register(
     "tensorboard_dir",
@@ -198,7 +198,7 @@ class TensorBoardLogger(Plugin):
         if step % self.interval:
             return
         host = [
-            ("train/learning_rate", state.optimizer.param_groups[0]["lr"]),
+            ("train/learning_rate", base_learning_rate(state.optimizer)),
             ("train/step_time_sec", time.perf_counter() - self.step_start),
         ]
         if step % (10 * self.interval) == 0:  # memory changes slowly; reading RSS costs ~20 us
@@ -249,7 +249,7 @@ class TensorBoardLogger(Plugin):
         self._write_records()
         scores = state.lr_control.scores.get(state.epoch, {})
         values = [(f"epoch/{dataset}/{name}", v) for dataset, losses in scores.items() for name, v in losses.items()]
-        values.append(("epoch/learning_rate", float(state.optimizer.param_groups[0]["lr"])))  # applied, not configured
+        values.append(("epoch/learning_rate", base_learning_rate(state.optimizer)))  # applied, not configured
         self.writer.scalars(state.epoch, values)
         at_step = [(f"scores/{dataset}/{name}", v) for dataset, losses in scores.items() for name, v in losses.items()]
         self.writer.scalars(state.global_step, at_step)  # beside the per-step train/ curves on one step axis

@@ -499,10 +499,9 @@ class Engine:
         log.v4(f"Loaded {path}")
 
     def _set_learning_rate(self, lr: float) -> None:
-        """The epoch's scheduled rate, into every param group (per-step schedules adjust it from there)."""
+        """The epoch's scheduled rate, into every param group at its multiplier (per-step schedules adjust it)."""
         self.state.learning_rate = lr
-        for group in self.state.optimizer.param_groups:
-            group["lr"] = lr
+        optim.set_learning_rate(self.state.optimizer, lr)
 
 
 class _StoppedDuringEvaluation(Exception):

@@ -19,6 +19,7 @@ from framework.core.events import Event, Order
 from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin, on
 from framework.core.scores import Scores
+from framework.training.optim import set_learning_rate
 
 
 class LearningRateControl:
@@ -200,13 +201,12 @@ class DynamicLearningRate(Plugin):
         values = {"global_train_step": state.global_step, "epoch": state.epoch, "learning_rate": state.learning_rate}
         if "epoch_continuous" in self.arguments:
             values["epoch_continuous"] = self.epoch_continuous(state)
-        lr = self.schedule(**{name: values[name] for name in self.arguments})
-        for group in state.optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(state.optimizer, self.schedule(**{name: values[name] for name in self.arguments}))
 
 
 class AppliedLearningRate(Plugin):
-    """Records the rate the optimizer applies at each update (for the epoch line), after every callback set it."""
+    """Records the rate the optimizer applies at each update (for the epoch line), after every callback set it: the
+    base rate, before the parameter groups' ``lr_multiplier``."""
 
     order = Order.REPORT
     provides = (APPLIED_LEARNING_RATES,)
@@ -217,7 +217,7 @@ class AppliedLearningRate(Plugin):
 
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def record(self, state: Any) -> None:
-        rates = [group["lr"] for group in state.optimizer.param_groups]
+        rates = [group["lr"] / group.get("lr_multiplier", 1.0) for group in state.optimizer.param_groups]
         if self.latest != (state.epoch, rates):  # the same rates again change nothing noted (most updates)
             self.latest = (state.epoch, rates)
             self._note(state.epoch, [float(rate) for rate in rates])

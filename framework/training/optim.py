@@ -3,6 +3,7 @@ clipping."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +25,10 @@ register(
     {"class": "adam"},
     "{'class': any torch.optim name (adam, adamw, nadam, sgd, ...) | 'module.Class' | callable, **kwargs}; kwargs "
     "go to the optimizer ('epsilon' means eps). With weight_decay, biases and the parameters of "
-    "weight_decay_modules_blacklist (default: LayerNorm, Embedding) do not decay, as in RETURNN.",
+    "weight_decay_modules_blacklist (default: LayerNorm, Embedding) do not decay, as in RETURNN. 'param_groups': "
+    "[{'params': 'glob of parameter names' | [globs] | callable(name, param), 'lr_multiplier': m, 'weight_decay': "
+    "wd}, ...] gives the parameters each selects (the first group that selects a parameter has it) their own rate "
+    "(m times every scheduled rate) and weight decay.",
     __name__,
 )
 register("learning_rate", "float", 1e-3, "Initial learning rate.", __name__, range="[0, inf)")
@@ -187,13 +191,16 @@ def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Opti
         raise ConfigError("optimizer: set the learning rate with the 'learning_rate' option, not optimizer['lr'].")
     blacklist = kwargs.pop("weight_decay_modules_blacklist", None)
     include_check = kwargs.pop("weight_decay_custom_include_check", None)
+    specs = kwargs.pop("param_groups", None)
     check_kwargs(factory, kwargs, "optimizer")
+    lr = config.float("learning_rate")
     params: Any = trainable_parameters(model)
-    if kwargs.get("weight_decay"):
+    if specs is not None:
+        params = parameter_groups(model, specs, kwargs.get("weight_decay"), blacklist, include_check, lr)
+    elif kwargs.get("weight_decay"):
         params = weight_decay_groups(model, kwargs["weight_decay"], blacklist, include_check)
     elif blacklist is not None or include_check is not None:
         log.v4("optimizer: weight_decay_modules_blacklist / weight_decay_custom_include_check unused: no weight_decay.")
-    lr = config.float("learning_rate")
     # torch checks the parameters' dtypes for a fused kernel only at the first step: complex ones have none.
     fusable = all(p.is_floating_point() for p in trainable_parameters(model))
     if fusable and factory in OPTIMIZERS.values() and not {"fused", "foreach", "differentiable"} & set(kwargs):
@@ -209,15 +216,17 @@ def weight_decay_groups(
     weight_decay: float,
     blacklist: list[Any] | None,
     include_check: Callable[..., bool | None] | None,
+    only: set[int] | None = None,
 ) -> list[dict[str, Any]]:
     """RETURNN's two parameter groups: with ``weight_decay``, and without it for biases and the parameters of the
     modules in ``blacklist`` (RETURNN's ``weight_decay_modules_blacklist``; default LayerNorm and Embedding).
-    ``include_check(module=, rf_module=, full_param_name=, param=)`` may decide per parameter (None: the rule)."""
+    ``include_check(module=, rf_module=, full_param_name=, param=)`` may decide per parameter (None: the rule).
+    ``only``: the ids of the parameters to group (default: every trainable one)."""
     blacklisted = _module_types(blacklist)
     decay, no_decay, seen = [], [], set()
     for module in model.modules():
         for name, param in module.named_parameters(recurse=False):
-            if id(param) in seen or not param.requires_grad:
+            if id(param) in seen or not param.requires_grad or (only is not None and id(param) not in only):
                 continue
             seen.add(id(param))
             include = None
@@ -231,6 +240,81 @@ def weight_decay_groups(
         f"and {', '.join(t.__name__ for t in blacklisted) or 'no module types'}, RETURNN's rule)."
     )
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def parameter_groups(
+    model: torch.nn.Module,
+    specs: Any,
+    weight_decay: float | None,
+    blacklist: list[Any] | None,
+    include_check: Callable[..., bool | None] | None,
+    lr: float,
+) -> list[dict[str, Any]]:
+    """The torch parameter groups of ``optimizer['param_groups']``: each spec selects parameters by name (globs, or
+    a callable ``(name, param) -> bool``; the first spec that selects a parameter has it) and gives them
+    ``lr_multiplier`` (every rate the schedules set is multiplied by it) and ``weight_decay`` (else the optimizer's,
+    by RETURNN's rule); the parameters no spec selects form a group at multiplier 1."""
+    if not isinstance(specs, (list, tuple)) or not all(isinstance(spec, dict) for spec in specs):
+        raise ConfigError(f"optimizer['param_groups'] must be a list of dicts, got {specs!r}.")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    taken: set[int] = set()
+    selected: list[tuple[dict[str, Any], list[torch.nn.Parameter]]] = []
+    for index, spec in enumerate(specs):
+        unknown = set(spec) - {"params", "lr_multiplier", "weight_decay"}
+        if "params" not in spec or unknown:
+            raise ConfigError(
+                f"optimizer['param_groups'][{index}] = {spec!r}: give 'params' (a glob of parameter names, a list of "
+                f"globs or a callable(name, param)) and optionally 'lr_multiplier' and 'weight_decay'"
+                + (f"; unknown keys: {', '.join(sorted(unknown))}" if unknown else "")
+                + "."
+            )
+        chosen = [p for n, p in named if id(p) not in taken and _selects(spec["params"], n, p)]
+        if not chosen:
+            raise ConfigError(
+                f"optimizer['param_groups'][{index}] selects no trainable parameter not already in an earlier group "
+                f"({spec['params']!r}); the model's parameters are named like {', '.join(n for n, _ in named[:4])}."
+            )
+        taken.update(id(p) for p in chosen)
+        selected.append((spec, chosen))
+    rest = [p for _, p in named if id(p) not in taken]
+    if rest:
+        selected.append(({"lr_multiplier": 1.0}, rest))
+    groups = []
+    for spec, chosen in selected:
+        multiplier = float(spec.get("lr_multiplier", 1.0))
+        decay = spec.get("weight_decay", weight_decay)
+        if decay and "weight_decay" not in spec:
+            parts = weight_decay_groups(model, decay, blacklist, include_check, only={id(p) for p in chosen})
+        else:
+            parts = [{"params": chosen, **({"weight_decay": float(decay)} if decay is not None else {})}]
+        for part in parts:
+            if part["params"]:
+                groups.append({**part, "lr": lr * multiplier, "lr_multiplier": multiplier})
+        log.v4(
+            f"optimizer: {len(chosen)} parameter tensors ({spec.get('params', 'the rest')!r}) at {multiplier:g}x the "
+            f"learning rate" + (f", weight_decay {decay:g}" if decay else "")
+        )
+    return groups
+
+
+def _selects(pattern: Any, name: str, param: torch.nn.Parameter) -> bool:
+    if callable(pattern):
+        return bool(pattern(name, param))
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Give every parameter group ``lr`` times its ``lr_multiplier`` (1 when it has none): the one place schedules
+    set the rate, so that the ratios between groups hold."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_multiplier", 1.0)
+
+
+def base_learning_rate(optimizer: torch.optim.Optimizer) -> float:
+    """The rate before the groups' multipliers (the first group's rate over its multiplier)."""
+    group = optimizer.param_groups[0]
+    return float(group["lr"]) / group.get("lr_multiplier", 1.0)
 
 
 def _module_types(blacklist: list[Any] | None) -> tuple[type, ...]:
