@@ -220,6 +220,11 @@ BUGS = {
         r"WARNING score agreement: the error 'err' does not follow the loss 'ce': on dev after epoch 1, ce fell from "
         r"\S+ \(the first training step\) to \S+, but err is 0\.\d+ .* would allow at most",
     ),
+    "GPT-2 whose pad id is its EOS id, labels masked by value": (
+        ["lib_gpt2.py", "cause_gpt2_eos_as_pad.py"],
+        r"WARNING sanity check \(first step\): cross_entropy at .* never scores the label 31 of 'data': 31 is \d+% "
+        r"of the real \(unpadded\) 'data' frames after each sequence's first",
+    ),
     "CrossEntropyLoss(ignore_index=0) where 0 is a class": (
         ["classify.py", "cause_classify_ignore0.py"],
         r"cross_entropy at .* ignores the label 0 \(ignore_index=0\), but 0 is a class of 'classes'",
@@ -249,6 +254,7 @@ HEALTHY = {
     "torch-tutorial text classifier": ["cause_text.py"],
     "small CNN on normalized images": ["cause_cnn.py"],
     "classifier with its error rate beside the loss": ["classify.py", "classify_with_error.py"],
+    "GPT-2 with -100 at the padded positions": ["lib_gpt2.py"],
     "accumulation of a per-frame loss, convolutional tagger": [
         "sequences.py",
         "cause_accum_conv_token_mean.py",

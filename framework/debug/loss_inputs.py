@@ -62,6 +62,8 @@ from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
 
 CHECK = "loss-input check"
+# A class this share of a key's real frames that a class loss over that key never scores is no accident of the batch.
+UNSCORED_SHARE = 0.02
 
 register(
     "debug_loss_on_class_ids",
@@ -220,6 +222,56 @@ class _FirstStepWatch(TorchFunctionMode):
         if key is not None and key in self.sparse_dims:
             self.ignored.setdefault(key, (int(kwargs.get("ignore_index", -100)), func.__name__, where))
 
+    def _check_unscored_classes(
+        self, loss: str, where: str, scores: torch.Tensor, target: torch.Tensor, ignore_index: int
+    ) -> None:
+        """A class of the labels' key that the loss never scores: the targets it keeps (not ``ignore_index``) come
+        from a sparse key of as many classes (they hold no class that key lacks, and at least half as many entries
+        as its real frames), yet a class that is at least ``UNSCORED_SHARE`` of that key's real frames is not among
+        them: the step turned it into ``ignore_index`` (a pad id that is also a real token, e.g. EOS)."""
+        if scores.dim() < 2:
+            return
+        classes = scores.shape[1]
+        with torch.no_grad():
+            kept = target[target != ignore_index].flatten()
+            if kept.numel() == 0 or bool((kept < 0).any()) or bool((kept >= classes).any()):
+                return
+            kept_counts = torch.bincount(kept, minlength=classes)
+            for key in self.sparse_keys:
+                labels = _valid_labels(self.batch, key).to(kept.device)
+                if self.sparse_dims.get(key) != classes or kept.numel() < 0.5 * labels.numel():
+                    continue
+                if bool((labels < 0).any()) or bool((labels >= classes).any()):
+                    continue
+                counts = torch.bincount(labels, minlength=classes)
+                if bool(((kept_counts > 0) & (counts == 0)).any()):
+                    continue  # the targets hold classes this key lacks: they do not come from it
+                # A sequence's first frame is never the target of a next-token loss: only later frames must be scored.
+                later = _later_labels(self.batch, key).to(kept.device)
+                later_counts = torch.bincount(later, minlength=classes) if later.numel() else counts
+                frequent = later_counts >= UNSCORED_SHARE * max(later.numel(), 1)
+                missing = (frequent & (kept_counts == 0)).nonzero().flatten()
+                if missing.numel() == 0:
+                    return
+                label = int(missing[0])
+                share = float(later_counts[label]) / max(later.numel(), 1)
+                self.findings.append(
+                    Finding(
+                        "warning",
+                        "sanity check",
+                        f"{loss} at {where} never scores the label {label} of {key!r}: {label} is {share:.0%} of the "
+                        f"real (unpadded) {key!r} frames after each sequence's first in the first batch, but none of the {kept.numel()} targets "
+                        f"the loss keeps (the others are ignore_index={ignore_index}). The model never learns to "
+                        f"predict {label}. A pad id that is also a real token (the end-of-sequence id used as the pad "
+                        f"id) does this when the labels are masked by value: mask them by position (from the lengths "
+                        f"or the attention mask) instead.",
+                        evidence={"label": label, "share_of_real_frames": share, "kept_targets": kept.numel()},
+                        where={"loss": loss, "line": where, "key": key},
+                        fix="Set ignore_index at the padded positions only (e.g. labels[~attention_mask] = -100).",
+                    )
+                )
+                return
+
     def _record_floor(self, args: tuple, kwargs: dict, out: torch.Tensor) -> None:
         """A binary cross-entropy cannot go below the entropy of its targets (gray pixels: far above 0)."""
         target = _argument(args, kwargs, 1, "target")
@@ -297,6 +349,8 @@ class _FirstStepWatch(TorchFunctionMode):
             self._check_nll_input(where, scores, origin)
         if isinstance(target, torch.Tensor) and not target.is_floating_point() and "ignore_index" in kwargs:
             self._check_ignore_index(func, where, target, kwargs)
+        if isinstance(target, torch.Tensor) and not target.is_floating_point() and func is not F.nll_loss:
+            self._check_unscored_classes(name, where, scores, target, int(kwargs.get("ignore_index", -100)))
         if isinstance(target, torch.Tensor) and not target.is_floating_point() and isinstance(out, torch.Tensor):
             plain = kwargs.get("weight") is None and not kwargs.get("label_smoothing") and len(args) <= 2
             reduction = kwargs.get("reduction", "mean")
@@ -360,6 +414,17 @@ class _FirstStepWatch(TorchFunctionMode):
             if labels.numel() == target.numel() and torch.equal(labels.sort().values, target.flatten().sort().values):
                 return key
         return None
+
+
+def _later_labels(batch: dict[str, torch.Tensor], key: str) -> torch.Tensor:
+    """The labels of ``key`` at its real frames after each sequence's first (all of them for a key without time)."""
+    values = batch[key]
+    if values.dim() < 2:
+        return values.flatten()
+    real = real_frames(batch, key)
+    later = torch.ones(values.shape[:2], dtype=torch.bool, device=values.device) if real is None else real.clone()
+    later[:, 0] = False
+    return values[later].flatten()
 
 
 def _argument(args: tuple, kwargs: dict, position: int, name: str) -> Any:
