@@ -225,6 +225,12 @@ BUGS = {
         r"WARNING sanity check \(first step\): cross_entropy at .* never scores the label 31 of 'data': 31 is \d+% "
         r"of the real \(unpadded\) 'data' frames after each sequence's first",
     ),
+    "seq2seq decoder fed the targets unshifted": (
+        ["seq2seq_full.py", "cause_seq2seq_unshifted.py"],
+        r"WARNING sanity check \(first step\): target leakage: cross_entropy at .*cause_seq2seq_unshifted\.py:\d+ .* "
+        r"scores the prediction at position t against token t of 'classes', and that prediction reads the input at "
+        r"the target's own position",
+    ),
     "CrossEntropyLoss(ignore_index=0) where 0 is a class": (
         ["classify.py", "cause_classify_ignore0.py"],
         r"cross_entropy at .* ignores the label 0 \(ignore_index=0\), but 0 is a class of 'classes'",
@@ -255,6 +261,7 @@ HEALTHY = {
     "small CNN on normalized images": ["cause_cnn.py"],
     "classifier with its error rate beside the loss": ["classify.py", "classify_with_error.py"],
     "GPT-2 with -100 at the padded positions": ["lib_gpt2.py"],
+    "seq2seq decoder fed the targets shifted right (teacher forcing)": ["seq2seq_full.py"],
     "accumulation of a per-frame loss, convolutional tagger": [
         "sequences.py",
         "cause_accum_conv_token_mean.py",

@@ -65,7 +65,8 @@ READ = 1e-6  # a gradient below this fraction of the row's largest one is roundi
 
 @dataclass
 class _Entry:
-    """The leaf made of the first embedding's output, and how its positions map to a sparse batch key."""
+    """A leaf made of the output of the first module a token sequence enters, and how its positions map to a sparse
+    batch key."""
 
     leaf: torch.Tensor  # [B, L, ...] or [L, B, ...]
     tokens: torch.Tensor  # the module's integer input, batch first [B, L]
@@ -99,9 +100,14 @@ class _Watch(TorchFunctionMode):
         super().__init__()
         self.batch_size = batch_size
         self.names = {id(m): name or "(model)" for name, m in model.named_modules()}
-        self.entry: _Entry | None = None
-        self.second: str | None = None  # the module another token sequence entered (a decoder's inputs)
+        # The outputs of the first modules that token sequences enter, made leaves: the first (a language model's
+        # or an encoder's tokens) and another sequence (an encoder-decoder's decoder inputs), at most one each.
+        self.entries: list[_Entry] = []
         self.calls: list[_LossCall] = []
+
+    @property
+    def entry(self) -> _Entry | None:
+        return self.entries[0] if self.entries else None
 
     def hook(self, module: nn.Module, args: tuple, output: Any) -> Any:
         if not isinstance(output, torch.Tensor) or not output.is_floating_point():
@@ -109,32 +115,33 @@ class _Watch(TorchFunctionMode):
         tokens = next((t for t in iter_tensors(args) if not t.is_floating_point() and t.dim() == 2), None)
         if tokens is None or output.shape[:2] != tokens.shape or self.batch_size not in tokens.shape:
             return None
-        if self.entry is not None:
-            self._another_sequence(module, tokens)
+        if len(self.entries) == 2 or (self.entries and not self._another_sequence(tokens)):
             return None
         if not output.requires_grad:
             return None
-        if tokens.shape[0] == tokens.shape[1]:  # as long as the batch: a transposed view is time-major
+        if self.entries:
+            time_major = self.entries[0].time_major
+        elif tokens.shape[0] == tokens.shape[1]:  # as long as the batch: a transposed view is time-major
             time_major = tokens.stride(0) < tokens.stride(1)
         else:
             time_major = tokens.shape[1] == self.batch_size
         leaf = output.detach().requires_grad_()
         batch_first = tokens.t() if time_major else tokens
-        self.entry = _Entry(leaf, batch_first.detach(), time_major, self.names.get(id(module), type(module).__name__))
+        name = self.names.get(id(module), type(module).__name__)
+        self.entries.append(_Entry(leaf, batch_first.detach(), time_major, name))
         return leaf
 
-    def _another_sequence(self, module: nn.Module, tokens: torch.Tensor) -> None:
-        """Notes a second token sequence entering the model (an encoder-decoder's decoder inputs); token-type ids
-        (one value), position ids and the first sequence embedded again do not count."""
-        batch_first = tokens.t() if self.entry.time_major else tokens
-        if self.second is not None or batch_first.shape[0] != self.batch_size or len(tokens.unique()) < 2:
-            return
-        first = self.entry.tokens
-        if (batch_first == batch_first[:1]).all() or (
-            batch_first.shape == first.shape and torch.equal(batch_first, first)
-        ):
-            return  # position ids (every row alike), or the first sequence embedded again
-        self.second = self.names.get(id(module), type(module).__name__)
+    def _another_sequence(self, tokens: torch.Tensor) -> bool:
+        """Whether ``tokens`` are a second token sequence (an encoder-decoder's decoder inputs); token-type ids
+        (one value), position ids and the first sequence embedded again are not."""
+        batch_first = tokens.t() if self.entries[0].time_major else tokens
+        if batch_first.shape[0] != self.batch_size or len(tokens.unique()) < 2:
+            return False
+        first = self.entries[0].tokens
+        return not (
+            bool((batch_first == batch_first[:1]).all())
+            or (batch_first.shape == first.shape and torch.equal(batch_first, first))
+        )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -323,31 +330,33 @@ class TargetLeakage(SharedRunCheck):
 
     @staticmethod
     def _judge(state: RunState, watch: _Watch) -> str | None:
-        entry = watch.entry
-        if entry is None or not watch.calls:
-            return None
-        if watch.second is not None:  # the decoder reads the source by design; a copy task copies on purpose
-            log.v5(f"Target leakage check: a second token sequence enters module {watch.second!r}; not judged.")
+        if not watch.entries or not watch.calls:
             return None
         sparse = [
             k for k, key in state.extern_data.items() if key.sparse_dim is not None and state.batch.get(k) is not None
         ]
         sparse = [k for k in sparse if state.batch[k].dim() == 2]  # token sequences [B, T]
-        for key in sparse:
-            shift = input_shift(entry.tokens, state.batch[key].cpu(), _lengths(state.batch, key))
-            if shift is None:
-                continue
-            for call in watch.calls:
-                alignment = align(call.target, state.batch, key, [k for k in sparse if k != key])
-                if alignment is not None:
+        # With two token sequences (an encoder-decoder) only the decoder's inputs are judged: the encoder reads the
+        # whole source by design (a copy task copies on purpose); teacher forcing feeds the decoder the targets shifted
+        # right by one, so that a prediction reads only earlier answers.
+        for entry in watch.entries[-1:]:
+            for key in sparse:
+                shift = input_shift(entry.tokens, state.batch[key].cpu(), _lengths(state.batch, key))
+                if shift is None:
+                    continue
+                for call in watch.calls:
+                    alignment = align(call.target, state.batch, key, [k for k in sparse if k != key])
+                    if alignment is None:
+                        continue
                     with torch.enable_grad():
                         text = judge(entry, call, alignment, shift)
                     log.v5(
                         f"Target leakage check: the targets of {call.function} at {call.where} are token "
-                        f"t{alignment.offset:+d} of {key!r}" + ("." if text else "; no prediction reads its answer.")
+                        f"t{alignment.offset:+d} of {key!r}, which enters module {entry.module!r}"
+                        + ("." if text else "; no prediction reads its answer.")
                     )
-                    return text
-            return None
+                    if text:
+                        return text
         return None
 
 
