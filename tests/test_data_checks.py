@@ -103,3 +103,25 @@ def test_all_sequences_empty_stops_training_and_healthy_data_is_quiet():
     assert _findings(NumpyDataset({"data": _sequences([1, 2, 3, 4, 5])})) == []
     fixed = NumpyDataset({"data": np.stack(_sequences([4] * 8))[:, 0]})
     assert _findings(fixed, key=DataKey("data", (4,), "float32")) == []
+
+
+def _label_batches(labels: np.ndarray, size: int) -> Sample:
+    return Sample([(np.arange(i, i + size), {"classes": labels[i : i + size]}) for i in range(0, 4 * size, size)])
+
+
+def test_train_batches_ordered_by_their_label_are_a_warning_and_shuffled_or_imbalanced_ones_are_not():
+    """Issue 49: the order of independent examples. Data stored sorted by class and read in that order gives batches
+    of one class; the same labels shuffled, or a label that is one class almost everywhere, are not judged."""
+    from framework.check_library.data_checks import order_findings
+
+    key = DataKey("classes", (), "int64", sparse_dim=4)
+    rng = np.random.default_rng(0)
+    ordered = np.sort(rng.integers(0, 4, 2000))
+    counts = np.bincount(ordered, minlength=4)
+    (finding,) = order_findings(key, _label_batches(ordered, 16), counts)
+    assert finding.severity == "warning" and "train batches arrive ordered by 'classes'" in finding.message
+    assert finding.evidence["classes_per_batch"] == [1, 1, 1, 1] and "seq_ordering 'random'" in finding.fix
+    shuffled = rng.permutation(ordered)
+    assert order_findings(key, _label_batches(shuffled, 16), counts) == []
+    rare = np.where(rng.random(2000) < 0.02, 1, 0)  # one class almost everywhere: its order tells nothing
+    assert order_findings(key, _label_batches(np.sort(rare), 16), np.bincount(rare, minlength=4)) == []

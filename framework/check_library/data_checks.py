@@ -24,6 +24,10 @@ FREQUENCY_RATIO = 3.0
 MIN_EXPECTED_COUNT = 5.0
 # Per-feature value ranges that differ by more than this factor are on different scales.
 SCALE_SPREAD = 1e3
+# The train labels' spread (nats) below which their order is not judged (one class dominates), and the share of it
+# a batch's own label entropy must reach under random order.
+ORDER_MIN_ENTROPY = 0.5
+ORDER_SHARE = 0.25
 
 
 class Sample(list):
@@ -336,6 +340,49 @@ def balance_findings(
         )
     shift = "note" if per_frame or split_along else "warning"
     return findings + _shift_findings(key, counts, shift, split_along)
+
+
+def order_findings(key: DataKey, batches: list, counts: np.ndarray) -> list[Finding]:
+    """The train batches arrive ordered by a per-sequence label: its classes are spread over the data (the entropy
+    of their frequencies, ``counts`` of the whole train set, is at least ``ORDER_MIN_ENTROPY``) but each of the first
+    batches holds few of them (their mean entropy is below ``ORDER_SHARE`` of it). Under random order a batch of 8
+    or more labels is nearly as mixed as the data; a stretch of training on one class at a time forgets the others."""
+    if labels_per_frame(key) or len(batches) < 2:
+        return []
+    per_batch = [valid_values(key.name, [batch]).astype(np.int64).ravel() for batch in batches]
+    if np.mean([len(labels) for labels in per_batch]) < 8:
+        return []
+    spread = _entropy(counts)
+    if spread < ORDER_MIN_ENTROPY:
+        return []
+    within = float(np.mean([_entropy(np.bincount(labels[labels >= 0])) for labels in per_batch]))
+    if within >= ORDER_SHARE * spread:
+        return []
+    classes = [len(np.unique(labels)) for labels in per_batch]
+    return [
+        Finding(
+            "warning",
+            "sanity check",
+            f"train batches arrive ordered by {key.name!r}: each of the first {len(batches)} batches holds "
+            f"{np.mean(classes):.1f} of its {int((counts > 0).sum())} classes on average (the entropy of a batch's "
+            f"labels is {within:.2f} nats, against {spread:.2f} for the whole train set), so training sees one class "
+            f"after another and forgets the earlier ones (data stored sorted by label and read in that order does this).",
+            evidence={
+                "batches": len(batches),
+                "classes_per_batch": classes,
+                "entropy_within": within,
+                "entropy": spread,
+            },
+            where={"dataset": "train", "key": key.name},
+            fix="Shuffle the train data: seq_ordering 'random' (or 'laplace:...' to bucket by length) in the train "
+            "dataset's dict.",
+        )
+    ]
+
+
+def _entropy(counts: np.ndarray) -> float:
+    p = counts[counts > 0] / max(counts.sum(), 1)
+    return float(-(p * np.log(p)).sum())
 
 
 def split_keys(shifts: dict[str, bool]) -> set[str]:

@@ -88,9 +88,9 @@ class SanityCheck(Plugin):
     @on(Event.STARTUP)
     def check_data(self, state: RunState) -> None:
         self.strict = state.store.get(VERDICT_RUN) is None
-        findings, counts, stats = [], {}, {}
+        findings, counts, stats, samples = [], {}, {}, {}
         for option, loader in state.loaders.items():
-            batches = data_checks.sample_batches(loader, self.num_batches)
+            batches = samples[option] = data_checks.sample_batches(loader, self.num_batches)
             for key in state.extern_data.values():
                 found = data_checks.key_findings(option, loader.dataset.name, key, batches)
                 findings += [
@@ -109,6 +109,8 @@ class SanityCheck(Plugin):
         along = data_checks.split_keys(shifts)
         for key, per_option in counts.items():
             findings += data_checks.balance_findings(key, per_option, per_frame[key], split_along=key in along)
+            if "train" in per_option:
+                findings += data_checks.order_findings(state.extern_data[key], samples["train"], per_option["train"][0])
         for key, per_option in stats.items():
             findings += data_checks.split_findings(key, per_option)
         self._report(state, "data", findings, DataError)
