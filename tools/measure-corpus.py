@@ -12,7 +12,8 @@ of severity warning or error in its ``findings.jsonl``:
 
 - named: a line matches one of ``named`` (it names the cause);
 - hinted: otherwise a line matches one of ``place`` (a warning at the right place, without the cause);
-- wrong cause: otherwise there is a WARNING/ERROR line;
+- wrong cause: otherwise there is a WARNING/ERROR line (how many of them only say "Not decided yet", naming no
+  cause, is printed beside the counts);
 - silent: no such line;
 - broke: the run exited non-zero (it counts as nothing else).
 
@@ -171,6 +172,12 @@ def measure(case: Case, timeout: float) -> dict:
     }
 
 
+def _undecided(run: Run) -> bool:
+    """Whether every alarm of a run says "Not decided yet" (observed, ruled out, the next experiment) and none names
+    a cause: counted as a wrong cause by the frozen rule, reported beside it."""
+    return bool(run.alarms) and all("Not decided yet" in line and "Cause:" not in line for line in run.alarms)
+
+
 def _error_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -184,6 +191,8 @@ def report(results: list[dict], splits: list[str], missing: list[Case], verbose:
         counts = {v: sum(r["verdict"] == v for r in bugs) for v in VERDICTS}
         lines.append(f"== split {split}: {len(bugs)} bugs, {len(healthy)} healthy setups ==")
         lines.append("  bugs: " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS))
+        undecided = sum(r["verdict"] == "wrong cause" and _undecided(r["bug"]) for r in bugs)
+        lines.append(f"  of the wrong causes, warnings that name no cause and say 'Not decided yet': {undecided}")
         lines.append(f"  false alarms on fixed twins: {sum(r['false_alarm'] for r in bugs)} of {len(bugs)}")
         lines.append(f"  false alarms on healthy setups: {sum(r['false_alarm'] for r in healthy)} of {len(healthy)}")
         hurt = [r for r in bugs if _hurts(r)]
