@@ -75,11 +75,12 @@ def _mark(ax: Any, runs: list[RunData], top: bool) -> None:
                     "resumed", (step, 0.0), xycoords=("data", "axes fraction"), color=RESUME_COLOR, fontsize=7,
                     rotation=90, ha="right", va="bottom",
                 )  # fmt: skip
+        withdrawn = _withdrawn(data.findings)
         for number, finding in enumerate(data.findings, start=1):
             if finding.get("step") is None:
                 continue
-            note = finding["severity"] == "note"
-            color = COLORS.get(finding["severity"], "black")
+            note = finding["severity"] == "note" or finding.get("id") in withdrawn
+            color = COLORS["note"] if finding.get("id") in withdrawn else COLORS.get(finding["severity"], "black")
             line = ax.axvline(
                 finding["step"], color=color, linestyle=":" if note else "--", linewidth=0.8 if note else 1.1,
                 alpha=0.6 if note else 1.0,
@@ -314,14 +315,23 @@ def _fields(value: Any) -> str:
     return _value(value)
 
 
+def _withdrawn(findings: list[dict[str, Any]]) -> dict[str, str]:
+    """id -> the message of the record that withdraws it (the run contradicted it later, and says why)."""
+    return {f["withdraws"]: str(f.get("message", "")) for f in findings if f.get("withdraws")}
+
+
 def findings_section(data: RunData, run_number: int | None = None) -> str:
-    """The findings of a run as a table, numbered as their markers on the curves (``run.number`` of several runs)."""
+    """The findings of a run as a table, numbered as their markers on the curves (``run.number`` of several runs);
+    a withdrawn finding is struck through, with the withdrawal's reason."""
     findings = data.findings
     if not findings:
         return "<p>No findings: every check that ran was quiet.</p>"
+    withdrawn = _withdrawn(findings)
     rows = []
     for number, f in enumerate(findings, start=1):
         details = [html.escape(str(f.get("message", ""))).replace("\n", "<br>")]
+        if f.get("id") in withdrawn:
+            details = [f"<s>{details[0]}</s>", f"<div class='k'>withdrawn: {html.escape(withdrawn[f['id']])}</div>"]
         for key in ("evidence", "where"):
             if f.get(key):
                 details.append(f"<div class='k'>{key}:<br>{_fields(f[key])}</div>")
@@ -338,7 +348,9 @@ def findings_section(data: RunData, run_number: int | None = None) -> str:
                 "".join(details),
             ]
         )
-    faint = ["faint" if f["severity"] == "note" else "" for f in findings]  # notes: facts, often fine
+    faint = [  # notes: facts, often fine; withdrawn findings: contradicted by the run since
+        "withdrawn" if f.get("id") in withdrawn else "faint" if f["severity"] == "note" else "" for f in findings
+    ]
     table = _table(rows, ["#", "severity", "check", "when", "cause, evidence, where, fix, option"], faint)
     if data.findings_left_out:
         table += f"<p>{data.findings_left_out} more finding(s) in findings.jsonl are not shown.</p>"
@@ -362,9 +374,12 @@ def status_section(data: RunData) -> str:
     command that reproduces it."""
     text, kind = _ended(data)
     last = data.last_step or {}
-    counts = Counter(f["severity"] for f in data.findings)
+    withdrawn = _withdrawn(data.findings)
+    standing = [f for f in data.findings if not f.get("withdraws") and f.get("id") not in withdrawn]
+    counts = Counter(f["severity"] for f in standing)
     found = ", ".join(
-        f"{counts[s]} {s}{'s' if counts[s] > 1 else ''}" for s in ("error", "warning", "note") if counts[s]
+        [f"{counts[s]} {s}{'s' if counts[s] > 1 else ''}" for s in ("error", "warning", "note") if counts[s]]
+        + ([f"{len(withdrawn)} withdrawn"] if withdrawn else [])
     )
     failures = [f for f in data.findings if f["check"] == "run failed"]
     parts = [
@@ -426,7 +441,7 @@ table { border-collapse: collapse; width: 100%; font-size: 0.9em; }
 td, th { border: 1px solid #ddd; padding: 4px 6px; vertical-align: top; text-align: left; }
 code { font-size: 0.9em; word-break: break-all; } pre { font-size: 0.85em; white-space: pre-wrap; margin: 2px 0; } .k { color: #555; margin-top: 3px; }
 .sev { font-weight: bold; } .error { color: #c62828; } .warning { color: #ef6c00; } .note { color: #757575; }
-.ended { font-size: 1.15em; font-weight: bold; } .ok { color: #2e7d32; } tr.faint { color: #757575; font-size: 0.9em; }
+.ended { font-size: 1.15em; font-weight: bold; } .ok { color: #2e7d32; } tr.faint { color: #757575; font-size: 0.9em; } tr.withdrawn { color: #9e9e9e; }
 svg { max-width: 100%; height: auto; }
 """
 

@@ -422,3 +422,10 @@ def test_a_slow_starter_judged_at_chance_gets_the_judgement_withdrawn_when_it_le
     judged, withdrawal = (r for r in records if r["check"] == "learning watch")
     assert judged["severity"] == "warning" and withdrawal["severity"] == "note"
     assert withdrawal["withdraws"] == judged["id"]  # across the resume too: the id was kept in the checkpoint
+    # The run's page strikes the withdrawn warning through, says why, and does not count it among the warnings
+    from framework.run_report import render
+
+    page = render(str(tmp_path))
+    assert "<s>the train loss &#x27;ce&#x27; has stayed at its chance level" in page
+    assert "withdrawn: withdrawn the warning of epoch 1, step 60: by epoch 2 the loss left its chance level" in page
+    assert "Findings: " in page and "1 withdrawn" in page
