@@ -386,6 +386,25 @@ def _fits_in_eval_mode(
     return (fit, parts) if fit.fits else None
 
 
+def train_batch_losses(state: RunState, loss: str, batches: list[tuple[Any, Any]] | None = None) -> dict[str, float]:
+    """The mean of ``loss`` over the first ``PATH_BATCHES`` train batches (or ``batches``) of this epoch, on a copy of
+    the model, in training mode ("train") and evaluated as dev is ("eval": eval mode, no gradient): RETURNN's
+    ``devtrain``. Raises what copying the model or running the step raises."""
+    batches = _train_batches(state, PATH_BATCHES) if batches is None else batches
+    loader = state.loaders["train"]
+    epoch = max(state.epoch, 1)
+    losses: dict[str, list[float]] = {"train": [], "eval": []}
+    with unseen(), torch.no_grad():
+        copy = model_copy(state.model)
+        for indices, _ in batches:
+            batch = to_device(loader.tensor_batch(indices, epoch), state.device)
+            for stage in ("train", "eval"):
+                copy.train(stage == "train")
+                run_ctx = run_step(state.config, copy, batch, stage, epoch=epoch, step=state.global_step)
+                losses[stage].append(float(run_ctx.losses[loss].normalized()))
+    return {stage: sum(values) / len(values) for stage, values in losses.items() if values}
+
+
 def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
     """The same train batches through training mode and the way dev is evaluated (eval mode, no gradient), on a
     copy: RETURNN's ``devtrain``. A train loss that fell while dev stays at chance is memorization only if the
@@ -396,22 +415,12 @@ def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
     if level is None or not batches:
         ruling.evidence = {"not measured": "no chance level of the loss, or no train batches"}
         return ruling
-    loader = state.loaders["train"]
-    epoch = max(state.epoch, 1)
-    losses: dict[str, list[float]] = {"train": [], "eval": []}
     try:
-        with unseen(), torch.no_grad():
-            copy = model_copy(state.model)
-            for indices, _ in batches:
-                batch = to_device(loader.tensor_batch(indices, epoch), state.device)
-                for stage in ("train", "eval"):
-                    copy.train(stage == "train")
-                    run_ctx = run_step(state.config, copy, batch, stage, epoch=epoch, step=state.global_step)
-                    losses[stage].append(float(run_ctx.losses[symptom.loss].normalized()))
+        means = train_batch_losses(state, symptom.loss, batches)
     except Exception as exc:  # a model that cannot be copied, a step that fails on the copy: not decided
         ruling.evidence = {"could not run": why_not(exc)}
         return ruling
-    trained, evaluated = (sum(v) / len(v) for v in (losses["train"], losses["eval"]))
+    trained, evaluated = means["train"], means["eval"]
     ruling.evidence = {"batches": len(batches), "train mode": trained, "evaluated": evaluated, "chance": level.value}
     facts = (
         f"the same {len(batches)} train batches give {symptom.loss} {trained:.4g} in training mode and "

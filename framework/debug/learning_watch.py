@@ -45,7 +45,7 @@ from framework.core.events import Event
 from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, ChanceLevel
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.debug.diagnosis import Symptom
+from framework.debug.diagnosis import Symptom, train_batch_losses
 from framework.training.optim import base_learning_rate
 
 register(
@@ -713,7 +713,11 @@ class DevDivergenceWatch(Plugin):
                 rose = all(b > a for a, b in pairwise(dev)) and dev[-1] - dev[0] > MIN_DEV_RISE * abs(dev[0])
                 if rose and all(b < a for a, b in pairwise(train)) and not self._at_chance(state, dataset):
                     self.warned.add((dataset, name))
-                    self._warn(state, f"{dataset}_{name}", dev, f"train_{name}", train)
+                    devtrain = self._devtrain(state, name)
+                    # Overfitting: the train data, evaluated as dev is, scores better than dev did before it rose. A
+                    # loss that is as high on the train data (a noisy objective, a policy gradient) is no overfitting.
+                    if devtrain is None or devtrain < dev[0]:
+                        self._warn(state, f"{dataset}_{name}", dev, f"train_{name}", train, devtrain)
 
     @staticmethod
     def _at_chance(state: RunState, dataset: str) -> bool:
@@ -728,12 +732,28 @@ class DevDivergenceWatch(Plugin):
                 return True
         return False
 
-    def _warn(self, state: RunState, key: str, dev: list[float], train_key: str, train: list[float]) -> None:
+    @staticmethod
+    def _devtrain(state: RunState, name: str) -> float | None:
+        """``name`` over the first train batches evaluated as dev is (None: not measured)."""
+        try:
+            return train_batch_losses(state, name).get("eval")
+        except Exception:  # noqa: BLE001 - a model that cannot be copied: the claim rests on the curves alone
+            return None
+
+    def _warn(
+        self, state: RunState, key: str, dev: list[float], train_key: str, train: list[float], devtrain: float | None
+    ) -> None:
+        backed = (
+            f" The train data evaluated as dev is gives {devtrain:.4g} (the first train batches): the model does "
+            f"better on what it trained on."
+            if devtrain is not None
+            else ""
+        )
         _warn(
             state,
             f"overfitting: {key} rose for {self.epochs} epochs "
             f"({dev[0]:.4g} -> {dev[-1]:.4g} since epoch {state.epoch - self.epochs}) while {train_key} "
-            f"fell ({train[0]:.4g} -> {train[-1]:.4g}). Regularize (dropout, weight decay, more data) or "
+            f"fell ({train[0]:.4g} -> {train[-1]:.4g}).{backed} Regularize (dropout, weight decay, more data) or "
             f"stop early (early_stopping_patience).",
             option="debug_dev_divergence_epochs = 0",
         )

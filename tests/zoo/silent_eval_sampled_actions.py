@@ -4,10 +4,6 @@
 import torch
 from torch import nn
 
-# One epoch: this case is about the eval-mode randomness check. Over three epochs the learning watch calls the
-# policy-gradient loss's noisy dev values "overfitting" (a false alarm noted in issue 49's closing note).
-num_epochs = 1
-
 
 class Agent(nn.Module):
     def __init__(self):
