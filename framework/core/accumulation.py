@@ -34,6 +34,11 @@ def loss_weights(run_ctx: RunCtx, share: float) -> dict[str, float]:
     return {name: 1.0 if m.optimize_sum else share for name, m in run_ctx.losses.items() if not m.as_error}
 
 
+def weights(run_ctx: RunCtx, share: float | None) -> dict[str, float] | None:
+    """``loss_weights``, or None without accumulation (every loss counts fully)."""
+    return None if share is None else loss_weights(run_ctx, share)
+
+
 def accumulated_loss(run_ctx: RunCtx, share: float | None) -> torch.Tensor:
     """What the engine backpropagates for one micro-batch: its total loss, each loss weighted for the window."""
-    return run_ctx.total_loss() if share is None else run_ctx.total_loss(loss_weights(run_ctx, share))
+    return run_ctx.total_loss(weights(run_ctx, share))

@@ -25,6 +25,7 @@ class MarkedLoss:
     as_error: bool
     custom_inv_norm_factor: torch.Tensor | float | None
     optimize_sum: bool = False  # RETURNN's use_normalized_loss=False: the optimizer sees the sum
+    optimizer: tuple[str, ...] | None = None  # the optimizers (of several) whose parameters it trains
     _read: tuple[float, float | None] | None = field(default=None, repr=False, compare=False)
 
     def host_values(self) -> tuple[float, float | None]:
@@ -67,8 +68,12 @@ class RunCtx:
         batch: dict[str, Any] | None = None,
         summaries: Any = None,
         autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+        optimizers: tuple[str, ...] | None = None,
     ):
+        """``optimizers``: the names of the run's optimizers (the ``optimizers`` option), () for the one
+        ``optimizer``, None where unknown (then ``mark_as_loss`` does not check its ``optimizer`` argument)."""
         self.stage = stage
+        self.optimizers = optimizers
         self.epoch = epoch
         self.step = step
         self.batch = batch
@@ -91,6 +96,7 @@ class RunCtx:
         as_error: bool = False,
         use_normalized_loss: bool | None = None,
         custom_inv_norm_factor: torch.Tensor | float | None = None,
+        optimizer: str | tuple[str, ...] | None = None,
     ) -> None:
         """Register a loss. ``as_error`` losses (e.g. frame error rate) are reported, not optimized.
 
@@ -101,11 +107,15 @@ class RunCtx:
         divided by its number of entries (or by ``custom_inv_norm_factor``), so epoch scores average
         over all frames of the dataset; the optimizer sees the sum, or the normalized value with
         ``use_normalized_loss=True``. Booleans (frame errors) count as 0/1.
+
+        With several optimizers (the ``optimizers`` option), ``optimizer`` names the one (or a tuple: the ones)
+        whose parameters this loss trains; it reaches no other parameters.
         """
         if not isinstance(loss, torch.Tensor):
             raise TypeError(f"mark_as_loss(name={name!r}): loss must be a torch.Tensor, got {type(loss).__name__}")
         if name in self.losses:
             raise ValueError(f"mark_as_loss: a loss named {name!r} was already marked in this step")
+        optimizers = self._optimizers_of(name, optimizer, as_error)
         if isinstance(custom_inv_norm_factor, torch.Tensor) and custom_inv_norm_factor.dim() > 0:
             custom_inv_norm_factor = custom_inv_norm_factor.sum()
         per_entry = loss.dim() != 0
@@ -117,7 +127,36 @@ class RunCtx:
             loss = loss.sum()
         # RETURNN optimizes the sum unless use_normalized_loss; a scalar keeps our documented normalized default.
         optimize_sum = use_normalized_loss is False or (per_entry and use_normalized_loss is None)
-        self.losses[name] = MarkedLoss(name, loss, float(scale), bool(as_error), custom_inv_norm_factor, optimize_sum)
+        self.losses[name] = MarkedLoss(
+            name, loss, float(scale), bool(as_error), custom_inv_norm_factor, optimize_sum, optimizers
+        )
+
+    def _optimizers_of(
+        self, name: str, optimizer: str | tuple[str, ...] | None, as_error: bool
+    ) -> tuple[str, ...] | None:
+        """``mark_as_loss``'s ``optimizer`` as a tuple of names, checked against the run's optimizers."""
+        names = (optimizer,) if isinstance(optimizer, str) else tuple(optimizer) if optimizer is not None else None
+        declared = self.optimizers
+        if declared is None or (names is None and (as_error or not declared)):
+            return names
+        if not declared:
+            raise ValueError(
+                f"mark_as_loss(name={name!r}, optimizer={optimizer!r}): the config has one optimizer (the "
+                f"'optimizer' option); to train parts of the model with their own optimizers, declare them in "
+                f"optimizers = {{name: {{'params': ..., 'class': ...}}}}"
+            )
+        if names is None:
+            raise ValueError(
+                f"mark_as_loss(name={name!r}): the config declares several optimizers ({', '.join(declared)}); "
+                f"say which one this loss trains: mark_as_loss(..., optimizer={declared[0]!r})"
+            )
+        unknown = [n for n in names if n not in declared]
+        if unknown:
+            raise ValueError(
+                f"mark_as_loss(name={name!r}, optimizer={optimizer!r}): no optimizer named "
+                f"{', '.join(map(repr, unknown))}; the config declares {', '.join(declared)}"
+            )
+        return names
 
     def mark_as_output(self, tensor: torch.Tensor, name: str, *, seq_len: torch.Tensor | None = None) -> None:
         """Register a forward output [batch, ...]; ``seq_len`` gives the lengths of its axis 1 if variable."""

@@ -36,7 +36,8 @@ from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.debug.memory import rss
 from framework.debug.tensorboard_writer import TensorBoardWriterProcess, unguessable_suffix
-from framework.training.optim import GRAD_NORM, base_learning_rate
+from framework.training.clipping import GRAD_NORM
+from framework.training.optim import base_learning_rate
 
 register(
     "tensorboard_dir",

@@ -43,6 +43,7 @@ from framework.datasets.loader import BatchLoader
 from framework.training import forward, optim
 from framework.training.distributed import Distributed
 from framework.training.lr_control import LearningRateControl
+from framework.training.optimizer_set import OptimizerSet, create_optimizers, optimizer_names
 from framework.training.run_checkpoints import RunCheckpoints
 
 register(
@@ -275,7 +276,7 @@ class Engine:
             self.init_data(["train", "dev", "eval"], required=None)
             seed_everything(self.config.int("random_seed"))
             self.build_model(epoch=1, step=0)
-            state.optimizer = optim.create_optimizer(self.config, state.model) if state.task == "train" else None
+            state.optimizer = create_optimizers(self.config, state.model) if state.task == "train" else None
             state.step_model = state.model
             self.plugins = build_plugins(self.config, state, self.callbacks, self.plugin_classes())
         names = ", ".join(plugin.name for plugin in self.plugins)
@@ -314,6 +315,7 @@ class Engine:
         start = self.checkpoints.resume_position(len(plan), scores)
         state.dataset, state.steps_in_epoch = "train", len(plan)
         train_step = step_function(self.config, "train")
+        several = state.optimizer if isinstance(state.optimizer, OptimizerSet) else None
         state.model.train()
         clock, now = state.step_clock, time.perf_counter  # marks taken here: a callback per mark costs more
         emit(Event.EPOCH_START, state)
@@ -326,8 +328,13 @@ class Engine:
             call_step(train_step, state.step_model, run_ctx)
             clock[2] = now()
             emit(Event.AFTER_FORWARD, state)
-            loss = accumulation.accumulated_loss(run_ctx, shares[i] if shares else None)
-            (loss if state.loss_scale is None else loss * state.loss_scale).backward()
+            if several is None:
+                loss = accumulation.accumulated_loss(run_ctx, shares[i] if shares else None)
+                (loss if state.loss_scale is None else loss * state.loss_scale).backward()
+            else:  # each optimizer's losses reach its parameters only
+                several.backward(
+                    run_ctx, accumulation.weights(run_ctx, shares[i] if shares else None), state.loss_scale
+                )
             clock[3] = now()
             emit(Event.AFTER_BACKWARD, state)
             scores.add(run_ctx, len(indices))
@@ -406,6 +413,7 @@ class Engine:
             batch=batch,
             summaries=state.summaries,
             autocast=autocast_factory(state.precision),
+            optimizers=optimizer_names(state.optimizer),
         )
 
     @property
@@ -480,7 +488,7 @@ class Engine:
             state.model if state.distributed is None else state.distributed.prepare(state.model, self.callbacks)
         )
         # After prepare: FSDP replaces the parameters by their shards, which the optimizer must hold.
-        state.optimizer = optim.create_optimizer(self.config, state.model)
+        state.optimizer = create_optimizers(self.config, state.model, state.distributed)
         self.checkpoints.check_room()
         if saved is None:
             self.checkpoints.load_initial_parameters()

@@ -153,6 +153,8 @@ def full_state_dicts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -
     format of an unsharded run's). A collective under FSDP: every rank calls it; outside FSDP, the state dicts."""
     model_state = {name: _gathered(value) for name, value in model.state_dict().items()}
     optimizer_state = optimizer.state_dict()
+    if "state" not in optimizer_state:  # several optimizers (never sharded: FSDP takes one)
+        return model_state, optimizer_state
     optimizer_state["state"] = {
         index: {key: _gathered(value) for key, value in entries.items()}
         for index, entries in optimizer_state["state"].items()

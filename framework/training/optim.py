@@ -14,10 +14,6 @@ from framework.base.config import Config
 from framework.base.errors import ConfigError
 from framework.base.options import register
 from framework.base.util import check_kwargs, import_by_name
-from framework.check_library import sharded
-from framework.core.events import Event, Order
-from framework.core.plugin import Plugin, on
-from framework.core.store import Key
 
 register(
     "optimizer",
@@ -132,32 +128,6 @@ register(
     "every step (the arguments RETURNN passes; a function without **kwargs gets those it names).",
     __name__,
 )
-register(
-    "gradient_clip_global_norm",
-    "float | None",
-    None,
-    "Clip gradients to this global L2 norm before each update (0: off, as in RETURNN).",
-    __name__,
-    range="[0, inf)",
-)
-register(
-    "gradient_clip",
-    "float | None",
-    None,
-    "Clip each gradient value to [-x, x] before each update (0: off, as in RETURNN).",
-    __name__,
-    range="[0, inf)",
-)
-register(
-    "gradient_noise",
-    "float",
-    0.0,
-    "Add truncated normal noise with this std to the gradients before clipping (RETURNN's option; 0: off).",
-    __name__,
-    range="[0, inf)",
-)
-
-
 # Every torch.optim optimizer by its lower-case name (adam, adamw, nadam, sgd, ...), as RETURNN names them.
 OPTIMIZERS = {
     name.lower(): cls
@@ -171,38 +141,49 @@ _RETURNN_KWARG_NAMES = {"epsilon": "eps"}
 
 def create_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimizer:
     """The optimizer that the ``optimizer`` option describes, at ``learning_rate``."""
-    spec = config.get("optimizer")
+    return build_optimizer(config.get("optimizer"), model, config.float("learning_rate"), "optimizer")
+
+
+def build_optimizer(
+    spec: dict[str, Any] | str,
+    model: torch.nn.Module,
+    lr: float,
+    option: str,
+    only: set[int] | None = None,
+) -> torch.optim.Optimizer:
+    """The optimizer ``spec`` describes (the ``optimizer`` option's form), at rate ``lr``, over the trainable
+    parameters of ``model`` (``only``: the ids of those it holds). ``option`` names the spec in errors."""
     kwargs: dict[str, Any] = {"class": spec} if isinstance(spec, str) else dict(spec)
     name = kwargs.pop("class", None)
     if name is None:
-        raise ConfigError(f"optimizer = {spec!r} has no 'class'; e.g. {{'class': 'adam', 'weight_decay': 0.01}}.")
+        raise ConfigError(f"{option} = {spec!r} has no 'class'; e.g. {{'class': 'adam', 'weight_decay': 0.01}}.")
     if callable(name):
         factory = name
     elif isinstance(name, str) and name.lower() in OPTIMIZERS:
         factory = OPTIMIZERS[name.lower()]
     elif isinstance(name, str) and "." in name:
-        factory = import_by_name(name, "optimizer")
+        factory = import_by_name(name, option)
     else:
         raise ConfigError(
-            f"optimizer: unknown class {name!r}; use one of {', '.join(OPTIMIZERS)}, 'module.Class' or a callable."
+            f"{option}: unknown class {name!r}; use one of {', '.join(OPTIMIZERS)}, 'module.Class' or a callable."
         )
     kwargs = {_RETURNN_KWARG_NAMES.get(k, k): v for k, v in kwargs.items()}
     if "lr" in kwargs:
-        raise ConfigError("optimizer: set the learning rate with the 'learning_rate' option, not optimizer['lr'].")
+        raise ConfigError(f"{option}: set the learning rate with the 'learning_rate' option, not {option}['lr'].")
     blacklist = kwargs.pop("weight_decay_modules_blacklist", None)
     include_check = kwargs.pop("weight_decay_custom_include_check", None)
     specs = kwargs.pop("param_groups", None)
-    check_kwargs(factory, kwargs, "optimizer")
-    lr = config.float("learning_rate")
-    params: Any = trainable_parameters(model)
+    check_kwargs(factory, kwargs, option)
+    held = [p for p in trainable_parameters(model) if only is None or id(p) in only]
+    params: Any = held
     if specs is not None:
-        params = parameter_groups(model, specs, kwargs.get("weight_decay"), blacklist, include_check, lr)
+        params = parameter_groups(model, specs, kwargs.get("weight_decay"), blacklist, include_check, lr, only, option)
     elif kwargs.get("weight_decay"):
-        params = weight_decay_groups(model, kwargs["weight_decay"], blacklist, include_check)
+        params = weight_decay_groups(model, kwargs["weight_decay"], blacklist, include_check, only)
     elif blacklist is not None or include_check is not None:
-        log.v4("optimizer: weight_decay_modules_blacklist / weight_decay_custom_include_check unused: no weight_decay.")
+        log.v4(f"{option}: weight_decay_modules_blacklist / weight_decay_custom_include_check unused: no weight_decay.")
     # torch checks the parameters' dtypes for a fused kernel only at the first step: complex ones have none.
-    fusable = all(p.is_floating_point() for p in trainable_parameters(model))
+    fusable = all(p.is_floating_point() for p in held)
     if fusable and factory in OPTIMIZERS.values() and not {"fused", "foreach", "differentiable"} & set(kwargs):
         try:  # torch's fused kernels: faster, and they skip an update on a device flag without a host sync
             return factory(params, lr=lr, fused=True, **kwargs)
@@ -249,29 +230,32 @@ def parameter_groups(
     blacklist: list[Any] | None,
     include_check: Callable[..., bool | None] | None,
     lr: float,
+    only: set[int] | None = None,
+    option: str = "optimizer",
 ) -> list[dict[str, Any]]:
     """The torch parameter groups of ``optimizer['param_groups']``: each spec selects parameters by name (globs, or
     a callable ``(name, param) -> bool``; the first spec that selects a parameter has it) and gives them
     ``lr_multiplier`` (every rate the schedules set is multiplied by it) and ``weight_decay`` (else the optimizer's,
-    by RETURNN's rule); the parameters no spec selects form a group at multiplier 1."""
+    by RETURNN's rule); the parameters no spec selects form a group at multiplier 1. ``only``: the ids of the
+    parameters to group (default: every trainable one)."""
     if not isinstance(specs, (list, tuple)) or not all(isinstance(spec, dict) for spec in specs):
-        raise ConfigError(f"optimizer['param_groups'] must be a list of dicts, got {specs!r}.")
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        raise ConfigError(f"{option}['param_groups'] must be a list of dicts, got {specs!r}.")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and (only is None or id(p) in only)]
     taken: set[int] = set()
     selected: list[tuple[dict[str, Any], list[torch.nn.Parameter]]] = []
     for index, spec in enumerate(specs):
         unknown = set(spec) - {"params", "lr_multiplier", "weight_decay"}
         if "params" not in spec or unknown:
             raise ConfigError(
-                f"optimizer['param_groups'][{index}] = {spec!r}: give 'params' (a glob of parameter names, a list of "
+                f"{option}['param_groups'][{index}] = {spec!r}: give 'params' (a glob of parameter names, a list of "
                 f"globs or a callable(name, param)) and optionally 'lr_multiplier' and 'weight_decay'"
                 + (f"; unknown keys: {', '.join(sorted(unknown))}" if unknown else "")
                 + "."
             )
-        chosen = [p for n, p in named if id(p) not in taken and _selects(spec["params"], n, p)]
+        chosen = [p for n, p in named if id(p) not in taken and selects(spec["params"], n, p)]
         if not chosen:
             raise ConfigError(
-                f"optimizer['param_groups'][{index}] selects no trainable parameter not already in an earlier group "
+                f"{option}['param_groups'][{index}] selects no trainable parameter not already in an earlier group "
                 f"({spec['params']!r}); the model's parameters are named like {', '.join(n for n, _ in named[:4])}."
             )
         taken.update(id(p) for p in chosen)
@@ -291,13 +275,15 @@ def parameter_groups(
             if part["params"]:
                 groups.append({**part, "lr": lr * multiplier, "lr_multiplier": multiplier})
         log.v4(
-            f"optimizer: {len(chosen)} parameter tensors ({spec.get('params', 'the rest')!r}) at {multiplier:g}x the "
+            f"{option}: {len(chosen)} parameter tensors ({spec.get('params', 'the rest')!r}) at {multiplier:g}x the "
             f"learning rate" + (f", weight_decay {decay:g}" if decay else "")
         )
     return groups
 
 
-def _selects(pattern: Any, name: str, param: torch.nn.Parameter) -> bool:
+def selects(pattern: Any, name: str, param: torch.nn.Parameter) -> bool:
+    """Whether ``pattern`` (a glob of parameter names, a list of globs or a callable(name, param)) selects a
+    parameter."""
     if callable(pattern):
         return bool(pattern(name, param))
     patterns = [pattern] if isinstance(pattern, str) else list(pattern)
@@ -362,7 +348,9 @@ def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor | None) -> 
     Fused optimizers take the flag the way ``torch.amp.GradScaler`` hands it to them (``found_inf``):
     the kernel skips the update on the device, no host sync. Any other optimizer reads the flag first.
     """
-    if skip is None:
+    if hasattr(optimizer, "step_unless"):  # several optimizers (optimizer_set.OptimizerSet): each one's own way
+        optimizer.step_unless(skip)
+    elif skip is None:
         optimizer.step()
     elif getattr(optimizer, "_step_supports_amp_scaling", False):
         converted = skip.dtype != torch.float32 or skip.dim() != 0  # a 1.0/0.0 float32 flag goes as it is
@@ -373,51 +361,3 @@ def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor | None) -> 
             del optimizer.found_inf
     elif not bool(skip):  # one host sync: the flag decides on the host
         optimizer.step()
-
-
-GRAD_NORM: Key[tuple[int, torch.Tensor]] = Key("grad_norm", "(global step, the gradients' global norm on the device)")
-
-
-class GradientClipping(Plugin):
-    """``gradient_noise``, ``gradient_clip``, ``gradient_clip_global_norm``: right before each update, in RETURNN's
-    order (noise, then per value, then the global norm); 0 is off, as in RETURNN.
-
-    The global norm (before clipping) is shared as ``GRAD_NORM`` (TensorBoard logs it).
-    """
-
-    order = Order.TRAINING
-    provides = (GRAD_NORM,)
-
-    def __init__(self, max_norm: float | None, max_value: float | None, noise: float | None = None):
-        self.max_norm = max_norm
-        self.max_value = max_value
-        self.noise = noise
-
-    @classmethod
-    def from_config(cls, config: Config, state: Any) -> GradientClipping | None:
-        max_norm, max_value = config.get("gradient_clip_global_norm") or None, config.get("gradient_clip") or None
-        noise = config.float("gradient_noise") or None
-        return cls(max_norm, max_value, noise) if (max_norm, max_value, noise) != (None, None, None) else None
-
-    @on(Event.BEFORE_OPTIMIZER_STEP)
-    def clip(self, state: Any) -> None:
-        if self.noise is not None:
-            add_gradient_noise(state.model.parameters(), self.noise)
-        if self.max_norm is not None:
-            norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.max_norm)
-            # under FSDP a DTensor, replicated: no communication
-            state.store.put(GRAD_NORM, (state.global_step, sharded.full(norm)), by=self)
-        if self.max_value is not None:
-            torch.nn.utils.clip_grad_value_(state.model.parameters(), self.max_value)
-
-
-def add_gradient_noise(params: Any, std: float) -> None:
-    """RETURNN's gradient noise: truncated normal noise (std ``std``, cut at 2 std) added to each gradient."""
-    for param in params:
-        if param.grad is not None:
-            noise = torch.empty_like(param.grad)
-            torch.nn.init.trunc_normal_(noise, std=std, a=-2 * std, b=2 * std)
-            param.grad += noise
-
-
-PLUGINS = (GradientClipping,)

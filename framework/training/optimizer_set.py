@@ -1,0 +1,192 @@
+"""Several optimizers in one training (GANs, actor-critic, parts that learn at their own pace): the ``optimizers``
+option.
+
+Each optimizer holds the parameters its ``params`` selects, and every trainable parameter belongs to exactly one.
+``train_step`` says which optimizer each loss is for (``run_ctx.mark_as_loss(loss, "g", optimizer="gen")``); the
+engine backpropagates each optimizer's losses into that optimizer's parameters only (``torch.autograd.backward``
+with ``inputs=``), so the generator's loss never leaves gradients in the discriminator, whatever the graph shares,
+and a forgotten ``detach`` costs compute, not correctness. All losses of one step are computed at the same
+parameters and every optimizer then steps (simultaneous updates); an optimizer whose losses are not marked in a
+step leaves its parameters as they are, which is how alternating updates and n critic steps per generator step
+are written: mark the generator's loss only every n-th step.
+
+The set acts as one torch optimizer towards everything else: its ``param_groups`` are all optimizers' groups (each
+group says which optimizer it belongs to), so schedules, checks and checkpoints work on it unchanged. One
+learning-rate schedule drives every optimizer: an optimizer's ``learning_rate`` fixes its ratio to the
+``learning_rate`` option (as a parameter group's ``lr_multiplier`` does), and the schedules scale them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ConfigError
+from framework.base.options import register
+from framework.core.run_ctx import RunCtx
+from framework.training import optim
+
+register(
+    "optimizers",
+    "dict | None",
+    None,
+    "Several optimizers, instead of 'optimizer': {name: {'params': glob of parameter names | [globs] | "
+    "callable(name, param), 'class': ..., 'learning_rate': its rate (default: learning_rate), "
+    "'gradient_clip_global_norm': ..., 'gradient_clip': ..., and what 'optimizer' takes}}. Every trainable parameter "
+    "belongs to exactly one; train_step marks each loss for one (run_ctx.mark_as_loss(loss, name, optimizer='gen')), "
+    "and it reaches only that optimizer's parameters. See docs/several_optimizers.rst.",
+    __name__,
+)
+
+# The keys of an optimizer's entry that are not the optimizer's own.
+_OWN_KEYS = ("params", "learning_rate", "gradient_clip_global_norm", "gradient_clip")
+
+
+class OptimizerSet:
+    """Named torch optimizers acting as one: steps, zero_grad, state dicts and param groups cover all of them."""
+
+    def __init__(self, optimizers: dict[str, torch.optim.Optimizer], clipping: dict[str, dict[str, float]]):
+        self.optimizers = optimizers
+        self.clipping = clipping  # per optimizer, the clipping options its entry sets (the rest: the run's)
+        self.params_of = {name: [p for g in opt.param_groups for p in g["params"]] for name, opt in optimizers.items()}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.optimizers)
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        """Every optimizer's groups, in the order of ``optimizers`` (the dicts themselves: setting a rate sets it)."""
+        return [group for opt in self.optimizers.values() for group in opt.param_groups]
+
+    @property
+    def state(self) -> dict[Any, Any]:
+        """The per-parameter states of all optimizers (a merged view, for reading)."""
+        return {key: value for opt in self.optimizers.values() for key, value in opt.state.items()}
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for opt in self.optimizers.values():
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        """Every optimizer steps; one whose parameters got no gradient (no loss of its in the update) changes
+        nothing, as torch's optimizers skip parameters without a gradient."""
+        for opt in self.optimizers.values():
+            opt.step()
+
+    def step_unless(self, skip: torch.Tensor | None) -> None:
+        """``step()``, skipped where the device flag ``skip`` is true (``optim.step_unless`` per optimizer)."""
+        for opt in self.optimizers.values():
+            optim.step_unless(opt, skip)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()}}
+
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        states = saved.get("optimizers")
+        if states is None or set(states) != set(self.optimizers):
+            written = "one optimizer" if states is None else f"optimizers {', '.join(states)}"
+            raise ValueError(f"it holds {written}, the config declares optimizers {', '.join(self.optimizers)}")
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(states[name])
+
+    def parts(self) -> Iterator[tuple[str, list[torch.nn.Parameter], dict[str, float]]]:
+        """(name, parameters, its clipping options) per optimizer."""
+        for name in self.optimizers:
+            yield name, self.params_of[name], self.clipping[name]
+
+    def backward(self, run_ctx: RunCtx, weights: dict[str, float] | None, loss_scale: torch.Tensor | None) -> None:
+        """Backpropagate the step's losses, each into the parameters of the optimizers it is marked for only.
+        ``weights``: per loss, how much it counts in its accumulation window (None: fully)."""
+        totals: dict[tuple[str, ...], torch.Tensor] = {}
+        for marked in run_ctx.losses.values():
+            if marked.as_error:
+                continue
+            factor = marked.scale * (weights[marked.name] if weights is not None else 1.0)
+            term = marked.optimized() if factor == 1.0 else marked.optimized() * factor
+            key = marked.optimizer or ()
+            totals[key] = term if key not in totals else totals[key] + term
+        if not totals:
+            run_ctx.total_loss()  # raises the error that names what was marked
+        for index, (names, total) in enumerate(totals.items()):
+            inputs = [p for name in names for p in self.params_of[name]]
+            if loss_scale is not None:
+                total = total * loss_scale
+            torch.autograd.backward(total, inputs=inputs, retain_graph=index < len(totals) - 1)
+
+
+def create_optimizers(
+    config: Config, model: torch.nn.Module, distributed: Any = None
+) -> torch.optim.Optimizer | OptimizerSet:
+    """The ``optimizers`` option's set, or the ``optimizer`` option's one optimizer when it is not set.
+    ``distributed``: the run's ``Distributed`` (None: one process)."""
+    specs = config.get("optimizers")
+    if specs is None:
+        return optim.create_optimizer(config, model)
+    if not isinstance(specs, dict) or not specs or not all(isinstance(s, dict) for s in specs.values()):
+        raise ConfigError(
+            f"optimizers must be a dict {{name: {{'params': ..., 'class': ...}}}} with at least one entry, got "
+            f"{specs!r}."
+        )
+    if distributed is not None and (distributed.fsdp is not None or distributed.param_sync_step is None):
+        raise ConfigError(
+            "optimizers: several optimizers run under torch_distributed only with parameter averaging "
+            "({'param_sync_step': K}); DDP's gradient averaging and FSDP expect one backward pass per step."
+        )
+    base_lr = config.float("learning_rate")
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    owner: dict[int, str] = {}
+    optimizers, clipping = {}, {}
+    for name, spec in specs.items():
+        option = f"optimizers[{name!r}]"
+        if "params" not in spec:
+            raise ConfigError(
+                f"{option} has no 'params': give a glob of parameter names (e.g. 'generator.*'), a list of globs or "
+                f"a callable(name, param) selecting the parameters it updates."
+            )
+        chosen = [(n, p) for n, p in named if optim.selects(spec["params"], n, p)]
+        if not chosen:
+            raise ConfigError(
+                f"{option}['params'] = {spec['params']!r} selects no trainable parameter; the model's parameters "
+                f"are named like {', '.join(n for n, _ in named[:4])}."
+            )
+        twice = [n for n, p in chosen if id(p) in owner]
+        if twice:
+            first = owner[id(dict(chosen)[twice[0]])]
+            raise ConfigError(
+                f"{option} and optimizers[{first!r}] both select {', '.join(twice[:3])}"
+                f"{' and more' if len(twice) > 3 else ''}: a parameter updated by two optimizers moves by both "
+                f"updates each step. Make the 'params' of each select its own parameters."
+            )
+        owner.update((id(p), name) for _, p in chosen)
+        lr = float(spec.get("learning_rate", base_lr))
+        if base_lr == 0 and lr != 0:
+            raise ConfigError(f"{option}: learning_rate = 0 leaves no rate to scale its learning_rate {lr:g} by.")
+        kwargs = {k: v for k, v in spec.items() if k not in _OWN_KEYS}
+        opt = optim.build_optimizer(kwargs, model, lr, option, only={id(p) for _, p in chosen})
+        ratio = lr / base_lr if base_lr else 1.0
+        for group in opt.param_groups:  # the schedules scale every optimizer's rate alike
+            group["lr_multiplier"] = group.get("lr_multiplier", 1.0) * ratio
+            group["optimizer"] = name
+        optimizers[name] = opt
+        clipping[name] = {k: spec[k] for k in ("gradient_clip_global_norm", "gradient_clip") if k in spec}
+        log.v4(f"{option}: {type(opt).__name__} over {len(chosen)} parameter tensors at learning rate {lr:g}")
+    left = [n for n, p in named if id(p) not in owner]
+    if left:
+        raise ConfigError(
+            f"optimizers: no optimizer selects {', '.join(left[:4])}{' and more' if len(left) > 4 else ''}, so "
+            f"they would never be trained. Select them in one optimizer's 'params', or freeze them "
+            f"(requires_grad_(False)) in get_model."
+        )
+    return OptimizerSet(optimizers, clipping)
+
+
+def optimizer_names(optimizer: Any) -> tuple[str, ...] | None:
+    """The names a loss may be marked for: those of an ``OptimizerSet``, () for one optimizer, None for none."""
+    if optimizer is None:
+        return None
+    return optimizer.names if isinstance(optimizer, OptimizerSet) else ()
