@@ -1,0 +1,192 @@
+"""Several optimizers (issue 53): the ``optimizers`` option, losses marked for one optimizer each, updates that
+reach only the marked optimizer's parameters, alternating updates, resuming bit for bit after a kill at several
+points, and the config errors. Real Engine runs of the shipped GAN and actor-critic configs and of small configs
+of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+
+from conftest import ROOT, run_rnn, write_config
+from framework.assembly import Engine
+from framework.base.config import load_config
+from framework.base.errors import ConfigError
+from framework.core.run_ctx import RunCtx
+from framework.testing import bitwise_equal
+from framework.training.optimizer_set import OptimizerSet
+
+GAN = os.path.join(ROOT, "configs", "gan_ring.py")
+ACTOR_CRITIC = os.path.join(ROOT, "configs", "actor_critic_corridor.py")
+
+# Two linear parts, the second reading the first's output: "second"'s loss reaches both parts.
+TWO_PARTS = """
+import torch
+from torch import nn
+
+task = "train"
+train = {"class": "NumpyDataset", "arrays": {"data": torch.randn(64, 3).numpy()}}
+extern_data = {"data": {"shape": (3,)}}
+batch_size = 16
+num_epochs = 1
+learning_rate = 0.01
+optimizers = {"first": {"class": "sgd", "params": "first.*"}, "second": {"class": "adam", "params": "second.*"}}
+report_html = False
+
+
+class TwoParts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(3, 3), nn.Linear(3, 1)
+
+
+def get_model(**_):
+    return TwoParts()
+
+
+def train_step(*, model, extern_data, run_ctx, **_):
+    hidden = model.first(extern_data["data"])
+    run_ctx.mark_as_loss(hidden.pow(2).mean(), "first_loss", optimizer="first")
+    run_ctx.mark_as_loss(model.second(hidden).mean(), "second_loss", optimizer="second")
+"""
+
+
+def _engine(tmp_path, text: str, **overrides) -> Engine:
+    config = load_config([write_config(tmp_path, text)], {"model": str(tmp_path / "model"), **overrides})
+    return Engine(config)
+
+
+def test_each_loss_reaches_only_the_parameters_of_its_optimizer(tmp_path):
+    engine = _engine(tmp_path, TWO_PARTS)
+    engine.init_train()
+    model, optimizers = engine.state.model, engine.state.optimizer
+    assert isinstance(optimizers, OptimizerSet) and optimizers.names == ("first", "second")
+    batch = {"data": torch.randn(8, 3)}
+    run_ctx = RunCtx(stage="train", epoch=1, step=0, batch=batch, optimizers=optimizers.names)
+    engine.config.get("train_step")(model=model, extern_data=batch, run_ctx=run_ctx)
+    optimizers.backward(run_ctx, None, None)
+    first, second = list(model.first.parameters()), list(model.second.parameters())
+    expected_first = torch.autograd.grad(model.first(batch["data"]).pow(2).mean(), first)
+    expected_second = torch.autograd.grad(model.second(model.first(batch["data"])).mean(), second)
+    # "second_loss" also reaches the first part: through the whole graph, its gradients would differ
+    assert all(torch.allclose(p.grad, g) for p, g in zip(first, expected_first))
+    assert all(torch.allclose(p.grad, g) for p, g in zip(second, expected_second))
+    engine.checkpoints.release()
+
+
+def test_an_optimizer_whose_loss_is_not_marked_leaves_its_parameters_as_they_are(tmp_path):
+    # n critic steps per generator step: the second part's loss only at every third step
+    text = TWO_PARTS.replace(
+        '    run_ctx.mark_as_loss(model.second(hidden).mean(), "second_loss", optimizer="second")',
+        "    if run_ctx.step % 3 == 2:\n"
+        '        run_ctx.mark_as_loss(model.second(hidden).mean(), "second_loss", optimizer="second")',
+    )
+    text += (
+        "moved = []\n"
+        "def _note(state):\n"
+        "    moved.append([p.detach().clone() for p in state.model.parameters()])\n"
+        "callbacks = {'after_optimizer_step': _note}\n"
+    )
+    engine = _engine(tmp_path, text)
+    engine.run("train")
+    moved = engine.config.get("callbacks")["after_optimizer_step"].__globals__["moved"]
+    assert len(moved) == 4  # 64 sequences, batches of 16
+    changed = [
+        [not torch.equal(before, after) for before, after in zip(moved[i - 1], moved[i])] for i in range(1, len(moved))
+    ]
+    # steps 1, 2, 3: the first part (weight, bias) moves every step, the second only at step 2
+    assert changed == [[True, True, False, False], [True, True, True, True], [True, True, False, False]]
+
+
+@pytest.mark.parametrize(
+    "optimizers, words",
+    [
+        ('{"a": {"class": "adam", "params": "*"}, "b": {"class": "adam", "params": "second.*"}}', "both select"),
+        ('{"a": {"class": "adam", "params": "first.*"}}', "no optimizer selects second.weight"),
+        ('{"a": {"class": "adam"}}', "has no 'params'"),
+        ('{"a": {"class": "adam", "params": "third.*"}, "b": {"params": "*"}}', "selects no trainable parameter"),
+        (
+            '{"a": {"class": "adam", "params": "first.*", "lr": 0.1}, "b": {"class": "sgd", "params": "second.*"}}',
+            "not optimizers\\['a'\\]\\['lr'\\]",
+        ),
+        ('[{"class": "adam"}]', "'optimizers' expects dict"),
+    ],
+)
+def test_optimizers_that_cannot_be_meant_are_config_errors(tmp_path, optimizers, words):
+    with pytest.raises(ConfigError, match=words):
+        _engine(tmp_path, TWO_PARTS + f"optimizers = {optimizers}\n").run("train")
+
+
+@pytest.mark.parametrize(
+    "old, new, words",
+    [
+        ('"second_loss", optimizer="second")', '"second_loss", optimizer="third")', "no optimizer named 'third'"),
+        ('"first_loss", optimizer="first")', '"first_loss")', "say which one this loss trains"),
+    ],
+)
+def test_a_loss_marked_for_no_declared_optimizer_fails_in_the_train_step(tmp_path, old, new, words):
+    engine = _engine(tmp_path, TWO_PARTS.replace(old, new))
+    with pytest.raises(ValueError, match=words) as raised:
+        engine.run("train")
+    assert [entry.name for entry in raised.traceback[-3:]] == ["train_step", "mark_as_loss", "_optimizers_of"]
+
+
+def test_one_optimizer_refuses_a_loss_marked_for_a_named_one(tmp_path):
+    text = TWO_PARTS.replace("optimizers = {", "optimizer = {'class': 'adam'}\n_unused = {")
+    engine = _engine(tmp_path, text)
+    with pytest.raises(ValueError, match="the config has one optimizer"):
+        engine.run("train")
+
+
+@pytest.mark.slow
+def test_the_shipped_examples_learn_quietly():
+    gan = run_rnn(GAN, "++model", "", "++num_epochs", "10")
+    assert gan.returncode == 0, gan.stderr
+    assert "WARNING" not in gan.stdout + gan.stderr and "findings: none" in gan.stdout
+    last = [line for line in gan.stdout.splitlines() if line.startswith("Epoch 10 evaluation")][0]
+    off_mode = float(last.split("off_mode ")[1].split()[0])
+    assert off_mode < 0.5  # 1.000 after the first epoch: the samples moved onto the ring's modes
+    actor_critic = run_rnn(ACTOR_CRITIC, "++model", "")
+    assert actor_critic.returncode == 0, actor_critic.stderr
+    assert "WARNING" not in actor_critic.stdout + actor_critic.stderr
+    last = [line for line in actor_critic.stdout.splitlines() if line.startswith("Epoch 8 evaluation")][0]
+    assert float(last.split("regret ")[1].split()[0]) < 0.05  # 0.40 walking one way
+
+
+KILL_AT_STEP = """
+import os as _os, signal as _signal
+kill_at_step = None
+train = {"class": "NumpyDataset", "arrays": {"data": ring(2560, seed=1)}}
+dev = {"class": "NumpyDataset", "arrays": {"data": ring(256, seed=2)}}
+num_epochs = 2
+_train_step = train_step
+def train_step(*, model, extern_data, run_ctx, **kwargs):
+    if run_ctx.step == kill_at_step:
+        _os.kill(_os.getpid(), _signal.SIGKILL)
+    _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)
+"""
+
+
+@pytest.mark.slow
+def test_a_gan_killed_anywhere_resumes_bit_for_bit(tmp_path):
+    with open(GAN, encoding="utf-8") as f:
+        config = write_config(tmp_path, f.read() + KILL_AT_STEP)
+    reference = run_rnn(config, "++model", str(tmp_path / "ref/m"))
+    assert reference.returncode == 0, reference.stderr
+    expected = torch.load(tmp_path / "ref/m.002.pt", weights_only=True)
+    assert set(expected["optimizer"]["optimizers"]) == {"discriminator", "generator"}
+    # 10 steps an epoch: killed in the first epoch, at its last step, and in the second epoch
+    for kill_at in (3, 9, 14):
+        run = ["++model", str(tmp_path / f"run{kill_at}/m"), "++checkpoint_every_n_minutes", "1e-9"]
+        killed = run_rnn(config, *run, "++kill_at_step", str(kill_at))
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        resumed = run_rnn(config, *run)
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"global step {kill_at}." in resumed.stdout
+        got = torch.load(tmp_path / f"run{kill_at}/m.002.pt", weights_only=True)
+        for key in ("model", "optimizer", "plugins", "rng", "learning_rate_control"):
+            assert bitwise_equal(expected[key], got[key]), (kill_at, key)
