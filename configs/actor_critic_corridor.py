@@ -77,7 +77,7 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
         rewards.append(reached.float())
         running = running & ~reached
     returns, future = [], torch.zeros_like(rewards[0])
-    for reward, was_alive in zip(reversed(rewards), reversed(alive)):
+    for reward, was_alive in zip(reversed(rewards), reversed(alive), strict=True):
         future = (reward + DISCOUNT * future) * was_alive
         returns.append(future)
     returns = torch.stack(returns[::-1])  # [moves, batch]

@@ -11,6 +11,7 @@ import signal
 
 import pytest
 import torch
+from devkit.doc_commands import assert_documented
 
 from conftest import ROOT, run_rnn, write_config
 from framework.assembly import Engine
@@ -73,8 +74,8 @@ def test_each_loss_reaches_only_the_parameters_of_its_optimizer(tmp_path):
     expected_first = torch.autograd.grad(model.first(batch["data"]).pow(2).mean(), first)
     expected_second = torch.autograd.grad(model.second(model.first(batch["data"])).mean(), second)
     # "second_loss" also reaches the first part: through the whole graph, its gradients would differ
-    assert all(torch.allclose(p.grad, g) for p, g in zip(first, expected_first))
-    assert all(torch.allclose(p.grad, g) for p, g in zip(second, expected_second))
+    assert all(torch.allclose(p.grad, g) for p, g in zip(first, expected_first, strict=True))
+    assert all(torch.allclose(p.grad, g) for p, g in zip(second, expected_second, strict=True))
     engine.checkpoints.release()
 
 
@@ -96,7 +97,8 @@ def test_an_optimizer_whose_loss_is_not_marked_leaves_its_parameters_as_they_are
     moved = engine.config.get("callbacks")["after_optimizer_step"].__globals__["moved"]
     assert len(moved) == 4  # 64 sequences, batches of 16
     changed = [
-        [not torch.equal(before, after) for before, after in zip(moved[i - 1], moved[i])] for i in range(1, len(moved))
+        [not torch.equal(before, after) for before, after in zip(moved[i - 1], moved[i], strict=True)]
+        for i in range(1, len(moved))
     ]
     # steps 1, 2, 3: the first part (weight, bias) moves every step, the second only at step 2
     assert changed == [[True, True, False, False], [True, True, True, True], [True, True, False, False]]
@@ -190,3 +192,23 @@ def test_a_gan_killed_anywhere_resumes_bit_for_bit(tmp_path):
         got = torch.load(tmp_path / f"run{kill_at}/m.002.pt", weights_only=True)
         for key in ("model", "optimizer", "plugins", "rng", "learning_rate_control"):
             assert bitwise_equal(expected[key], got[key]), (kill_at, key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "config, old, new, untrained",
+    [
+        (GAN, '"d", optimizer="discriminator")', '"d", optimizer="generator")', "discriminator"),
+        (ACTOR_CRITIC, '"critic", optimizer="critic")', '"critic", optimizer="actor")', "critic"),
+    ],
+)
+def test_an_optimizer_that_no_loss_is_marked_for_is_named(tmp_path, config, old, new, untrained):
+    with open(config, encoding="utf-8") as f:
+        text = f.read()
+    assert old in text
+    run = run_rnn(write_config(tmp_path, text.replace(old, new)), "++model", "", "++num_epochs", "1")
+    assert run.returncode == 0, run.stderr
+    assert f"belong to optimizer '{untrained}', and no loss was marked for it" in run.stdout
+    assert "not connected to the loss" not in run.stdout  # the cause a single optimizer's run would guess
+    if untrained == "discriminator":
+        assert_documented(run.stdout, "docs/several_optimizers.rst", "WARNING gradient health: module 'discriminator")

@@ -150,15 +150,46 @@ def gradient_findings(
     return findings
 
 
-def unused_finding(model: nn.Module, names: list[str], *, updates: int = 0) -> Finding:
-    """``names`` got no gradient: at this step (``updates`` 0), or at step 0 and every one of the next ``updates``."""
+def unused_finding(model: nn.Module, names: list[str], *, updates: int = 0, optimizer: Any = None) -> Finding:
+    """``names`` got no gradient: at this step (``updates`` 0), or at step 0 and every one of the next ``updates``.
+    ``optimizer``: the run's (several optimizers may leave parameters untrained because no loss is marked for
+    theirs)."""
     when = f" at step 0 nor in any of the {updates} updates after it" if updates else ""
+    evidence: dict[str, Any] = {}
+    cause = unmarked_cause(optimizer, model, names, evidence) or (
+        ": not connected to the loss (defined but not used in forward, or its output goes through .detach() / "
+        "torch.no_grad()). Remove what is unused, or list it in frozen_params"
+    )
     return Finding(
-        "warning",
-        "sanity check",
-        f"{by_module(model, names)} receive no gradient{when}: not connected to the loss (defined but not used "
-        f"in forward, or its output goes through .detach() / torch.no_grad()). Remove what is unused, or "
-        f"list it in frozen_params.",
+        "warning", "sanity check", f"{by_module(model, names)} receive no gradient{when}{cause}.", evidence=evidence
+    )
+
+
+def several_optimizers(optimizer: Any) -> bool:
+    r"""Whether the run trains with several optimizers (param groups that name different ``optimizer``\ s): a game
+    (GAN, actor-critic), whose summed loss need not fall."""
+    return optimizer is not None and len({g.get("optimizer") for g in optimizer.param_groups}) > 1
+
+
+def unmarked_cause(optimizer: Any, model: nn.Module, names: list[str], evidence: dict[str, Any]) -> str | None:
+    """With several optimizers (param groups that name their ``optimizer``; the set's ``marked_for``: per optimizer
+    the losses marked for it so far): when every parameter of ``names`` belongs to an optimizer no loss was marked
+    for, that, with the losses that were marked, as the cause (``: ...``, filling ``evidence``); None otherwise."""
+    marked_for = getattr(optimizer, "marked_for", None)
+    if marked_for is None:
+        return None
+    ids = {id(p): n for n, p in model.named_parameters()}
+    owner = {ids[id(p)]: g["optimizer"] for g in optimizer.param_groups for p in g["params"] if id(p) in ids}
+    owners = sorted({owner.get(n) for n in names}, key=str)
+    if None in owners or any(marked_for.get(o) for o in owners):
+        return None
+    marked = {o: sorted(losses) for o, losses in sorted(marked_for.items()) if losses}
+    evidence.update({"optimizers": owners, "losses marked": marked})
+    which = ", ".join(repr(o) for o in owners)
+    losses = "; ".join(f"{', '.join(n)} for {o!r}" for o, n in marked.items()) or "none"
+    return (
+        f": they belong to optimizer {which}, and no loss was marked for it (marked: {losses}), so nothing trains "
+        f"them. Mark the loss meant to train them with optimizer={owners[0]!r}, or list them in frozen_params"
     )
 
 

@@ -51,6 +51,7 @@ from framework.check_library.can_learn import (
 from framework.check_library.dependency_map import DependencyMap, dependency_map
 from framework.check_library.input_information import NEARLY_CONSTANT, data_information
 from framework.check_library.mode_dependence import mode_dependent_parts
+from framework.check_library.model_checks import unmarked_cause
 from framework.check_library.probe import ProbeLimit, ProbeSession, model_copy, unseen, why_not
 from framework.check_library.schedule_trace import schedule_problem
 from framework.core.events import Event
@@ -328,6 +329,9 @@ def _can_learn(state: RunState, batch: dict[str, torch.Tensor], start: torch.Ten
             f"the {n} units of {name!r} have identical weights: they get identical gradients and never become "
             f"different (a constant initialisation does this; initialise randomly)"
         )
+    elif frozen and (unmarked := unmarked_cause(state.optimizer, state.model, frozen, ruling.evidence)):
+        ruling.where = {"parameters": frozen}
+        ruling.cause = f"{len(frozen)} parameter(s) never changed since the first step{unmarked}"
     elif frozen:
         ruling.where = {"parameter": frozen[0]}
         ruling.cause = (

@@ -41,7 +41,7 @@ from framework.base.findings import Finding, report
 from framework.base.options import register
 from framework.check_library import sharded
 from framework.check_library.compiled_gradients import compare_with_eager, is_compiled
-from framework.check_library.model_checks import SETTLE_UPDATES, by_module, fingerprints
+from framework.check_library.model_checks import SETTLE_UPDATES, by_module, fingerprints, unmarked_cause
 from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event
 from framework.core.measurements import UPDATE_RATIO
@@ -289,12 +289,15 @@ class GradHealth(Plugin):
         still = [n for n in _unchanged(names, before, params) if params[n].requires_grad]
         if still:
             evidence: dict[str, Any] = {"updates": self.updates}
+            cause = unmarked_cause(state.optimizer, state.model, still, evidence) or (
+                ": no gradient reaches them, their gradient is zero, or the optimizer does not hold them. If that is "
+                "intended, list them in frozen_params"
+            )
             text = self._with_eager_comparison(
                 state,
                 still,
                 f"{by_module(state.model, still)} did not change in {self.updates} updates although they require grad",
-                ": no gradient reaches them, their gradient is zero, or the optimizer does not hold them. If that is "
-                "intended, list them in frozen_params.",
+                f"{cause}.",
                 evidence,
             )
             report(

@@ -38,9 +38,11 @@ from typing import Any
 
 import torch
 
+from framework.base import log
 from framework.base.config import Config
 from framework.base.findings import Finding, report, withdraw
 from framework.base.options import register
+from framework.check_library.model_checks import several_optimizers
 from framework.core.events import Event
 from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, ChanceLevel
 from framework.core.plugin import Plugin, on
@@ -196,6 +198,12 @@ class LossWindowWatch(Plugin):
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> LossWindowWatch | None:
         window = config.int("debug_loss_window")
+        if window > 0 and several_optimizers(state.optimizer):
+            log.v4(
+                "learning watch: the train loss curve is not judged: with several optimizers it is the sum of the "
+                "players' losses, which need not fall (a GAN's, an actor's)"
+            )
+            return None
         return cls(window) if window > 0 else None
 
     def state_dict(self) -> dict[str, Any]:
@@ -678,7 +686,7 @@ class DevDivergenceWatch(Plugin):
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> DevDivergenceWatch | None:
         epochs = config.int("debug_dev_divergence_epochs")
-        return cls(epochs) if epochs > 0 else None
+        return cls(epochs) if epochs > 0 and not several_optimizers(state.optimizer) else None
 
     def state_dict(self) -> dict[str, Any]:
         """The overfitting warnings given (each is given once per run) and the error measures seen."""

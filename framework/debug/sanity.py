@@ -217,7 +217,9 @@ class SanityCheck(Plugin):
         says nothing)."""
         unused, self._unused = self._unused, []
         if unused and self._zero_updates > SETTLE_UPDATES:
-            finding = model_checks.unused_finding(state.model, unused, updates=self._zero_updates - 1)
+            finding = model_checks.unused_finding(
+                state.model, unused, updates=self._zero_updates - 1, optimizer=state.optimizer
+            )
             report_findings(state, f"first {self._zero_updates} updates", [finding], ModelCheckError, strict=False)
         if not self._zero or self._zero_sums is None:
             return

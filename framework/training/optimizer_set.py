@@ -53,6 +53,8 @@ class OptimizerSet:
         self.optimizers = optimizers
         self.clipping = clipping  # per optimizer, the clipping options its entry sets (the rest: the run's)
         self.params_of = {name: [p for g in opt.param_groups for p in g["params"]] for name, opt in optimizers.items()}
+        # per optimizer, the names of the losses marked for it so far (checks name an optimizer no loss trains)
+        self.marked_for: dict[str, set[str]] = {name: set() for name in optimizers}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -110,6 +112,8 @@ class OptimizerSet:
             term = marked.optimized() if factor == 1.0 else marked.optimized() * factor
             key = marked.optimizer or ()
             totals[key] = term if key not in totals else totals[key] + term
+            for name in key:
+                self.marked_for[name].add(marked.name)
         if not totals:
             run_ctx.total_loss()  # raises the error that names what was marked
         for index, (names, total) in enumerate(totals.items()):
