@@ -14,6 +14,9 @@ under a causal mask, learned positions, tied output head, next-token cross-entro
 tokens; small on the CPU (d_model 128, 2 layers, 16 windows of 64 tokens), on an accelerator
 big enough to keep it busy (d_model 512, 6 layers, 8 heads, 32 windows of 256 tokens, vocabulary 8192).
 
+``--model gan``: the GAN of configs/gan_ring.py (two optimizers: the discriminator's and the generator's losses
+each backpropagated into its own network, then both Adam steps), against a loop that does the same by hand.
+
 ``--device cuda`` (any torch device type; default cpu) runs both contenders there: the framework
 with ``device``, the hand-written loop with its model there and each batch copied there. Each
 timed epoch ends with ``torch.accelerator.synchronize()``, and rounds are timed by the wall clock
@@ -62,7 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="wall",
         help="time rounds by wall clock or CPU time (CPU time only with --device cpu)",
     )
-    parser.add_argument("--model", choices=("mlp", "lstm", "transformer"), default="mlp")
+    parser.add_argument("--model", choices=("mlp", "lstm", "transformer", "gan"), default="mlp")
     parser.add_argument(
         "--scaling", action="store_true", help="the cost per step at batch 16, 64, 256 and 10x the model"
     )
@@ -86,9 +89,11 @@ if __name__ == "__main__":
 import torch  # noqa: E402
 from devkit.benchmarking import alternate  # noqa: E402
 from devkit.step_contenders import (  # noqa: E402
+    HandWrittenGanLoop,
     HandWrittenLoop,
     HandWrittenSequenceLoop,
     TransformerLM,
+    gan_engine,
     lm_loss,
     lstm_engine,
     make_mlp,
@@ -128,6 +133,10 @@ def benchmark_steps(args: argparse.Namespace, device: torch.device) -> None:
         engine = lstm_engine(args.all_off, device)
         results = compare(engine, lambda initial: HandWrittenSequenceLoop(engine, initial), args.rounds, args.clock)
         what = "12AX LSTM (configs/task12ax_lstm.py), padded batches of <= 1000 frames"
+    elif args.model == "gan":
+        engine = gan_engine(args.all_off, device)
+        results = compare(engine, lambda initial: HandWrittenGanLoop(engine, initial), args.rounds, args.clock)
+        what = "GAN of configs/gan_ring.py, two optimizers, batch 256"
     elif args.model == "transformer":
         engine = transformer_engine(args.all_off, device, args.amp, args.compile)
         size = transformer_sizes(device)

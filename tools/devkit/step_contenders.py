@@ -251,3 +251,59 @@ class _Losses:
     def mark_as_loss(self, *, name, loss, custom_inv_norm_factor=None, as_error=False, **_kwargs):
         if not as_error:
             self.total = self.total + (loss if custom_inv_norm_factor is None else loss / custom_inv_norm_factor)
+
+
+def gan_engine(all_off: bool, device: torch.device) -> Engine:
+    """The GAN of configs/gan_ring.py: two optimizers, two losses each backpropagated into its own network."""
+    overrides = {**STEPS_ONLY, "device": device.type, **(ALL_OFF if all_off else {})}
+    torch.manual_seed(0)
+    engine = Engine(load_config([os.path.join(ROOT, "configs/gan_ring.py")], overrides))
+    engine.init_train()
+    return engine
+
+
+class HandWrittenGanLoop:
+    """The GAN by hand: the config's model and train_step, each player's loss backpropagated into its own
+    parameters (``inputs=``), then both Adam steps, as a PyTorch user writes simultaneous updates."""
+
+    def __init__(self, engine: Engine, initial_state: dict):
+        config = engine.config
+        self.loader = engine.state.loaders["train"]
+        self.data = torch.from_numpy(np.asarray(self.loader.dataset.arrays["data"]))
+        self.model = config.get("get_model")(epoch=1, step=0).to(engine.state.device)
+        self.model.load_state_dict(initial_state)
+        lr = config.float("learning_rate")
+        self.params = {name: list(getattr(self.model, name).parameters()) for name in ("discriminator", "generator")}
+        self.optimizers = [
+            torch.optim.Adam(params, lr=lr, betas=(0.5, 0.999), fused=True) for params in self.params.values()
+        ]
+        self.train_step = config.get("train_step")
+
+    def epoch(self, epoch: int) -> int:
+        plan = self.loader.plan(epoch)
+        for indices in plan:
+            batch = {"data": self.data[torch.from_numpy(indices)]}
+            for optimizer in self.optimizers:
+                optimizer.zero_grad(set_to_none=True)
+            losses = _PlayerLosses()
+            self.train_step(model=self.model, extern_data=batch, run_ctx=losses)
+            last = len(losses.by_optimizer) - 1
+            for index, (name, loss) in enumerate(losses.by_optimizer.items()):
+                torch.autograd.backward(loss, inputs=self.params[name], retain_graph=index < last)
+            for optimizer in self.optimizers:
+                optimizer.step()
+        return len(plan)
+
+
+class _PlayerLosses:
+    """What a hand-written loop of several players does with the losses train_step marks: a sum per optimizer."""
+
+    train_flag = True
+
+    def __init__(self) -> None:
+        self.by_optimizer: dict[str, torch.Tensor] = {}
+
+    def mark_as_loss(self, loss, name, *, optimizer=None, as_error=False, **_kwargs):
+        if not as_error:
+            previous = self.by_optimizer.get(optimizer)
+            self.by_optimizer[optimizer] = loss if previous is None else previous + loss
