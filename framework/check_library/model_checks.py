@@ -199,7 +199,11 @@ def optimized_ids(optimizer: Any) -> set[int]:
 
 
 def overridden_at(optimizer: Any, method: str) -> str | None:
-    """Where the optimizer's class defines its own ``method`` (``zero_grad``, ``step``); None: torch's own."""
+    """Where the optimizer's class defines its own ``method`` (``zero_grad``, ``step``); None: torch's own. Of
+    several optimizers (a set with ``optimizers``, by name), the first of them that defines its own."""
+    members = getattr(optimizer, "optimizers", None)
+    if isinstance(members, dict):
+        return next(filter(None, (overridden_at(member, method) for member in members.values())), None)
     function = inspect.unwrap(getattr(type(optimizer), method))  # torch wraps step() for its hooks
     if getattr(function, "__module__", "").startswith("torch."):
         return None

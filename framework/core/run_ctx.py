@@ -198,6 +198,14 @@ class RunCtx:
     def total_loss(self, weights: dict[str, float] | None = None) -> torch.Tensor:
         """Sum of scale * normalized loss over the losses that are optimized, each also times ``weights[name]``
         when given (how much each loss of a micro-batch counts in its accumulation window)."""
+        total = None
+        for _, term in self.weighted_terms(weights):
+            total = term if total is None else total + term
+        return total
+
+    def weighted_terms(self, weights: dict[str, float] | None = None) -> list[tuple[MarkedLoss, torch.Tensor]]:
+        """Per optimized loss, what it adds to the total: scale * normalized loss (times ``weights[name]`` when
+        given). ValueError when the step marked no loss to optimize."""
         optimized = [m for m in self.losses.values() if not m.as_error]
         if not optimized:
             names = ", ".join(self.losses) or "none"
@@ -205,12 +213,11 @@ class RunCtx:
                 f"train_step marked no loss to optimize (marked: {names}); call "
                 f"run_ctx.mark_as_loss(loss, name) with as_error=False for at least one loss"
             )
-        total = None
+        terms = []
         for marked in optimized:
             factor = marked.scale * (weights[marked.name] if weights is not None else 1.0)
-            term = marked.optimized() if factor == 1.0 else marked.optimized() * factor
-            total = term if total is None else total + term
-        return total
+            terms.append((marked, marked.optimized() if factor == 1.0 else marked.optimized() * factor))
+        return terms
 
 
 _current: RunCtx | None = None

@@ -105,17 +105,11 @@ class OptimizerSet:
         """Backpropagate the step's losses, each into the parameters of the optimizers it is marked for only.
         ``weights``: per loss, how much it counts in its accumulation window (None: fully)."""
         totals: dict[tuple[str, ...], torch.Tensor] = {}
-        for marked in run_ctx.losses.values():
-            if marked.as_error:
-                continue
-            factor = marked.scale * (weights[marked.name] if weights is not None else 1.0)
-            term = marked.optimized() if factor == 1.0 else marked.optimized() * factor
+        for marked, term in run_ctx.weighted_terms(weights):
             key = marked.optimizer or ()
             totals[key] = term if key not in totals else totals[key] + term
             for name in key:
                 self.marked_for[name].add(marked.name)
-        if not totals:
-            run_ctx.total_loss()  # raises the error that names what was marked
         for index, (names, total) in enumerate(totals.items()):
             inputs = [p for name in names for p in self.params_of[name]]
             if loss_scale is not None:
