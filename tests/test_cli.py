@@ -150,6 +150,22 @@ def test_labels_outside_sparse_dim_stop_before_the_first_step(tmp_path):
     assert "ep 1 train" not in result.stdout and not os.path.exists(tmp_path / "model.001.pt")
 
 
+def test_labels_at_torchs_ignore_index_are_accepted(tmp_path):
+    # -100 is cross_entropy's default ignore_index, the field's "no label here" (Hugging Face pads labels with it)
+    config = tiny_config_with(
+        tmp_path,
+        (
+            "\nimport numpy as np\n"
+            "_labels = np.arange(40) % 3\n"
+            "_labels[::7] = -100\n"
+            "train = {'class': 'NumpyDataset', 'arrays': {'data': np.ones((40, 4), 'float32'), 'classes': _labels}}\n"
+        ),
+    )
+    result = run_rnn(config, "++model", str(tmp_path / "model"), "++num_epochs", "1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "outside [0, 3)" not in result.stdout + result.stderr
+
+
 def test_forward_writes_outputs_and_eval_scores_a_checkpoint(tmp_path):
     prefix = str(tmp_path / "model")
     assert run_rnn(TINY_CONFIG, "++model", prefix).returncode == 0

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from framework.base.findings import Finding
-from framework.datasets.extern_data import DataKey, label_error
+from framework.datasets.extern_data import DataKey, bad_labels, label_error
 from framework.datasets.numpy_dataset import Ragged
 
 # A dense key whose mean or std is beyond this is far from normalized.
@@ -176,9 +176,9 @@ def _label_findings(where: str, key: DataKey, values: np.ndarray, batches: list)
                 "warning", "sanity check", f"{where}: class ids are stored as {values.dtype}; store them as integers."
             )
         )
-    bad = (values < 0) | (values >= key.sparse_dim)
+    bad = bad_labels(values, key.sparse_dim)
     if bad.any():
-        seq = _first_bad_seq(key.name, batches, lambda a: (a < 0) | (a >= key.sparse_dim))
+        seq = _first_bad_seq(key.name, batches, lambda a: bad_labels(a, key.sparse_dim))
         findings.append(
             Finding(
                 "error", "sanity check", label_error(key.name, int(values[bad].flat[0]), seq, key.sparse_dim, where)

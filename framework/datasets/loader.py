@@ -17,7 +17,7 @@ from framework.base.errors import ConfigError, DataError
 from framework.base.host_syncs import mark_host_side
 from framework.datasets.base import Dataset
 from framework.datasets.batching import make_batches
-from framework.datasets.extern_data import DataKey, label_error, one_hot_keys
+from framework.datasets.extern_data import DataKey, bad_labels, label_error, one_hot_keys
 from framework.datasets.worker_seeding import worker_init
 
 
@@ -135,7 +135,10 @@ class BatchLoader:
             classes = self.one_hot.get(key, declared.sparse_dim)
             checked = key in self.labels_checked
             if classes is not None and not checked and array.size and (array.min() < 0 or array.max() >= classes):
-                self._raise_label_error(key, array, raw.get(key + ":seq_len"), indices, classes)
+                if key in self.one_hot or bad_labels(array, classes).any():  # no one-hot vector for an ignored label
+                    self._raise_label_error(
+                        key, array, raw.get(key + ":seq_len"), indices, classes, key in self.one_hot
+                    )
             if key in self.one_hot:
                 array = np.eye(classes, dtype=declared.dtype)[array]
                 if declared.variable:  # padding frames are all-zero vectors, not class 0
@@ -145,10 +148,10 @@ class BatchLoader:
                 batch[key + ":seq_len"] = raw[key + ":seq_len"]
         return batch
 
-    def _raise_label_error(self, key, array, seq_lens, indices, sparse_dim) -> None:
+    def _raise_label_error(self, key, array, seq_lens, indices, sparse_dim, one_hot) -> None:
         for row, seq_index in enumerate(indices):
             values = array[row] if seq_lens is None else array[row, : seq_lens[row]]
-            bad = (values < 0) | (values >= sparse_dim)
+            bad = (values < 0) | (values >= sparse_dim) if one_hot else bad_labels(values, sparse_dim)
             if bad.any():
                 where = f"dataset {self.option!r} ({self.dataset.name})"
                 raise DataError(label_error(key, int(values[bad].flat[0]), int(seq_index), sparse_dim, where))
