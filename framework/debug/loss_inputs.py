@@ -158,6 +158,7 @@ class _FirstStepWatch(TorchFunctionMode):
         super().__init__()
         self.sparse_dims = sparse_dims or {}  # sparse key -> its number of classes, for the ignore_index check
         self.ignored: dict[str, tuple[int, str, str]] = {}  # sparse key -> ignore_index, loss, where (the first)
+        self.blanks: dict[str, tuple[int, str, str]] = {}  # sparse key -> ctc_loss's blank, loss, where (the first)
         self.class_ids = class_ids or {}  # sparse key -> its number of classes, for the regression-on-ids check
         self.tracker = tracker
         self.batch = batch
@@ -187,7 +188,18 @@ class _FirstStepWatch(TorchFunctionMode):
             self._record_floor(args, kwargs, out)
         if func in (F.kl_div, F.ctc_loss):
             self._check_log_probs(func, args, kwargs)
+        if func is F.ctc_loss:
+            self._note_blank(args, kwargs)
         return out
+
+    def _note_blank(self, args: tuple, kwargs: dict) -> None:
+        """Note the ``blank`` of a ctc_loss over a sparse key's labels: CTC reads that id as "no symbol", so the
+        targets must not hold it (judged against the whole dataset in ``conclude``)."""
+        targets = _argument(args, kwargs, 1, "targets")
+        key = self._key_of(targets) if isinstance(targets, torch.Tensor) else None
+        if key is not None and key in self.sparse_dims:
+            blank = int(_argument(args, kwargs, 4, "blank") or 0)
+            self.blanks.setdefault(key, (blank, F.ctc_loss.__name__, format_frame(user_frame())))
 
     def _check_log_probs(self, func: Any, args: tuple, kwargs: dict) -> None:
         """kl_div and ctc_loss take log-probabilities (normalised over the last axis), whatever their target."""
@@ -460,22 +472,30 @@ def _reaches(loss: torch.Tensor, output: torch.Tensor) -> bool:
     return False
 
 
+def _labels_equal_to(state: RunState, key: str, index: int) -> tuple[int, int, str] | None:
+    """(how many real labels of ``key`` are ``index``, how many there are, of what) when some are: the first batch,
+    else the train data (all of it when in memory, else a sample)."""
+    labels = _valid_labels(state.batch, key)
+    found = ignored_real_labels(labels, labels, index, state.extern_data[key].sparse_dim)
+    if found is not None:
+        return (*found, "the first batch")
+    loader = state.loaders.get("train")
+    if loader is None or not 0 <= index < state.extern_data[key].sparse_dim:
+        return None
+    classes, what = data_checks.class_counts(
+        loader.dataset, state.extern_data[key], data_checks.sample_batches(loader, 4)
+    )
+    return (int(classes[index]), int(classes.sum()), what) if classes[index] > 0 else None
+
+
 def _dropped_classes(state: RunState, ignored: dict[str, tuple[int, str, str]]) -> list[Finding]:
     """An ``ignore_index`` that is also a class of the labels (counted over the train data): never learned."""
     findings = []
-    loader = state.loaders.get("train")
     for key, (index, loss, where) in ignored.items():
-        labels = _valid_labels(state.batch, key)
-        what = "the first batch"
-        dropped = ignored_real_labels(labels, labels, index, state.extern_data[key].sparse_dim)
-        if dropped is None and loader is not None and 0 <= index < state.extern_data[key].sparse_dim:
-            classes, what = data_checks.class_counts(
-                loader.dataset, state.extern_data[key], data_checks.sample_batches(loader, 4)
-            )
-            dropped = (int(classes[index]), int(classes.sum())) if classes[index] > 0 else None
-        if dropped is None:
+        found = _labels_equal_to(state, key, index)
+        if found is None:
             continue
-        count, total = dropped
+        count, total, what = found
         findings.append(
             Finding(
                 "warning",
@@ -485,6 +505,29 @@ def _dropped_classes(state: RunState, ignored: dict[str, tuple[int, str, str]]) 
                 f"sees that class, so the model never learns to predict it (its loss still falls). If {index} was "
                 f"meant to mark padding, mask the padded frames with -100 (torch's default ignore_index) or select the "
                 f"real frames.",
+            )
+        )
+    return findings
+
+
+def _blank_labels(state: RunState, blanks: dict[str, tuple[int, str, str]]) -> list[Finding]:
+    """A ctc_loss ``blank`` that is also a symbol of the target labels: CTC cannot emit that symbol, and the
+    output the decoder reads as blank is trained as something else."""
+    findings = []
+    for key, (blank, loss, where) in blanks.items():
+        found = _labels_equal_to(state, key, blank)
+        if found is None:
+            continue
+        count, total, what = found
+        findings.append(
+            Finding(
+                "warning",
+                "sanity check",
+                f"{loss} at {where} uses blank={blank}, but {blank} is also a symbol of its targets {key!r}: {count} of "
+                f"the {total} real {key!r} labels ({what}) are {blank}. CTC reads the blank as 'no symbol' between "
+                f"symbols, so it cannot learn to emit symbol {blank}, and the output index a decoder takes for the "
+                f"blank is trained as a symbol. Pass blank=<the blank's index> (the index the decoder uses) to the "
+                f"CTC loss, or keep the blank at index {blank} and the symbols elsewhere.",
             )
         )
     return findings
@@ -530,7 +573,7 @@ class LossInputsCheck(SharedRunCheck):
     def conclude(self, state: RunState, watch: _FirstStepWatch, run_ctx: RunCtx | None) -> None:
         if watch.broadcasting:
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
-        watch.findings += _dropped_classes(state, watch.ignored)
+        watch.findings += _dropped_classes(state, watch.ignored) + _blank_labels(state, watch.blanks)
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
         state.store.put(CONTRACT_BREACHES, [f.message for f in watch.findings if f.severity == "warning"], by=self)
         state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)
