@@ -247,6 +247,11 @@ BUGS = {
         ["sequences.py", "cause_tagger_padding_idx0.py"],
         r"WARNING sanity check \(first step\): Embedding 'embed' has padding_idx=0, but 0 is a real id of 'data'",
     ),
+    "an MLP whose forward never applies its activation": (
+        ["classify.py", "cause_classify_no_activation.py"],
+        r"WARNING sanity check \(first step\): The model's output is an affine function of 'data': .* though it has "
+        r"2 linear layers \('hidden' 8->32, 'out' 32->4\)",
+    ),
     "nll_loss given raw logits (a CNN without log_softmax)": (
         ["cause_cnn.py", "cause_nll_logits.py"],
         r"nll_loss at .*cause_nll_logits\.py:\d+ .*expects log-probabilities, but gets scores whose exp does not sum",
@@ -268,6 +273,10 @@ HEALTHY = {
     "torch-tutorial text classifier": ["cause_text.py"],
     "small CNN on normalized images": ["cause_cnn.py"],
     "classifier with its error rate beside the loss": ["classify.py", "classify_with_error.py"],
+    "a linear model factorised through a bottleneck (low rank on purpose)": [
+        "classify.py",
+        "healthy_linear_bottleneck.py",
+    ],
     "GPT-2 with -100 at the padded positions": ["lib_gpt2.py"],
     "seq2seq decoder fed the targets shifted right (teacher forcing)": ["seq2seq_full.py"],
     "accumulation of a per-frame loss, convolutional tagger": [
