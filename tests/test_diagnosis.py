@@ -252,6 +252,10 @@ BUGS = {
         r"WARNING sanity check \(first step\): The model's output is an affine function of 'data': .* though it has "
         r"2 linear layers \('hidden' 8->32, 'out' 32->4\)",
     ),
+    "an MLP built with [block] * 3": (
+        ["classify.py", "cause_classify_repeated_block.py"],
+        r"WARNING sanity check: Sequential 'the model' lists the same Sequential object at its entries 2, 3, 4",
+    ),
     "nll_loss given raw logits (a CNN without log_softmax)": (
         ["cause_cnn.py", "cause_nll_logits.py"],
         r"nll_loss at .*cause_nll_logits\.py:\d+ .*expects log-probabilities, but gets scores whose exp does not sum",
