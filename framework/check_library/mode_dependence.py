@@ -35,7 +35,7 @@ def statistics_of(module: nn.Module) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _reads_training_flag(cls: type) -> bool:
+def reads_training_flag(cls: type) -> bool:
     """Whether a module class outside torch.nn reads ``self.training`` in its forward."""
     if cls.__module__.startswith("torch.nn"):
         return False
@@ -48,7 +48,7 @@ def _reads_training_flag(cls: type) -> bool:
 def _differs_by_mode(module: nn.Module) -> bool:
     if isinstance(module, (nn.modules.dropout._DropoutNd, nn.RNNBase, nn.MultiheadAttention)):
         return getattr(module, "p", getattr(module, "dropout", 0.0)) > 0
-    return statistics_of(module) is not None or _reads_training_flag(type(module))
+    return statistics_of(module) is not None or reads_training_flag(type(module))
 
 
 def mode_dependent_parts(module: nn.Module, limit: int = 3) -> list[str]:
