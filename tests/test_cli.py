@@ -150,20 +150,34 @@ def test_labels_outside_sparse_dim_stop_before_the_first_step(tmp_path):
     assert "ep 1 train" not in result.stdout and not os.path.exists(tmp_path / "model.001.pt")
 
 
-def test_labels_at_torchs_ignore_index_are_accepted(tmp_path):
-    # -100 is cross_entropy's default ignore_index, the field's "no label here" (Hugging Face pads labels with it)
-    config = tiny_config_with(
-        tmp_path,
-        (
-            "\nimport numpy as np\n"
-            "_labels = np.arange(40) % 3\n"
-            "_labels[::7] = -100\n"
-            "train = {'class': 'NumpyDataset', 'arrays': {'data': np.ones((40, 4), 'float32'), 'classes': _labels}}\n"
-        ),
+def test_void_labels_are_accepted_where_the_loss_ignores_them(tmp_path):
+    # -100 (cross_entropy's default ignore_index, with which Hugging Face pads labels) and 255 (the void label of
+    # VOC-style segmentation) mark "no label here"; the loss must say it ignores them.
+    def config(void: int, ignore: str) -> str:
+        return tiny_config_with(
+            tmp_path,
+            (
+                "\nimport numpy as np\n"
+                "_labels = np.arange(40) % 3\n"
+                f"_labels[::7] = {void}\n"
+                "train = {'class': 'NumpyDataset', 'arrays': {'data': np.ones((40, 4), 'float32'), 'classes': _labels}}\n"
+                "def train_step(*, model, extern_data, run_ctx, **_kwargs):\n"
+                "    logits = model(extern_data['data'])\n"
+                f"    loss = nn.functional.cross_entropy(logits, extern_data['classes']{ignore})\n"
+                "    run_ctx.mark_as_loss(name='ce', loss=loss)\n"
+            ),
+        )
+
+    for void, ignore in ((-100, ""), (255, ", ignore_index=255")):
+        result = run_rnn(config(void, ignore), "++model", str(tmp_path / f"m{void}"), "++num_epochs", "1")
+        assert result.returncode == 0, result.stderr[-2000:]
+    result = run_rnn(config(255, ""), "++model", str(tmp_path / "m"), "++num_epochs", "1")
+    assert result.returncode != 0
+    assert result.returncode == 2
+    assert "gets the label 255 (a void label the data may hold) among its targets, but its ignore_index is -100" in (
+        result.stderr
     )
-    result = run_rnn(config, "++model", str(tmp_path / "model"), "++num_epochs", "1")
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "outside [0, 3)" not in result.stdout + result.stderr
+    assert "pass ignore_index=255" in result.stderr
 
 
 def test_forward_writes_outputs_and_eval_scores_a_checkpoint(tmp_path):

@@ -135,6 +135,10 @@ BUGS = {
 HEALTHY = {
     "dropout, batch norm, spectral norm, F.dropout(training=self.training)": ["silent_eval_base.py"],
     "frozen teacher in eval mode under no_grad": ["silent_eval_base.py", "silent_eval_teacher.py"],
+    "Monte Carlo dropout: the evaluation averages 8 passes of one input": [
+        "silent_eval_base.py",
+        "silent_eval_mc_dropout.py",
+    ],
     "batch norm kept in eval mode by the model's train()": ["silent_eval_base.py", "silent_eval_frozen_norm.py"],
     "get_model returns the model in eval mode (the engine calls train())": [
         "silent_eval_base.py",

@@ -81,7 +81,9 @@ def gradient_findings(
     parameters without a gradient while others got one (``unused_finding``): what one step skips
     (LayerDrop, stochastic depth, an idle expert of a top-1 mixture) is used by others. ``fixed``: frozen
     parameters whose modules the step ran only under ``torch.no_grad()`` or in eval mode (a distillation
-    teacher, a frozen feature extractor): frozen by design, a note.
+    teacher, a frozen feature extractor), or before a module with trainable parameters (a frozen backbone under
+    a trained head, the frozen base of an adapter): frozen by design, a note. A frozen module after which nothing
+    trainable runs (an output layer left at its initialisation) is what a mistake looks like.
     """
     params = dict(model.named_parameters())
     trainable = {n: p for n, p in params.items() if p.requires_grad}
@@ -94,7 +96,8 @@ def gradient_findings(
                 "note",
                 "sanity check",
                 f"{by_module(model, [n for n in origins if n in fixed])} do not require grad and ran only under "
-                f"torch.no_grad() or in eval mode: a fixed part by design (a teacher, a frozen feature extractor).",
+                f"torch.no_grad(), in eval mode or before trained layers: a fixed part by design (a teacher, a frozen "
+                f"feature extractor, an adapter's base).",
             )
         )
     if mistaken:

@@ -17,9 +17,10 @@ import numpy as np
 from framework.base.errors import ConfigError, DataError
 from framework.datasets.base import Dataset
 
-# torch's default ignore_index (cross_entropy, nll_loss): the field's marker for "no label here" (Hugging Face's
-# collators pad labels with it), so a sparse key may hold it besides its class ids.
-IGNORE_LABEL = -100
+# The field's markers for "no label here", which a loss skips with its ignore_index: torch's default -100 (Hugging
+# Face's collators pad labels with it), -1, and 255 (the void label of VOC- and Cityscapes-style segmentation). A
+# sparse key may hold them besides its class ids; the first step checks that the loss really ignores them.
+VOID_LABELS = (-100, -1, 255)
 
 _ENTRY_KEYS = ("shape", "dtype", "sparse_dim", "available_for_inference", "dim", "sparse", "vocab")
 # RETURNN entries that describe its Tensor API's axes; here a batch entry is a plain tensor
@@ -173,7 +174,7 @@ def check_dataset(extern_data: dict[str, DataKey], dataset: Dataset, option: str
                 f"{have_sparse} classes."
             )
         if declared.sparse_dim is not None and hasattr(dataset, "find_value_outside"):
-            found = dataset.find_value_outside(key, 0, declared.sparse_dim, allow=IGNORE_LABEL)
+            found = dataset.find_value_outside(key, 0, declared.sparse_dim, allow=VOID_LABELS)
             if found is not None:
                 raise DataError(label_error(key, found[1], found[0], declared.sparse_dim, where))
             if getattr(dataset, "delivers_stored_values", lambda: False)():
@@ -182,16 +183,16 @@ def check_dataset(extern_data: dict[str, DataKey], dataset: Dataset, option: str
 
 
 def bad_labels(values: np.ndarray, sparse_dim: int) -> np.ndarray:
-    """Where ``values`` are neither a class id in ``[0, sparse_dim)`` nor ``IGNORE_LABEL``."""
-    return ((values < 0) & (values != IGNORE_LABEL)) | (values >= sparse_dim)
+    """Where ``values`` are neither a class id in ``[0, sparse_dim)`` nor one of ``VOID_LABELS``."""
+    return ((values < 0) | (values >= sparse_dim)) & ~np.isin(values, VOID_LABELS)
 
 
 def label_error(key: str, value: int, seq_index: int, sparse_dim: int, where: str) -> str:
     """The message for a label outside ``[0, sparse_dim)``."""
     return (
         f"{where}: key {key!r} has the value {value} at sequence index {seq_index}, outside [0, {sparse_dim}) "
-        f"declared by extern_data[{key!r}]['sparse_dim'] (and not {IGNORE_LABEL}, torch's default ignore_index). Fix "
-        f"the labels or the sparse_dim."
+        f"declared by extern_data[{key!r}]['sparse_dim'] (and not a void label a loss can ignore: "
+        f"{', '.join(map(str, VOID_LABELS))}). Fix the labels or the sparse_dim."
     )
 
 

@@ -141,14 +141,14 @@ class NumpyDataset(Dataset):
         them): then ``find_value_outside`` speaks for every batch."""
         return type(self).get_batch is NumpyDataset.get_batch
 
-    def find_value_outside(self, key: str, low: int, high: int, allow: int | None = None) -> tuple[int, int] | None:
-        """First (sequence index, value) of ``key`` outside [low, high) and other than ``allow``, checking all data
-        at once."""
+    def find_value_outside(self, key: str, low: int, high: int, allow: tuple[int, ...] = ()) -> tuple[int, int] | None:
+        """First (sequence index, value) of ``key`` outside [low, high) and not in ``allow``, checking all data at
+        once."""
         value = self.arrays[key]
         if isinstance(value, (np.ndarray, Ragged)):  # rows: one per sequence, or one per frame of a Ragged
             rows = value if isinstance(value, np.ndarray) else value.values
             flat = rows.reshape(len(rows), -1) if rows.size else rows.reshape(len(rows), 0)
-            bad = ((flat < low) | (flat >= high)) & (flat != allow)
+            bad = ((flat < low) | (flat >= high)) & ~np.isin(flat, allow)
             found = np.flatnonzero(bad.any(axis=1))
             if len(found) == 0:
                 return None
@@ -156,7 +156,7 @@ class NumpyDataset(Dataset):
             seq = row if isinstance(value, np.ndarray) else int(np.searchsorted(value.offsets, row, side="right") - 1)
             return seq, int(flat[row][bad[row]][0])
         for seq, arr in enumerate(value):
-            bad = ((arr < low) | (arr >= high)) & (arr != allow)
+            bad = ((arr < low) | (arr >= high)) & ~np.isin(arr, allow)
             if bad.any():
                 return seq, int(arr[bad].flat[0])
         return None

@@ -20,7 +20,7 @@ Three silent bugs make dev scores lie or train another network than the one eval
   is named (a frozen teacher keeps both).
 
 Standard practice stays quiet: dropout and batch norm differing between the modes, a VAE that
-samples in evaluation, a frozen teacher run in eval mode under ``torch.no_grad()``, a module kept
+samples in evaluation, Monte Carlo dropout (an evaluation that runs the model several times on the same input), a frozen teacher run in eval mode under ``torch.no_grad()``, a module kept
 in eval mode by its own ``train()`` (frozen batch norm).
 """
 
@@ -201,6 +201,12 @@ def _randomness_finding(modules: dict[str, nn.Module], found: TrainOnlyRandomnes
     )
 
 
+def _first_input(args: tuple) -> tuple[int, tuple[int, ...]]:
+    """The memory and shape of a forward call's first tensor argument: equal for repeated passes of one input."""
+    tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    return (0, ()) if tensor is None else (tensor.untyped_storage().data_ptr(), tuple(tensor.shape))
+
+
 def mode_gap(module: nn.Module, args: tuple) -> float:
     """How far (relative) ``module``'s eval output on ``args`` is from its training-mode output; on copies of it."""
     with unseen(), torch.no_grad():
@@ -285,14 +291,26 @@ class EvalModeCheck(SharedRunCheck):
             with session.isolated(CHECK) as model, torch.enable_grad():  # gradients tell activations from data
                 tracker = ModuleTracker(model, post_hook=note_stale)
                 watch = RandomnessWatch(tracker)
+                inputs: list[tuple[int, tuple[int, ...]]] = []
+                counting = model.register_forward_pre_hook(
+                    lambda _m, args, seen=inputs: seen.append(_first_input(args))
+                )
                 try:
                     with tracker, watch:
                         session.changed_run(CHECK, model, {k: t[:size] for k, t in batch.items()}, stage="eval")
+                    if watch.found and len(inputs) > 1 and len(set(inputs)) == 1:
+                        log.v4(
+                            f"Eval-mode check: the evaluation runs the model {len(inputs)} times on the same input "
+                            f"and its randomness stays on: Monte Carlo sampling (MC dropout), by design."
+                        )
+                        return []
                     return watch.found
                 except ProbeLimit:
                     self.stale = []
                     if size == len(state.batch_indices):
                         raise
+                finally:
+                    counting.remove()
         return []
 
     @on(Event.EVAL_START, once=True)

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from framework.base.config import Config
-from framework.base.errors import ModelCheckError
+from framework.base.errors import DataError, ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
 from framework.check_library import data_checks
@@ -58,6 +58,7 @@ from framework.core.measurements import (
 from framework.core.plugin import on
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
+from framework.datasets.extern_data import VOID_LABELS
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
 
@@ -159,6 +160,7 @@ class _FirstStepWatch(TorchFunctionMode):
         self.sparse_dims = sparse_dims or {}  # sparse key -> its number of classes, for the ignore_index check
         self.ignored: dict[str, tuple[int, str, str]] = {}  # sparse key -> ignore_index, loss, where (the first)
         self.blanks: dict[str, tuple[int, str, str]] = {}  # sparse key -> ctc_loss's blank, loss, where (the first)
+        self.void_labels: list[str] = []  # class losses given a label they neither score nor ignore
         self.class_ids = class_ids or {}  # sparse key -> its number of classes, for the regression-on-ids check
         self.tracker = tracker
         self.batch = batch
@@ -177,6 +179,8 @@ class _FirstStepWatch(TorchFunctionMode):
             self._check_broadcast(func, args, kwargs)
         if func in _DISTANCE_LOSSES and self.class_ids:
             self._check_class_ids(func, args, kwargs)
+        if func in _CLASS_LOSSES:
+            args, kwargs = self._check_void_labels(func, args, kwargs)
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor) and type(out.grad_fn).__name__ in _SQUASHING:
             out.grad_fn.metadata.setdefault(
@@ -191,6 +195,34 @@ class _FirstStepWatch(TorchFunctionMode):
         if func is F.ctc_loss:
             self._note_blank(args, kwargs)
         return out
+
+    def _check_void_labels(self, func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """A label outside the scored classes (a void label such as 255, which the data may hold) that reaches a
+        class loss whose ignore_index is another value: torch would index the scores with it (a device-side assert
+        on a GPU). Noted for ``conclude`` to stop the run before the real first step; this watched run on the copy
+        goes on with those targets set to the ignore_index."""
+        target = _argument(args, kwargs, 1, "target")
+        scores = _argument(args, kwargs, 0, "input")
+        if not isinstance(target, torch.Tensor) or target.is_floating_point() or not isinstance(scores, torch.Tensor):
+            return args, kwargs
+        ignore_index = int(kwargs.get("ignore_index", -100))
+        classes = scores.shape[1] if scores.dim() > 1 else scores.shape[0]
+        with torch.no_grad():
+            bad = ((target < 0) | (target >= classes)) & (target != ignore_index)
+        if not bool(bad.any()):
+            return args, kwargs
+        value = int(target[bad].flatten()[0])
+        kind = "a void label the data may hold" if value in VOID_LABELS else "outside the classes"
+        self.void_labels.append(
+            f"{func.__name__} at {format_frame(user_frame())} gets the label {value} ({kind}) among its targets, but "
+            f"its ignore_index is {ignore_index} and it scores {classes} classes, so torch would index the scores "
+            f"with {value}. If {value} marks positions without a label, pass ignore_index={value}; otherwise fix the "
+            f"labels."
+        )
+        replaced = target.masked_fill(bad, ignore_index)
+        if len(args) > 1:
+            return (args[0], replaced, *args[2:]), kwargs
+        return args, {**kwargs, "target": replaced}
 
     def _note_blank(self, args: tuple, kwargs: dict) -> None:
         """Note the ``blank`` of a ctc_loss over a sparse key's labels: CTC reads that id as "no symbol", so the
@@ -573,6 +605,8 @@ class LossInputsCheck(SharedRunCheck):
     def conclude(self, state: RunState, watch: _FirstStepWatch, run_ctx: RunCtx | None) -> None:
         if watch.broadcasting:
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
+        if watch.void_labels:
+            raise DataError(watch.void_labels[0])
         watch.findings += _dropped_classes(state, watch.ignored) + _blank_labels(state, watch.blanks)
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
         state.store.put(CONTRACT_BREACHES, [f.message for f in watch.findings if f.severity == "warning"], by=self)

@@ -79,6 +79,8 @@ class SanityCheck(Plugin):
         self._zero_updates = 0
         self._unused: list[str] = []  # no gradient at step 0 while others got one: judged over the same updates
         self._frozen_calls: dict[str, list[bool]] = {}  # module with frozen parameters -> per call: could it train
+        self._first_call: dict[str, int] = {}  # module with frozen parameters -> when it first finished (a count)
+        self._last_trainable_call = -1  # when a module with trainable parameters last finished, in the first step
         self._frozen_hooks: list[Any] = []
 
     @classmethod
@@ -126,19 +128,33 @@ class SanityCheck(Plugin):
 
     def _watch_frozen_modules(self, model: torch.nn.Module) -> None:
         """Note, for the modules holding frozen parameters that frozen_params does not list, whether each of their
-        calls in the first step ran with gradients and in training mode (a teacher runs under no_grad)."""
+        calls in the first step ran with gradients and in training mode (a teacher runs under no_grad), and whether
+        a module with trainable parameters ran after them (a frozen backbone or adapter base feeds trained layers)."""
+        calls_so_far = [0]
         for path, module in model.named_modules():
-            names = [f"{path}.{n}" if path else n for n, p in module.named_parameters(recurse=False)]
-            if not any(not p.requires_grad for p in module.parameters(recurse=False)):
-                continue
-            if all(matches_any(n, self.frozen) for n in names):
+            own = list(module.named_parameters(recurse=False))
+            if any(p.requires_grad for _, p in own):
+
+                def trained(module: torch.nn.Module, args: Any, out: Any) -> None:
+                    calls_so_far[0] += 1
+                    self._last_trainable_call = calls_so_far[0]
+
+                # when it finishes: an adapter whose own parameters act after its frozen base finishes after it
+                self._frozen_hooks.append(module.register_forward_hook(trained))
+            names = [f"{path}.{n}" if path else n for n, _ in own]
+            if not any(not p.requires_grad for _, p in own) or all(matches_any(n, self.frozen) for n in names):
                 continue
             calls = self._frozen_calls.setdefault(path, [])
 
             def note(module: torch.nn.Module, args: Any, calls: list[bool] = calls) -> None:
                 calls.append(torch.is_grad_enabled() and module.training)
 
+            def finished(module: torch.nn.Module, args: Any, out: Any, path: str = path) -> None:
+                calls_so_far[0] += 1
+                self._first_call.setdefault(path, calls_so_far[0])
+
             self._frozen_hooks.append(module.register_forward_pre_hook(note))
+            self._frozen_hooks.append(module.register_forward_hook(finished))
 
     @on(Event.AFTER_FORWARD, once=True)
     def after_first_forward(self, state: RunState) -> None:
@@ -156,7 +172,8 @@ class SanityCheck(Plugin):
         fixed = frozenset(
             f"{path}.{n}" if path else n
             for path, calls in self._frozen_calls.items()
-            if calls and not any(calls)
+            if calls
+            and (not any(calls) or self._first_call.get(path, self._last_trainable_call) < self._last_trainable_call)
             for n, _ in state.model.get_submodule(path).named_parameters(recurse=False)
         )
         findings = model_checks.gradient_findings(
