@@ -174,9 +174,7 @@ def test_void_labels_are_accepted_where_the_loss_ignores_them(tmp_path):
     result = run_rnn(config(255, ""), "++model", str(tmp_path / "m"), "++num_epochs", "1")
     assert result.returncode != 0
     assert result.returncode == 2
-    assert "gets the label 255 (a void label the data may hold) among its targets, but its ignore_index is -100" in (
-        result.stderr
-    )
+    assert "gets the void label 255 among its targets, but its ignore_index is -100" in (result.stderr)
     assert "pass ignore_index=255" in result.stderr
 
 

@@ -91,13 +91,15 @@ def gradient_findings(
     origins = {n: freeze_origin(p) for n, p in params.items() if not p.requires_grad and not matches_any(n, frozen)}
     mistaken = [n for n, origin in origins.items() if (origin is None or not origin.by_design) and n not in fixed]
     if fixed & origins.keys():
+        frames = [origins[n].frame for n in origins if n in fixed and origins[n] is not None and origins[n].frame]
         findings.append(
             Finding(
                 "note",
                 "sanity check",
                 f"{by_module(model, [n for n in origins if n in fixed])} do not require grad and ran only under "
                 f"torch.no_grad(), in eval mode or before trained layers: a fixed part by design (a teacher, a frozen "
-                f"feature extractor, an adapter's base).",
+                f"feature extractor, an adapter's base)"
+                + (f", frozen at {format_frame(frames[0])}." if frames else "."),
             )
         )
     if mistaken:

@@ -11,7 +11,8 @@ under ``no_grad``, the RNG restored after), and an affine model gives ``f(a + b 
 Judged only for a model whose layers with parameters are all ``nn.Linear`` (two or more), none narrower than
 the smaller of the input and the output width: a narrower one is a low-rank factorisation (a linear
 autoencoder, an adapter), which is linear on purpose. A single ``nn.Linear`` (logistic regression) is never
-judged.
+judged, and a layer initialised at zero (the identity start of a flow or a residual branch) is given small random
+weights in a copy first: the test is of the architecture, not of its initialisation.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from framework.base.config import Config
 from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
+from framework.check_library.probe import model_copy, unseen
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
@@ -61,6 +63,21 @@ def _output_tensor(out: Any) -> torch.Tensor | None:
         return out[0]
     logits = getattr(out, "logits", None)
     return logits if isinstance(logits, torch.Tensor) else None
+
+
+def _without_zero_layers(model: nn.Module) -> nn.Module:
+    """``model``, or a copy of it whose all-zero linear weights are small random values: a branch initialised at
+    zero (a flow's coupling, a residual branch) makes a model the identity at its start by design, and the test is
+    of its architecture, not of its initialisation."""
+    zero = [m for m in model.modules() if isinstance(m, nn.Linear) and not bool(m.weight.detach().any())]
+    if not zero:
+        return model
+    copy = model_copy(model)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(0)
+        for layer in (m for m in copy.modules() if isinstance(m, nn.Linear) and not bool(m.weight.any())):
+            layer.weight.normal_(0.0, 1.0 / layer.in_features**0.5)
+    return copy
 
 
 class AffineModelCheck(SharedRunCheck):
@@ -100,8 +117,9 @@ class AffineModelCheck(SharedRunCheck):
         if position is None:
             return
         x = args[position]
-        layers = [m for m in seen.model.modules() if isinstance(m, nn.Linear)]
-        outputs = self._outputs(seen.model, args, kwargs, position, [x, x.roll(1, 0), x.roll(2, 0)])
+        model = _without_zero_layers(seen.model)
+        layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        outputs = self._outputs(model, args, kwargs, position, [x, x.roll(1, 0), x.roll(2, 0)])
         if outputs is None:
             return
         fa, fb, fc, combined = outputs
@@ -126,7 +144,7 @@ class AffineModelCheck(SharedRunCheck):
             f"parameters but no capacity, and the model cannot fit anything a linear model cannot. Put an "
             f"activation between the layers (or, if a linear model is meant, use one nn.Linear).",
             evidence={"affine_gap": gap, "output_scale": scale, "linear_layers": len(layers)},
-            where={"modules": [n for n, m in seen.model.named_modules() if m in layers], "key": key},
+            where={"modules": [n for n, m in model.named_modules() if m in layers], "key": key},
             fix="put an activation (e.g. nn.ReLU) between the linear layers",
             option="debug_affine_model = False",
         )
@@ -158,7 +176,7 @@ class AffineModelCheck(SharedRunCheck):
         training = model.training
         outputs = []
         try:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
+            with unseen(), torch.random.fork_rng(devices=[]), torch.no_grad():  # the user's prints stay unseen
                 model.eval()
                 for x in [*inputs, inputs[0] + inputs[1] - inputs[2]]:
                     out = _output_tensor(model(*args[:position], x, *args[position + 1 :], **kwargs))

@@ -197,8 +197,8 @@ class _FirstStepWatch(TorchFunctionMode):
         return out
 
     def _check_void_labels(self, func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """A label outside the scored classes (a void label such as 255, which the data may hold) that reaches a
-        class loss whose ignore_index is another value: torch would index the scores with it (a device-side assert
+        """A void label (-100, -1, 255, which the data may hold) outside the scored classes that reaches a class
+        loss whose ignore_index is another value: torch would index the scores with it (a device-side assert
         on a GPU). Noted for ``conclude`` to stop the run before the real first step; this watched run on the copy
         goes on with those targets set to the ignore_index."""
         target = _argument(args, kwargs, 1, "target")
@@ -208,13 +208,13 @@ class _FirstStepWatch(TorchFunctionMode):
         ignore_index = int(kwargs.get("ignore_index", -100))
         classes = scores.shape[1] if scores.dim() > 1 else scores.shape[0]
         with torch.no_grad():
-            bad = ((target < 0) | (target >= classes)) & (target != ignore_index)
-        if not bool(bad.any()):
+            void = torch.isin(target, torch.tensor(VOID_LABELS, device=target.device))
+            bad = void & ((target < 0) | (target >= classes)) & (target != ignore_index)
+        if not bool(bad.any()):  # another label outside the classes: torch's own error names it (num_labels, ...)
             return args, kwargs
         value = int(target[bad].flatten()[0])
-        kind = "a void label the data may hold" if value in VOID_LABELS else "outside the classes"
         self.void_labels.append(
-            f"{func.__name__} at {format_frame(user_frame())} gets the label {value} ({kind}) among its targets, but "
+            f"{func.__name__} at {format_frame(user_frame())} gets the void label {value} among its targets, but "
             f"its ignore_index is {ignore_index} and it scores {classes} classes, so torch would index the scores "
             f"with {value}. If {value} marks positions without a label, pass ignore_index={value}; otherwise fix the "
             f"labels."
