@@ -53,6 +53,10 @@ CORPUS = {
     "speech: CTC, lengths on the CPU": (["healthy_ctc.py"], {}),
     "speech: frame tagger, 1-D convolutions, masked loss": (["healthy_frame_tagger.py"], {}),
     "packed sequences: GRU over pack_padded_sequence, lengths on the CPU": (["healthy_packed_gru.py"], {}),
+    "a token autoencoder: every position reconstructed from one code": (
+        ["sequences.py", "healthy_token_autoencoder.py"],
+        {"num_epochs": 2},
+    ),
     "stochastic depth: torchvision's stochastic_depth(mode='batch')": ([VECTORS, "healthy_stochastic_depth.py"], {}),
     "stochastic depth: timm's DropPath with LayerScale": ([VECTORS, "healthy_drop_path.py"], {}),
     # random_seed 1: the first step skips a layer / leaves experts idle (the default seed happens to use all of them)

@@ -270,6 +270,12 @@ def judge(entry: _Entry, call: _LossCall, alignment: _Alignment, shift: int) -> 
         if k
         else f"{call.function} at {call.where} scores the prediction at position t against token t of {key!r}"
     )
+    if gaps and leaks * 2 > len(gaps) and k - shift == 0 and _reads_ahead(entry, rows, alignment, shift):
+        log.v5(
+            f"Target leakage check: {what}, and its predictions read the whole sequence, positions after their own "
+            f"too: a reconstruction of the input (an autoencoder's task), not a next-token prediction; not judged."
+        )
+        return None
     if gaps and leaks * 2 > len(gaps):
         cause = (
             "The labels are not shifted: a next-token model predicts token t+1 from tokens up to t (logits[:, :-1] "
@@ -292,6 +298,19 @@ def judge(entry: _Entry, call: _LossCall, alignment: _Alignment, shift: int) -> 
             f"pass labels=input_ids unshifted.)"
         )
     return None
+
+
+def _reads_ahead(entry: _Entry, rows: torch.Tensor, alignment: _Alignment, shift: int) -> bool:
+    """Whether the prediction at the earliest scored position reads input positions after its own answer's: a model
+    that sees the whole sequence for every position (an autoencoder reconstructing its input), which a next-token
+    model never is."""
+    answers = alignment.positions + alignment.offset - shift
+    index = int(torch.argmin(alignment.positions))
+    answer = int(answers[index])
+    if not 0 <= answer < entry.tokens.shape[1] - 1:
+        return False
+    (read,) = _reads(entry, rows, [(int(alignment.rows[index]), int(alignment.seqs[index]))])
+    return read is not None and bool(read[answer + 1 :].any())
 
 
 class TargetLeakage(SharedRunCheck):
