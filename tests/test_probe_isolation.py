@@ -165,3 +165,19 @@ def test_a_library_warning_given_once_is_not_lost_to_the_probe_runs():
         logger.removeHandler(handler)
     shown = [r for r in records if "We strongly recommend passing in an `attention_mask`" in r]
     assert len(shown) == 1, records
+
+
+def test_a_copy_given_new_parameters_leaves_the_models_own_alone():
+    """model_copy shares the parameters: the checks that scale a copy's weights (score range) or fill its zero
+    layers (affine model) replace them in the copy, never write to the shared tensors."""
+    import torch
+
+    from framework.check_library.probe import model_copy, replace_parameters
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    torch.nn.init.zeros_(model[1].weight)
+    before = [p.detach().clone() for p in model.parameters()]
+    copy = model_copy(model)
+    replace_parameters(copy, lambda p: p * 10 if p is not copy[1].weight else torch.ones_like(p))
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+    assert torch.equal(copy[0].weight, model[0].weight * 10) and bool((copy[1].weight == 1).all())

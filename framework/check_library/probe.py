@@ -272,6 +272,19 @@ def model_copy(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model, memo)
 
 
+def replace_parameters(model: torch.nn.Module, transform: Callable[[torch.Tensor], torch.Tensor | None]) -> None:
+    """Give ``model`` (a copy: ``model_copy`` shares the parameters) new parameters ``transform(p)`` in place of
+    those for which it returns a tensor; the shared originals are never written to."""
+    for module in model.modules():
+        for name, param in list(module._parameters.items()):
+            if param is None:
+                continue
+            with torch.no_grad():
+                value = transform(param)
+            if value is not None:
+                module._parameters[name] = torch.nn.Parameter(value, requires_grad=param.requires_grad)
+
+
 class ProbeLimit(Exception):
     """A run of a check could not be made or failed for a reason of the check's: it cannot judge this model."""
 

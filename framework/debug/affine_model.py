@@ -29,7 +29,7 @@ from framework.base.config import Config
 from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
-from framework.check_library.probe import model_copy, unseen
+from framework.check_library.probe import model_copy, replace_parameters, unseen
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
@@ -73,10 +73,10 @@ def _without_zero_layers(model: nn.Module) -> nn.Module:
     if not zero:
         return model
     copy = model_copy(model)
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
+    zero_weights = {id(m.weight) for m in zero}
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        for layer in (m for m in copy.modules() if isinstance(m, nn.Linear) and not bool(m.weight.any())):
-            layer.weight.normal_(0.0, 1.0 / layer.in_features**0.5)
+        replace_parameters(copy, lambda p: torch.randn_like(p) / p.shape[-1] ** 0.5 if id(p) in zero_weights else None)
     return copy
 
 
