@@ -429,3 +429,17 @@ def test_a_slow_starter_judged_at_chance_gets_the_judgement_withdrawn_when_it_le
     assert "<s>the train loss &#x27;ce&#x27; has stayed at its chance level" in page
     assert "withdrawn: withdrawn the warning of epoch 1, step 60: by epoch 2 the loss left its chance level" in page
     assert "Findings: " in page and "1 withdrawn" in page
+
+
+def test_a_sum_of_losses_that_rises_while_one_of_them_falls_is_a_trade_off_not_a_failure():
+    """A VQ bottleneck's codebook and commitment terms grow while its reconstruction falls: the summed loss rises
+    by design. Only a rise of every optimized part (or of a single loss) is judged."""
+    from framework.debug.learning_watch import LossWindowWatch
+
+    watch = LossWindowWatch.__new__(LossWindowWatch)
+    watch.losses = {"recon": (1.0, False), "commit": (0.25, False), "err": (1.0, True)}
+    before = {"recon": 1.0, "commit": 2.0, "err": 0.5}
+    assert watch._falling_parts(before, {"recon": 0.5, "commit": 40.0, "err": 0.2}) == ["recon"]
+    assert watch._falling_parts(before, {"recon": 1.2, "commit": 40.0, "err": 0.2}) == []
+    watch.losses = {"ce": (1.0, False)}
+    assert watch._falling_parts({"ce": 2.0}, {"ce": 1.0}) == []

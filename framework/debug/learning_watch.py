@@ -371,6 +371,18 @@ class LossWindowWatch(Plugin):
             return None
         return sum(scale * means[name] for name, scale in optimized)
 
+    def _falling_parts(self, before: dict[str, float], now: dict[str, float]) -> list[str]:
+        """Of several optimized losses, those whose mean fell clearly between the two windows (none for one loss:
+        its fall would be the sum's)."""
+        optimized = [name for name, (_, as_error) in self.losses.items() if not as_error]
+        if len(optimized) < 2:
+            return []
+        return [
+            name
+            for name in optimized
+            if name in before and name in now and now[name] < before[name] - MIN_IMPROVEMENT * abs(before[name])
+        ]
+
     # -- judging it
     def _judge_curve(self, state: RunState, final: bool) -> None:
         """Far too small steps, at the chance level, not decreasing: the first part of the curve against the latest.
@@ -425,6 +437,13 @@ class LossWindowWatch(Plugin):
             self._optimized, first, last
         )
         if self.warned or not (rising or full):
+            return
+        falling = self._falling_parts(first.means, last.means)
+        if falling:  # the sum of several losses moves with their balance: one of them is learning
+            log.v4(
+                f"Learning watch: the optimized sum of the losses is {'rising' if rising else 'not decreasing'} "
+                f"({facts[:-1]}), but {', '.join(falling)} fell: a trade-off between the losses, not a failure to learn."
+            )
             return
         self.warned = True
         how = "rising" if rising and not full else "not decreasing"
