@@ -1,8 +1,8 @@
 # Corpus bug (georg-wolflein/good-features#1): an attention-MIL pooling masks the padded instances of a bag by
 # multiplying their scores by the 0/1 mask before the softmax, so padding gets score 0, not -inf, and still takes
-# attention weight: the pooled vector depends on how much padding the bag has. Task: regress a bag's mean instance
-# score (bags of 2 to 40 instances, padded in batches); the error is the dev mean squared error (the target has unit
-# variance). Twin: ++bug False (the padded scores are filled with -inf before the softmax).
+# attention weight: the pooled vector depends on how much padding the bag has. Task: each bag (1 to 4 or 60 to 100
+# instances, padded in batches) holds one marked "tumour" instance among normal ones; the label is the sign of that
+# instance's second feature. Twin: ++bug False (the padded scores are filled with -inf before the softmax).
 import numpy as np
 import torch
 from torch import nn
@@ -15,19 +15,25 @@ bug = True
 class Bags(NumpyDataset):
     def __init__(self, split, **kwargs):
         rng = np.random.default_rng(0 if split == "train" else 1)
-        sizes = np.minimum(2 + rng.geometric(1 / 8, size=1500 if split == "train" else 400), 80)
-        x = [(2 + rng.normal(size=(n, 4))).astype(np.float32) for n in sizes]
-        y = np.array([np.tanh(bag[:, 0] + bag[:, 1] - 4).mean() for bag in x])
-        super().__init__({"data": x, "targets": (y / y.std()).astype(np.float32)}, **kwargs)
+        n = 1500 if split == "train" else 400
+        sizes = np.where(rng.random(n) < 0.5, rng.integers(1, 5, size=n), rng.integers(60, 101, size=n))
+        x = [rng.normal(size=(size, 4)).astype(np.float32) for size in sizes]
+        tumour = [rng.integers(size) for size in sizes]
+        for bag, i in zip(x, tumour, strict=True):
+            bag[:, 0] = -1.0
+            bag[i, 0] = 1.0
+        y = np.array([int(bag[i, 1] > 0) for bag, i in zip(x, tumour, strict=True)])
+        super().__init__({"data": x, "classes": y}, sparse_dims={"classes": 2}, **kwargs)
 
 
 train = {"class": Bags, "split": "train"}
 dev = {"class": Bags, "split": "dev"}
-extern_data = {"data": {"shape": (None, 4)}, "targets": {"shape": (), "dtype": "float32"}}
-batch_size = 800
+extern_data = {"data": {"shape": (None, 4)}, "classes": {"shape": (), "dtype": "int64", "sparse_dim": 2}}
+batch_size = 3200
 max_seqs = 32
 num_epochs = 3
-learning_rate = 3e-3
+learning_rate = 0.05
+optimizer = {"class": "sgd", "momentum": 0.9}
 
 
 class GatedAttentionMIL(nn.Module):
@@ -37,7 +43,7 @@ class GatedAttentionMIL(nn.Module):
         self.attention_v = nn.Sequential(nn.Linear(dim, dim), nn.Tanh())
         self.attention_u = nn.Sequential(nn.Linear(dim, dim), nn.Sigmoid())
         self.attention_w = nn.Linear(dim, 1)
-        self.head = nn.Linear(dim, 1)
+        self.classifier = nn.Linear(dim, 2)
 
     def forward(self, bags, sizes):
         h = self.encoder(bags)  # [B, N, dim]
@@ -48,7 +54,7 @@ class GatedAttentionMIL(nn.Module):
         else:
             scores = scores.masked_fill(~mask, -torch.inf)
         weights = torch.softmax(scores, dim=-1)
-        return self.head((weights[..., None] * h).sum(1)).squeeze(-1)
+        return self.classifier((weights[..., None] * h).sum(1))
 
 
 def get_model(**_kwargs):
@@ -56,7 +62,7 @@ def get_model(**_kwargs):
 
 
 def train_step(*, model, extern_data, run_ctx, **_kwargs):
-    prediction = model(extern_data["data"], extern_data["data:seq_len"])
-    loss = nn.functional.mse_loss(prediction, extern_data["targets"])
-    run_ctx.mark_as_loss(name="mse", loss=loss)
-    run_ctx.mark_as_loss(name="err", loss=loss.detach(), as_error=True)
+    logits = model(extern_data["data"], extern_data["data:seq_len"])
+    targets = extern_data["classes"]
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, targets))
+    run_ctx.mark_as_loss(name="err", loss=(logits.argmax(-1) != targets).float().mean(), as_error=True)
