@@ -32,7 +32,7 @@ from framework.base.options import register
 from framework.check_library.probe import model_copy, replace_parameters, unseen
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
-from framework.debug.first_step import SharedRunCheck
+from framework.debug.first_step import SharedRunCheck, batch_key
 from framework.debug.sanity import report_findings
 
 CHECK = "affine-model check"
@@ -130,7 +130,7 @@ class AffineModelCheck(SharedRunCheck):
         scale = float(torch.stack([fa.abs().max(), fb.abs().max(), fc.abs().max()]).max())
         if not gap <= 1e-4 * (1.0 + scale):
             return
-        key = self._key_name(state, x)
+        key = batch_key(state, x, sparse=False)
         shapes = ", ".join(
             f"'{n}' {m.in_features}->{m.out_features}" for n, m in seen.model.named_modules() if m in layers
         )
@@ -155,17 +155,8 @@ class AffineModelCheck(SharedRunCheck):
         """The position of the first argument that is a dense float batch key with three or more sequences."""
         for position, arg in enumerate(args):
             if isinstance(arg, torch.Tensor) and arg.is_floating_point() and arg.dim() >= 2 and len(arg) >= 3:
-                if AffineModelCheck._key_name(state, arg) is not None:
+                if batch_key(state, arg, sparse=False) is not None:
                     return position
-        return None
-
-    @staticmethod
-    def _key_name(state: RunState, x: torch.Tensor) -> str | None:
-        for name, key in state.extern_data.items():
-            value = state.batch.get(name)
-            if key.sparse_dim is None and isinstance(value, torch.Tensor) and value.shape == x.shape:
-                if value.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
-                    return name
         return None
 
     @staticmethod

@@ -20,8 +20,9 @@ Three silent bugs make dev scores lie or train another network than the one eval
   is named (a frozen teacher keeps both).
 
 Standard practice stays quiet: dropout and batch norm differing between the modes, a VAE that
-samples in evaluation, Monte Carlo dropout (an evaluation that runs the model several times on the same input), a frozen teacher run in eval mode under ``torch.no_grad()``, a module kept
-in eval mode by its own ``train()`` (frozen batch norm).
+samples in evaluation, Monte Carlo dropout (an evaluation that runs the model several times on the
+same input), a frozen teacher run in eval mode under ``torch.no_grad()``, a module kept in eval mode
+by its own ``train()`` (frozen batch norm).
 """
 
 from __future__ import annotations

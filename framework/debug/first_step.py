@@ -148,4 +148,15 @@ class SharedRunCheck(Plugin):
             self.conclude(state, seen, run_ctx)
 
 
+def batch_key(state: RunState, tensor: torch.Tensor, sparse: bool) -> str | None:
+    """The batch key (sparse, or dense) that ``tensor`` is: the same memory and shape, as the step was given it."""
+    for name, key in state.extern_data.items():
+        value = state.batch.get(name)
+        if (key.sparse_dim is not None) != sparse or not isinstance(value, torch.Tensor) or value.shape != tensor.shape:
+            continue
+        if value.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
+            return name
+    return None
+
+
 PLUGINS = (FirstStepProbes,)

@@ -520,48 +520,33 @@ def _labels_equal_to(state: RunState, key: str, index: int) -> tuple[int, int, s
     return (int(classes[index]), int(classes.sum()), what) if classes[index] > 0 else None
 
 
-def _dropped_classes(state: RunState, ignored: dict[str, tuple[int, str, str]]) -> list[Finding]:
-    """An ``ignore_index`` that is also a class of the labels (counted over the train data): never learned."""
+def _ignored_class(loss: str, where: str, key: str, index: int, count: int, total: int, what: str) -> str:
+    return (
+        f"{loss} at {where} ignores the label {index} (ignore_index={index}), but {index} is a class of {key!r}: "
+        f"{count} of the {total} real (unpadded) {key!r} labels ({what}) are {index}. The loss never sees that class, "
+        f"so the model never learns to predict it (its loss still falls). If {index} was meant to mark padding, mask "
+        f"the padded frames with -100 (torch's default ignore_index) or select the real frames."
+    )
+
+
+def _blank_symbol(loss: str, where: str, key: str, blank: int, count: int, total: int, what: str) -> str:
+    return (
+        f"{loss} at {where} uses blank={blank}, but {blank} is also a symbol of its targets {key!r}: {count} of the "
+        f"{total} real {key!r} labels ({what}) are {blank}. CTC reads the blank as 'no symbol' between symbols, so it "
+        f"cannot learn to emit symbol {blank}, and the output index a decoder takes for the blank is trained as a "
+        f"symbol. Pass blank=<the blank's index> (the index the decoder uses) to the CTC loss, or keep the blank at "
+        f"index {blank} and the symbols elsewhere."
+    )
+
+
+def _reserved_labels(state: RunState, reserved: dict[str, tuple[int, str, str]], message: Any) -> list[Finding]:
+    """An id a loss reserves for itself (an ``ignore_index``: never learned; ctc_loss's ``blank``: never emitted)
+    that is also a label of the key's real frames (counted over the train data), one finding per key."""
     findings = []
-    for key, (index, loss, where) in ignored.items():
+    for key, (index, loss, where) in reserved.items():
         found = _labels_equal_to(state, key, index)
-        if found is None:
-            continue
-        count, total, what = found
-        findings.append(
-            Finding(
-                "warning",
-                "sanity check",
-                f"{loss} at {where} ignores the label {index} (ignore_index={index}), but {index} is a class of "
-                f"{key!r}: {count} of the {total} real (unpadded) {key!r} labels ({what}) are {index}. The loss never "
-                f"sees that class, so the model never learns to predict it (its loss still falls). If {index} was "
-                f"meant to mark padding, mask the padded frames with -100 (torch's default ignore_index) or select the "
-                f"real frames.",
-            )
-        )
-    return findings
-
-
-def _blank_labels(state: RunState, blanks: dict[str, tuple[int, str, str]]) -> list[Finding]:
-    """A ctc_loss ``blank`` that is also a symbol of the target labels: CTC cannot emit that symbol, and the
-    output the decoder reads as blank is trained as something else."""
-    findings = []
-    for key, (blank, loss, where) in blanks.items():
-        found = _labels_equal_to(state, key, blank)
-        if found is None:
-            continue
-        count, total, what = found
-        findings.append(
-            Finding(
-                "warning",
-                "sanity check",
-                f"{loss} at {where} uses blank={blank}, but {blank} is also a symbol of its targets {key!r}: {count} of "
-                f"the {total} real {key!r} labels ({what}) are {blank}. CTC reads the blank as 'no symbol' between "
-                f"symbols, so it cannot learn to emit symbol {blank}, and the output index a decoder takes for the "
-                f"blank is trained as a symbol. Pass blank=<the blank's index> (the index the decoder uses) to the "
-                f"CTC loss, or keep the blank at index {blank} and the symbols elsewhere.",
-            )
-        )
+        if found is not None:
+            findings.append(Finding("warning", "sanity check", message(loss, where, key, index, *found)))
     return findings
 
 
@@ -607,7 +592,8 @@ class LossInputsCheck(SharedRunCheck):
             warnings.filterwarnings("ignore", message=_BROADCAST_WARNING)  # the finding replaces torch's warning
         if watch.void_labels:
             raise DataError(watch.void_labels[0])
-        watch.findings += _dropped_classes(state, watch.ignored) + _blank_labels(state, watch.blanks)
+        watch.findings += _reserved_labels(state, watch.ignored, _ignored_class)
+        watch.findings += _reserved_labels(state, watch.blanks, _blank_symbol)
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
         state.store.put(CONTRACT_BREACHES, [f.message for f in watch.findings if f.severity == "warning"], by=self)
         state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)

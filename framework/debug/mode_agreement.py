@@ -18,10 +18,7 @@ is claimed (verbosity 5 says what was seen).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch import nn
 
 from framework.base import log
 from framework.base.config import Config
@@ -29,6 +26,7 @@ from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
 from framework.check_library.mode_dependence import reads_training_flag
+from framework.check_library.model_checks import ROOT, capture_outputs
 from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.core.events import Event
 from framework.core.plugin import Order, Plugin, on
@@ -72,26 +70,6 @@ def affine_relation(evaluated: torch.Tensor, trained: torch.Tensor) -> tuple[flo
     b = float(y.mean() - a * x.mean())
     residual = float(((y - (a * x + b)) ** 2).mean())
     return (a, b) if residual <= 1e-3 * float(y.var(unbiased=False)) + 1e-12 else None
-
-
-class _Outputs:
-    """The first output of named modules of a model copy, kept while hooked."""
-
-    def __init__(self, model: nn.Module, names: list[str]):
-        modules = dict(model.named_modules())
-        self.seen: dict[str, torch.Tensor] = {}
-        self.handles = [modules[name].register_forward_hook(self._keep(name)) for name in names if name in modules]
-
-    def _keep(self, name: str) -> Any:
-        def hook(_module: nn.Module, _args: Any, out: Any) -> None:
-            if isinstance(out, torch.Tensor) and name not in self.seen:
-                self.seen[name] = out.detach()
-
-        return hook
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
 
 
 class ModeAgreement(Plugin):
@@ -158,13 +136,9 @@ class ModeAgreement(Plugin):
         with session.isolated(CHECK, train=stage == "train") as model:
             if switch is not None:
                 dict(model.named_modules())[switch].training = True  # its own forward only, not its children
-            outputs = _Outputs(model, names)
-            try:
-                with torch.no_grad():
-                    run_ctx = session.changed_run(CHECK, model, batch, stage=stage)
-            finally:
-                outputs.remove()
-        return _losses(run_ctx), outputs.seen
+            with capture_outputs(model, [name or ROOT for name in names]) as captured, torch.no_grad():
+                run_ctx = session.changed_run(CHECK, model, batch, stage=stage)
+        return _losses(run_ctx), {name: captured[name or ROOT][0] for name in names if captured.get(name or ROOT)}
 
     @staticmethod
     def _finding(

@@ -27,7 +27,7 @@ from framework.base.findings import Finding
 from framework.base.options import register
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
-from framework.debug.first_step import SharedRunCheck
+from framework.debug.first_step import SharedRunCheck, batch_key
 from framework.debug.sanity import report_findings
 
 CHECK = "padding-index check"
@@ -100,7 +100,7 @@ class PaddingIndexCheck(SharedRunCheck):
     def conclude(self, state: RunState, inputs: _EmbeddingInputs, run_ctx: RunCtx | None) -> None:
         findings = []
         for module, (pad, ids) in inputs.seen.items():
-            key = self._key_of(state, ids)
+            key = batch_key(state, ids, sparse=True)
             if key is None:
                 continue
             count, total = _real_occurrences(ids, pad, state.batch.get(key + ":seq_len"))
@@ -122,17 +122,6 @@ class PaddingIndexCheck(SharedRunCheck):
                 )
             )
         report_findings(state, "first step", findings, ModelCheckError, False, off="debug_padding_index = False")
-
-    @staticmethod
-    def _key_of(state: RunState, ids: torch.Tensor) -> str | None:
-        """The sparse batch key ``ids`` is (the same memory and shape)."""
-        for name, key in state.extern_data.items():
-            value = state.batch.get(name)
-            if key.sparse_dim is None or not isinstance(value, torch.Tensor):
-                continue
-            if value.shape == ids.shape and value.untyped_storage().data_ptr() == ids.untyped_storage().data_ptr():
-                return name
-        return None
 
 
 PLUGINS = (PaddingIndexCheck,)

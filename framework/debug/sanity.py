@@ -130,31 +130,39 @@ class SanityCheck(Plugin):
         """Note, for the modules holding frozen parameters that frozen_params does not list, whether each of their
         calls in the first step ran with gradients and in training mode (a teacher runs under no_grad), and whether
         a module with trainable parameters ran after them (a frozen backbone or adapter base feeds trained layers)."""
-        calls_so_far = [0]
-        for path, module in model.named_modules():
-            own = list(module.named_parameters(recurse=False))
+
+        def watched(path: str, own: list[tuple[str, torch.nn.Parameter]]) -> bool:
+            names = [f"{path}.{n}" if path else n for n, _ in own]
+            return any(not p.requires_grad for _, p in own) and not all(matches_any(n, self.frozen) for n in names)
+
+        modules = [
+            (path, module, list(module.named_parameters(recurse=False))) for path, module in model.named_modules()
+        ]
+        if not any(watched(path, own) for path, _, own in modules):
+            return
+        finished = [0]  # forward calls finished so far, of the hooked modules
+
+        def trained(module: torch.nn.Module, args: Any, out: Any) -> None:
+            finished[0] += 1
+            self._last_trainable_call = finished[0]
+
+        for path, module, own in modules:
             if any(p.requires_grad for _, p in own):
-
-                def trained(module: torch.nn.Module, args: Any, out: Any) -> None:
-                    calls_so_far[0] += 1
-                    self._last_trainable_call = calls_so_far[0]
-
                 # when it finishes: an adapter whose own parameters act after its frozen base finishes after it
                 self._frozen_hooks.append(module.register_forward_hook(trained))
-            names = [f"{path}.{n}" if path else n for n, _ in own]
-            if not any(not p.requires_grad for _, p in own) or all(matches_any(n, self.frozen) for n in names):
+            if not watched(path, own):
                 continue
             calls = self._frozen_calls.setdefault(path, [])
 
             def note(module: torch.nn.Module, args: Any, calls: list[bool] = calls) -> None:
                 calls.append(torch.is_grad_enabled() and module.training)
 
-            def finished(module: torch.nn.Module, args: Any, out: Any, path: str = path) -> None:
-                calls_so_far[0] += 1
-                self._first_call.setdefault(path, calls_so_far[0])
+            def done(module: torch.nn.Module, args: Any, out: Any, path: str = path) -> None:
+                finished[0] += 1
+                self._first_call.setdefault(path, finished[0])
 
             self._frozen_hooks.append(module.register_forward_pre_hook(note))
-            self._frozen_hooks.append(module.register_forward_hook(finished))
+            self._frozen_hooks.append(module.register_forward_hook(done))
 
     @on(Event.AFTER_FORWARD, once=True)
     def after_first_forward(self, state: RunState) -> None:
