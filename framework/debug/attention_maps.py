@@ -58,7 +58,9 @@ def captured_weights(model: nn.Module) -> Iterator[dict[str, np.ndarray]]:
     """Within the block, the per-head attention weights of the first sequence that each attention module of
     ``model`` (a copy: its Hugging Face configs are switched to eager attention) computes, by module path."""
     weights: dict[str, np.ndarray] = {}
-    seen: set[int] = set()  # a weights tensor that an outer module passes on is kept once, under the inner module
+    # A weights tensor that an outer module passes on is kept once, under the inner module. The tensors themselves
+    # are held (not their ids): a freed tensor's id is reused by the next layer's weights, which were then skipped.
+    seen: list[torch.Tensor] = []
     handles = []
 
     def ask_for_weights(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -70,10 +72,10 @@ def captured_weights(model: nn.Module) -> Iterator[dict[str, np.ndarray]]:
             if (
                 isinstance(found, torch.Tensor)
                 and found.dim() == 4
-                and id(found) not in seen
+                and not any(found is kept for kept in seen)
                 and len(weights) < MAX_MODULES
             ):
-                seen.add(id(found))
+                seen.append(found)
                 weights[name] = found[0, :, :MAX_POSITIONS, :MAX_POSITIONS].detach().float().cpu().numpy()
 
         return hook
