@@ -13,7 +13,7 @@ import pytest
 import torch
 from devkit.doc_commands import assert_documented
 
-from conftest import ROOT, run_rnn, write_config
+from conftest import ROOT, run_rnn, run_torchrun, tiny_config_with, write_config
 from framework.assembly import Engine
 from framework.base.config import load_config
 from framework.base.errors import ConfigError
@@ -159,24 +159,27 @@ def test_the_shipped_examples_learn_quietly():
     assert float(last.split("regret ")[1].split()[0]) < 0.05  # 0.40 walking one way
 
 
+# Appended to a config: ++kill_at_step N kills the process at global step N.
 KILL_AT_STEP = """
 import os as _os, signal as _signal
 kill_at_step = None
-train = {"class": "NumpyDataset", "arrays": {"data": ring(2560, seed=1)}}
-dev = {"class": "NumpyDataset", "arrays": {"data": ring(256, seed=2)}}
-num_epochs = 2
 _train_step = train_step
 def train_step(*, model, extern_data, run_ctx, **kwargs):
     if run_ctx.step == kill_at_step:
         _os.kill(_os.getpid(), _signal.SIGKILL)
     _train_step(model=model, extern_data=extern_data, run_ctx=run_ctx, **kwargs)
 """
+GAN_TWO_EPOCHS = """
+train = {"class": "NumpyDataset", "arrays": {"data": ring(2560, seed=1)}}
+dev = {"class": "NumpyDataset", "arrays": {"data": ring(256, seed=2)}}
+num_epochs = 2
+"""
 
 
 @pytest.mark.slow
 def test_a_gan_killed_anywhere_resumes_bit_for_bit(tmp_path):
     with open(GAN, encoding="utf-8") as f:
-        config = write_config(tmp_path, f.read() + KILL_AT_STEP)
+        config = write_config(tmp_path, f.read() + GAN_TWO_EPOCHS + KILL_AT_STEP)
     reference = run_rnn(config, "++model", str(tmp_path / "ref/m"))
     assert reference.returncode == 0, reference.stderr
     expected = torch.load(tmp_path / "ref/m.002.pt", weights_only=True)
@@ -212,3 +215,50 @@ def test_an_optimizer_that_no_loss_is_marked_for_is_named(tmp_path, config, old,
     assert "not connected to the loss" not in run.stdout  # the cause a single optimizer's run would guess
     if untrained == "discriminator":
         assert_documented(run.stdout, "docs/several_optimizers.rst", "WARNING gradient health: module 'discriminator")
+
+
+# Two players on the tiny config's data, no dropout; the second is updated at every other step only.
+TWO_PLAYERS = """
+optimizers = {"first": {"class": "adam", "params": "0.*"}, "second": {"class": "sgd", "params": "2.*"}}
+learning_rate = 0.05
+def get_model(**_kwargs):
+    return nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 3))
+def train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["data"])
+    loss = nn.functional.cross_entropy(logits, extern_data["classes"])
+    run_ctx.mark_as_loss(loss, "first_ce", optimizer="first")
+    if run_ctx.step % 2 == 0:
+        run_ctx.mark_as_loss(loss, "second_ce", optimizer="second")
+"""
+
+
+@pytest.mark.slow  # two torchrun ranks and a one-process run: seconds
+def test_two_ranks_averaging_gradients_of_several_optimizers_match_one_process_with_twice_the_batch(tmp_path):
+    config = tiny_config_with(tmp_path, TWO_PLAYERS)
+    two = run_torchrun(config, "++batch_size", "8", "++model", str(tmp_path / "two/m"), "++torch_distributed", "{}")
+    assert two.returncode == 0, two.stdout + two.stderr
+    one = run_rnn(config, "++batch_size", "16", "++model", str(tmp_path / "one/m"))
+    assert one.returncode == 0, one.stderr
+    a, b = torch.load(tmp_path / "two/m.002.pt"), torch.load(tmp_path / "one/m.002.pt")
+    assert all(torch.allclose(a["model"][k], b["model"][k], atol=1e-5) for k in a["model"])
+    # the alternating player's optimizer state is that of the one process too (momentum-free SGD: none; Adam's)
+    first_a, first_b = (x["optimizer"]["optimizers"]["first"]["state"] for x in (a, b))
+    assert all(torch.allclose(first_a[i]["exp_avg"], first_b[i]["exp_avg"], atol=1e-6) for i in first_b)
+    assert "WARNING" not in two.stdout
+
+
+@pytest.mark.slow  # three two-rank torchrun jobs: seconds
+def test_two_ranks_with_several_optimizers_killed_mid_epoch_resume_bit_for_bit(tmp_path):
+    config = tiny_config_with(tmp_path, TWO_PLAYERS + KILL_AT_STEP)
+    sync = ("++torch_distributed", "{}", "++batch_size", "8")
+    reference = run_torchrun(config, *sync, "++model", str(tmp_path / "ref/m"))
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+    run = [*sync, "++model", str(tmp_path / "run/m"), "++checkpoint_every_n_minutes", "1e-9"]
+    killed = run_torchrun(config, *run, "++kill_at_step", "17")  # 13 steps an epoch: in the second epoch
+    assert killed.returncode != 0
+    resumed = run_torchrun(config, *run)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "global step 17." in resumed.stdout
+    expected, got = (torch.load(tmp_path / f"{d}/m.002.pt", weights_only=True) for d in ("ref", "run"))
+    for key in ("model", "optimizer", "rng", "learning_rate_control"):
+        assert bitwise_equal(expected[key], got[key]), key

@@ -4,7 +4,9 @@
 
 Gradients are synchronized by ``DistributedDataParallel`` (the ``train_step`` gets the wrapped
 model; diagnostics keep the plain one, so parameter names do not change), or with
-``param_sync_step = K`` the parameters are averaged every K updates. Every rank plans the
+``param_sync_step = K`` the parameters are averaged every K updates. With several optimizers
+(``optimizers``: one backward pass per optimizer, which DDP cannot follow) the gradients are averaged
+at each update instead. Every rank plans the
 same batches for an epoch and takes every N-th, so N ranks with batch B see, step by step, the
 sequences that one process with batch N x B sees (a dataset sharded by rank, ``DistributeFilesDataset``
 with ``distrib_shard_files``, plans each rank's own batches instead); epoch scores are summed over all ranks. Only
@@ -178,9 +180,10 @@ class Distributed:
         equal (each forward of a sharded model is a collective of all ranks)."""
         return num_batches >= self.size and (self.fsdp is None or num_batches % self.size == 0)
 
-    def prepare(self, model: torch.nn.Module, callbacks: Any) -> torch.nn.Module:
+    def prepare(self, model: torch.nn.Module, callbacks: Any, several_optimizers: bool = False) -> torch.nn.Module:
         """The model as the train_step sees it: wrapped in DDP, or (``param_sync_step``) the model itself,
-        whose parameters are averaged over the ranks every K updates."""
+        whose parameters are averaged over the ranks every K updates, or (``several_optimizers``, which DDP cannot
+        serve) the model itself, whose gradients are averaged before each update."""
         trainable_parameters(model)  # a model with nothing to train is a config error, not DDP's or FSDP's
         callbacks.on(Event.EXCEPTION, lambda state: _name_unused_parameters(state.exception, model))
         callbacks.on(Event.STEP_END, self.agree_on_stop, Order.TRAINING, owner=__name__)
@@ -190,15 +193,54 @@ class Distributed:
         if self.fsdp is not None:  # sharded in place: train_step and the diagnostics see the same module
             fsdp.shard(model, self.fsdp)
             return model
+        if self.param_sync_step is None and several_optimizers:
+            # One backward pass per optimizer, each into its own parameters (inputs=): DDP's reducer waits for every
+            # parameter's gradient in each pass and would never finish. The gradients are averaged at the update.
+            self._broadcast_parameters(model)
+            callbacks.on(Event.BEFORE_OPTIMIZER_STEP, self.average_gradients, Order.TRAINING - 2, owner=__name__)
+            return model
         if self.param_sync_step is None:
             device_ids = [model_device(model).index] if is_accelerator(model_device(model)) else None
             return torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=device_ids, find_unused_parameters=self.find_unused_parameters
             )
-        for p in model.parameters():  # start equal (DDP does this itself)
-            dist.broadcast(p.data, src=0)
+        self._broadcast_parameters(model)
         callbacks.on(Event.AFTER_OPTIMIZER_STEP, self.average, Order.TRAINING, owner=__name__)
         return model
+
+    @staticmethod
+    def _broadcast_parameters(model: torch.nn.Module) -> None:
+        """Every rank starts from rank 0's parameters (DDP does this itself)."""
+        for p in model.parameters():
+            dist.broadcast(p.data, src=0)
+
+    def average_gradients(self, state: Any) -> None:
+        """Several optimizers: before the update (and before the loss scaler's overflow check, so that every rank
+        skips alike), each gradient is the average over the ranks. A parameter that got a gradient on no rank keeps
+        none, so that its optimizer leaves it as it is (an alternating update); one that got a gradient on some
+        ranks only counts zero on the others, as DDP does for a parameter a rank did not use."""
+        params = [p for p in state.model.parameters() if p.requires_grad]
+        present = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=self.device)
+        dist.all_reduce(present)
+        dense: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+        for p, count in zip(params, present.tolist(), strict=True):
+            if not count:
+                continue
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            if p.grad.is_sparse:
+                dist.all_reduce(p.grad)
+                p.grad /= self.size
+            else:
+                dense.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
+        for grads in dense.values():  # one collective per device and dtype, not one per parameter
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            dist.all_reduce(flat)
+            flat /= self.size
+            offset = 0
+            for g in grads:
+                g.copy_(flat[offset : offset + g.numel()].view_as(g))
+                offset += g.numel()
 
     def ask_to_stop(self, reason: str, requeue: bool = False) -> None:
         """A stop asked of this rank (a signal); every rank stops at the first update boundary after all know of it.

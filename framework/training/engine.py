@@ -43,7 +43,7 @@ from framework.datasets.loader import BatchLoader
 from framework.training import forward, optim
 from framework.training.distributed import Distributed
 from framework.training.lr_control import LearningRateControl
-from framework.training.optimizer_set import OptimizerSet, create_optimizers, optimizer_names
+from framework.training.optimizer_set import OptimizerSet, create_optimizers, declares_several, optimizer_names
 from framework.training.run_checkpoints import RunCheckpoints
 
 register(
@@ -485,7 +485,9 @@ class Engine:
         self.build_model(epoch=next_epoch, step=0 if saved is None else saved["global_step"])
         build.materialize_lazy(self.config, state.model, state.loaders["train"])
         state.step_model = (
-            state.model if state.distributed is None else state.distributed.prepare(state.model, self.callbacks)
+            state.model
+            if state.distributed is None
+            else state.distributed.prepare(state.model, self.callbacks, declares_several(self.config))
         )
         # After prepare: FSDP replaces the parameters by their shards, which the optimizer must hold.
         state.optimizer = create_optimizers(self.config, state.model, state.distributed)

@@ -130,10 +130,11 @@ def create_optimizers(
             f"optimizers must be a dict {{name: {{'params': ..., 'class': ...}}}} with at least one entry, got "
             f"{specs!r}."
         )
-    if distributed is not None and (distributed.fsdp is not None or distributed.param_sync_step is None):
+    if distributed is not None and distributed.fsdp is not None:
         raise ConfigError(
-            "optimizers: several optimizers run under torch_distributed only with parameter averaging "
-            "({'param_sync_step': K}); DDP's gradient averaging and FSDP expect one backward pass per step."
+            "optimizers: several optimizers do not run under FSDP (torch_distributed['fsdp']), which expects one "
+            "backward pass per step; train them with gradient averaging (torch_distributed = {}) or parameter "
+            "averaging ({'param_sync_step': K})."
         )
     base_lr = config.float("learning_rate")
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -181,6 +182,11 @@ def create_optimizers(
             f"(requires_grad_(False)) in get_model."
         )
     return OptimizerSet(optimizers, clipping)
+
+
+def declares_several(config: Config) -> bool:
+    """Whether the config trains with several optimizers (an ``OptimizerSet``)."""
+    return config.get("optimizers") is not None
 
 
 def optimizer_names(optimizer: Any) -> tuple[str, ...] | None:
