@@ -1,0 +1,229 @@
+"""RETURNN's language-model, synthetic, combining and post-processing datasets, compared with RETURNN's own classes.
+
+Each test writes small files in RETURNN's formats, builds RETURNN's class and ours on them with the same options,
+reads one epoch of each and checks the same sequence tags, in the same order, with the same keys, dtypes and values
+(max abs difference 0).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from conftest import run_rnn, write_config
+from framework.base.errors import ConfigError, DataError
+from framework.datasets import init_dataset
+
+pytest.importorskip("returnn")
+
+# Lines of a corpus: brackets, doubled spaces, an empty line, removed chars, trailing spaces, unknown words, and a
+# last line without a newline (RETURNN's reader leaves it out).
+CORPUS = "the cat sat\nA hat  [noise] on\n\nthe bat (sat) on a mat   \ncats and hats\nthe end\nno newline here"
+WORDS = ["[END]", "[UNKNOWN]", "[START]", "the", "cat", "sat", "hat", "on", "a", "mat", "[NOISE]", "end"]
+
+
+@pytest.fixture
+def text(tmp_path) -> dict[str, str]:
+    """A plain and a gzipped corpus, a character list, a word map file ('<word> <id>'), a pickled word map."""
+    (tmp_path / "corpus.txt").write_text(CORPUS)
+    with gzip.open(tmp_path / "more.txt.gz", "wt") as f:
+        f.write("  the cat sat  \n\nthe dog\nA mat\n")
+    chars = ["[END]", "[UNKNOWN]", "[START]", "[NOISE]", " "] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    (tmp_path / "chars.txt").write_text("\n".join(chars + ["A", "(", ")"]) + "\n")
+    (tmp_path / "words.txt").write_text("".join(f"{w} {i}\n" for i, w in enumerate(WORDS)))
+    with open(tmp_path / "words.pkl", "wb") as f:
+        pickle.dump({w: i for i, w in enumerate(WORDS)}, f)
+    return {
+        "txt": str(tmp_path / "corpus.txt"),
+        "gz": str(tmp_path / "more.txt.gz"),
+        "chars": str(tmp_path / "chars.txt"),
+        "words": str(tmp_path / "words.txt"),
+        "words_pkl": str(tmp_path / "words.pkl"),
+    }
+
+
+def returnn_epoch(spec: dict, epoch: int = 1) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """(tag, {key: data}) of each sequence RETURNN's dataset of ``spec`` gives in ``epoch``, in its order."""
+    from returnn.datasets.basic import init_dataset as returnn_init_dataset
+
+    dataset = returnn_init_dataset(dict(spec))
+    dataset.init_seq_order(epoch=epoch)
+    seqs, i = [], 0
+    while dataset.is_less_than_num_seqs(i):
+        dataset.load_seqs(i, i + 1)
+        if hasattr(dataset, "_get_seq") and dataset._get_seq(i) is None:
+            break  # LmDataset announces the epoch's lines, then skips those it cannot parse
+        seqs.append((dataset.get_tag(i), {k: dataset.get_data(i, k) for k in dataset.get_data_keys()}))
+        i += 1
+    return seqs
+
+
+def our_epoch(spec: dict, epoch: int = 1, option: str = "dev") -> list[tuple[str, dict[str, np.ndarray]]]:
+    """The same for this framework's dataset of ``spec``."""
+    dataset = init_dataset(dict(spec), option=option, random_seed=1)
+    order = dataset.get_seq_order(epoch)
+    dataset.use_epoch(epoch)
+    return [(dataset.seq_tag(int(i)), dataset.get_seq(int(i))) for i in order]
+
+
+def assert_same(ours, theirs) -> float:
+    """Same tags in the same order, same keys, dtypes, shapes and values; return the max abs difference (0)."""
+    assert [tag for tag, _ in ours] == [tag for tag, _ in theirs]
+    worst = 0.0
+    for (tag, mine), (_, other) in zip(ours, theirs, strict=True):
+        assert sorted(mine) == sorted(other), tag
+        for key in mine:
+            assert mine[key].dtype == other[key].dtype and mine[key].shape == other[key].shape, (tag, key)
+            diff = float(np.abs(mine[key].astype(np.float64) - other[key].astype(np.float64)).max(initial=0.0))
+            worst = max(worst, diff)
+    assert worst == 0.0
+    return worst
+
+
+def compare(spec: dict, epochs=(1,)) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """Compare ``spec``'s epochs with RETURNN's; return our first epoch."""
+    first = None
+    for epoch in epochs:
+        ours = our_epoch(spec, epoch)
+        assert_same(ours, returnn_epoch(spec, epoch))
+        first = first if first is not None else ours
+    return first
+
+
+# -- LmDataset ------------------------------------------------------------------------------------------------------
+def test_lm_dataset_characters_with_delayed_data_equal_returnns_in_default_and_sorted_order(text):
+    spec = {
+        "class": "LmDataset",
+        "corpus_file": [text["txt"], text["gz"]],
+        "orth_symbols_file": text["chars"],
+        "add_delayed_seq_data": True,
+    }
+    ours = compare(spec)
+    assert [tag for tag, _ in ours] == [f"line-{i}" for i in range(8)]  # 5 of the text (no last line), 3 of the gz
+    first = ours[0][1]
+    assert first["data"].dtype == np.int8 and first["data"][-1] == 0  # 34 symbols: int8; ends with [END]
+    assert first["delayed"][0] == 2 and (first["delayed"][1:] == first["data"][:-1]).all()
+    for ordering, partition in (("sorted", 1), ("sorted_reverse", 2)):
+        compare({**spec, "seq_ordering": ordering, "partition_epoch": partition}, epochs=range(1, partition + 1))
+
+
+def test_lm_dataset_words_with_unknown_handling_equal_returnns(text):
+    base = {"class": "LmDataset", "corpus_file": [text["txt"], text["gz"]], "word_based": True}
+    replaced = compare({**base, "orth_symbols_map_file": text["words"], "auto_replace_unknown_symbol": True})
+    assert replaced[3][1]["data"].tolist() == [1, 1, 1, 0]  # "cats and hats": three unknown words
+    assert replaced[1][1]["data"].tolist() == [1, 6, 10, 7, 0]  # "A" unknown, "[noise]" the special [NOISE]
+    skipping = {**base, "orth_symbols_map_file": text["words_pkl"], "error_on_invalid_seq": False}
+    kept = compare({**skipping, "seq_ordering": "sorted", "partition_epoch": 2}, epochs=(1, 2))
+    assert len(kept) == 2  # sub-epoch 1 has the 4 shortest lines, of which 2 parse
+    with pytest.raises(DataError, match="line-1.*'A'.*auto_replace_unknown_symbol"):
+        our_epoch({**base, "orth_symbols_map_file": text["words"]})
+
+
+def test_lm_dataset_word_end_symbol_replace_map_post_process_and_parse_options_equal_returnns(text, tmp_path):
+    replace = tmp_path / "replace.json"
+    replace.write_text(json.dumps({"x": "ks", "[NOISE]": ""}))
+    spec = {
+        "class": "LmDataset",
+        "corpus_file": text["txt"],
+        "orth_symbols_file": text["chars"],
+        "word_end_symbol": "[START]",
+        "seq_end_symbol": None,
+        "auto_replace_unknown_symbol": True,
+        "orth_replace_map_file": str(replace),
+        "orth_post_process": ["lowercase", "collapse_whitespace"],
+        "parse_orth_opts": {"remove_chars": "()t", "prefix": ["[START]"]},
+    }
+    ours = compare(spec)
+    first = ours[0][1]["data"].tolist()
+    assert first[0] == 2 and first[-1] == 2 and 0 not in first  # prefix, word end, no [END]
+    used = set(np.concatenate([seq["data"] for _, seq in ours]).tolist())
+    assert 3 not in used and 5 + ord("t") - ord("a") not in used  # [NOISE] replaced by nothing, "t" removed
+    compare({**spec, "orth_post_process": lambda orth: orth.upper(), "orth_replace_map_file": None})
+
+
+def test_lm_dataset_orth_vocab_bliss_seq_list_and_tag_prefix_equal_returnns(text, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["<unk>", "</s>", *WORDS[3:]]) + "\n")
+    bliss = tmp_path / "corpus.xml.gz"
+    with gzip.open(bliss, "wt") as f:
+        f.write(
+            '<?xml version="1.0" encoding="utf8"?>\n<corpus name="c"><recording name="r" audio="a.wav">'
+            '<segment name="s1" start="0" end="1"><orth> the   cat </orth></segment>'
+            '<segment name="s2" start="1" end="2"><orth>a mat on the hat</orth></segment>'
+            "</recording></corpus>\n"
+        )
+    tags = tmp_path / "tags.txt"
+    tags.write_text("".join(f"corpus/seg{i}\n" for i in range(7)))
+    spec = {
+        "class": "LmDataset",
+        "corpus_file": lambda: [text["txt"], str(bliss)],
+        "orth_vocab": {"vocab_file": str(vocab), "unknown_label": "<unk>", "seq_postfix": [1]},
+        "seq_list_file": str(tags),
+    }
+    ours = compare(spec)
+    assert [tag for tag, _ in ours][-2:] == ["corpus/seg5", "corpus/seg6"]
+    assert ours[-1][1]["data"].tolist() == [7, 8, 6, 2, 5, 1]
+    compare({**spec, "seq_list_file": None, "tag_prefix": "lm/", "seq_ordering": "sorted"})
+
+
+def test_lm_dataset_refuses_what_it_cannot_do_with_a_way_forward(text):
+    base = {"class": "LmDataset", "corpus_file": text["txt"]}
+    cases = [
+        ({}, "give the symbols"),
+        ({"orth_symbols_file": text["chars"], "orth_symbols_map_file": text["words"]}, "not both"),
+        ({"orth_symbols_file": text["chars"], "phone_info": {"lexicon_file": "x"}}, "dump-dataset"),
+        ({"orth_symbols_file": text["chars"], "orth_post_process": "english_cleaners"}, "unidecode"),
+        (
+            {"orth_symbols_file": text["chars"], "add_delayed_seq_data": True, "delayed_seq_data_start_symbol": "<s>"},
+            "delayed_seq_data_start_symbol = '<s>'",
+        ),
+        (
+            {"orth_symbols_file": text["chars"], "auto_replace_unknown_symbol": True, "unknown_symbol": "<unk>"},
+            "unknown_symbol = '<unk>'",
+        ),
+        ({"orth_symbols_file": text["chars"], "parse_orth_opts": {"lowercase": True}}, "parse_orthography"),
+        ({"orth_vocab": {"vocab_file": text["chars"]}, "add_delayed_seq_data": True}, "shift 'data'"),
+        ({"orth_symbols_file": text["chars"], "seq_list_file": [text["chars"], text["chars"]]}, "one file per"),
+        ({"orth_symbols_file": text["chars"], "seq_list_filte_file": "x"}, "seq_list"),
+    ]
+    for options, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            init_dataset({**base, **options}, option="train", random_seed=1)
+
+
+def test_a_returnn_config_trains_a_language_model_on_lm_dataset(tmp_path, text):
+    dev = tmp_path / "dev.txt"
+    dev.write_text("a mat on the hat\nthe hat sat\n")
+    config = write_config(
+        tmp_path,
+        f"""
+import torch
+from torch import nn
+train = {{"class": "LmDataset", "corpus_file": [{text["txt"]!r}, {text["gz"]!r}], "orth_symbols_file": {text["chars"]!r},
+         "add_delayed_seq_data": True, "auto_replace_unknown_symbol": True, "seq_ordering": "laplace:.2"}}
+dev = {{"class": "LmDataset", "corpus_file": {str(dev)!r}, "orth_symbols_file": {text["chars"]!r},
+       "add_delayed_seq_data": True, "auto_replace_unknown_symbol": True}}
+extern_data = {{"data": {{"shape": (None,), "dtype": "int64", "sparse_dim": 34}},
+               "delayed": {{"shape": (None,), "dtype": "int64", "sparse_dim": 34}}}}
+batch_size = 60
+num_epochs = 1
+model = {str(tmp_path / "model")!r}
+
+def get_model(**_kwargs):
+    return nn.Sequential(nn.Embedding(34, 8), nn.Linear(8, 34))
+
+def train_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["delayed"])
+    mask = torch.arange(logits.shape[1], device=logits.device)[None] < extern_data["data:seq_len"].to(logits.device)[:, None]
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits[mask], extern_data["data"][mask]))
+""",
+    )
+    run = run_rnn(config, cwd=str(tmp_path))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert os.path.exists(tmp_path / "model.001.pt")
+    assert "WARNING" not in run.stdout + run.stderr
