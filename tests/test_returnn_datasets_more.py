@@ -227,3 +227,66 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     assert run.returncode == 0, run.stdout + run.stderr
     assert os.path.exists(tmp_path / "model.001.pt")
     assert "WARNING" not in run.stdout + run.stderr
+
+
+# -- generated and static datasets ----------------------------------------------------------------------------------
+def test_copy_task_and_dummy_datasets_equal_returnns_in_every_epoch():
+    copy = {
+        "class": "CopyTaskDataset",
+        "nsymbols": 5,
+        "minlen": 2,
+        "maxlen": 6,
+        "maxlen_epoch_factor": 1,
+        "num_seqs": 7,
+    }
+    first = compare(copy, epochs=(1, 2))
+    assert all((seq["data"] == seq["classes"]).all() and seq["data"].dtype == np.int8 for _, seq in first)
+    assert [tag for tag, _ in first] == [f"seq-{i}" for i in range(7)]
+    assert [seq["data"].tolist() for _, seq in our_epoch(copy, 2)] != [seq["data"].tolist() for _, seq in first]
+    compare({**copy, "fixed_random_seed": 5, "partition_epoch": 2}, epochs=(1, 2, 3))
+    fixed = {**copy, "fixed_random_seed": 5, "maxlen_epoch_factor": 0}  # lengths that do not grow
+    assert [s["data"].tolist() for _, s in our_epoch(fixed, 1)] == [s["data"].tolist() for _, s in our_epoch(fixed, 3)]
+    compare({**copy, "random_seed_offset": 3, "seq_ordering": "sorted"})  # RETURNN keeps its order when asked to sort
+    dummy = {"class": "DummyDataset", "input_dim": 3, "output_dim": 4, "num_seqs": 5, "seq_len": 3}
+    compare(dummy)
+    compare(
+        {**dummy, "output_dim": {"classes": (7, 1)}, "input_max_value": 4.0, "input_shift": 0.5, "partition_epoch": 2},
+        epochs=(1, 2),
+    )
+
+
+def test_static_dataset_equals_returnns_in_default_and_sorted_order():
+    rng = np.random.default_rng(0)
+    data = [
+        {
+            "data": rng.standard_normal((n, 2)).astype(np.float32),
+            "classes": rng.integers(0, 5, n).astype(np.int32),
+            "speaker": np.array([i % 2], dtype=np.int64),
+        }
+        for i, n in enumerate([4, 2, 7, 3, 3, 5])
+    ]
+    spec = {
+        "class": "StaticDataset",
+        "data": data,
+        "output_dim": {"data": (2, 2), "classes": (5, 1), "speaker": (2, 1)},
+    }
+    ours = compare(spec)
+    assert [tag for tag, _ in ours] == [f"seq-{i}" for i in range(6)]
+    for ordering, partition in (("sorted", 1), ("sorted_reverse", 2)):
+        compare({**spec, "seq_ordering": ordering, "partition_epoch": partition}, epochs=range(1, partition + 1))
+    dataset = init_dataset(spec, option="dev", random_seed=1)
+    assert dataset.key_info()["classes"]["sparse_dim"] == 5 and dataset.key_info()["data"]["sparse_dim"] is None
+
+
+def test_generated_and_static_datasets_refuse_what_they_cannot_do():
+    cases = [
+        ({"class": "CopyTaskDataset", "nsymbols": 5, "minlen": 2, "maxlen": 6}, "num_seqs = inf"),
+        ({"class": "CopyTaskDataset", "nsymbols": 5, "num_seqs": 3}, "need 0 < minlen <= maxlen"),
+        ({"class": "DummyDataset", "input_dim": 2, "output_dim": {"targets": 3}, "num_seqs": 3}, "number of classes"),
+        ({"class": "DummyDataset", "input_dim": 2, "output_dim": 3, "num_seqs": 3, "seq_len": {"data": 2}}, "per key"),
+        ({"class": "StaticDataset", "data": [{"data": np.zeros(3)}, {"x": np.zeros(2)}]}, "sequence 1 has the keys"),
+        ({"class": "StaticDataset", "data": [{"data": np.float32(3)}]}, "scalar"),
+    ]
+    for spec, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            init_dataset(spec, option="train", random_seed=1)

@@ -1,0 +1,205 @@
+"""RETURNN's generated datasets of its demos and tests: ``DummyDataset`` and ``CopyTaskDataset``.
+
+The sequences are RETURNN's for the same parameters. As in RETURNN, a random one is drawn from a generator seeded
+with (the epoch's seed, the sequence's index): its values depend on the (full) epoch, not on the order in which
+sequences are read, so any step can be read again. The epoch's seed is ``fixed_random_seed`` if given (then every
+epoch has the same sequences), else the full epoch's number plus ``random_seed_offset``; as in RETURNN, the
+config's ``random_seed`` does not change the data (it still shuffles a "random" ordering).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from framework.base.errors import ConfigError
+from framework.datasets.base import Dataset
+
+
+class EpochGeneratedDataset(Dataset):
+    """``num_seqs`` sequences that ``generate`` makes from a generator seeded per (full epoch, sequence).
+
+    :param num_seqs: sequences per full epoch (RETURNN's default, endless, is not possible here).
+    :param fixed_random_seed: the same sequences every epoch, drawn with this seed.
+    :param random_seed_offset: RETURNN's offset added to the epoch's seed.
+    """
+
+    def __init__(
+        self,
+        *,
+        num_seqs: int | float = math.inf,
+        fixed_random_seed: int | None = None,
+        random_seed_offset: int = 0,
+        seq_ordering: str | None = None,
+        **kwargs: Any,
+    ):
+        if seq_ordering in ("sorted", "sorted_reverse"):
+            seq_ordering = "default"  # RETURNN's generated datasets ignore a sorted ordering (they have no lengths)
+        super().__init__(seq_ordering=seq_ordering, fixed_random_seed=fixed_random_seed, **kwargs)
+        if not isinstance(num_seqs, int) or isinstance(num_seqs, bool) or num_seqs < 1:
+            raise ConfigError(
+                f"{type(self).__name__}: num_seqs = {num_seqs!r}; give the number of sequences of an epoch (an int >= "
+                f"1). RETURNN's endless generated datasets (num_seqs=inf) have no epochs here."
+            )
+        self._num_seqs = num_seqs
+        self.data_seed = fixed_random_seed
+        self.random_seed_offset = random_seed_offset
+        self.epoch = 1
+        self._lengths: tuple[int, np.ndarray] | None = None
+
+    @property
+    def num_seqs(self) -> int:
+        return self._num_seqs
+
+    def epoch_seed(self, epoch: int) -> int:
+        """RETURNN's seed of (sub-)epoch ``epoch``: the same for all sub-epochs of a full epoch."""
+        if self.data_seed is not None:
+            return self.data_seed
+        return (epoch - 1) // self.partition_epoch + 1 + self.random_seed_offset
+
+    def use_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def get_seq_order(self, epoch: int) -> np.ndarray:
+        self.use_epoch(epoch)  # the lengths the batches are planned with are this epoch's
+        return super().get_seq_order(epoch)
+
+    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+        rng = np.random.RandomState((self.epoch_seed(self.epoch), index))
+        return self.generate(index, rng)
+
+    def generate(self, index: int, rng: np.random.RandomState) -> dict[str, np.ndarray]:
+        """Sequence ``index`` of the current epoch, drawing from ``rng`` (seeded for it)."""
+        raise NotImplementedError
+
+    def seq_lengths(self) -> np.ndarray:
+        seed = self.epoch_seed(self.epoch)
+        if self._lengths is None or self._lengths[0] != seed:
+            lengths = np.array([len(self.get_seq(i)["data"]) for i in range(self.num_seqs)], dtype=np.int64)
+            self._lengths = seed, lengths
+        return self._lengths[1]
+
+    def lengths_of(self, key: str) -> np.ndarray:
+        return self.seq_lengths()
+
+
+class CopyTaskDataset(EpochGeneratedDataset):
+    """Random label sequences whose target is the sequence itself: ``data`` and ``classes`` [T] int8.
+
+    :param nsymbols: the labels (at most 256).
+    :param minlen: the shortest sequence; ``maxlen`` the longest.
+    :param minlen_epoch_factor: ``minlen`` grows by this times the epoch (a curriculum); ``maxlen_epoch_factor``
+        likewise.
+    """
+
+    def __init__(
+        self,
+        nsymbols: int,
+        minlen: int = 0,
+        maxlen: int = 0,
+        minlen_epoch_factor: float = 0,
+        maxlen_epoch_factor: float = 0,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        if not 1 <= nsymbols <= 256:
+            raise ConfigError(f"CopyTaskDataset: nsymbols must be between 1 and 256 (int8 labels), got {nsymbols}.")
+        self.nsymbols = nsymbols
+        self.minlen, self.maxlen = minlen, maxlen
+        self.minlen_epoch_factor, self.maxlen_epoch_factor = minlen_epoch_factor, maxlen_epoch_factor
+        for epoch in (1, 2):  # the bounds grow linearly: valid in the first epochs means valid for a growing maxlen
+            low, high = self._bounds(epoch)
+            if not 0 < low <= high:
+                raise ConfigError(
+                    f"CopyTaskDataset: in epoch {epoch} the lengths are {low} .. {high}; need 0 < minlen <= maxlen "
+                    f"(minlen + minlen_epoch_factor * epoch, and the same for maxlen)."
+                )
+
+    def _bounds(self, epoch: int) -> tuple[int, int]:
+        low = int(self.minlen + self.minlen_epoch_factor * epoch)
+        return low, int(self.maxlen + self.maxlen_epoch_factor * epoch)
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        info = {"shape": (None,), "dtype": "int8", "sparse_dim": self.nsymbols}
+        return {"data": dict(info), "classes": dict(info)}
+
+    def generate(self, index: int, rng: np.random.RandomState) -> dict[str, np.ndarray]:
+        low, high = self._bounds(self.epoch)
+        length = rng.randint(low, high + 1)
+        # one draw per label, as RETURNN draws them (a vectorised draw would give other labels)
+        labels = np.array([rng.randint(0, self.nsymbols) for _ in range(length)], dtype=np.int8)
+        return {"data": labels, "classes": labels}
+
+
+class DummyDataset(EpochGeneratedDataset):
+    """RETURNN's meaningless test data: ``data`` [seq_len, input_dim] float32 counting up from the sequence's index
+    (``((i % input_max_value) + input_shift) * input_scale``), ``classes`` [seq_len] int32 counting on modulo the
+    number of classes. The same every epoch.
+
+    :param input_dim: the features per frame.
+    :param output_dim: the classes: an int, or RETURNN's dict ``{"classes": (dim, 1)}``.
+    :param seq_len: frames per sequence.
+    :param input_shift: None: ``-input_max_value / 2``; ``input_scale`` None: ``1 / input_max_value``.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        output_dim: int | dict[str, Any],
+        num_seqs: int,
+        seq_len: int = 2,
+        input_max_value: float = 10.0,
+        input_shift: float | None = None,
+        input_scale: float | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(num_seqs=num_seqs, **kwargs)
+        if not isinstance(seq_len, int) or seq_len < 1 or not isinstance(input_dim, int) or input_dim < 1:
+            raise ConfigError(
+                f"DummyDataset: input_dim and seq_len must be ints >= 1, got {input_dim!r} and {seq_len!r} (RETURNN's "
+                f"DummyDatasetMultipleSequenceLength, with a seq_len per key, is not available here)."
+            )
+        self.input_dim, self.seq_len = input_dim, seq_len
+        self.num_classes = _classes_dim(output_dim)
+        self.input_max_value = input_max_value
+        self.input_shift = -input_max_value / 2.0 if input_shift is None else input_shift
+        self.input_scale = 1.0 / input_max_value if input_scale is None else input_scale
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        return {
+            "data": {"shape": (None, self.input_dim), "dtype": "float32", "sparse_dim": None},
+            "classes": {"shape": (None,), "dtype": "int32", "sparse_dim": self.num_classes},
+        }
+
+    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+        return self.generate(index, None)
+
+    def generate(self, index: int, rng: Any) -> dict[str, np.ndarray]:
+        frames = self.seq_len * self.input_dim
+        counts = np.arange(index, index + frames, dtype=np.float64)
+        data = ((counts % self.input_max_value + self.input_shift) * self.input_scale).astype(np.float32)
+        classes = np.arange(index + frames, index + frames + self.seq_len) % self.num_classes
+        return {"data": data.reshape(self.seq_len, self.input_dim), "classes": classes.astype(np.int32)}
+
+    def seq_lengths(self) -> np.ndarray:
+        return np.full(self.num_seqs, self.seq_len, dtype=np.int64)
+
+
+def _classes_dim(output_dim: Any) -> int:
+    """The number of classes of RETURNN's ``output_dim``: an int, or ``{"classes": dim | (dim, 1) | {"dim": dim}}``."""
+    value = output_dim.get("classes") if isinstance(output_dim, dict) else output_dim
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        value = value[0]
+    elif isinstance(value, dict):
+        value = value.get("dim")
+    if not isinstance(value, int) or value < 1:
+        raise ConfigError(
+            f"DummyDataset: output_dim = {output_dim!r}; give the number of classes (an int), or "
+            f"{{'classes': (number, 1)}} as RETURNN writes it."
+        )
+    return value
+
+
+DATASETS = (CopyTaskDataset, DummyDataset)
