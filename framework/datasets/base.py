@@ -7,6 +7,7 @@ RETURNN. Subclasses implement ``num_seqs``, ``get_seq`` and ``key_info``; ``get_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -123,14 +124,19 @@ class Dataset:
         return np.array_split(order, self.partition_epoch)[part]
 
     def _full_epoch_order(self, full_epoch: int) -> np.ndarray:
+        return self.ordered(self.num_seqs, self.order_lengths, full_epoch)
+
+    def ordered(self, n: int, lengths_of_all: Callable[[], np.ndarray], full_epoch: int) -> np.ndarray:
+        """The positions 0 .. n - 1 in this dataset's ``seq_ordering`` for ``full_epoch``, where ``lengths_of_all()``
+        gives the n lengths that sorting uses (called only by orderings that sort): a dataset that combines others
+        orders its epoch's sequences with it."""
         ordering = self.seq_ordering or "default"
         rng = np.random.default_rng([self.random_seed, full_epoch])
-        n = self.num_seqs
         if ordering == "default":
             return np.arange(n)
         if ordering == "random":
             return rng.permutation(n)
-        lengths = self.order_lengths()
+        lengths = lengths_of_all()
         if ordering == "sorted":
             return np.argsort(lengths, kind="stable")
         if ordering == "sorted_reverse":
