@@ -341,6 +341,9 @@ def test_combined_dataset_of_hdf_and_static_datasets_equals_returnns(two_hdfs):
     assert [tag for tag, _ in mixed] != [tag for tag, _ in ours[: len(mixed)]]
     compare({**spec, "seq_ordering": "random_dataset", "fixed_random_seed": 3})
     compare({**spec, "sampling_sizes": {"asr": 3, "lm": 2}}, epochs=(1, 2, 3))
+    shared = {**spec, "data_map": {("asr", "data"): "data", ("asr", "classes"): "classes", ("lm", "data"): "classes"}}
+    compare(shared)  # ids of two inventories (5 and 9 classes) on one key
+    assert init_dataset(shared, option="dev", random_seed=1).key_info()["classes"]["sparse_dim"] == 9
     sub_ordered = {**spec["datasets"]["asr"], "seq_ordering": "sorted_reverse", "partition_epoch": 2}
     compare({**spec, "datasets": {**spec["datasets"], "asr": sub_ordered}}, epochs=(1, 2))
 
@@ -375,3 +378,79 @@ def test_combined_dataset_refuses_what_it_cannot_do():
     for options, message in cases:
         with pytest.raises(ConfigError, match=message):
             init_dataset({"class": "CombinedDataset", **options}, option="train", random_seed=1)
+
+
+# -- PostprocessingDataset ------------------------------------------------------------------------------------------
+def noisy(data, *, rng, **_kwargs):
+    """A map_seq as RETURNN configs write them: random gain and noise drawn from RETURNN's rng."""
+    features = data.data["data"].raw_tensor
+    gain = rng.uniform(0.5, 1.5)
+    data.data["data"].raw_tensor = (features * gain + rng.normal(0, 0.1, features.shape)).astype(np.float32)
+    return data
+
+
+def with_energy(data, *, seq_idx, **_kwargs):
+    """A map_seq that adds a key (declared in map_outputs)."""
+    from returnn.tensor import Dim, Tensor
+
+    features = data.data["data"].raw_tensor
+    energy = (features**2).sum(axis=1).astype(np.float32) + seq_idx
+    data.data["energy"] = Tensor("energy", dims=[Dim(None, name="time")], dtype="float32", raw_tensor=energy)
+    return data
+
+
+def merge_pairs_drop_short(iterator, *, rng, **_kwargs):
+    """A map_seq_stream: sequences shorter than 3 frames dropped, the others joined in pairs (tag of the first)."""
+    held = None
+    for data in iterator:
+        if len(data.data["classes"].raw_tensor) < 3:
+            continue
+        if held is None:
+            held = data
+            continue
+        for key in ("data", "classes"):
+            held.data[key].raw_tensor = np.concatenate([held.data[key].raw_tensor, data.data[key].raw_tensor])
+        yield held
+        held = None
+    if held is not None:
+        yield held
+
+
+def test_postprocessing_dataset_map_seq_and_map_seq_stream_equal_returnns(two_hdfs):
+    hdf = {"class": "HDFDataset", "files": [two_hdfs[0]]}
+    spec = {"class": "PostprocessingDataset", "dataset": hdf, "map_seq": noisy}
+    ours = compare(spec, epochs=(1, 2))
+    assert [tag for tag, _ in ours] == [f"a/{i}" for i in range(5)]
+    compare({**spec, "dataset": {**hdf, "seq_ordering": "sorted_reverse", "partition_epoch": 2}}, epochs=(1, 2, 3))
+    compare({**spec, "fixed_random_seed": 7})
+    energy = {
+        **spec,
+        "map_seq": with_energy,
+        "map_outputs": {
+            "data": {"shape": (None, 3), "dtype": "float32"},
+            "classes": {"shape": (None,), "dtype": "int32", "sparse_dim": 5},
+            "energy": {"shape": (None,), "dtype": "float32"},
+        },
+    }
+    assert init_dataset(energy, option="dev", random_seed=1).key_info()["energy"]["shape"] == (None,)
+    compare({**energy, "map_outputs": {k: v for k, v in energy["map_outputs"].items() if k != "classes"}})
+    merged = compare({"class": "PostprocessingDataset", "dataset": hdf, "map_seq_stream": merge_pairs_drop_short})
+    assert [tag for tag, _ in merged] == ["a/0", "a/3"]  # a/1 (2 frames) dropped; a/0+a/2, a/3+a/4
+    assert merged[0][1]["data"].shape == (10, 3)
+
+
+def test_postprocessing_dataset_refuses_what_it_cannot_do(two_hdfs):
+    hdf = {"class": "HDFDataset", "files": [two_hdfs[0]]}
+    cases = [
+        ({"dataset": hdf}, "exactly one"),
+        ({"dataset": hdf, "map_seq": noisy, "map_seq_stream": merge_pairs_drop_short}, "exactly one"),
+        ({"dataset": hdf, "map_seq": lambda data, rng: data}, r"\*\*kwargs"),
+        ({"dataset": hdf, "map_seq": noisy, "seq_ordering": "sorted"}, "give seq_ordering in 'dataset'"),
+        ({"dataset": hdf, "map_seq": noisy, "num_workers": 2}, "MultiProcDataset"),
+    ]
+    for options, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            init_dataset({"class": "PostprocessingDataset", **options}, option="train", random_seed=1)
+    wrong = {"class": "PostprocessingDataset", "dataset": hdf, "map_seq": with_energy}  # a new key, undeclared
+    dataset = init_dataset(wrong, option="dev", random_seed=1)
+    assert "energy" not in dataset.key_info() and dataset.num_seqs == 5  # an undeclared extra key is not a batch key

@@ -96,14 +96,15 @@ class CombinedDataset(Dataset):
                     f"{', '.join(dataset.key_info())}."
                 )
             sub_info = dict(dataset.key_info()[sub_key])
-            if key in info and (info[key]["shape"], info[key]["sparse_dim"]) != (
-                sub_info["shape"],
-                sub_info["sparse_dim"],
-            ):
+            if key in info and info[key]["shape"] != sub_info["shape"]:
                 raise ConfigError(
-                    f"CombinedDataset: key {key!r} comes from datasets with different shapes or classes: {info[key]} "
-                    f"and ({name!r}, {sub_key!r}) {sub_info}. Map keys of the same kind onto one key."
+                    f"CombinedDataset: key {key!r} comes from datasets with different shapes: {info[key]} and "
+                    f"({name!r}, {sub_key!r}) {sub_info}. Map keys of the same kind onto one key."
                 )
+            if key in info and info[key]["sparse_dim"] != sub_info["sparse_dim"]:
+                # class ids of two inventories on one key (RETURNN takes the last one's): room for the ids of both
+                dims = [d for d in (info[key]["sparse_dim"], sub_info["sparse_dim"]) if d is not None]
+                info[key]["sparse_dim"] = max(dims) if dims else None
             info.setdefault(key, sub_info)
         for key, value in (data_dims or {}).items():
             if key not in info:
