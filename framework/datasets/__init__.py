@@ -10,15 +10,20 @@ from __future__ import annotations
 
 from framework.base.options import register
 from framework.datasets.base import Dataset
+from framework.datasets.combined import CombinedDataset
 from framework.datasets.concat import ConcatDataset
 from framework.datasets.distribute_files import DistributeFilesDataset
+from framework.datasets.generating import CopyTaskDataset, DummyDataset
 from framework.datasets.hdf import HDFDataset
+from framework.datasets.lm import LmDataset
 from framework.datasets.meta import MetaDataset
 from framework.datasets.mnist import MnistDataset
 from framework.datasets.multi_proc import MultiProcDataset
 from framework.datasets.numpy_dataset import NumpyDataset
 from framework.datasets.ogg_zip import OggZipDataset
+from framework.datasets.postprocessing import PostprocessingDataset
 from framework.datasets.registry import dataset_classes, init_dataset
+from framework.datasets.static import StaticDataset
 from framework.datasets.synthetic import GaussianClustersDataset, ObjectPatchesDataset, SyntheticRegressionDataset
 from framework.datasets.task12ax import Task12AXDataset
 from framework.datasets.text import CharTextDataset
@@ -115,4 +120,10 @@ __all__ = [
     "MetaDataset",
     "OggZipDataset",
     "MultiProcDataset",
+    "LmDataset",
+    "StaticDataset",
+    "CopyTaskDataset",
+    "DummyDataset",
+    "CombinedDataset",
+    "PostprocessingDataset",
 ]
