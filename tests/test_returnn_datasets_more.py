@@ -454,3 +454,29 @@ def test_postprocessing_dataset_refuses_what_it_cannot_do(two_hdfs):
     wrong = {"class": "PostprocessingDataset", "dataset": hdf, "map_seq": with_energy}  # a new key, undeclared
     dataset = init_dataset(wrong, option="dev", random_seed=1)
     assert "energy" not in dataset.key_info() and dataset.num_seqs == 5  # an undeclared extra key is not a batch key
+
+
+# -- options every dataset takes ----------------------------------------------------------------------------------
+def test_seq_list_filter_file_and_repeat_epoch_select_returnns_sequences(two_hdfs, text, tmp_path):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("a/4\na/1\na/2\nline-3\nline-0\nseq-2\nseq-0\n")
+    with gzip.open(tmp_path / "keep.pkl.gz", "wb") as f:
+        pickle.dump(["a/4", "a/1", "a/2"], f)
+    hdf = {"class": "HDFDataset", "files": [two_hdfs[0]], "seq_list_filter_file": str(keep)}
+    ours = compare(hdf)
+    assert [tag for tag, _ in ours] == ["a/1", "a/2", "a/4"]  # the file's tags, in the dataset's order
+    ordered = {**hdf, "seq_ordering": "sorted_reverse", "partition_epoch": 2}
+    assert [tag for tag, _ in compare(ordered, epochs=(1, 2))] == ["a/2", "a/4"]  # sub-epoch 1: a/2, a/4, a/0
+    repeated = {**hdf, "seq_ordering": "sorted", "repeat_epoch": 2}
+    assert [tag for tag, _ in compare(repeated)] == ["a/1", "a/4", "a/2"] * 2
+    compare({**repeated, "seq_list_filter_file": str(tmp_path / "keep.pkl.gz")}, epochs=(1, 2))
+    lm = {"class": "LmDataset", "corpus_file": text["txt"], "orth_symbols_file": text["chars"], "repeat_epoch": 2}
+    assert len(compare({**lm, "seq_list_filter_file": str(keep), "seq_ordering": "sorted"})) == 4
+    static = {"class": "StaticDataset", "data": TEXT_SEQS, "seq_list_filter_file": str(keep)}
+    assert [tag for tag, _ in compare(static)] == ["seq-0", "seq-2"]
+    with pytest.raises(DataError, match="no sequence of this epoch is listed"):
+        our_epoch({**hdf, "files": [two_hdfs[1]]})
+    with pytest.raises(ConfigError, match="repeat_epoch must be an int >= 1"):
+        init_dataset({**hdf, "repeat_epoch": 0}, option="dev", random_seed=1)
+    with pytest.raises(ConfigError, match="RETURNN prohibits combining them"):
+        init_dataset({**ordered, "repeat_epoch": 2}, option="dev", random_seed=1)

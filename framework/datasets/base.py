@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from framework.base import log
-from framework.base.errors import ConfigError
+from framework.base.errors import ConfigError, DataError
+from framework.datasets.seq_lists import read_seq_list
 
 SEQ_ORDERINGS = ("default", "random", "sorted", "sorted_reverse", "laplace:N", "laplace:.N")
 
@@ -29,6 +30,9 @@ class Dataset:
     :param partition_epoch: split each pass over the data into this many sub-epochs.
     :param random_seed: shuffling seed; the engine passes the config's ``random_seed``.
     :param fixed_random_seed: RETURNN's parameter: shuffle with this seed, whatever ``random_seed`` is.
+    :param repeat_epoch: RETURNN's parameter: each (sub-)epoch goes through its sequences this many times.
+    :param seq_list_filter_file: RETURNN's parameter: only the sequences whose tags this file lists (a text file,
+        one tag per line, or a pickled list; optionally gzipped), kept where they are in each (sub-)epoch's order.
     """
 
     #: True for a dataset that gives each rank of a torch.distributed run only its own share (its plan is that
@@ -42,6 +46,8 @@ class Dataset:
         partition_epoch: int = 1,
         random_seed: int = 0,
         fixed_random_seed: int | None = None,
+        repeat_epoch: int = 1,
+        seq_list_filter_file: str | None = None,
     ):
         if seq_ordering is not None and not valid_seq_ordering(seq_ordering):
             raise ConfigError(
@@ -53,6 +59,20 @@ class Dataset:
         self.partition_epoch = partition_epoch
         self.random_seed = random_seed if fixed_random_seed is None else fixed_random_seed
         self.name = type(self).__name__
+        if not isinstance(repeat_epoch, int) or repeat_epoch < 1:
+            raise ConfigError(f"{type(self).__name__}: repeat_epoch must be an int >= 1, got {repeat_epoch!r}.")
+        if repeat_epoch > 1 and partition_epoch > 1:
+            raise ConfigError(
+                f"{type(self).__name__}: partition_epoch = {partition_epoch} and repeat_epoch = {repeat_epoch} together: "
+                f"RETURNN prohibits combining them (one shrinks the epoch, the other grows it). Keep one."
+            )
+        self.repeat_epoch = repeat_epoch
+        self.seq_list_filter_file = seq_list_filter_file
+        self.tags_filter = (
+            None
+            if seq_list_filter_file is None
+            else set(read_seq_list(seq_list_filter_file, self.name, "seq_list_filter_file"))
+        )
 
     # -- to implement -------------------------------------------------------------------------
     @property
@@ -121,7 +141,24 @@ class Dataset:
         """The sequence indices of (sub-)epoch ``epoch`` (1-based), in the order they are used."""
         full_epoch, part = divmod(epoch - 1, self.partition_epoch)
         order = self._full_epoch_order(full_epoch + 1)
-        return np.array_split(order, self.partition_epoch)[part]
+        return self.filtered(np.array_split(order, self.partition_epoch)[part])
+
+    def filtered(self, order: np.ndarray) -> np.ndarray:
+        """A (sub-)epoch's ``order`` with RETURNN's ``repeat_epoch`` and ``seq_list_filter_file`` applied, in RETURNN's
+        order of the two: a dataset that computes its order itself ends its ``get_seq_order`` with this."""
+        if self.repeat_epoch > 1:
+            order = np.tile(order, self.repeat_epoch)
+        if self.tags_filter is None:
+            return order
+        kept = order[[self.seq_tag(int(i)) in self.tags_filter for i in order]] if len(order) else order
+        if len(kept) == 0:
+            example = sorted(self.tags_filter)[:3]
+            raise DataError(
+                f"{self.name}: no sequence of this epoch is listed in seq_list_filter_file {self.seq_list_filter_file!r} "
+                f"(it lists e.g. {example}; the dataset has e.g. {[self.seq_tag(int(i)) for i in order[:3]]}). The "
+                f"file must list the dataset's tags, one per line."
+            )
+        return kept.astype(np.int64)
 
     def _full_epoch_order(self, full_epoch: int) -> np.ndarray:
         return self.ordered(self.num_seqs, self.order_lengths, full_epoch)

@@ -188,7 +188,7 @@ class CombinedDataset(Dataset):
             joint = np.concatenate(members)
         if not self.random_dataset:
             joint = joint[self.ordered(len(joint), lambda: self.order_lengths()[joint], full_epoch + 1)]
-        return np.array_split(joint.astype(np.int64), self.partition_epoch)[part]
+        return self.filtered(np.array_split(joint.astype(np.int64), self.partition_epoch)[part])
 
     @staticmethod
     def _sample(members: np.ndarray, size: int, epoch: int) -> np.ndarray:

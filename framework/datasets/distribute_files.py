@@ -113,7 +113,7 @@ class DistributeFilesDataset(Dataset):
         self.use_epoch(epoch)
         full_epoch = (epoch - 1) // self.partition_epoch + 1
         # The sub-epoch's dataset is one pass over its files: it is ordered as the full epoch it belongs to.
-        return self._current().get_seq_order(full_epoch)
+        return self.filtered(self._current().get_seq_order(full_epoch))
 
     def use_epoch(self, epoch: int) -> None:
         self._epoch = epoch

@@ -119,9 +119,9 @@ class MetaDataset(Dataset):
             order = np.array_split(control.get_seq_order(full_epoch + 1), self.partition_epoch)[part]
         rows = self._rows[self.control]
         if len(rows) == control.num_seqs and (rows == np.arange(len(rows))).all():
-            return order
+            return self.filtered(order)
         position = {int(row): i for i, row in enumerate(rows)}  # a seq_list_file's subset and order
-        return np.array([position[int(c)] for c in order if int(c) in position], dtype=np.int64)
+        return self.filtered(np.array([position[int(c)] for c in order if int(c) in position], dtype=np.int64))
 
     def order_lengths(self) -> np.ndarray:
         return self.datasets[self.control].order_lengths()[self._rows[self.control]]

@@ -70,7 +70,7 @@ class MultiProcDataset(Dataset):
     def get_seq_order(self, epoch: int) -> np.ndarray:
         if self._inherits_ordering:
             self.inner.seq_ordering = self.seq_ordering
-        return self.inner.get_seq_order(epoch)
+        return self.filtered(self.inner.get_seq_order(epoch))
 
     def use_epoch(self, epoch: int) -> None:
         self._epoch = epoch

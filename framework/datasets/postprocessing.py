@@ -155,7 +155,7 @@ class PostprocessingDataset(Dataset):
 
     def get_seq_order(self, epoch: int) -> np.ndarray:
         self._ensure(epoch)
-        return np.arange(len(self._seqs))
+        return self.filtered(np.arange(len(self._seqs)))
 
     def use_epoch(self, epoch: int) -> None:
         self._ensure(epoch)
