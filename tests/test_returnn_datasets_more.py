@@ -62,7 +62,8 @@ def returnn_epoch(spec: dict, epoch: int = 1) -> list[tuple[str, dict[str, np.nd
         dataset.load_seqs(i, i + 1)
         if hasattr(dataset, "_get_seq") and dataset._get_seq(i) is None:
             break  # LmDataset announces the epoch's lines, then skips those it cannot parse
-        seqs.append((dataset.get_tag(i), {k: dataset.get_data(i, k) for k in dataset.get_data_keys()}))
+        keys = [k for k in dataset.get_data_keys() if k != "raw"]  # OggZipDataset's text as a string: not a key here
+        seqs.append((dataset.get_tag(i), {k: dataset.get_data(i, k) for k in keys}))
         i += 1
     return seqs
 
@@ -480,3 +481,24 @@ def test_seq_list_filter_file_and_repeat_epoch_select_returnns_sequences(two_hdf
         init_dataset({**hdf, "repeat_epoch": 0}, option="dev", random_seed=1)
     with pytest.raises(ConfigError, match="RETURNN prohibits combining them"):
         init_dataset({**ordered, "repeat_epoch": 2}, option="dev", random_seed=1)
+
+
+def test_ogg_zip_epoch_wise_filter_keeps_returnns_short_sequences(tmp_path):
+    pytest.importorskip("soundfile")
+    from test_returnn_datasets import make_ogg_zip  # durations 0.50, 0.30, 0.80, 0.42, 0.25 s
+
+    spec = {
+        "class": "OggZipDataset",
+        "path": make_ogg_zip(str(tmp_path / "corpus.zip")),
+        "audio": {"features": "raw", "sample_rate": 16000},
+        "targets": None,
+        "epoch_wise_filter": {(1, 2): {"max_mean_len": 35}},
+        "seq_ordering": "sorted_reverse",
+    }
+    ours = compare(spec, epochs=(1, 2, 3))
+    # the shortest four (mean 36.75 centiseconds: RETURNN stops at the first mean not below the maximum)
+    assert [tag for tag, _ in ours] == ["corpus/1", "corpus/4", "corpus/2", "corpus/5"]
+    assert len(our_epoch(spec, 3)) == 5  # no filter after epoch 2
+    compare({**spec, "epoch_wise_filter": {(None, -1): {"max_mean_len": 27.5}}, "seq_ordering": "default"})
+    with pytest.raises(ConfigError, match="max_mean_len only"):
+        init_dataset({**spec, "epoch_wise_filter": {(1, 2): {"use_new_filter": True}}}, option="dev", random_seed=1)

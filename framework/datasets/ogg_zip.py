@@ -27,6 +27,7 @@ from framework.base.errors import ConfigError, DataError
 from framework.base.safe_create import refuse_special
 from framework.datasets.audio_features import AudioFeatures
 from framework.datasets.base import Dataset, note_no_cache_manager
+from framework.datasets.epoch_filter import EpochWiseFilter
 from framework.datasets.vocabulary import Vocabulary, create_vocabulary
 
 
@@ -44,6 +45,8 @@ class OggZipDataset(Dataset):
     :param zip_audio_files_have_name_as_prefix: the audio files are under ``<name>/`` in the zip.
     :param content_name: the name of the index and audio folder in the zip (by default the zip's file name).
     :param use_cache_manager: RETURNN copies the zips through its cluster's cache manager; here they are read in place.
+    :param epoch_wise_filter: RETURNN's ``{(first epoch, last epoch): {"max_mean_len": n}}``: in those sub-epochs only
+        the shortest sequences (by duration in centiseconds), see ``EpochWiseFilter``.
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class OggZipDataset(Dataset):
         zip_audio_files_have_name_as_prefix: bool = True,
         content_name: str | list[str] | None = None,
         use_cache_manager: bool = False,
+        epoch_wise_filter: dict[tuple[int | None, int | None], dict[str, Any]] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -93,6 +97,7 @@ class OggZipDataset(Dataset):
         self._sample_rate: int | None = None
         self._lengths: np.ndarray | None = None
         self.name = f"OggZipDataset({', '.join(os.path.basename(p) for p in self.paths)})"
+        self.epoch_wise_filter = None if epoch_wise_filter is None else EpochWiseFilter(epoch_wise_filter, self.name)
 
     @property
     def num_seqs(self) -> int:
@@ -122,6 +127,12 @@ class OggZipDataset(Dataset):
             seq["classes"] = np.array(self.targets.get_seq(entry["text"]), dtype=np.int32)
         seq["orth"] = np.frombuffer(entry["text"].encode("utf8"), dtype=np.uint8).copy()
         return seq
+
+    def get_seq_order(self, epoch: int) -> np.ndarray:
+        order = super().get_seq_order(epoch)
+        if self.epoch_wise_filter is None:
+            return order
+        return self.epoch_wise_filter.apply(epoch, order, self.order_lengths())
 
     def order_lengths(self) -> np.ndarray:
         """RETURNN's sort key: the duration in centiseconds."""
