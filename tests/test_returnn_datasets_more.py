@@ -502,3 +502,59 @@ def test_ogg_zip_epoch_wise_filter_keeps_returnns_short_sequences(tmp_path):
     compare({**spec, "epoch_wise_filter": {(None, -1): {"max_mean_len": 27.5}}, "seq_ordering": "default"})
     with pytest.raises(ConfigError, match="max_mean_len only"):
         init_dataset({**spec, "epoch_wise_filter": {(1, 2): {"use_new_filter": True}}}, option="dev", random_seed=1)
+
+
+def test_unique_seq_tags_and_seq_order_seq_lens_file_order_as_returnn(two_hdfs, tmp_path):
+    again = write_returnn_hdf(tmp_path / "again.hdf", ["a/3", "a/9", "a/0"], [2, 2, 2], seed=3)
+    hdf = {"class": "HDFDataset", "files": [two_hdfs[0], again], "unique_seq_tags": True}
+    assert [tag for tag, _ in compare(hdf)] == ["a/0", "a/1", "a/2", "a/3", "a/4", "a/9"]
+    compare({**hdf, "seq_ordering": "sorted_reverse"})
+    lens = tmp_path / "lens.txt.gz"
+    with gzip.open(lens, "wt") as f:
+        f.write(repr({f"a/{i}": length for i, length in enumerate([3.5, 9, 1, 7, 2])}))
+    ordered = {
+        "class": "HDFDataset",
+        "files": [two_hdfs[0]],
+        "seq_ordering": "sorted",
+        "seq_order_seq_lens_file": str(lens),
+    }
+    assert [tag for tag, _ in compare(ordered)] == ["a/2", "a/4", "a/0", "a/3", "a/1"]  # the file's lengths
+    with pytest.raises(ConfigError, match="has no length for 'a/9'"):
+        our_epoch({**ordered, "files": [again]})
+
+
+def test_returnns_tensorflow_era_dataset_parameters_are_accepted_at_their_defaults_only(two_hdfs):
+    hdf = {"class": "HDFDataset", "files": [two_hdfs[0]]}
+    defaults = {"window": 1, "context_window": None, "chunking": None, "min_chunk_size": 0, "chunking_variance": 0}
+    accepted = {**hdf, **defaults, "shuffle_frames_of_nseqs": 0, "estimated_num_seqs": 100, "cache_byte_size": 0}
+    assert [tag for tag, _ in our_epoch(accepted)] == [f"a/{i}" for i in range(5)]
+    for name, value, hint in (
+        ("window", 3, "unfold"),
+        ("chunking", "100:50", "config's chunking"),
+        ("context_window", 2, "pad"),
+    ):
+        with pytest.raises(ConfigError, match=f"{name} = .*{hint}"):
+            init_dataset({**hdf, name: value}, option="train", random_seed=1)
+    offset = init_dataset({**hdf, "seq_ordering": "random", "random_seed_offset": 5}, option="train", random_seed=1)
+    plain = init_dataset({**hdf, "seq_ordering": "random"}, option="train", random_seed=1)
+    assert offset.random_seed == plain.random_seed + 5
+
+
+def test_ogg_zip_targets_post_process_and_symlinked_name_as_returnn(tmp_path):
+    pytest.importorskip("soundfile")
+    from test_returnn_datasets import WORDS, make_ogg_zip
+
+    vocab = tmp_path / "words.txt"
+    vocab.write_text("\n".join(WORDS) + "\n")
+    real = make_ogg_zip(str(tmp_path / "corpus.zip"))
+    os.symlink(real, tmp_path / "link.zip")
+    spec = {
+        "class": "OggZipDataset",
+        "path": str(tmp_path / "link.zip"),
+        "resolve_symlink_for_name": True,
+        "audio": None,
+        "targets": {"vocab_file": str(vocab), "unknown_label": "<unk>"},
+        "targets_post_process": lambda text: text.replace("cats", "cat").replace("hats", "hat"),
+    }
+    ours = compare(spec)
+    assert ours[3][1]["classes"].tolist() == [2, 9, 5] and bytes(ours[3][1]["orth"]) == b"cats and hats"

@@ -14,7 +14,8 @@ import numpy as np
 
 from framework.base import log
 from framework.base.errors import ConfigError, DataError
-from framework.datasets.seq_lists import read_seq_list
+from framework.datasets.legacy_options import check_legacy_parameters
+from framework.datasets.seq_lists import read_seq_lens, read_seq_list
 
 SEQ_ORDERINGS = ("default", "random", "sorted", "sorted_reverse", "laplace:N", "laplace:.N")
 
@@ -33,6 +34,12 @@ class Dataset:
     :param repeat_epoch: RETURNN's parameter: each (sub-)epoch goes through its sequences this many times.
     :param seq_list_filter_file: RETURNN's parameter: only the sequences whose tags this file lists (a text file,
         one tag per line, or a pickled list; optionally gzipped), kept where they are in each (sub-)epoch's order.
+    :param unique_seq_tags: RETURNN's parameter: a tag's later sequences left out of an epoch's order.
+    :param seq_order_seq_lens_file: RETURNN's parameter: what "sorted" and "laplace" sort by, from a Python dict
+        literal ``{tag: length}`` (optionally gzipped), instead of the dataset's own lengths.
+    :param random_seed_offset: RETURNN's parameter: added to the shuffling seed (``fixed_random_seed`` wins).
+    :param legacy: RETURNN's TensorFlow-era parameters (``window``, ``chunking``, ...; see ``legacy_options``) and
+        ``estimated_num_seqs``: accepted at their defaults.
     """
 
     #: True for a dataset that gives each rank of a torch.distributed run only its own share (its plan is that
@@ -48,6 +55,16 @@ class Dataset:
         fixed_random_seed: int | None = None,
         repeat_epoch: int = 1,
         seq_list_filter_file: str | None = None,
+        unique_seq_tags: bool = False,
+        seq_order_seq_lens_file: str | None = None,
+        random_seed_offset: int = 0,
+        estimated_num_seqs: int | None = None,
+        window: int = 1,
+        context_window: Any = None,
+        chunking: Any = None,
+        min_chunk_size: int = 0,
+        chunking_variance: float = 0,
+        shuffle_frames_of_nseqs: int = 0,
     ):
         if seq_ordering is not None and not valid_seq_ordering(seq_ordering):
             raise ConfigError(
@@ -57,8 +74,14 @@ class Dataset:
             raise ConfigError(f"{type(self).__name__}: partition_epoch must be >= 1, got {partition_epoch}.")
         self.seq_ordering = seq_ordering
         self.partition_epoch = partition_epoch
-        self.random_seed = random_seed if fixed_random_seed is None else fixed_random_seed
+        self.random_seed = random_seed + random_seed_offset if fixed_random_seed is None else fixed_random_seed
         self.name = type(self).__name__
+        legacy = {"window": window, "context_window": context_window, "chunking": chunking}
+        legacy.update(min_chunk_size=min_chunk_size, chunking_variance=chunking_variance)
+        check_legacy_parameters(self.name, {**legacy, "shuffle_frames_of_nseqs": shuffle_frames_of_nseqs})
+        self.unique_seq_tags = unique_seq_tags
+        self.seq_order_seq_lens_file = seq_order_seq_lens_file
+        self._file_lengths: np.ndarray | None = None
         if not isinstance(repeat_epoch, int) or repeat_epoch < 1:
             raise ConfigError(f"{type(self).__name__}: repeat_epoch must be an int >= 1, got {repeat_epoch!r}.")
         if repeat_epoch > 1 and partition_epoch > 1:
@@ -161,7 +184,31 @@ class Dataset:
         return kept.astype(np.int64)
 
     def _full_epoch_order(self, full_epoch: int) -> np.ndarray:
-        return self.ordered(self.num_seqs, self.order_lengths, full_epoch)
+        return self.unique(self.ordered(self.num_seqs, self.sort_lengths, full_epoch))
+
+    def sort_lengths(self) -> np.ndarray:
+        """What orderings sort by: ``seq_order_seq_lens_file``'s lengths where given, else ``order_lengths()``."""
+        if self.seq_order_seq_lens_file is None:
+            return self.order_lengths()
+        if self._file_lengths is None:
+            lengths = read_seq_lens(self.seq_order_seq_lens_file, self.name)
+            tags = [self.seq_tag(i) for i in range(self.num_seqs)]
+            missing = [tag for tag in tags if tag not in lengths]
+            if missing:
+                raise ConfigError(
+                    f"{self.name}: seq_order_seq_lens_file {self.seq_order_seq_lens_file!r} has no length for "
+                    f"{missing[0]!r} ({len(missing)} of {len(tags)} tags missing); it must give every sequence's."
+                )
+            self._file_lengths = np.array([lengths[tag] for tag in tags])
+        return self._file_lengths
+
+    def unique(self, order: np.ndarray) -> np.ndarray:
+        """``order`` without a tag's later sequences, where ``unique_seq_tags`` asks for that (as RETURNN)."""
+        if not self.unique_seq_tags:
+            return order
+        seen: set[str] = set()
+        kept = [i for i in order if not (self.seq_tag(int(i)) in seen or seen.add(self.seq_tag(int(i))))]
+        return np.array(kept, dtype=np.int64)
 
     def ordered(self, n: int, lengths_of_all: Callable[[], np.ndarray], full_epoch: int) -> np.ndarray:
         """The positions 0 .. n - 1 in this dataset's ``seq_ordering`` for ``full_epoch``, where ``lengths_of_all()``

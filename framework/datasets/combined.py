@@ -187,7 +187,7 @@ class CombinedDataset(Dataset):
         else:
             joint = np.concatenate(members)
         if not self.random_dataset:
-            joint = joint[self.ordered(len(joint), lambda: self.order_lengths()[joint], full_epoch + 1)]
+            joint = self.unique(joint[self.ordered(len(joint), lambda: self.sort_lengths()[joint], full_epoch + 1)])
         return self.filtered(np.array_split(joint.astype(np.int64), self.partition_epoch)[part])
 
     @staticmethod

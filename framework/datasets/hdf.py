@@ -33,10 +33,19 @@ class HDFDataset(Dataset):
     :param files: one path or a list of paths; their sequences are concatenated.
     :param use_cache_manager: RETURNN copies the files through its cluster's cache manager first; here they are
         read in place (said once in the log).
+    :param cache_byte_size: RETURNN's cache of loaded sequences in memory; no effect (read on demand here).
     """
 
-    def __init__(self, files: str | list[str], *, use_cache_manager: bool = False, **kwargs: Any):
+    def __init__(
+        self,
+        files: str | list[str],
+        *,
+        use_cache_manager: bool = False,
+        cache_byte_size: int | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
+        del cache_byte_size  # RETURNN's in-memory cache of read sequences: the files are read on demand here
         self.files = [files] if isinstance(files, str) else list(files)
         if not self.files:
             raise ConfigError("HDFDataset: 'files' is empty; give the path of at least one HDF file.")

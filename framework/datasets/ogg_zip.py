@@ -28,6 +28,7 @@ from framework.base.safe_create import refuse_special
 from framework.datasets.audio_features import AudioFeatures
 from framework.datasets.base import Dataset, note_no_cache_manager
 from framework.datasets.epoch_filter import EpochWiseFilter
+from framework.datasets.orthography import post_processor
 from framework.datasets.vocabulary import Vocabulary, create_vocabulary
 
 
@@ -45,6 +46,9 @@ class OggZipDataset(Dataset):
     :param zip_audio_files_have_name_as_prefix: the audio files are under ``<name>/`` in the zip.
     :param content_name: the name of the index and audio folder in the zip (by default the zip's file name).
     :param use_cache_manager: RETURNN copies the zips through its cluster's cache manager; here they are read in place.
+    :param targets_post_process: a function str -> str (or RETURNN's names, see ``orthography.post_processor``)
+        applied to the text before ``targets`` turns it into ids (``orth`` keeps the text as it is).
+    :param resolve_symlink_for_name: the zip's content name from the file a symlink points to, as RETURNN.
     :param epoch_wise_filter: RETURNN's ``{(first epoch, last epoch): {"max_mean_len": n}}``: in those sub-epochs only
         the shortest sequences (by duration in centiseconds), see ``EpochWiseFilter``.
     """
@@ -62,6 +66,8 @@ class OggZipDataset(Dataset):
         content_name: str | list[str] | None = None,
         use_cache_manager: bool = False,
         epoch_wise_filter: dict[tuple[int | None, int | None], dict[str, Any]] | None = None,
+        targets_post_process: Any = None,
+        resolve_symlink_for_name: bool = False,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -69,7 +75,9 @@ class OggZipDataset(Dataset):
         if not self.paths:
             raise ConfigError("OggZipDataset: 'path' is empty; give the path of at least one ogg zip.")
         names = content_name if isinstance(content_name, list) else [content_name] * len(self.paths)
-        self.names = [name or _zip_name(p) for name, p in zip(names, self.paths, strict=True)]
+        named = [os.path.realpath(p) if resolve_symlink_for_name else p for p in self.paths]
+        self.names = [name or _zip_name(p) for name, p in zip(names, named, strict=True)]
+        self.targets_post_process = post_processor(targets_post_process, "OggZipDataset")
         if use_cache_manager:
             note_no_cache_manager("OggZipDataset", self.paths)
         self.features = AudioFeatures.from_options(audio) if audio is not None else None
@@ -124,7 +132,8 @@ class OggZipDataset(Dataset):
                 self._read(entry["_zip"], member), f"{self.paths[entry['_zip']]}:{member}"
             )
         if self.targets is not None:
-            seq["classes"] = np.array(self.targets.get_seq(entry["text"]), dtype=np.int32)
+            text = entry["text"] if self.targets_post_process is None else self.targets_post_process(entry["text"])
+            seq["classes"] = np.array(self.targets.get_seq(text), dtype=np.int32)
         seq["orth"] = np.frombuffer(entry["text"].encode("utf8"), dtype=np.uint8).copy()
         return seq
 

@@ -6,6 +6,7 @@ either may be gzipped (``.gz``). Lines are kept as they are (RETURNN does not st
 
 from __future__ import annotations
 
+import ast
 import gzip
 import pickle
 from typing import Any
@@ -38,3 +39,20 @@ def read_seq_list(path: Any, owner: str, option: str = "seq_list_file") -> list[
             f"line, or pickle a list of str."
         )
     return tags
+
+
+def read_seq_lens(path: Any, owner: str) -> dict[str, float]:
+    """RETURNN's ``seq_order_seq_lens_file``: a Python dict literal ``{tag: length}``, optionally gzipped."""
+    if not isinstance(path, str):
+        raise ConfigError(f"{owner}: seq_order_seq_lens_file must be a path, got {path!r}.")
+    refuse_special(path, f"the seq_order_seq_lens_file of {owner}")
+    try:
+        with gzip.open(path, "rt", encoding="utf8") if path.endswith(".gz") else open(path, encoding="utf8") as f:
+            lengths = ast.literal_eval(f.read())
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        raise ConfigError(
+            f"{owner}: cannot read seq_order_seq_lens_file {path!r} as a dict literal {{tag: length}} ({exc})."
+        ) from None
+    if not isinstance(lengths, dict):
+        raise ConfigError(f"{owner}: seq_order_seq_lens_file {path!r} holds a {type(lengths).__name__}, not a dict.")
+    return lengths
