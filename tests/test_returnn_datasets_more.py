@@ -47,8 +47,9 @@ def text(tmp_path) -> dict[str, str]:
     }
 
 
-def returnn_epoch(spec: dict, epoch: int = 1) -> list[tuple[str, dict[str, np.ndarray]]]:
-    """(tag, {key: data}) of each sequence RETURNN's dataset of ``spec`` gives in ``epoch``, in its order."""
+def returnn_epoch(spec: dict, epoch: int = 1, keys: list[str] | None = None) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """(tag, {key: data}) of each sequence RETURNN's dataset of ``spec`` gives in ``epoch``, in its order (``keys``:
+    those keys, where RETURNN's ``get_data_keys`` does not list all it gives)."""
     from returnn.datasets.basic import get_dataset_class
     from returnn.datasets.basic import init_dataset as returnn_init_dataset
 
@@ -62,8 +63,9 @@ def returnn_epoch(spec: dict, epoch: int = 1) -> list[tuple[str, dict[str, np.nd
         dataset.load_seqs(i, i + 1)
         if hasattr(dataset, "_get_seq") and dataset._get_seq(i) is None:
             break  # LmDataset announces the epoch's lines, then skips those it cannot parse
-        keys = [k for k in dataset.get_data_keys() if k != "raw"]  # OggZipDataset's text as a string: not a key here
-        seqs.append((dataset.get_tag(i), {k: dataset.get_data(i, k) for k in keys}))
+        # OggZipDataset's "raw" (the text as a string) is no key here
+        names = keys or [k for k in dataset.get_data_keys() if k != "raw"]
+        seqs.append((dataset.get_tag(i), {k: dataset.get_data(i, k) for k in names}))
         i += 1
     return seqs
 
@@ -92,12 +94,12 @@ def assert_same(ours, theirs) -> float:
     return worst
 
 
-def compare(spec: dict, epochs=(1,)) -> list[tuple[str, dict[str, np.ndarray]]]:
+def compare(spec: dict, epochs=(1,), keys: list[str] | None = None) -> list[tuple[str, dict[str, np.ndarray]]]:
     """Compare ``spec``'s epochs with RETURNN's; return our first epoch."""
     first = None
     for epoch in epochs:
         ours = our_epoch(spec, epoch)
-        assert_same(ours, returnn_epoch(spec, epoch))
+        assert_same(ours, returnn_epoch(spec, epoch, keys))
         first = first if first is not None else ours
     return first
 
@@ -260,6 +262,23 @@ def test_copy_task_and_dummy_datasets_equal_returnns_in_every_epoch():
         {**dummy, "output_dim": {"classes": (7, 1)}, "input_max_value": 4.0, "input_shift": 0.5, "partition_epoch": 2},
         epochs=(1, 2),
     )
+
+
+def test_dummy_datasets_with_several_lengths_and_keys_equal_returnns():
+    several = {"class": "DummyDatasetMultipleSequenceLength", "input_dim": 2, "output_dim": 3, "num_seqs": 4}
+    ours = compare(several)
+    assert ours[1][1]["data"].shape == (10, 2) and ours[1][1]["classes"].shape == (20,)
+    compare({**several, "seq_len": {"data": 3, "classes": 5}, "input_max_value": 7.0})
+    keys = {
+        "class": "DummyDatasetMultipleDataKeys",
+        "output_dim": {"data": (4, 2), "classes": (6, 1), "speaker": (3, 1)},
+        "data_keys": ["speaker", "data", "classes"],
+        "num_seqs": 5,
+        "seq_len": {"speaker": 1, "data": 7, "classes": 4},
+    }
+    names = keys["data_keys"]  # RETURNN gives "speaker" too, but lists only data and classes as its keys
+    assert compare(keys, keys=names)[2][1]["speaker"].tolist() == [2]
+    compare({**keys, "seq_len": 3, "input_shift": 1.0, "input_scale": 0.5}, keys=names)
 
 
 def test_static_dataset_equals_returnns_in_default_and_sorted_order():

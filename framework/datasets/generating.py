@@ -1,4 +1,4 @@
-"""RETURNN's generated datasets of its demos and tests: ``DummyDataset`` and ``CopyTaskDataset``.
+"""RETURNN's generated datasets of its demos and tests: ``CopyTaskDataset`` and the ``DummyDataset`` family.
 
 The sequences are RETURNN's for the same parameters. As in RETURNN, a random one is drawn from a generator seeded
 with (the epoch's seed, the sequence's index): its values depend on the (full) epoch, not on the order in which
@@ -178,13 +178,127 @@ class DummyDataset(EpochGeneratedDataset):
 
     def generate(self, index: int, rng: Any) -> dict[str, np.ndarray]:
         frames = self.seq_len * self.input_dim
-        counts = np.arange(index, index + frames, dtype=np.float64)
-        data = ((counts % self.input_max_value + self.input_shift) * self.input_scale).astype(np.float32)
+        data = _counting(index, frames, self.input_max_value, self.input_shift, self.input_scale).astype(np.float32)
         classes = np.arange(index + frames, index + frames + self.seq_len) % self.num_classes
         return {"data": data.reshape(self.seq_len, self.input_dim), "classes": classes.astype(np.int32)}
 
     def seq_lengths(self) -> np.ndarray:
         return np.full(self.num_seqs, self.seq_len, dtype=np.int64)
+
+
+class DummyDatasetMultipleSequenceLength(DummyDataset):
+    """``DummyDataset`` with other lengths for ``data`` and ``classes``: ``seq_len = {"data": 10, "classes": 20}``
+    (RETURNN's default). As in RETURNN, ``data`` is float64 and ``classes`` int64 here."""
+
+    def __init__(self, input_dim: int, output_dim: int | dict[str, Any], num_seqs: int, seq_len: Any = None, **kwargs):
+        seq_len = {"data": 10, "classes": 20} if seq_len is None else seq_len
+        if not isinstance(seq_len, dict) or set(seq_len) != {"data", "classes"}:
+            raise ConfigError(
+                f"DummyDatasetMultipleSequenceLength: seq_len must be {{'data': frames, 'classes': labels}}, got "
+                f"{seq_len!r}."
+            )
+        super().__init__(input_dim, output_dim, num_seqs, seq_len=1, **kwargs)
+        self.lengths = {key: int(value) for key, value in seq_len.items()}
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        return {
+            "data": {"shape": (None, self.input_dim), "dtype": "float64", "sparse_dim": None},
+            "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": self.num_classes},
+        }
+
+    def generate(self, index: int, rng: Any) -> dict[str, np.ndarray]:
+        frames = self.lengths["data"] * self.input_dim
+        data = _counting(index, frames, self.input_max_value, self.input_shift, self.input_scale)
+        classes = np.arange(index + frames, index + frames + self.lengths["classes"]) % self.num_classes
+        return {"data": data.reshape(self.lengths["data"], self.input_dim), "classes": classes.astype(np.int64)}
+
+    def seq_lengths(self) -> np.ndarray:
+        return np.full(self.num_seqs, max(self.lengths.values()), dtype=np.int64)
+
+    def lengths_of(self, key: str) -> np.ndarray:
+        return np.full(self.num_seqs, self.lengths[key], dtype=np.int64)
+
+
+class DummyDatasetMultipleDataKeys(EpochGeneratedDataset):
+    """RETURNN's dummy data for any keys: ``output_dim = {"data": (40, 2), "classes": (10, 1)}`` (ndim 1: class ids
+    counting on modulo the classes, int64; else float64 frames counting on as ``DummyDataset``'s), one after the
+    other from the sequence's index; ``seq_len`` an int for all keys or one per key (default 20)."""
+
+    def __init__(
+        self,
+        output_dim: dict[str, Any],
+        num_seqs: int,
+        seq_len: int | dict[str, int] | None = None,
+        input_max_value: float = 10.0,
+        input_shift: float | None = None,
+        input_scale: float | None = None,
+        data_keys: list[str] | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(num_seqs=num_seqs, **kwargs)
+        self.data_keys = list(data_keys or ["data", "classes"])
+        lengths = {key: seq_len if isinstance(seq_len, int) else 20 for key in self.data_keys}
+        if isinstance(seq_len, dict):
+            lengths = dict(seq_len)
+        if (
+            not isinstance(output_dim, dict)
+            or set(output_dim) != set(self.data_keys)
+            or set(lengths) != set(self.data_keys)
+        ):
+            raise ConfigError(
+                f"DummyDatasetMultipleDataKeys: output_dim ({output_dim!r}) and a seq_len dict must name exactly the "
+                f"data_keys {self.data_keys} (as RETURNN requires)."
+            )
+        self.dims = {key: _dim_ndim(key, value) for key, value in output_dim.items()}
+        self.lengths = {key: int(value) for key, value in lengths.items()}
+        self.input_max_value = input_max_value
+        self.input_shift = -input_max_value / 2.0 if input_shift is None else input_shift
+        self.input_scale = 1.0 / input_max_value if input_scale is None else input_scale
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        info = {}
+        for key in self.data_keys:
+            dim, ndim = self.dims[key]
+            if ndim == 1:
+                info[key] = {"shape": (None,), "dtype": "int64", "sparse_dim": dim}
+            else:
+                info[key] = {"shape": (None, dim), "dtype": "float64", "sparse_dim": None}
+        return info
+
+    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+        seq, start = {}, index
+        for key in self.data_keys:
+            (dim, ndim), length = self.dims[key], self.lengths[key]
+            if ndim == 1:
+                seq[key] = (np.arange(start, start + length) % dim).astype(np.int64)
+                start += length
+            else:
+                values = _counting(start, length * dim, self.input_max_value, self.input_shift, self.input_scale)
+                seq[key] = values.reshape(length, dim)
+                start += length * dim
+        return seq
+
+    def seq_lengths(self) -> np.ndarray:
+        return np.full(self.num_seqs, max(self.lengths.values()), dtype=np.int64)
+
+    def lengths_of(self, key: str) -> np.ndarray:
+        return np.full(self.num_seqs, self.lengths[key], dtype=np.int64)
+
+
+def _counting(start: int, count: int, max_value: float, shift: float, scale: float) -> np.ndarray:
+    """RETURNN's dummy features: ``((i % max_value) + shift) * scale`` for i from ``start`` on, float64."""
+    return (np.arange(start, start + count, dtype=np.float64) % max_value + shift) * scale
+
+
+def _dim_ndim(key: str, value: Any) -> tuple[int, int]:
+    """RETURNN's ``(dim, ndim)`` of an ``output_dim`` entry (an int is dense frames of that dim)."""
+    if isinstance(value, int):
+        return value, 2
+    if isinstance(value, dict):
+        return int(value["dim"]), 1 if value.get("sparse") else int(value.get("ndim", 2))
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    raise ConfigError(f"DummyDatasetMultipleDataKeys: output_dim[{key!r}] = {value!r}; give (dim, ndim).")
 
 
 def _classes_dim(output_dim: Any) -> int:
@@ -202,4 +316,4 @@ def _classes_dim(output_dim: Any) -> int:
     return value
 
 
-DATASETS = (CopyTaskDataset, DummyDataset)
+DATASETS = (CopyTaskDataset, DummyDataset, DummyDatasetMultipleSequenceLength, DummyDatasetMultipleDataKeys)
