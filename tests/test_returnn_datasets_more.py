@@ -281,6 +281,16 @@ def test_dummy_datasets_with_several_lengths_and_keys_equal_returnns():
     compare({**keys, "seq_len": 3, "input_shift": 1.0, "input_scale": 0.5}, keys=names)
 
 
+def test_number_base_convert_and_episodic_copy_tasks_equal_returnns():
+    convert = {"class": "TaskNumberBaseConvertDataset", "num_seqs": 6}
+    ours = compare(convert, epochs=(1, 2))
+    digits, binary = ours[0][1]["data"].tolist(), ours[0][1]["classes"].tolist()
+    assert int("".join(map(str, digits)), 8) == int("".join(map(str, binary)), 2)
+    compare({**convert, "input_base": 16, "output_base": 3, "min_input_seq_len": 2, "max_input_seq_len": 4})
+    episodic = compare({"class": "TaskEpisodicCopyDataset", "num_seqs": 4}, epochs=(1, 3))
+    assert all(seq["data"].sum(axis=1).tolist() == [1.0] * len(seq["data"]) for _, seq in episodic)
+
+
 def test_static_dataset_equals_returnns_in_default_and_sorted_order():
     rng = np.random.default_rng(0)
     data = [

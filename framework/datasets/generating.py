@@ -285,6 +285,70 @@ class DummyDatasetMultipleDataKeys(EpochGeneratedDataset):
         return np.full(self.num_seqs, self.lengths[key], dtype=np.int64)
 
 
+class TaskNumberBaseConvertDataset(EpochGeneratedDataset):
+    """RETURNN's number conversion task: ``data`` the digits of a random number in ``input_base`` (int64 ids,
+    ``min_input_seq_len`` to ``max_input_seq_len`` digits), ``classes`` its digits in ``output_base``."""
+
+    def __init__(
+        self,
+        input_base: int = 8,
+        output_base: int = 2,
+        min_input_seq_len: int = 1,
+        max_input_seq_len: int = 8,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        if not (2 <= input_base <= 36 and 2 <= output_base <= 36 and 0 < min_input_seq_len <= max_input_seq_len):
+            raise ConfigError(
+                f"TaskNumberBaseConvertDataset: need bases from 2 to 36 and 0 < min_input_seq_len <= max_input_seq_len, "
+                f"got {input_base}, {output_base}, {min_input_seq_len}, {max_input_seq_len}."
+            )
+        self.input_base, self.output_base = input_base, output_base
+        self.min_len, self.max_len = min_input_seq_len, max_input_seq_len
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        return {
+            "data": {"shape": (None,), "dtype": "int64", "sparse_dim": self.input_base},
+            "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": self.output_base},
+        }
+
+    def generate(self, index: int, rng: np.random.RandomState) -> dict[str, np.ndarray]:
+        length = rng.randint(self.min_len, self.max_len + 1)
+        digits = [rng.randint(0, self.input_base) for _ in range(length)]  # one draw per digit, as RETURNN
+        number = int("".join(np.base_repr(d, self.input_base) for d in digits), self.input_base)
+        out = []
+        while number:
+            number, digit = divmod(number, self.output_base)
+            out.append(digit)
+        return {"data": np.array(digits, dtype=np.int64), "classes": np.array(out[::-1] or [0], dtype=np.int64)}
+
+
+class TaskEpisodicCopyDataset(EpochGeneratedDataset):
+    """RETURNN's episodic copy task over ``" .01234567"``: 1-9 random digits, 1-99 blanks, then delimiters while the
+    target recalls the digits. ``data`` one-hot [T, 10] float32 (as RETURNN gives it), ``classes`` [T] int64."""
+
+    SYMBOLS = " .01234567"
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        return {
+            "data": {"shape": (None, len(self.SYMBOLS)), "dtype": "float32", "sparse_dim": None},
+            "classes": {"shape": (None,), "dtype": "int64", "sparse_dim": len(self.SYMBOLS)},
+        }
+
+    def generate(self, index: int, rng: np.random.RandomState) -> dict[str, np.ndarray]:
+        count = rng.randint(1, 10)
+        digits = "".join(rng.choice(list(self.SYMBOLS[2:])) for _ in range(count))
+        text = digits + " " * rng.randint(1, 100) + "." + "." * (count + 1)
+        # the target: blanks until the first delimiter (which is a blank too), then the digits, then delimiters
+        waiting = text.index(".") + 1
+        recalled = (digits + "." * len(text))[: len(text) - waiting]
+        target = " " * waiting + recalled
+        ids = [self.SYMBOLS.index(c) for c in text]
+        one_hot = np.zeros((len(ids), len(self.SYMBOLS)), dtype=np.float32)
+        one_hot[np.arange(len(ids)), ids] = 1
+        return {"data": one_hot, "classes": np.array([self.SYMBOLS.index(c) for c in target], dtype=np.int64)}
+
+
 def _counting(start: int, count: int, max_value: float, shift: float, scale: float) -> np.ndarray:
     """RETURNN's dummy features: ``((i % max_value) + shift) * scale`` for i from ``start`` on, float64."""
     return (np.arange(start, start + count, dtype=np.float64) % max_value + shift) * scale
@@ -316,4 +380,11 @@ def _classes_dim(output_dim: Any) -> int:
     return value
 
 
-DATASETS = (CopyTaskDataset, DummyDataset, DummyDatasetMultipleSequenceLength, DummyDatasetMultipleDataKeys)
+DATASETS = (
+    CopyTaskDataset,
+    DummyDataset,
+    DummyDatasetMultipleSequenceLength,
+    DummyDatasetMultipleDataKeys,
+    TaskNumberBaseConvertDataset,
+    TaskEpisodicCopyDataset,
+)
