@@ -262,3 +262,34 @@ def test_two_ranks_with_several_optimizers_killed_mid_epoch_resume_bit_for_bit(t
     expected, got = (torch.load(tmp_path / f"{d}/m.002.pt", weights_only=True) for d in ("ref", "run"))
     for key in ("model", "optimizer", "rng", "learning_rate_control"):
         assert bitwise_equal(expected[key], got[key]), key
+
+
+def test_an_optimizer_with_its_own_schedule_follows_it_while_the_other_follows_the_runs(tmp_path):
+    # "second" warms up over 4 steps from the rate the run gives it (0.01 x its ratio 0.5); "first" keeps the run's
+    text = TWO_PARTS + (
+        "learning_rates = [0.01, 0.002]\n"
+        "num_epochs = 2\n"
+        "def _warmup(*, global_train_step, learning_rate, epoch_continuous, **_):\n"
+        "    return learning_rate * min(1.0, (global_train_step + 1) / 4)\n"
+        "optimizers = {\n"
+        "    'first': {'class': 'sgd', 'params': 'first.*'},\n"
+        "    'second': {'class': 'sgd', 'params': 'second.*', 'learning_rate': 0.005, 'dynamic_learning_rate': _warmup,\n"
+        "               'param_groups': [{'params': 'second.bias', 'lr_multiplier': 10.0}]},\n"
+        "}\n"
+        "rates = []\n"
+        "def _note(state):\n"
+        "    rates.append([g['lr'] for g in state.optimizer.param_groups])\n"
+        "callbacks = {'before_optimizer_step': _note}\n"
+    )
+    engine = _engine(tmp_path, text)
+    engine.run("train")
+    rates = engine.config.get("callbacks")["before_optimizer_step"].__globals__["rates"]
+    groups = [g["optimizer"] for g in engine.state.optimizer.param_groups]
+    assert groups[0] == "first" and groups[1:] == ["second"] * (len(groups) - 1)
+    first = [r[0] for r in rates]
+    assert first == pytest.approx([0.01] * 4 + [0.002] * 4)
+    # the second optimizer's groups: its weight at its own rate, its bias at 10x, the ratio between them kept
+    expected = [0.005 * min(1.0, (step + 1) / 4) for step in range(4)] + [0.001] * 4
+    by_group = list(zip(*(r[1:] for r in rates), strict=True))
+    assert sorted(by_group, key=lambda g: g[0]) == [pytest.approx(expected), pytest.approx([10 * e for e in expected])]
+    engine.checkpoints.release()

@@ -198,10 +198,43 @@ class DynamicLearningRate(Plugin):
 
     @on(Event.STEP_START)
     def apply(self, state: Any) -> None:
-        values = {"global_train_step": state.global_step, "epoch": state.epoch, "learning_rate": state.learning_rate}
+        set_learning_rate(state.optimizer, self.rate(state, state.learning_rate))
+
+    def rate(self, state: Any, learning_rate: float) -> float:
+        """What the schedule returns for this step, given ``learning_rate`` as the rate it scales."""
+        values = {"global_train_step": state.global_step, "epoch": state.epoch, "learning_rate": learning_rate}
         if "epoch_continuous" in self.arguments:
             values["epoch_continuous"] = self.epoch_continuous(state)
-        set_learning_rate(state.optimizer, self.schedule(**{name: values[name] for name in self.arguments}))
+        return self.schedule(**{name: values[name] for name in self.arguments})
+
+
+class OptimizerSchedules(Plugin):
+    """Several optimizers: an optimizer's own ``dynamic_learning_rate`` (its entry in ``optimizers``) sets its rate
+    before every step, after the run's schedules have set every optimizer's. It gets RETURNN's arguments, with
+    ``learning_rate`` the rate the run's schedule gives this optimizer (the run's rate times its ratio)."""
+
+    order = Order.TRAINING
+    after = ("DynamicLearningRate",)
+
+    def __init__(self, schedules: dict[str, DynamicLearningRate]):
+        self.schedules = schedules
+
+    @classmethod
+    def from_config(cls, config: Config, state: Any) -> OptimizerSchedules | None:
+        own = getattr(state.optimizer, "schedules", None)  # an OptimizerSet's, by optimizer name
+        return cls({name: DynamicLearningRate(fn) for name, fn in own.items()}) if own else None
+
+    @on(Event.EPOCH_START)
+    def count_sequences(self, state: Any) -> None:
+        for schedule in self.schedules.values():
+            schedule.count_sequences(state)
+
+    @on(Event.STEP_START)
+    def apply(self, state: Any) -> None:
+        optimizers = state.optimizer
+        for name, schedule in self.schedules.items():
+            ratio = optimizers.ratios[name]
+            set_learning_rate(optimizers.optimizers[name], schedule.rate(state, state.learning_rate * ratio) / ratio)
 
 
 class AppliedLearningRate(Plugin):
@@ -232,4 +265,4 @@ class AppliedLearningRate(Plugin):
             record[1], record[2], record[3] = min(record[1], *rates), max(record[2], *rates), rates[0]
 
 
-PLUGINS = (DynamicLearningRate, AppliedLearningRate)
+PLUGINS = (DynamicLearningRate, OptimizerSchedules, AppliedLearningRate)

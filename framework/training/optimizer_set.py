@@ -11,14 +11,16 @@ step leaves its parameters as they are, which is how alternating updates and n c
 are written: mark the generator's loss only every n-th step.
 
 The set acts as one torch optimizer towards everything else: its ``param_groups`` are all optimizers' groups (each
-group says which optimizer it belongs to), so schedules, checks and checkpoints work on it unchanged. One
-learning-rate schedule drives every optimizer: an optimizer's ``learning_rate`` fixes its ratio to the
-``learning_rate`` option (as a parameter group's ``lr_multiplier`` does), and the schedules scale them together.
+group says which optimizer it belongs to), so schedules, checks and checkpoints work on it unchanged. The run's
+learning-rate schedules drive every optimizer: an optimizer's ``learning_rate`` fixes its ratio to the
+``learning_rate`` option (as a parameter group's ``lr_multiplier`` does), and the schedules scale them together;
+an optimizer's own ``dynamic_learning_rate`` then sets its rate before every step
+(``framework.training.lr_control.OptimizerSchedules``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -36,22 +38,31 @@ register(
     None,
     "Several optimizers, instead of 'optimizer': {name: {'params': glob of parameter names | [globs] | "
     "callable(name, param), 'class': ..., 'learning_rate': its rate (default: learning_rate), "
-    "'gradient_clip_global_norm': ..., 'gradient_clip': ..., and what 'optimizer' takes}}. Every trainable parameter "
+    "'gradient_clip_global_norm': ..., 'gradient_clip': ..., 'dynamic_learning_rate': its own schedule, and what "
+    "'optimizer' takes}}. Every trainable parameter "
     "belongs to exactly one; train_step marks each loss for one (run_ctx.mark_as_loss(loss, name, optimizer='gen')), "
     "and it reaches only that optimizer's parameters. See docs/several_optimizers.rst.",
     __name__,
 )
 
 # The keys of an optimizer's entry that are not the optimizer's own.
-_OWN_KEYS = ("params", "learning_rate", "gradient_clip_global_norm", "gradient_clip")
+_OWN_KEYS = ("params", "learning_rate", "gradient_clip_global_norm", "gradient_clip", "dynamic_learning_rate")
 
 
 class OptimizerSet:
     """Named torch optimizers acting as one: steps, zero_grad, state dicts and param groups cover all of them."""
 
-    def __init__(self, optimizers: dict[str, torch.optim.Optimizer], clipping: dict[str, dict[str, float]]):
+    def __init__(
+        self,
+        optimizers: dict[str, torch.optim.Optimizer],
+        clipping: dict[str, dict[str, float]],
+        ratios: dict[str, float] | None = None,
+        schedules: dict[str, Callable[..., float]] | None = None,
+    ):
         self.optimizers = optimizers
         self.clipping = clipping  # per optimizer, the clipping options its entry sets (the rest: the run's)
+        self.ratios = ratios or dict.fromkeys(optimizers, 1.0)  # per optimizer, its rate over the run's
+        self.schedules = schedules or {}  # per optimizer, its own dynamic_learning_rate (lr_control applies them)
         self.params_of = {name: [p for g in opt.param_groups for p in g["params"]] for name, opt in optimizers.items()}
         # per optimizer, the names of the losses marked for it so far (checks name an optimizer no loss trains)
         self.marked_for: dict[str, set[str]] = {name: set() for name in optimizers}
@@ -139,7 +150,7 @@ def create_optimizers(
     base_lr = config.float("learning_rate")
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     owner: dict[int, str] = {}
-    optimizers, clipping = {}, {}
+    optimizers, clipping, ratios, schedules = {}, {}, {}, {}
     for name, spec in specs.items():
         option = f"optimizers[{name!r}]"
         if "params" not in spec:
@@ -173,6 +184,15 @@ def create_optimizers(
             group["optimizer"] = name
         optimizers[name] = opt
         clipping[name] = {k: spec[k] for k in ("gradient_clip_global_norm", "gradient_clip") if k in spec}
+        ratios[name] = ratio
+        if spec.get("dynamic_learning_rate") is not None:
+            if not callable(spec["dynamic_learning_rate"]):
+                raise ConfigError(
+                    f"{option}['dynamic_learning_rate'] must be a function (RETURNN's arguments: global_train_step, "
+                    f"epoch, epoch_continuous, learning_rate) returning this optimizer's rate, got "
+                    f"{spec['dynamic_learning_rate']!r}."
+                )
+            schedules[name] = spec["dynamic_learning_rate"]
         log.v4(f"{option}: {type(opt).__name__} over {len(chosen)} parameter tensors at learning rate {lr:g}")
     left = [n for n, p in named if id(p) not in owner]
     if left:
@@ -181,7 +201,7 @@ def create_optimizers(
             f"they would never be trained. Select them in one optimizer's 'params', or freeze them "
             f"(requires_grad_(False)) in get_model."
         )
-    return OptimizerSet(optimizers, clipping)
+    return OptimizerSet(optimizers, clipping, ratios, schedules)
 
 
 def declares_several(config: Config) -> bool:
