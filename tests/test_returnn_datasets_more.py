@@ -587,3 +587,34 @@ def test_ogg_zip_targets_post_process_and_symlinked_name_as_returnn(tmp_path):
     }
     ours = compare(spec)
     assert ours[3][1]["classes"].tolist() == [2, 9, 5] and bytes(ours[3][1]["orth"]) == b"cats and hats"
+
+
+def test_meta_dataset_seq_lens_file_and_data_dims_as_returnn(two_hdfs, tmp_path):
+    twin = write_returnn_hdf(tmp_path / "twin.hdf", [f"a/{i}" for i in range(5)], [4, 2, 6, 3, 5], seed=9)
+    lens = tmp_path / "lens.json"
+    lens.write_text(json.dumps({f"a/{i}": {"data": n, "classes": n} for i, n in enumerate([30, 10, 50, 20, 40])}))
+    spec = {
+        "class": "MetaDataset",
+        "datasets": {
+            "feat": {"class": "HDFDataset", "files": [two_hdfs[0]]},
+            "twin": {"class": "HDFDataset", "files": [twin]},
+        },
+        "data_map": {"data": ("feat", "data"), "classes": ("twin", "classes")},
+        "seq_lens_file": str(lens),
+        "seq_ordering": "sorted_reverse",
+        "data_dims": {"data": (3, 2), "classes": (5, 1)},
+        "data_dtypes": {"data": "float32"},
+    }
+    assert [tag for tag, _ in compare(spec)] == ["a/2", "a/4", "a/0", "a/3", "a/1"]  # the file's lengths
+    with pytest.raises(ConfigError, match=r"data_dims\['classes'\] = \(7, 1\), but the data has dim 5"):
+        init_dataset({**spec, "data_dims": {"classes": (7, 1)}}, option="dev", random_seed=1)
+    multi = {
+        "class": "MultiProcDataset",
+        "dataset": spec,
+        "num_workers": 1,
+        "buffer_size": 2,
+        "sharding_method": "seq_order",
+    }
+    assert init_dataset(multi, option="dev", random_seed=1).num_workers == 1
+    with pytest.raises(ConfigError, match="'dedicated' lets each worker"):
+        init_dataset({**multi, "sharding_method": "dedicated"}, option="dev", random_seed=1)

@@ -27,6 +27,7 @@ import numpy as np
 
 from framework.base.errors import ConfigError
 from framework.datasets.base import Dataset
+from framework.datasets.data_dims import check_data_dims
 from framework.datasets.registry import init_dataset
 
 
@@ -106,13 +107,7 @@ class CombinedDataset(Dataset):
                 dims = [d for d in (info[key]["sparse_dim"], sub_info["sparse_dim"]) if d is not None]
                 info[key]["sparse_dim"] = max(dims) if dims else None
             info.setdefault(key, sub_info)
-        for key, value in (data_dims or {}).items():
-            if key not in info:
-                raise ConfigError(f"CombinedDataset: data_dims names {key!r}, which data_map does not give.")
-            dim = value if isinstance(value, int) else tuple(value)[0]
-            known = info[key]["sparse_dim"] or (info[key]["shape"][-1] if info[key]["shape"] else 1)
-            if dim != known:
-                raise ConfigError(f"CombinedDataset: data_dims[{key!r}] = {value!r}, but the data has dim {known}.")
+        check_data_dims("CombinedDataset", info, data_dims)
         return info
 
     def _sampling_sizes(self, sizes: Any) -> list[int] | None:

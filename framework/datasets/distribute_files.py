@@ -44,6 +44,8 @@ class DistributeFilesDataset(Dataset):
         sub-epoch) instead of every rank all files of the sub-epoch.
     :param rank: this process's rank among ``world_size``; by default torch.distributed's (0 of 1 without it).
     :param world_size: the number of ranks that share the files.
+    :param use_worker_proc: RETURNN's loading in a worker process (with ``preload_next_n_sub_epochs``,
+        ``buffer_size``): accepted, no effect on what is read.
     """
 
     def __init__(
@@ -54,9 +56,15 @@ class DistributeFilesDataset(Dataset):
         distrib_shard_files: bool = False,
         rank: int | None = None,
         world_size: int | None = None,
+        use_worker_proc: bool = True,
+        preload_next_n_sub_epochs: int | None = None,
+        buffer_size: int = 1,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        # RETURNN's loading of the next sub-epoch's files in a worker process while this one trains: how fast, not
+        # what is read; here a sub-epoch's dataset is built when it starts.
+        del use_worker_proc, preload_next_n_sub_epochs, buffer_size
         if not callable(get_sub_epoch_dataset):
             raise ConfigError(
                 f"DistributeFilesDataset: get_sub_epoch_dataset must be a function of the files of a sub-epoch that "

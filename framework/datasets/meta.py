@@ -14,13 +14,16 @@ MetaDataset's there); without, MetaDataset's own, "sorted" and "laplace" by the 
 from __future__ import annotations
 
 import gzip
+import json
 import pickle
 from typing import Any
 
 import numpy as np
 
 from framework.base.errors import ConfigError
+from framework.base.safe_create import refuse_special
 from framework.datasets.base import Dataset
+from framework.datasets.data_dims import check_data_dims
 from framework.datasets.registry import init_dataset
 
 
@@ -33,6 +36,10 @@ class MetaDataset(Dataset):
     :param seq_list_file: the sequences, by tag: a text file (one tag per line) or a pickled list, the same tags
         in every dataset; or a pickled dict, or a dict of such files, ``{dataset name: tags}`` (the i-th tags of
         all lists are one sequence). Optionally gzipped.
+    :param seq_lens_file: RETURNN's JSON ``{tag: {key: length}}``: "sorted" and "laplace" sort by its ``data``
+        lengths (without ``seq_order_control_dataset``).
+    :param data_dims: RETURNN's ``{key: (dim, ndim)}``, checked against the data; ``data_dtypes``: unused (as in
+        RETURNN).
     """
 
     def __init__(
@@ -42,9 +49,13 @@ class MetaDataset(Dataset):
         *,
         seq_order_control_dataset: str | None = None,
         seq_list_file: str | dict[str, str] | None = None,
+        seq_lens_file: str | None = None,
+        data_dims: dict[str, Any] | None = None,
+        data_dtypes: dict[str, str] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        self.seq_lens_file = seq_lens_file
         self.data_map = _check_data_map(data_map, datasets)
         if seq_order_control_dataset is None and "data" not in self.data_map:
             raise ConfigError(
@@ -79,6 +90,8 @@ class MetaDataset(Dataset):
         # per dataset: its sequence index of each of this dataset's sequences
         self._rows = {name: self._match(name, tags[name]) for name in used}
         self.name = f"MetaDataset({', '.join(f'{name}: {self.datasets[name].name}' for name in used)})"
+        check_data_dims("MetaDataset", self.key_info(), data_dims)
+        del data_dtypes  # RETURNN does not use it either
 
     def _match(self, name: str, tags: list[str]) -> np.ndarray:
         dataset = self.datasets[name]
@@ -124,6 +137,8 @@ class MetaDataset(Dataset):
         return self.filtered(np.array([position[int(c)] for c in order if int(c) in position], dtype=np.int64))
 
     def order_lengths(self) -> np.ndarray:
+        if self.seq_lens_file is not None:
+            return _lengths_from_file(self.seq_lens_file, self._tags)
         return self.datasets[self.control].order_lengths()[self._rows[self.control]]
 
     def seq_lengths(self) -> np.ndarray:
@@ -145,6 +160,22 @@ class MetaDataset(Dataset):
 
     def __repr__(self) -> str:
         return f"<{self.name}: {self.num_seqs} seqs>"
+
+
+def _lengths_from_file(path: str, tags: list[str]) -> np.ndarray:
+    """The ``data`` length of each of ``tags`` in RETURNN's ``seq_lens_file`` (JSON ``{tag: {key: length}}``)."""
+    refuse_special(path, "the seq_lens_file of MetaDataset")
+    try:
+        with open(path, encoding="utf8") as f:
+            lengths = json.load(f)
+        return np.array([lengths[tag]["data"] for tag in tags])
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"MetaDataset: cannot read seq_lens_file {path!r} as JSON ({exc}).") from None
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"MetaDataset: seq_lens_file {path!r} gives no 'data' length for {exc} (it maps every tag to "
+            f"{{'data': length, ...}})."
+        ) from None
 
 
 def _check_data_map(data_map: Any, datasets: Any) -> dict[str, tuple[str, str]]:

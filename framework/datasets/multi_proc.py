@@ -32,9 +32,24 @@ class MultiProcDataset(Dataset):
     :param dataset: the wrapped dataset dict.
     :param num_workers: worker processes (at least 1).
     :param buffer_size: the most sequences a worker is asked for at once (at least 1).
+    :param sharding_method: RETURNN's "seq_order" (the default: the wrapped dataset's order, dealt to the workers);
+        its "dedicated" (each worker orders its own shard, which changes the order) is refused.
     """
 
-    def __init__(self, dataset: dict[str, Any], num_workers: int, buffer_size: int, **kwargs: Any):
+    def __init__(
+        self,
+        dataset: dict[str, Any],
+        num_workers: int,
+        buffer_size: int,
+        sharding_method: str = "seq_order",
+        **kwargs: Any,
+    ):
+        if sharding_method != "seq_order":
+            raise ConfigError(
+                f"MultiProcDataset: sharding_method = {sharding_method!r}: only RETURNN's default 'seq_order' is "
+                f"available here (the wrapped dataset's order, dealt to the workers); 'dedicated' lets each worker "
+                f"order its own shard, another order of the sequences. Leave sharding_method out."
+            )
         given = {key: kwargs[key] for key in ("seq_ordering", "partition_epoch", "fixed_random_seed") if key in kwargs}
         super().__init__(**kwargs)
         if num_workers < 1 or buffer_size < 1:
