@@ -618,3 +618,31 @@ def test_meta_dataset_seq_lens_file_and_data_dims_as_returnn(two_hdfs, tmp_path)
     assert init_dataset(multi, option="dev", random_seed=1).num_workers == 1
     with pytest.raises(ConfigError, match="'dedicated' lets each worker"):
         init_dataset({**multi, "sharding_method": "dedicated"}, option="dev", random_seed=1)
+
+
+def halve_rate(*, audio, sample_rate, random_state, **_kwargs):
+    """A deterministic audio pre_process (RETURNN's signature): every other sample, half the amplitude."""
+    return audio[::2] * 0.5
+
+
+def random_gain(*, audio, random_state, **_kwargs):
+    """A random audio pre_process."""
+    return audio * random_state.uniform(0.5, 1.0)
+
+
+def test_ogg_zip_audio_pre_process_as_returnn(tmp_path):
+    pytest.importorskip("soundfile")
+    from test_returnn_datasets import make_ogg_zip
+
+    spec = {
+        "class": "OggZipDataset",
+        "path": make_ogg_zip(str(tmp_path / "corpus.zip")),
+        "audio": {"features": "raw", "sample_rate": 16000, "pre_process": halve_rate},
+        "targets": None,
+    }
+    ours = compare(spec, epochs=(1, 2))
+    assert ours[0][1]["data"].shape == (4000, 1) and float(np.abs(ours[0][1]["data"]).max()) == 0.5
+    randomized = {**spec, "audio": {**spec["audio"], "pre_process": random_gain}}
+    first, again, second = our_epoch(randomized, 1), our_epoch(randomized, 1), our_epoch(randomized, 2)
+    assert all((a[1]["data"] == b[1]["data"]).all() for a, b in zip(first, again, strict=True))  # a step reads the same
+    assert not all((a[1]["data"] == b[1]["data"]).all() for a, b in zip(first, second, strict=True))  # new draws

@@ -32,6 +32,7 @@ _OPTIONS = {
     "norm_mean",
     "norm_std_dev",
     "join_frames",
+    "pre_process",
 }
 
 
@@ -49,6 +50,9 @@ class AudioFeatures:
     :param norm_mean: subtracted from the features: a number, "per_seq" or a text file of one value per feature.
     :param norm_std_dev: divided into the features, like ``norm_mean`` ("per_seq": at least 0.01).
     :param join_frames: stack this many consecutive frames into one (the last repeated to fill).
+    :param pre_process: RETURNN's ``pre_process(audio=, sample_rate=, random_state=) -> audio``, called on the
+        (pre-emphasized, peak-normalized) samples before the features; ``random_state`` is seeded per epoch and
+        sequence here (RETURNN's is one stream over the epoch: a random function draws other numbers).
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class AudioFeatures:
         norm_mean: Any = None,
         norm_std_dev: Any = None,
         join_frames: int | None = None,
+        pre_process: Any = None,
     ):
         if features not in FEATURES:
             raise ConfigError(
@@ -82,6 +87,9 @@ class AudioFeatures:
         self.norm_mean = _norm_vector(norm_mean, self.num_feature_filters, "norm_mean")
         self.norm_std_dev = _norm_vector(norm_std_dev, self.num_feature_filters, "norm_std_dev")
         self.join_frames = join_frames
+        if pre_process is not None and not callable(pre_process):
+            raise ConfigError(f"OggZipDataset: audio pre_process must be a function, got {pre_process!r}.")
+        self.pre_process = pre_process
         self._mel: dict[tuple[int, int, int], np.ndarray] = {}
 
     @classmethod
@@ -110,8 +118,9 @@ class AudioFeatures:
             count = 1 + (num_samples + 2 * (n_fft // 2) - n_fft) // int(self.step_len * sample_rate)
         return -(-count // self.join_frames) if self.join_frames else count
 
-    def from_bytes(self, data: bytes, where: str) -> np.ndarray:
-        """The features [frames, dim] (float32) of an encoded audio file; ``where`` names it in errors."""
+    def from_bytes(self, data: bytes, where: str, random_state: np.random.RandomState | None = None) -> np.ndarray:
+        """The features [frames, dim] (float32) of an encoded audio file; ``where`` names it in errors;
+        ``random_state`` is what ``pre_process`` draws from."""
         import soundfile
 
         try:
@@ -123,9 +132,15 @@ class AudioFeatures:
                 f"OggZipDataset: {where} has {audio.shape[1]} channels; these features are for mono audio. Mix the "
                 f"files down to one channel."
             )
-        return self.from_samples(audio, sample_rate, where)
+        return self.from_samples(audio, sample_rate, where, random_state)
 
-    def from_samples(self, audio: np.ndarray, sample_rate: int, where: str = "the audio") -> np.ndarray:
+    def from_samples(
+        self,
+        audio: np.ndarray,
+        sample_rate: int,
+        where: str = "the audio",
+        random_state: np.random.RandomState | None = None,
+    ) -> np.ndarray:
         """The features [frames, dim] (float32) of samples in [-1, 1] (float64, as soundfile reads them)."""
         if self.sample_rate is not None and sample_rate != self.sample_rate:
             raise DataError(
@@ -139,6 +154,13 @@ class AudioFeatures:
             peak = np.max(np.abs(audio), initial=0.0)
             if peak != 0.0:
                 audio = audio / peak
+        if self.pre_process is not None:
+            audio = self.pre_process(audio=audio, sample_rate=sample_rate, random_state=random_state)
+            if not isinstance(audio, np.ndarray) or audio.ndim != 1:
+                raise DataError(
+                    f"OggZipDataset: audio pre_process returned {type(audio).__name__} for {where}; it must return the "
+                    f"samples as a 1-d numpy array (as RETURNN requires)."
+                )
         if self.features == "raw":
             features = audio[:, None].astype(np.float32)
         else:

@@ -103,6 +103,7 @@ class OggZipDataset(Dataset):
         self._zips: dict[int, zipfile.ZipFile] = {}
         self._pid = os.getpid()
         self._sample_rate: int | None = None
+        self._epoch = 1
         self._lengths: np.ndarray | None = None
         self.name = f"OggZipDataset({', '.join(os.path.basename(p) for p in self.paths)})"
         self.epoch_wise_filter = None if epoch_wise_filter is None else EpochWiseFilter(epoch_wise_filter, self.name)
@@ -129,7 +130,7 @@ class OggZipDataset(Dataset):
         if self.features is not None:
             member = self._member(entry)
             seq["data"] = self.features.from_bytes(
-                self._read(entry["_zip"], member), f"{self.paths[entry['_zip']]}:{member}"
+                self._read(entry["_zip"], member), f"{self.paths[entry['_zip']]}:{member}", self._random_state(index)
             )
         if self.targets is not None:
             text = entry["text"] if self.targets_post_process is None else self.targets_post_process(entry["text"])
@@ -137,7 +138,18 @@ class OggZipDataset(Dataset):
         seq["orth"] = np.frombuffer(entry["text"].encode("utf8"), dtype=np.uint8).copy()
         return seq
 
+    def use_epoch(self, epoch: int) -> None:
+        self._epoch = epoch
+
+    def _random_state(self, index: int) -> np.random.RandomState | None:
+        """What the audio ``pre_process`` draws from: seeded per full epoch and sequence, so a step reads the same."""
+        if self.features is None or self.features.pre_process is None:
+            return None
+        full_epoch = (self._epoch - 1) // self.partition_epoch + 1
+        return np.random.RandomState([self.random_seed % 2**32, full_epoch, index])
+
     def get_seq_order(self, epoch: int) -> np.ndarray:
+        self.use_epoch(epoch)
         order = super().get_seq_order(epoch)
         if self.epoch_wise_filter is None:
             return order
