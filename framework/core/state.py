@@ -42,6 +42,7 @@ class Control:
     def __init__(self) -> None:
         self.update_skipped = False
         self.skip_flag: torch.Tensor | None = None  # on the device: skip the update where true
+        self.optimizer_skip_flags: dict[str, torch.Tensor] = {}  # several optimizers: skip one optimizer's update
         self.stop_reason: str | None = None
         self.checkpoint_reason: str | None = None  # a mid-epoch checkpoint was asked for (and not yet written)
         self.end_reason: str | None = None
@@ -81,9 +82,27 @@ class Control:
         """
         self.skip_flag = flag if self.skip_flag is None else (self.skip_flag != 0) | (flag != 0)
 
+    def skip_optimizer_if(self, name: str, flag: torch.Tensor) -> None:
+        """Several optimizers: skip optimizer ``name``'s update of this step where the device tensor ``flag`` is
+        true (the others step); ``flag`` as in ``skip_update_if``."""
+        old = self.optimizer_skip_flags.get(name)
+        self.optimizer_skip_flags[name] = flag if old is None else (old != 0) | (flag != 0)
+
+    @property
+    def any_skip_flag(self) -> torch.Tensor | None:
+        """On the device: whether this step's update, or some optimizer's part of it, may be skipped (None: not)."""
+        flags = [f for f in (self.skip_flag, *self.optimizer_skip_flags.values()) if f is not None]
+        if not flags:
+            return None
+        combined = flags[0] != 0
+        for flag in flags[1:]:
+            combined = combined | (flag != 0)
+        return combined
+
     def update_done(self) -> None:
         """The engine's mark after each update boundary: the next update is not skipped unless asked again."""
         self.update_skipped, self.skip_flag = False, None
+        self.optimizer_skip_flags = {}
 
     def stop(self, reason: str) -> None:
         """Stop training at the next update boundary with a checkpoint to resume from (like Ctrl-C)."""

@@ -142,7 +142,8 @@ class GradHealth(Plugin):
         due = self.updates == 1 or self.updates % self.interval == 0 or self.updates == self.recheck_at
         if state.control.update_skipped or not due:
             return
-        if state.control.skip_flag is not None and bool(state.control.skip_flag):  # a check step syncs anyway
+        skip = state.control.any_skip_flag
+        if skip is not None and bool(skip):  # a check step syncs anyway
             self.updates -= 1  # look again at the next update: this one is skipped (overflow under loss scaling)
             return
         named = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None]

@@ -169,7 +169,7 @@ class UpdateIntegrity(SharedRunCheck):
             return
         if max(group["lr"] for group in state.optimizer.param_groups) < MIN_JUDGED_LR:
             return  # a warmup from 0 or a tiny rate changes nothing on purpose (the learning watch judges rates)
-        self.skip_flag = state.control.skip_flag
+        self.skip_flag = state.control.any_skip_flag
         self.updated = [p for p in state.model.parameters() if p.grad is not None]
         self.grads = [p.grad for p in self.updated] if is_compiled(state.step_model) else []
         self.fingerprint = _fingerprint(self.updated)
