@@ -7,6 +7,7 @@ reads one epoch of each and checks the same sequence tags, in the same order, wi
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import os
@@ -646,3 +647,25 @@ def test_ogg_zip_audio_pre_process_as_returnn(tmp_path):
     first, again, second = our_epoch(randomized, 1), our_epoch(randomized, 1), our_epoch(randomized, 2)
     assert all((a[1]["data"] == b[1]["data"]).all() for a, b in zip(first, again, strict=True))  # a step reads the same
     assert not all((a[1]["data"] == b[1]["data"]).all() for a, b in zip(first, second, strict=True))  # new draws
+
+
+def test_ogg_zip_separate_index_and_directory_layout_as_returnn(tmp_path):
+    pytest.importorskip("soundfile")
+    import zipfile
+
+    from test_returnn_datasets import UTTERANCES, make_ogg_zip
+
+    zipped = make_ogg_zip(str(tmp_path / "corpus.zip"))
+    raw = {"audio": {"features": "raw", "sample_rate": 16000}, "targets": None}
+    with zipfile.ZipFile(zipped) as f:
+        f.extractall(tmp_path / "unpacked")  # unpacked/corpus.txt and unpacked/corpus/*.ogg: RETURNN's directory mode
+        entries = ast.literal_eval(f.read("corpus.txt").decode())
+    directory = compare({"class": "OggZipDataset", "path": str(tmp_path / "unpacked" / "corpus"), **raw})
+    assert [tag for tag, _ in directory] == [tag for tag, _, _ in UTTERANCES]
+    separate = tmp_path / "corpus.txt.gz"
+    with gzip.open(separate, "wt") as f:
+        f.write(repr([{**entry, "seq_name": "renamed/" + entry["seq_name"]} for entry in entries[1:4]]))
+    ours = compare({"class": "OggZipDataset", "path": [zipped, str(separate)], **raw})
+    assert [tag for tag, _ in ours] == ["renamed/corpus/2", "renamed/corpus/3", "renamed/corpus/4"]
+    with pytest.raises(ConfigError, match="has no zip of the same name"):
+        init_dataset({"class": "OggZipDataset", "path": [str(separate)], **raw}, option="dev", random_seed=1)

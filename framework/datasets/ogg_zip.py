@@ -14,7 +14,6 @@ so an index whose durations are far off makes batches bigger or smaller than ``b
 
 from __future__ import annotations
 
-import ast
 import gzip
 import io
 import os
@@ -28,6 +27,7 @@ from framework.base.safe_create import refuse_special
 from framework.datasets.audio_features import AudioFeatures
 from framework.datasets.base import Dataset, note_no_cache_manager
 from framework.datasets.epoch_filter import EpochWiseFilter
+from framework.datasets.ogg_zip_index import find_archives, read_index
 from framework.datasets.orthography import post_processor
 from framework.datasets.vocabulary import Vocabulary, create_vocabulary
 
@@ -71,12 +71,12 @@ class OggZipDataset(Dataset):
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        self.paths = [os.fspath(p) for p in ([path] if isinstance(path, (str, os.PathLike)) else path)]
-        if not self.paths:
+        paths = [os.fspath(p) for p in ([path] if isinstance(path, (str, os.PathLike)) else path)]
+        if not paths:
             raise ConfigError("OggZipDataset: 'path' is empty; give the path of at least one ogg zip.")
-        names = content_name if isinstance(content_name, list) else [content_name] * len(self.paths)
-        named = [os.path.realpath(p) if resolve_symlink_for_name else p for p in self.paths]
-        self.names = [name or _zip_name(p) for name, p in zip(names, named, strict=True)]
+        self.archives = find_archives(paths, content_name, resolve_symlink_for_name)
+        self.paths = [archive.path for archive in self.archives]
+        self.names = [archive.name for archive in self.archives]
         self.targets_post_process = post_processor(targets_post_process, "OggZipDataset")
         if use_cache_manager:
             note_no_cache_manager("OggZipDataset", self.paths)
@@ -87,8 +87,8 @@ class OggZipDataset(Dataset):
         self.prefixed = zip_audio_files_have_name_as_prefix
         keep = _read_segments(segment_file) if segment_file else None
         self.entries: list[dict[str, Any]] = []
-        for number, (zip_path, name) in enumerate(zip(self.paths, self.names, strict=True)):
-            for entry in _read_index(zip_path, name):
+        for number, archive in enumerate(self.archives):
+            for entry in read_index(archive):
                 if keep is None or _tag(entry) in keep:
                     self.entries.append({**entry, "_zip": number})
         if fixed_random_subset:
@@ -195,6 +195,8 @@ class OggZipDataset(Dataset):
         """A file of zip ``number``; the zips are reopened in a new process (workers)."""
         if self._pid != os.getpid():
             self._zips, self._pid = {}, os.getpid()
+        if self.archives[number].is_dir:
+            return _read_file(os.path.join(self.paths[number], member))
         if number not in self._zips:
             self._zips[number] = zipfile.ZipFile(self.paths[number])
         try:
@@ -214,45 +216,18 @@ class OggZipDataset(Dataset):
         return {**self.__dict__, "_zips": {}}
 
 
-def _zip_name(path: str) -> str:
-    name, ext = os.path.splitext(os.path.basename(path))
-    if ext != ".zip":
-        raise ConfigError(
-            f"OggZipDataset: {path} is not a .zip; RETURNN's ogg zips are <name>.zip with <name>.txt inside."
-        )
-    return name
-
-
 def _tag(entry: dict[str, Any]) -> str:
     return entry.get("seq_name", entry.get("file", ""))
 
 
-def _read_index(path: str, name: str) -> list[dict[str, Any]]:
-    """The entries of ``<name>.txt`` in the zip."""
-    refuse_special(path, "a zip file of OggZipDataset")
+def _read_file(path: str) -> bytes:
+    """An audio file of a directory archive."""
+    refuse_special(path, "an audio file of OggZipDataset")
     try:
-        with zipfile.ZipFile(path) as f:
-            text = f.read(f"{name}.txt")
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise ConfigError(f"OggZipDataset: cannot read {path!r} ({exc}). Is it a zip?") from None
-    except KeyError:
-        raise ConfigError(
-            f"OggZipDataset: {path} has no index {name}.txt (RETURNN's layout: <name>.txt beside <name>/ with the "
-            f"audio). Give content_name if the zip was renamed."
-        ) from None
-    try:
-        entries = ast.literal_eval(text.decode("utf8"))
-    except (ValueError, SyntaxError) as exc:
-        raise ConfigError(f"OggZipDataset: {path}:{name}.txt is not a Python literal list of dicts ({exc}).") from None
-    if not isinstance(entries, list) or not all(
-        isinstance(e, dict) and isinstance(e.get("text"), str) and isinstance(e.get("duration"), (int, float))
-        for e in entries
-    ):
-        raise ConfigError(
-            f"OggZipDataset: {path}:{name}.txt must be a list of dicts with 'text' (str), 'duration' (seconds) and "
-            f"'file' or 'seq_name', as RETURNN writes it."
-        )
-    return entries
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise DataError(f"OggZipDataset: cannot read {path} ({exc}), which the index lists.") from None
 
 
 def _read_segments(path: str) -> set[str]:
