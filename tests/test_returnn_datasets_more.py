@@ -669,3 +669,35 @@ def test_ogg_zip_separate_index_and_directory_layout_as_returnn(tmp_path):
     assert [tag for tag, _ in ours] == ["renamed/corpus/2", "renamed/corpus/3", "renamed/corpus/4"]
     with pytest.raises(ConfigError, match="has no zip of the same name"):
         init_dataset({"class": "OggZipDataset", "path": [str(separate)], **raw}, option="dev", random_seed=1)
+
+
+def hdf_sub_epoch(files):
+    """get_sub_epoch_dataset of the DistributeFilesDataset tests."""
+    return {"class": "HDFDataset", "files": files, "seq_ordering": "default"}
+
+
+def test_distribute_files_dataset_reads_file_lists_and_gives_the_files_tags_as_returnn(tmp_path):
+    files = [
+        write_returnn_hdf(tmp_path / f"f{i}.hdf", [f"f{i}/{j}" for j in range(3)], [2 + i, 3, 4 - i % 2], seed=i)
+        for i in range(5)
+    ]
+    (tmp_path / "files.txt").write_text("# the shards\n" + "\n".join(files) + "\n\n")
+    (tmp_path / "files.json").write_text(json.dumps(files))
+    (tmp_path / "files.py").write_text(repr(files))
+    spec = {
+        "class": "DistributeFilesDataset",
+        "files": str(tmp_path / "files.txt"),
+        "get_sub_epoch_dataset": hdf_sub_epoch,
+        "partition_epoch": 2,
+        "seq_ordering": "default",
+        "use_worker_proc": False,
+    }
+    for epoch in (1, 2, 3):
+        ours = our_epoch(spec, epoch, option="train")
+        assert_same(ours, returnn_epoch(spec, epoch))
+    assert [tag for tag, _ in our_epoch(spec, 2, option="train")] == [f"f{i}/{j}" for i in (3, 4) for j in range(3)]
+    for listing in ("files.json", "files.py"):
+        assert_same(our_epoch({**spec, "files": str(tmp_path / listing)}, 1, option="train"), returnn_epoch(spec, 1))
+    assert_same(our_epoch({**spec, "files": lambda: files}, 1, option="train"), returnn_epoch(spec, 1))
+    with pytest.raises(ConfigError, match="must be .txt"):
+        init_dataset({**spec, "files": str(files[0])}, option="train", random_seed=1)

@@ -15,6 +15,8 @@ fewest has (``Distributed.train_plan``), as RETURNN ends a sub-epoch on all rank
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +26,7 @@ import numpy as np
 from framework.base import log
 from framework.base.disk import format_size
 from framework.base.errors import ConfigError
+from framework.base.safe_create import refuse_special
 from framework.datasets.base import Dataset
 from framework.datasets.registry import init_dataset
 
@@ -34,7 +37,9 @@ class DistributeFilesDataset(Dataset):
     """Many files distributed over sub-epochs and, with ``distrib_shard_files``, over the ranks.
 
     :param files: the corpus; an entry is a path, or a tuple, list or dict of paths (nested) that belong
-        together (the features and the alignment of one shard), sized as the sum of its files.
+        together (the features and the alignment of one shard), sized as the sum of its files. As in RETURNN, also
+        a function returning the list, or the path of a file that lists them: ``.txt`` (one path per line; empty
+        lines and ``#`` comments skipped), ``.json`` or ``.py`` (a Python literal list).
     :param get_sub_epoch_dataset: ``get_sub_epoch_dataset(entries) -> dataset dict`` for the entries of one
         sub-epoch of this rank; the dict sets ``seq_ordering`` (the order within the sub-epoch) and no
         ``partition_epoch``.
@@ -50,7 +55,7 @@ class DistributeFilesDataset(Dataset):
 
     def __init__(
         self,
-        files: list[Any],
+        files: list[Any] | str | os.PathLike | Callable[[], list[Any]],
         get_sub_epoch_dataset: Callable[[list[Any]], dict[str, Any]],
         *,
         distrib_shard_files: bool = False,
@@ -70,7 +75,7 @@ class DistributeFilesDataset(Dataset):
                 f"DistributeFilesDataset: get_sub_epoch_dataset must be a function of the files of a sub-epoch that "
                 f"returns a dataset dict, got {get_sub_epoch_dataset!r}."
             )
-        self.files = list(files)
+        self.files = _file_list(files)
         self.get_sub_epoch_dataset = get_sub_epoch_dataset
         self.sharded_by_rank = bool(distrib_shard_files)
         self.rank, self.world_size = _place(self.sharded_by_rank, rank, world_size)
@@ -154,6 +159,10 @@ class DistributeFilesDataset(Dataset):
     def key_info(self) -> dict[str, dict[str, Any]]:
         return self._current().key_info()
 
+    def seq_tag(self, index: int) -> str:
+        """The current sub-epoch dataset's tag of the sequence (its files' tags, as in RETURNN)."""
+        return self._current().seq_tag(index)
+
     def get_seq(self, index: int) -> dict[str, np.ndarray]:
         return self._current().get_seq(index)
 
@@ -207,6 +216,35 @@ def deal_by_size(sizes: list[int], count: int) -> list[list[int]]:
         shares[share].append(i)
         totals[share] += sizes[i]
     return [sorted(share) for share in shares]
+
+
+def _file_list(files: Any) -> list[Any]:
+    """The list of entries ``files`` gives: a list, a function returning one, or a file listing them."""
+    if callable(files):
+        files = files()
+    if isinstance(files, (str, os.PathLike)):
+        path = os.fspath(files)
+        ext = os.path.splitext(path)[1]
+        if ext not in (".txt", ".json", ".py"):
+            raise ConfigError(
+                f"DistributeFilesDataset: files = {path!r}: a file list must be .txt (one path per line), .json or .py "
+                f"(a literal list), as RETURNN reads it; or give the list itself."
+            )
+        refuse_special(path, "the file list of DistributeFilesDataset")
+        try:
+            with open(path, encoding="utf8") as f:
+                text = f.read()
+            if ext == ".txt":
+                files = [
+                    line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")
+                ]
+            else:
+                files = json.loads(text) if ext == ".json" else ast.literal_eval(text)
+        except (OSError, ValueError, SyntaxError) as exc:
+            raise ConfigError(f"DistributeFilesDataset: cannot read the file list {path!r} ({exc}).") from None
+    if not isinstance(files, (list, tuple)):
+        raise ConfigError(f"DistributeFilesDataset: files must be a list of entries, got {type(files).__name__}.")
+    return list(files)
 
 
 def _place(sharded: bool, rank: int | None, world_size: int | None) -> tuple[int, int]:
