@@ -293,3 +293,33 @@ def test_an_optimizer_with_its_own_schedule_follows_it_while_the_other_follows_t
     by_group = list(zip(*(r[1:] for r in rates), strict=True))
     assert sorted(by_group, key=lambda g: g[0]) == [pytest.approx(expected), pytest.approx([10 * e for e in expected])]
     engine.checkpoints.release()
+
+
+def test_under_loss_scaling_an_overflow_skips_only_the_update_of_the_optimizer_it_is_in(tmp_path):
+    # the second part's loss is 10^4 times larger at step 2: scaled, its float16 gradients overflow; the first's do not
+    text = TWO_PARTS.replace(
+        '    run_ctx.mark_as_loss(model.second(hidden).mean(), "second_loss", optimizer="second")',
+        "    blow_up = 1e4 if run_ctx.step == 2 else 1.0\n"
+        '    run_ctx.mark_as_loss(model.second(hidden).mean() * blow_up, "second_loss", optimizer="second")',
+    )
+    text += (
+        "torch_amp = {'dtype': 'float16'}\n"
+        "moved, scales = [], []\n"
+        "def _note(state):\n"
+        "    moved.append([p.detach().clone() for p in state.model.parameters()])\n"
+        "    scales.append(float(state.loss_scale))\n"
+        "callbacks = {'after_optimizer_step': _note}\n"
+    )
+    engine = _engine(tmp_path, text)
+    engine.run("train")
+    notes = engine.config.get("callbacks")["after_optimizer_step"].__globals__
+    moved, scales = notes["moved"], notes["scales"]
+    changed = [
+        [not torch.equal(before, after) for before, after in zip(moved[i - 1], moved[i], strict=True)]
+        for i in range(1, len(moved))
+    ]
+    # step 2: the first part (weight, bias) moves, the second does not; steps 1 and 3: both move
+    assert changed == [[True] * 4, [True, True, False, False], [True] * 4]
+    assert scales[3] == scales[2] / 2  # one scale, used by both, which the overflow at step 2 halved
+    assert all(torch.isfinite(p).all() for p in moved[-1])
+    engine.checkpoints.release()

@@ -105,20 +105,34 @@ class GradScaling(Plugin):
     # Before clipping and every other callback at this event: they see the true gradients.
     @on(Event.BEFORE_OPTIMIZER_STEP, Order.TRAINING - 1)
     def unscale(self, state: RunState) -> None:
+        params_of = getattr(state.optimizer, "params_of", None)  # several optimizers: each decides on its own
+        if params_of is None:
+            self.found_inf = self._unscale(list(state.model.parameters()))
+            state.control.skip_update_if(self.found_inf > 0)
+            return
+        # As torch's GradScaler with several optimizers: one scale, which any overflow shrinks, and an update
+        # skipped only for the optimizer whose gradients overflowed.
         self.found_inf = torch.zeros((), device=self.scale.device)
+        for name, params in params_of.items():
+            found = self._unscale(params)
+            state.control.skip_optimizer_if(name, found > 0)
+            self.found_inf = self.found_inf + found
+
+    def _unscale(self, params: list[torch.nn.Parameter]) -> torch.Tensor:
+        """Unscale the gradients of ``params`` in place; returns how many of their groups overflowed (on the device)."""
+        found_inf = torch.zeros((), device=self.scale.device)
         inv_scale = self.scale.double().reciprocal().float()
         groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
-        for p in state.model.parameters():
+        for p in params:
             if p.grad is not None:
                 groups.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
         for grads in groups.values():
             found = torch.zeros(1, device=grads[0].device)
             slices = [sharded.local(g) for g in grads]  # under FSDP, this rank's: unscaled in place
             torch._amp_foreach_non_finite_check_and_unscale_(slices, found, inv_scale.to(grads[0].device))
-            self.found_inf = self.found_inf + found.to(self.found_inf.device).reshape(())
+            found_inf = found_inf + found.to(found_inf.device).reshape(())
         # Under FSDP each rank checked its slices: all ranks skip (and scale) alike when any slice overflowed.
-        self.found_inf = sharded.summed_over_ranks(self.found_inf, [g for grads in groups.values() for g in grads])
-        state.control.skip_update_if(self.found_inf > 0)
+        return sharded.summed_over_ranks(found_inf, [g for grads in groups.values() for g in grads])
 
     @on(Event.AFTER_OPTIMIZER_STEP)
     def update_scale(self, state: RunState) -> None:
@@ -145,7 +159,8 @@ class GradScaling(Plugin):
         self.consecutive_skips += 1
         log.v5(
             f"ep {where['epoch']} step {where['step']}: gradients overflowed at loss scale {scale:g}; "
-            f"update skipped, scale now {scale * self.backoff_factor:g} (normal under float16 loss scaling)"
+            f"update skipped (with several optimizers: of those whose gradients overflowed), scale now "
+            f"{scale * self.backoff_factor:g} (normal under float16 loss scaling)"
         )
         if self.consecutive_skips == COLLAPSE_STEPS:
             if any(sharded.is_sharded(p) for p in state.model.parameters()):  # its replay would run one rank alone

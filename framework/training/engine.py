@@ -342,7 +342,7 @@ class Engine:
             if boundary:
                 emit(Event.BEFORE_OPTIMIZER_STEP, state)
                 if not control.update_skipped:
-                    optim.step_unless(state.optimizer, control.skip_flag)
+                    optim.step_unless(state.optimizer, control.skip_flag, control.optimizer_skip_flags)
                 control.update_done()
                 state.optimizer.zero_grad(set_to_none=True)
                 emit(Event.AFTER_OPTIMIZER_STEP, state)

@@ -342,14 +342,17 @@ def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return params
 
 
-def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor | None) -> None:
-    """``optimizer.step()``, skipped where the device flag ``skip`` is true.
+def step_unless(
+    optimizer: torch.optim.Optimizer, skip: torch.Tensor | None, by_optimizer: dict[str, torch.Tensor] | None = None
+) -> None:
+    """``optimizer.step()``, skipped where the device flag ``skip`` is true; several optimizers
+    (``optimizer_set.OptimizerSet``): each one also where its flag in ``by_optimizer`` is.
 
     Fused optimizers take the flag the way ``torch.amp.GradScaler`` hands it to them (``found_inf``):
     the kernel skips the update on the device, no host sync. Any other optimizer reads the flag first.
     """
-    if hasattr(optimizer, "step_unless"):  # several optimizers (optimizer_set.OptimizerSet): each one's own way
-        optimizer.step_unless(skip)
+    if hasattr(optimizer, "step_unless"):  # several optimizers: each one's own way, with its own flag
+        optimizer.step_unless(skip, by_optimizer or {})
     elif skip is None:
         optimizer.step()
     elif getattr(optimizer, "_step_supports_amp_scaling", False):

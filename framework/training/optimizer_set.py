@@ -91,10 +91,14 @@ class OptimizerSet:
         for opt in self.optimizers.values():
             opt.step()
 
-    def step_unless(self, skip: torch.Tensor | None) -> None:
-        """``step()``, skipped where the device flag ``skip`` is true (``optim.step_unless`` per optimizer)."""
-        for opt in self.optimizers.values():
-            optim.step_unless(opt, skip)
+    def step_unless(self, skip: torch.Tensor | None, by_optimizer: dict[str, torch.Tensor]) -> None:
+        """``step()``, each optimizer skipped where the device flag ``skip`` or its own flag in ``by_optimizer`` is
+        true (``optim.step_unless`` per optimizer): as torch's GradScaler, an overflow in one optimizer's gradients
+        skips that optimizer's update only."""
+        for name, opt in self.optimizers.items():
+            own = by_optimizer.get(name)
+            flag = skip if own is None else own if skip is None else ((skip != 0) | (own != 0)).float()
+            optim.step_unless(opt, flag)
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()}}
