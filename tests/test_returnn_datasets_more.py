@@ -701,3 +701,15 @@ def test_distribute_files_dataset_reads_file_lists_and_gives_the_files_tags_as_r
     assert_same(our_epoch({**spec, "files": lambda: files}, 1, option="train"), returnn_epoch(spec, 1))
     with pytest.raises(ConfigError, match="must be .txt"):
         init_dataset({**spec, "files": str(files[0])}, option="train", random_seed=1)
+
+
+def test_concat_dataset_gives_each_datasets_epoch_and_tags_as_returnn(two_hdfs):
+    spec = {
+        "class": "ConcatDataset",
+        "datasets": [
+            {"class": "HDFDataset", "files": [two_hdfs[1]], "seq_ordering": "sorted_reverse"},
+            {"class": "HDFDataset", "files": [two_hdfs[0]], "partition_epoch": 2},
+        ],
+    }
+    ours = compare(spec, epochs=(1, 2))
+    assert [tag for tag, _ in ours] == ["b/1", "b/3", "b/0", "b/2", "a/0", "a/1", "a/2"]

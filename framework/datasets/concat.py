@@ -16,8 +16,9 @@ class ConcatDataset(Dataset):
     ``DistributeFilesDataset``.
 
     :param datasets: dataset dicts (or ``Dataset`` instances) with the same keys; sequence 0 of the second
-        follows the last of the first. This dataset's ``seq_ordering`` orders the concatenation ("default"
-        keeps the datasets' order, as RETURNN does); the parts' own orderings are not used.
+        follows the last of the first. With ``seq_ordering`` "default" (RETURNN's only one), each dataset's epoch
+        in its own order (its ``seq_ordering`` and ``partition_epoch``), one after the other, as RETURNN does;
+        another ``seq_ordering`` (here only) orders the concatenation itself and the parts' own orders are not used.
     """
 
     def __init__(self, datasets: list[Any], **kwargs: Any):
@@ -46,9 +47,27 @@ class ConcatDataset(Dataset):
     def key_info(self) -> dict[str, dict[str, Any]]:
         return self.datasets[0].key_info()
 
-    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+    def _locate(self, index: int) -> tuple[int, int]:
         part = int(np.searchsorted(self._starts, index, side="right")) - 1
-        return self.datasets[part].get_seq(index - int(self._starts[part]))
+        return part, index - int(self._starts[part])
+
+    def get_seq(self, index: int) -> dict[str, np.ndarray]:
+        part, local = self._locate(index)
+        return self.datasets[part].get_seq(local)
+
+    def seq_tag(self, index: int) -> str:
+        part, local = self._locate(index)
+        return self.datasets[part].seq_tag(local)
+
+    def get_seq_order(self, epoch: int) -> np.ndarray:
+        if (self.seq_ordering or "default") != "default":
+            return super().get_seq_order(epoch)
+        parts = [self._starts[i] + dataset.get_seq_order(epoch) for i, dataset in enumerate(self.datasets)]
+        return self.filtered(np.concatenate(parts).astype(np.int64))
+
+    def use_epoch(self, epoch: int) -> None:
+        for dataset in self.datasets:
+            dataset.use_epoch(epoch)
 
     def lengths_of(self, key: str) -> np.ndarray:
         return np.concatenate([dataset.lengths_of(key) for dataset in self.datasets]).astype(np.int64)
