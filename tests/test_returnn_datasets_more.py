@@ -713,3 +713,42 @@ def test_concat_dataset_gives_each_datasets_epoch_and_tags_as_returnn(two_hdfs):
     }
     ours = compare(spec, epochs=(1, 2))
     assert [tag for tag, _ in ours] == ["b/1", "b/3", "b/0", "b/2", "a/0", "a/1", "a/2"]
+
+
+def test_a_returnn_config_trains_on_postprocessed_combined_datasets(tmp_path, text):
+    config = write_config(
+        tmp_path,
+        f"""
+import numpy as np
+from torch import nn
+
+def flip(data, *, rng, **kwargs):
+    if rng.uniform() < 0.5:
+        data.data["data"].raw_tensor = data.data["data"].raw_tensor[::-1].copy()
+    return data
+
+train = {{"class": "PostprocessingDataset", "map_seq": flip, "dataset": {{
+    "class": "CombinedDataset", "seq_ordering": "random_dataset", "partition_epoch": 2,
+    "datasets": {{"lm": {{"class": "LmDataset", "corpus_file": {text["txt"]!r}, "orth_symbols_file": {text["chars"]!r},
+                        "auto_replace_unknown_symbol": True}},
+                 "copy": {{"class": "CopyTaskDataset", "nsymbols": 30, "minlen": 2, "maxlen": 5, "num_seqs": 6}}}},
+    "data_map": {{("lm", "data"): "data", ("copy", "data"): "data"}}}}}}
+dev = {{"class": "StaticDataset", "data": [{{"data": np.array([5, 6, 7], dtype=np.int8)}}, {{"data": np.array([8, 9], dtype=np.int8)}}]}}
+extern_data = {{"data": {{"shape": (None,), "dtype": "int64", "sparse_dim": 34}}}}
+batch_size = 30
+num_epochs = 1
+model = {str(tmp_path / "model")!r}
+
+def get_model(**_kwargs):
+    return nn.Sequential(nn.Embedding(34, 8), nn.Linear(8, 34))
+
+def train_step(*, model, extern_data, run_ctx, **_kwargs):
+    x = extern_data["data"]
+    logits = model(x[:, :-1])
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten()))
+""",
+    )
+    run = run_rnn(config, cwd=str(tmp_path))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert os.path.exists(tmp_path / "model.001.pt")
+    assert "Traceback" not in run.stdout + run.stderr
