@@ -159,8 +159,8 @@ class GradScaling(Plugin):
         self.consecutive_skips += 1
         log.v5(
             f"ep {where['epoch']} step {where['step']}: gradients overflowed at loss scale {scale:g}; "
-            f"update skipped (with several optimizers: of those whose gradients overflowed), scale now "
-            f"{scale * self.backoff_factor:g} (normal under float16 loss scaling)"
+            f"update skipped, scale now {scale * self.backoff_factor:g} (normal under float16 loss scaling; with several "
+            f"optimizers, the updates of those whose gradients overflowed)"
         )
         if self.consecutive_skips == COLLAPSE_STEPS:
             if any(sharded.is_sharded(p) for p in state.model.parameters()):  # its replay would run one rank alone
