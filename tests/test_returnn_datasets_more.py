@@ -752,3 +752,32 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     assert run.returncode == 0, run.stdout + run.stderr
     assert os.path.exists(tmp_path / "model.001.pt")
     assert "Traceback" not in run.stdout + run.stderr
+
+
+def test_postprocessing_laplace_ordering_and_sequential_equal_returnns(two_hdfs):
+    from returnn.datasets import postprocessing as returnn_pp
+
+    from framework.datasets.postprocessing import LaplaceOrdering, Sequential
+
+    hdf = {"class": "HDFDataset", "files": [two_hdfs[0], two_hdfs[1]]}
+    theirs = returnn_epoch(
+        {
+            "class": "PostprocessingDataset",
+            "dataset": hdf,
+            "map_seq_stream": returnn_pp.Sequential(merge_pairs_drop_short, returnn_pp.LaplaceOrdering(2)),
+        }
+    )
+    spec = {
+        "class": "PostprocessingDataset",
+        "dataset": hdf,
+        "map_seq_stream": Sequential(merge_pairs_drop_short, LaplaceOrdering(2)),
+    }
+    ours = our_epoch(spec)
+    assert_same(ours, theirs)
+    lengths = [len(seq["classes"]) for _, seq in ours]
+    assert lengths[:2] == sorted(lengths[:2]) and lengths[2:4] == sorted(lengths[2:4], reverse=True)
+    assert (
+        Sequential(LaplaceOrdering(3)).preserves_num_seqs and not Sequential(merge_pairs_drop_short).preserves_num_seqs
+    )
+    with_returnns = {**spec, "map_seq_stream": returnn_pp.LaplaceOrdering(3)}  # RETURNN's own helper, here too
+    assert len(compare(with_returnns)) == 9
