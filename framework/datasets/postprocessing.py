@@ -16,7 +16,6 @@ dataset's ``partition_epoch``. The wrapped dataset orders the sequences; this da
 from __future__ import annotations
 
 import inspect
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,57 +23,9 @@ import numpy as np
 
 from framework.base.errors import ConfigError, DataError
 from framework.datasets.base import Dataset
+from framework.datasets.postprocessing_helpers import LaplaceOrdering, Sequential
 from framework.datasets.registry import init_dataset
-
-
-class SeqTensor:
-    """One entry of a ``SeqTensorDict``: RETURNN's ``Tensor`` as a postprocessing function uses it."""
-
-    def __init__(self, name: str, raw_tensor: Any, dtype: str | None = None, sparse_dim: int | None = None):
-        self.name, self.raw_tensor, self.sparse_dim = name, raw_tensor, sparse_dim
-        self.dtype = dtype if dtype is not None else str(np.asarray(raw_tensor).dtype)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(np.shape(self.raw_tensor))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def copy(self) -> SeqTensor:
-        return SeqTensor(self.name, np.copy(self.raw_tensor), self.dtype, self.sparse_dim)
-
-    def copy_template(self) -> SeqTensor:
-        return SeqTensor(self.name, None, self.dtype, self.sparse_dim)
-
-    def __repr__(self) -> str:
-        return f"SeqTensor({self.name!r}, shape={self.shape}, dtype={self.dtype})"
-
-
-class SeqTensorDict:
-    """RETURNN's ``TensorDict`` as postprocessing functions use it: ``.data`` maps keys to tensors."""
-
-    def __init__(self, data: dict[str, SeqTensor] | None = None):
-        self.data: dict[str, Any] = dict(data or {})
-
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.data
-
-    def update(self, data: Any, *, auto_convert: bool = False) -> None:
-        items = data.data.items() if hasattr(data, "data") else dict(data).items()
-        for key, value in items:
-            self.data[key] = value if hasattr(value, "raw_tensor") else SeqTensor(key, value)
-
-    def copy_template(self) -> SeqTensorDict:
-        return SeqTensorDict({key: tensor.copy_template() for key, tensor in self.data.items()})
-
-    def __repr__(self) -> str:
-        return f"SeqTensorDict({list(self.data.values())})"
-
+from framework.datasets.seq_tensor_dict import SeqTensor, SeqTensorDict
 
 _META = ("seq_tag", "seq_idx", "complete_frac")
 
@@ -266,53 +217,6 @@ class PostprocessingDataset(Dataset):
         return seq, tag
 
 
-class Sequential:
-    """RETURNN's ``Sequential(f, g, ...)``: the functions applied one after the other (``g(f(x))``), for
-    ``map_seq`` or for ``map_seq_stream`` (not mixed); it keeps the number of sequences if all of them do."""
-
-    def __init__(self, *functions: Callable[..., Any]):
-        self.functions = functions
-
-    def __call__(self, arg: Any, **kwargs: Any) -> Any:
-        for function in self.functions:
-            arg = function(arg, **kwargs)
-        return arg
-
-    @property
-    def preserves_num_seqs(self) -> bool:
-        return all(getattr(function, "preserves_num_seqs", False) for function in self.functions)
-
-
-class LaplaceOrdering:
-    """RETURNN's ``LaplaceOrdering(num_seqs_per_bin, length_key="data")`` for ``map_seq_stream``: the stream in bins
-    of ``num_seqs_per_bin`` sequences, sorted by the length of ``length_key``, alternately up and down (little
-    padding, still shuffled); ``complete_frac`` stays in stream order."""
-
-    preserves_num_seqs = True
-
-    def __init__(self, num_seqs_per_bin: int, length_key: str = "data"):
-        if num_seqs_per_bin < 1:
-            raise ConfigError(f"LaplaceOrdering: num_seqs_per_bin must be >= 1, got {num_seqs_per_bin}.")
-        self.num_seqs_per_bin, self.length_key = num_seqs_per_bin, length_key
-
-    def __call__(self, iterator: Iterator[Any], **kwargs: Any) -> Iterator[Any]:
-        iterator = iter(iterator)
-        descending = False
-        while True:
-            chunk = list(itertools.islice(iterator, self.num_seqs_per_bin))
-            if not chunk:
-                return
-            fractions = [data.data["complete_frac"].raw_tensor for data in chunk if "complete_frac" in data.data]
-            chunk.sort(key=lambda data: np.shape(data.data[self.length_key].raw_tensor)[0], reverse=descending)
-            if len(fractions) == len(chunk):  # the progress stays monotonic for the learning-rate schedule
-                for data, fraction in zip(chunk, fractions, strict=True):
-                    data.data["complete_frac"].raw_tensor = fraction
-            yield from chunk
-            if len(chunk) < self.num_seqs_per_bin:
-                return
-            descending = not descending
-
-
 def _check_signature(function: Callable[..., Any], name: str) -> None:
     """RETURNN calls the functions with keyword arguments it may extend: they must take ``**kwargs``."""
     if not callable(function):
@@ -349,5 +253,7 @@ def _outputs_info(map_outputs: Any) -> dict[str, dict[str, Any]]:
         info[key] = {"shape": shape, "dtype": str(np.dtype(dtype)), "sparse_dim": sparse}
     return info
 
+
+__all__ = ["PostprocessingDataset", "LaplaceOrdering", "Sequential", "SeqTensor", "SeqTensorDict"]
 
 DATASETS = (PostprocessingDataset,)
