@@ -323,3 +323,65 @@ def test_under_loss_scaling_an_overflow_skips_only_the_update_of_the_optimizer_i
     assert scales[3] == scales[2] / 2  # one scale, used by both, which the overflow at step 2 halved
     assert all(torch.isfinite(p).all() for p in moved[-1])
     engine.checkpoints.release()
+
+
+def test_an_optimizer_with_its_own_accumulation_steps_every_kth_update_on_the_mean_of_its_window(tmp_path):
+    text = TWO_PARTS + (
+        "optimizers = {'first': {'class': 'sgd', 'params': 'first.*'},\n"
+        "              'second': {'class': 'sgd', 'params': 'second.*', 'accum_grad_multiple_step': 2}}\n"
+        "bias, grads, start = [], [], []\n"
+        "def _before(state):\n"
+        "    grads.append(float(state.model.second.bias.grad))\n"
+        "    start.append(float(state.model.second.bias.detach()))\n"
+        "def _after(state):\n"
+        "    bias.append(float(state.model.second.bias.detach()))\n"
+        "callbacks = {'before_optimizer_step': _before, 'after_optimizer_step': _after}\n"
+    )
+    engine = _engine(tmp_path, text)
+    engine.run("train")
+    notes = engine.config.get("callbacks")["after_optimizer_step"].__globals__
+    start = notes["start"][0]
+    # the second loss is a mean of the second part's outputs: d/d bias = 1 per step, 1/2 per step of a window of 2
+    assert notes["grads"] == pytest.approx([0.5, 1.0, 0.5, 1.0])
+    # it steps at updates 2 and 4 only, by the learning rate times the window's mean gradient
+    assert notes["bias"] == pytest.approx([start, start - 0.01, start - 0.01, start - 0.02])
+    engine.checkpoints.release()
+
+
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"accum_grad_multiple_step": 2}, "not both"),
+        ({"torch_amp": "float16"}, "under loss scaling"),
+    ],
+)
+def test_an_optimizers_own_accumulation_that_cannot_work_is_a_config_error(tmp_path, overrides, words):
+    text = TWO_PARTS + (
+        "optimizers = {'first': {'class': 'sgd', 'params': 'first.*'},\n"
+        "              'second': {'class': 'sgd', 'params': 'second.*', 'accum_grad_multiple_step': 3}}\n"
+    )
+    with pytest.raises(ConfigError, match=words):
+        _engine(tmp_path, text, **overrides).run("train")
+
+
+@pytest.mark.slow  # three real runs: seconds
+def test_a_run_killed_inside_an_optimizers_accumulation_window_resumes_bit_for_bit(tmp_path):
+    text = TWO_PARTS + (
+        "num_epochs = 2\n"
+        "optimizers = {'first': {'class': 'adam', 'params': 'first.*'},\n"
+        "              'second': {'class': 'adam', 'params': 'second.*', 'accum_grad_multiple_step': 3}}\n"
+    )
+    config = write_config(tmp_path, text + KILL_AT_STEP)
+    reference = run_rnn(config, "++model", str(tmp_path / "ref/m"))
+    assert reference.returncode == 0, reference.stderr
+    assert "WARNING" not in reference.stdout
+    run = ["++model", str(tmp_path / "run/m"), "++checkpoint_every_n_minutes", "1e-9"]
+    # 4 steps an epoch; 'second' steps at updates 3 and 6: after update 4 its window holds one update's gradients
+    killed = run_rnn(config, *run, "++kill_at_step", "4")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    resumed = run_rnn(config, *run)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "global step 4." in resumed.stdout
+    expected, got = (torch.load(tmp_path / f"{d}/m.002.pt", weights_only=True) for d in ("ref", "run"))
+    for key in ("model", "optimizer"):
+        assert bitwise_equal(expected[key], got[key]), key

@@ -59,7 +59,8 @@ class StaleGradients(Plugin):
         if self.checks_left <= 0:
             self.callbacks.off(Event.STEP_START, self.check)
             self.callbacks.off(Event.AFTER_OPTIMIZER_STEP, self.after_update)
-        stale = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None]
+        kept = {id(p) for p in getattr(state.optimizer, "keeps_gradients", list)()}  # an optimizer's open window
+        stale = [(n, p) for n, p in state.model.named_parameters() if p.grad is not None and id(p) not in kept]
         if not stale:
             return
         self.callbacks.off(Event.STEP_START, self.check)

@@ -62,13 +62,13 @@ class GradientClipping(Plugin):
         max_norm: float | None,
         max_value: float | None,
         noise: float | None = None,
-        parts: list[tuple[list[torch.nn.Parameter] | None, dict[str, float]]] | None = None,
+        parts: list[tuple[str | None, list[torch.nn.Parameter] | None, dict[str, float]]] | None = None,
     ):
         self.max_norm = max_norm
         self.max_value = max_value
         self.noise = noise
-        # (parameters (None: the model's), their own limits) per optimizer
-        self.parts = parts or [(None, {})]
+        # (optimizer name, parameters (None: the model's), their own limits) per optimizer
+        self.parts = parts or [(None, None, {})]
 
     @classmethod
     def from_config(cls, config: Config, state: Any) -> GradientClipping | None:
@@ -76,8 +76,8 @@ class GradientClipping(Plugin):
         noise = config.float("gradient_noise") or None
         parts = None
         if isinstance(state.optimizer, OptimizerSet):
-            parts = [(params, limits) for _, params, limits in state.optimizer.parts()]
-            if not any(limits for _, limits in parts) and (max_norm, max_value) == (None, None) and noise is None:
+            parts = list(state.optimizer.parts())
+            if not any(limits for _, _, limits in parts) and (max_norm, max_value) == (None, None) and noise is None:
                 return None
         elif (max_norm, max_value, noise) == (None, None, None):
             return None
@@ -86,7 +86,9 @@ class GradientClipping(Plugin):
     @on(Event.BEFORE_OPTIMIZER_STEP)
     def clip(self, state: Any) -> None:
         norms = []
-        for params, limits in self.parts:
+        for name, params, limits in self.parts:
+            if name is not None and not state.optimizer.due(name):
+                continue  # its accumulation window is open: its gradients are not complete yet
             params = list(state.model.parameters()) if params is None else params
             if self.noise is not None:
                 add_gradient_noise(params, self.noise)

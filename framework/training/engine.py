@@ -260,7 +260,6 @@ class Engine:
         self.init_data(["train", "dev", "eval"], required="train")
         if not self._init_model_for_training(self.config.int("num_epochs")):
             return False
-        self.state.optimizer.zero_grad(set_to_none=True)
         self._start_plugins()
         return True
 
@@ -491,6 +490,8 @@ class Engine:
         )
         # After prepare: FSDP replaces the parameters by their shards, which the optimizer must hold.
         state.optimizer = create_optimizers(self.config, state.model, state.distributed)
+        # Before a checkpoint is restored: it may hold the gradients of an optimizer's open accumulation window.
+        state.optimizer.zero_grad(set_to_none=True)
         self.checkpoints.check_room()
         if saved is None:
             self.checkpoints.load_initial_parameters()

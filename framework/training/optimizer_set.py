@@ -29,6 +29,7 @@ from framework.base import log
 from framework.base.config import Config
 from framework.base.errors import ConfigError
 from framework.base.options import register
+from framework.core.autocast import amp_settings
 from framework.core.run_ctx import RunCtx
 from framework.training import optim
 
@@ -38,15 +39,22 @@ register(
     None,
     "Several optimizers, instead of 'optimizer': {name: {'params': glob of parameter names | [globs] | "
     "callable(name, param), 'class': ..., 'learning_rate': its rate (default: learning_rate), "
-    "'gradient_clip_global_norm': ..., 'gradient_clip': ..., 'dynamic_learning_rate': its own schedule, and what "
-    "'optimizer' takes}}. Every trainable parameter "
+    "'gradient_clip_global_norm': ..., 'gradient_clip': ..., 'dynamic_learning_rate': its own schedule, "
+    "'accum_grad_multiple_step': its own accumulation, and what 'optimizer' takes}}. Every trainable parameter "
     "belongs to exactly one; train_step marks each loss for one (run_ctx.mark_as_loss(loss, name, optimizer='gen')), "
     "and it reaches only that optimizer's parameters. See docs/several_optimizers.rst.",
     __name__,
 )
 
 # The keys of an optimizer's entry that are not the optimizer's own.
-_OWN_KEYS = ("params", "learning_rate", "gradient_clip_global_norm", "gradient_clip", "dynamic_learning_rate")
+_OWN_KEYS = (
+    "params",
+    "learning_rate",
+    "gradient_clip_global_norm",
+    "gradient_clip",
+    "dynamic_learning_rate",
+    "accum_grad_multiple_step",
+)
 
 
 class OptimizerSet:
@@ -58,6 +66,7 @@ class OptimizerSet:
         clipping: dict[str, dict[str, float]],
         ratios: dict[str, float] | None = None,
         schedules: dict[str, Callable[..., float]] | None = None,
+        accumulation: dict[str, int] | None = None,
     ):
         self.optimizers = optimizers
         self.clipping = clipping  # per optimizer, the clipping options its entry sets (the rest: the run's)
@@ -66,6 +75,11 @@ class OptimizerSet:
         self.params_of = {name: [p for g in opt.param_groups for p in g["params"]] for name, opt in optimizers.items()}
         # per optimizer, the names of the losses marked for it so far (checks name an optimizer no loss trains)
         self.marked_for: dict[str, set[str]] = {name: set() for name in optimizers}
+        # Its own accumulation: an optimizer with k > 1 steps at every k-th update of the run, on the mean of the
+        # gradients of its window; ``window[name]``: the updates of the run already in its open window.
+        self.accumulation = {name: (accumulation or {}).get(name, 1) for name in optimizers}
+        self.window = dict.fromkeys(optimizers, 0)
+        self._stepped: dict[str, bool] | None = None  # which optimizers stepped at this update (None: no step yet)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -81,9 +95,25 @@ class OptimizerSet:
         """The per-parameter states of all optimizers (a merged view, for reading)."""
         return {key: value for opt in self.optimizers.values() for key, value in opt.state.items()}
 
+    def due(self, name: str) -> bool:
+        """Whether optimizer ``name`` steps at this update: its accumulation window is complete."""
+        return self.window[name] + 1 >= self.accumulation[name]
+
+    def keeps_gradients(self) -> list[torch.nn.Parameter]:
+        """The parameters whose gradients are kept across updates now: those of optimizers with an open window."""
+        return [p for name, params in self.params_of.items() if self.window[name] for p in params]
+
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for opt in self.optimizers.values():
-            opt.zero_grad(set_to_none=set_to_none)
+        """Clear the gradients of the optimizers that stepped at this update; an optimizer whose window is still
+        open keeps them. Without a step before it (at the start, or an update the run skipped) all are cleared and
+        every window starts again."""
+        stepped, self._stepped = self._stepped, None
+        for name, opt in self.optimizers.items():
+            if stepped is None or stepped[name]:
+                opt.zero_grad(set_to_none=set_to_none)
+                self.window[name] = 0
+            else:
+                self.window[name] += 1
 
     def step(self) -> None:
         """Every optimizer steps; one whose parameters got no gradient (no loss of its in the update) changes
@@ -95,13 +125,25 @@ class OptimizerSet:
         """``step()``, each optimizer skipped where the device flag ``skip`` or its own flag in ``by_optimizer`` is
         true (``optim.step_unless`` per optimizer): as torch's GradScaler, an overflow in one optimizer's gradients
         skips that optimizer's update only."""
+        self._stepped = {name: self.due(name) for name in self.optimizers}
         for name, opt in self.optimizers.items():
+            if not self._stepped[name]:
+                continue
             own = by_optimizer.get(name)
             flag = skip if own is None else own if skip is None else ((skip != 0) | (own != 0)).float()
             optim.step_unless(opt, flag)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()}}
+        """Every optimizer's state, and the open accumulation windows with the gradients gathered in them."""
+        open_windows = {name: count for name, count in self.window.items() if count}
+        return {
+            "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
+            "windows": open_windows,
+            "window_gradients": {
+                name: [None if p.grad is None else p.grad.detach().clone() for p in self.params_of[name]]
+                for name in open_windows
+            },
+        }
 
     def load_state_dict(self, saved: dict[str, Any]) -> None:
         states = saved.get("optimizers")
@@ -110,6 +152,10 @@ class OptimizerSet:
             raise ValueError(f"it holds {written}, the config declares optimizers {', '.join(self.optimizers)}")
         for name, opt in self.optimizers.items():
             opt.load_state_dict(states[name])
+        for name, count in saved.get("windows", {}).items():  # a window that was open: it goes on
+            self.window[name] = count
+            for p, grad in zip(self.params_of[name], saved["window_gradients"][name], strict=True):
+                p.grad = None if grad is None else grad.to(p.device, p.dtype)
 
     def parts(self) -> Iterator[tuple[str, list[torch.nn.Parameter], dict[str, float]]]:
         """(name, parameters, its clipping options) per optimizer."""
@@ -122,6 +168,15 @@ class OptimizerSet:
         totals: dict[tuple[str, ...], torch.Tensor] = {}
         for marked, term in run_ctx.weighted_terms(weights):
             key = marked.optimizer or ()
+            windows = {self.accumulation[name] for name in key}
+            if len(windows) > 1:
+                raise ValueError(
+                    f"loss {marked.name!r} is marked for optimizers {', '.join(key)}, which accumulate over different "
+                    f"numbers of updates ({', '.join(str(self.accumulation[n]) for n in key)}); give them one "
+                    f"accum_grad_multiple_step, or mark the loss for one of them"
+                )
+            if windows and (k := windows.pop()) > 1:
+                term = term / k  # the optimizer steps on the mean over its window
             totals[key] = term if key not in totals else totals[key] + term
             for name in key:
                 self.marked_for[name].add(marked.name)
@@ -154,7 +209,7 @@ def create_optimizers(
     base_lr = config.float("learning_rate")
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     owner: dict[int, str] = {}
-    optimizers, clipping, ratios, schedules = {}, {}, {}, {}
+    optimizers, clipping, ratios, schedules, accumulation = {}, {}, {}, {}, {}
     for name, spec in specs.items():
         option = f"optimizers[{name!r}]"
         if "params" not in spec:
@@ -197,6 +252,8 @@ def create_optimizers(
                     f"{spec['dynamic_learning_rate']!r}."
                 )
             schedules[name] = spec["dynamic_learning_rate"]
+        if spec.get("accum_grad_multiple_step", 1) != 1:
+            accumulation[name] = _own_accumulation(config, option, spec["accum_grad_multiple_step"])
         log.v4(f"{option}: {type(opt).__name__} over {len(chosen)} parameter tensors at learning rate {lr:g}")
     left = [n for n, p in named if id(p) not in owner]
     if left:
@@ -205,7 +262,26 @@ def create_optimizers(
             f"they would never be trained. Select them in one optimizer's 'params', or freeze them "
             f"(requires_grad_(False)) in get_model."
         )
-    return OptimizerSet(optimizers, clipping, ratios, schedules)
+    return OptimizerSet(optimizers, clipping, ratios, schedules, accumulation)
+
+
+def _own_accumulation(config: Config, option: str, k: Any) -> int:
+    """An optimizer's own ``accum_grad_multiple_step``, checked against what it cannot be combined with."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(f"{option}['accum_grad_multiple_step'] must be an int >= 1, got {k!r}.")
+    if config.int("accum_grad_multiple_step") != 1:
+        raise ConfigError(
+            f"{option}['accum_grad_multiple_step'] = {k} and the run's accum_grad_multiple_step = "
+            f"{config.int('accum_grad_multiple_step')}: give the accumulation either to the run (every optimizer) or "
+            f"to single optimizers, not both."
+        )
+    if amp_settings(config)[1] is not None:
+        raise ConfigError(
+            f"{option}['accum_grad_multiple_step'] = {k} under loss scaling (torch_amp float16 with its grad_scaler): "
+            f"the scale may change inside this optimizer's window, and its gradients would mix scales. Use bfloat16 "
+            f"(no loss scale), or the run's accum_grad_multiple_step."
+        )
+    return k
 
 
 def declares_several(config: Config) -> bool:
