@@ -76,8 +76,9 @@ def key_findings(
 ) -> list[Finding]:
     """Dtype, label range, NaN/Inf, value range, constant features and empty sequences of one key."""
     where = f"dataset {option!r} ({dataset_name}) key {key.name!r}"
+    at = {"dataset": option, "dataset_class": dataset_name, "key": key.name}
     values = valid_values(key.name, batches)
-    findings = _empty_sequence_findings(where, key, batches)
+    findings = _empty_sequence_findings(where, at, key, batches)
     if values.size == 0:
         if any(f.severe for f in findings):
             return findings
@@ -86,10 +87,13 @@ def key_findings(
                 "warning",
                 "sanity check",
                 f"{where}: the first {len(batches)} batches hold no values (all sequences empty?).",
+                evidence={"batches": len(batches), "values": 0},
+                where=at,
+                fix="Check the dataset's sequences and the key's extern_data entry: every sampled sequence is empty.",
             )
         ]
     if key.sparse_dim is not None:
-        return findings + _label_findings(where, key, values, batches)
+        return findings + _label_findings(where, at, key, values, batches)
     if values.dtype.kind in "iub" and np.dtype(key.dtype).kind in "iub":
         findings.append(
             Finding(
@@ -98,6 +102,9 @@ def key_findings(
                 f"{where} is integer data without sparse_dim. If these are class ids, declare "
                 f"extern_data[{key.name!r}]['sparse_dim']; if they are features, declare dtype 'float32' and "
                 f"normalize them.",
+                evidence={"dtype": str(values.dtype), "declared_dtype": str(key.dtype)},
+                where=at,
+                fix=f"Declare extern_data[{key.name!r}]['sparse_dim'] for class ids, or dtype 'float32' for features.",
             )
         )
         return findings
@@ -112,12 +119,15 @@ def key_findings(
                 "sanity check",
                 f"{where} holds {kinds} ({(~finite).sum()} values in the first {len(batches)} batches, first at "
                 f"sequence index {seq}). Fix or drop these entries in the data pipeline.",
+                evidence={"kind": kinds, "non_finite_values": int((~finite).sum()), "batches": len(batches)},
+                where={**at, "sequence_index": seq},
+                fix="Fix or drop these entries in the data pipeline.",
             )
         ]
-    return findings + _range_findings(where, key, values, len(batches))
+    return findings + _range_findings(where, at, key, values, len(batches))
 
 
-def _empty_sequence_findings(where: str, key: DataKey, batches: list) -> list[Finding]:
+def _empty_sequence_findings(where: str, at: dict[str, Any], key: DataKey, batches: list) -> list[Finding]:
     """Sequences of length 0 of a variable-length key: of the whole dataset when its lengths are known
     without reading it (``key_lengths``), else of the sample (a few empty ones in a large dataset are missed)."""
     if not key.variable:
@@ -142,6 +152,9 @@ def _empty_sequence_findings(where: str, key: DataKey, batches: list) -> list[Fi
                 "sanity check",
                 f"{where}: all {len(lengths)} sequences are empty (length 0): there is nothing to train on. Is it "
                 f"the right key, did the feature extraction or tokenization fail?",
+                evidence={"sequences": len(lengths), "empty": len(lengths)},
+                where=at,
+                fix="Check the key and the feature extraction or tokenization that fills it.",
             )
         ]
     listed = ", ".join(map(str, empty[:8].tolist())) + (", ..." if len(empty) > 8 else "")
@@ -153,11 +166,14 @@ def _empty_sequence_findings(where: str, key: DataKey, batches: list) -> list[Fi
             f"{'index' if len(empty) == 1 else 'indices'} {listed}. A mean over their "
             f"frames divides by zero (NaN), attention over no frames gives NaN, pack_padded_sequence rejects them. "
             f"Drop them in the data pipeline, or make the model and loss handle length 0.",
+            evidence={"empty": len(empty), "sequences": len(lengths), "whole_dataset": whole},
+            where={**at, "sequence_indices": empty[:8].tolist()},
+            fix="Drop the empty sequences in the data pipeline, or make the model and loss handle length 0.",
         )
     ]
 
 
-def _label_findings(where: str, key: DataKey, values: np.ndarray, batches: list) -> list[Finding]:
+def _label_findings(where: str, at: dict[str, Any], key: DataKey, values: np.ndarray, batches: list) -> list[Finding]:
     findings = []
     if values.dtype.kind == "f":
         fractional = values != np.round(values)
@@ -169,11 +185,19 @@ def _label_findings(where: str, key: DataKey, values: np.ndarray, batches: list)
                     f"{where} declares sparse_dim {key.sparse_dim} (class ids) but holds non-integer values such as "
                     f"{values[fractional].flat[0]:g}; converting them to {key.dtype} would truncate. Are these "
                     f"probabilities or features rather than class ids?",
+                    evidence={"sparse_dim": key.sparse_dim, "example": float(values[fractional].flat[0])},
+                    where=at,
+                    fix="Store class ids as integers, or declare the key dense if these are probabilities or features.",
                 )
             ]
         findings.append(
             Finding(
-                "warning", "sanity check", f"{where}: class ids are stored as {values.dtype}; store them as integers."
+                "warning",
+                "sanity check",
+                f"{where}: class ids are stored as {values.dtype}; store them as integers.",
+                evidence={"dtype": str(values.dtype)},
+                where=at,
+                fix="Store the class ids as integers (int32 or int64).",
             )
         )
     bad = bad_labels(values, key.sparse_dim)
@@ -181,13 +205,24 @@ def _label_findings(where: str, key: DataKey, values: np.ndarray, batches: list)
         seq = _first_bad_seq(key.name, batches, lambda a: bad_labels(a, key.sparse_dim))
         findings.append(
             Finding(
-                "error", "sanity check", label_error(key.name, int(values[bad].flat[0]), seq, key.sparse_dim, where)
+                "error",
+                "sanity check",
+                label_error(key.name, int(values[bad].flat[0]), seq, key.sparse_dim, where),
+                evidence={
+                    "value": int(values[bad].flat[0]),
+                    "sparse_dim": key.sparse_dim,
+                    "bad_values": int(bad.sum()),
+                },
+                where={**at, "sequence_index": seq},
+                fix=f"Fix the labels, or declare extern_data[{key.name!r}]['sparse_dim'] to cover them.",
             )
         )
     return findings
 
 
-def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: int) -> list[Finding]:
+def _range_findings(
+    where: str, at: dict[str, Any], key: DataKey, values: np.ndarray, num_batches: int
+) -> list[Finding]:
     findings = []
     low, high = float(values.min()), float(values.max())
     mean, std = float(values.mean()), float(values.std())
@@ -199,6 +234,9 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
                 "sanity check",
                 f"{where} looks like raw 0-255 pixel values (integers in [{low:g}, {high:g}] {sample}). Scale them "
                 f"to [0, 1] (x / 255) or standardize them.",
+                evidence={"min": low, "max": high, "batches": num_batches},
+                where=at,
+                fix="Scale the values to [0, 1] (x / 255) or standardize them.",
             )
         )
     elif abs(mean) > UNNORMALIZED or std > UNNORMALIZED:
@@ -208,6 +246,9 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
                 "sanity check",
                 f"{where} is far from normalized: mean {mean:.4g}, std {std:.4g}, range [{low:.4g}, {high:.4g}] "
                 f"{sample}. Standardize it ((x - mean) / std with the train set's statistics).",
+                evidence={"mean": mean, "std": std, "min": low, "max": high, "batches": num_batches},
+                where=at,
+                fix="Standardize it: (x - mean) / std with the train set's statistics.",
             )
         )
     features = values.reshape(len(values), -1)
@@ -221,17 +262,31 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
                 "warning",
                 "sanity check",
                 f"{where} is constant ({features.flat[0]:g} everywhere {sample}): empty input?",
+                evidence={"value": float(features.flat[0]), "batches": num_batches},
+                where=at,
+                fix="Check that the input is filled in (the right key, a working feature extraction).",
             )
         )
         return findings
     if len(constant):
         listed = ", ".join(map(str, constant[:8])) + (", ..." if len(constant) > 8 else "")
         text = f"{where}: {len(constant)} of {features.shape[1]} features are constant {sample} (feature {listed})"
+        evidence = {"constant_features": len(constant), "features": int(features.shape[1]), "batches": num_batches}
+        at_features = {**at, "features": constant[:8].tolist()}
         # Constant border pixels of images are normal; a constant column of a small feature vector is not.
         if features.shape[1] <= 64 or len(constant) > features.shape[1] // 2:
-            findings.append(Finding("warning", "sanity check", text + ". Are they filled in?"))
+            findings.append(
+                Finding(
+                    "warning",
+                    "sanity check",
+                    text + ". Are they filled in?",
+                    evidence=evidence,
+                    where=at_features,
+                    fix="Fill in the constant features, or drop them from the input.",
+                )
+            )
         else:
-            findings.append(Finding("note", "sanity check", text + "."))
+            findings.append(Finding("note", "sanity check", text + ".", evidence=evidence, where=at_features))
     # Ranges, not stds: a rarely touched image pixel has a tiny std but the same units as the others.
     spans = np.ptp(features, axis=0)
     varying = np.flatnonzero(spans > 0)
@@ -243,6 +298,9 @@ def _range_findings(where: str, key: DataKey, values: np.ndarray, num_batches: i
                 "sanity check",
                 f"{where}: features are on very different scales (feature {i} spans {spans[i]:.3g}, feature {j} "
                 f"spans {spans[j]:.3g}). Standardize each feature.",
+                evidence={"widest_span": float(spans[i]), "narrowest_span": float(spans[j])},
+                where={**at, "widest_feature": i, "narrowest_feature": j},
+                fix="Standardize each feature: (x - mean) / std per feature, with the train set's statistics.",
             )
         )
     return findings
@@ -275,6 +333,9 @@ def split_findings(key: str, stats: dict[str, tuple[float, float]]) -> list[Find
                     "sanity check",
                     f"key {key!r} has mean {train_mean:.4g}, std {train_std:.4g} in train but mean {mean:.4g}, std "
                     f"{std:.4g} in {option}: are the splits preprocessed (normalized, scaled) the same way?",
+                    evidence={"train_mean": train_mean, "train_std": train_std, "mean": mean, "std": std},
+                    where={"dataset": option, "key": key},
+                    fix=f"Preprocess {option} as train (the same normalization, with the train set's statistics).",
                 )
             )
     return findings
@@ -336,6 +397,8 @@ def balance_findings(
                 f"train key {key!r} is imbalanced: class {int(share.argmax())} is {share.max():.0%} of "
                 f"{counts['train'][1]}, so always predicting it scores {share.max():.0%} accuracy; judge the model by "
                 f"a per-class score{', not by frame accuracy' if per_frame else ''}.",
+                evidence={"class": int(share.argmax()), "share": float(share.max()), "counted": counts["train"][1]},
+                where={"dataset": "train", "key": key},
             )
         )
     shift = "note" if per_frame or split_along else "warning"
@@ -416,6 +479,9 @@ def _shift_findings(
                     "sanity check",
                     f"key {key!r}: class(es) {_list(only_train)} occur in train ({train_what}) but never in {option} "
                     f"({other_what}), so the {option} score says nothing about them. Was the split made by label?",
+                    evidence={"classes": only_train[:10].tolist(), "train": train_what, option: other_what},
+                    where={"dataset": option, "key": key},
+                    fix=f"Split the data so that {option} holds every class of train (a stratified split).",
                 )
             )
         if len(only_other):
@@ -425,6 +491,9 @@ def _shift_findings(
                     "sanity check",
                     f"key {key!r}: class(es) {_list(only_other)} occur in {option} ({other_what}) but never in train "
                     f"({train_what}); the model cannot learn them.",
+                    evidence={"classes": only_other[:10].tolist(), "train": train_what, option: other_what},
+                    where={"dataset": option, "key": key},
+                    fix=f"Split the data so that train holds every class of {option} (a stratified split).",
                 )
             )
         both = (train >= 20) & (other >= 20)
@@ -439,6 +508,13 @@ def _shift_findings(
                         "sanity check",
                         f"key {key!r}: class {c} is {other[c] / other.sum():.1%} of {option} but "
                         f"{train[c] / train.sum():.1%} of train; the splits come from different distributions.",
+                        evidence={
+                            "class": c,
+                            "share": float(other[c] / other.sum()),
+                            "train_share": float(train[c] / train.sum()),
+                        },
+                        where={"dataset": option, "key": key},
+                        fix="Draw the splits from the same distribution (a random or stratified split).",
                     )
                 )
     if split_along:

@@ -126,6 +126,9 @@ class DeviceTracker(TorchFunctionMode):
         # Where a factory without device= puts its tensor (torch.set_default_device): not the CPU is the run device.
         self._default_is_cpu = torch.get_default_device().type == "cpu"
         self.finding: str | None = None
+        # The culprit of ``finding`` as a finding's ``where`` and ``evidence`` (module, op, line; the stray tensor).
+        self.where: dict[str, Any] = {}
+        self.evidence: dict[str, Any] = {}
         self.broken: str | None = None  # why the tracking stopped (a failure of its own)
         # id -> weak reference (tensors compare elementwise, so they cannot be dict keys)
         self._on_run: dict[int, weakref.ref] = {}
@@ -258,9 +261,12 @@ class DeviceTracker(TorchFunctionMode):
             stray = next((t for t in inputs if t.dim() > 0 and self.origin(t) is not None), None)
             if stray is None or not any(self._is_run(t) for t in inputs):
                 return None
+        line = format_frame(calling_user_frame())
+        self.where = {"module": self.tracker.current or "(train_step)", "op": op_label(func), "line": line}
+        self.evidence = {"stray_device": str(stray.device), "stray_shape": list(stray.shape)}
         return (
             f"in module {self.tracker.current or '(train_step)'}: {op_label(func)} at "
-            f"{format_frame(calling_user_frame())} mixes the model's tensors with a tensor on {stray.device} "
+            f"{line} mixes the model's tensors with a tensor on {stray.device} "
             f"[{', '.join(map(str, stray.shape))}] that was {self.origin(stray)}. On a GPU this is a device "
             f"mismatch. Create or move it on the input's device (device=x.device, .to(x.device), or "
             f"torch.randn_like(x) / x.new_zeros(...))."

@@ -45,6 +45,12 @@ def by_module(model: nn.Module, names: list[str], limit: int = 6) -> str:
     return "; ".join(shown) + (f"; and {more} more modules (last: '{list(groups)[-1]}')" if more > 0 else "")
 
 
+def named(names: list[str]) -> dict[str, Any]:
+    """A finding's ``where`` for parameters: their modules (``(model)`` for the root's own) and names."""
+    modules = list(dict.fromkeys(name.rpartition(".")[0] or ROOT for name in names))
+    return {"modules": modules, "parameters": list(names)}
+
+
 def loss_findings(losses: dict[str, Any]) -> list[Finding]:
     """Optimized losses (``MarkedLoss``) that do not depend on any parameter requiring grad."""
     optimized = {name: m for name, m in losses.items() if not m.as_error}
@@ -60,6 +66,10 @@ def loss_findings(losses: dict[str, Any]) -> list[Finding]:
             f"{'nothing' if len(detached) == len(optimized) else 'it'} can be trained. Look for .detach(), "
             f".item(), .numpy(), torch.no_grad() or a tensor rebuilt with torch.tensor(...) between the model "
             f"output and mark_as_loss.",
+            evidence={"detached": detached, "optimized": list(optimized)},
+            where={"losses": detached},
+            fix="Compute the loss from the model's output without .detach(), .item(), .numpy(), torch.no_grad() or "
+            "torch.tensor(...) on the way.",
         )
     ]
 
@@ -100,6 +110,11 @@ def gradient_findings(
                 f"torch.no_grad(), in eval mode or before trained layers: a fixed part by design (a teacher, a frozen "
                 f"feature extractor, an adapter's base)"
                 + (f", frozen at {format_frame(frames[0])}." if frames else "."),
+                evidence={"fixed": sum(n in fixed for n in origins)},
+                where={
+                    **named([n for n in origins if n in fixed]),
+                    **({"frozen_at": format_frame(frames[0])} if frames else {}),
+                },
             )
         )
     if mistaken:
@@ -111,6 +126,9 @@ def gradient_findings(
                 "sanity check",
                 f"{by_module(model, mistaken)} do not require grad, but frozen_params does not list them: frozen by "
                 f"mistake ({cause})? If they are meant to be frozen, add them to frozen_params.",
+                evidence={"frozen": len(mistaken)},
+                where={**named(mistaken), **({"frozen_at": format_frame(lines[0])} if lines else {})},
+                fix="Remove the requires_grad_(False) that froze them, or list them in frozen_params if meant.",
             )
         )
     no_grad = [n for n, p in trainable.items() if p.grad is None and not matches_any(n, frozen)]
@@ -121,6 +139,9 @@ def gradient_findings(
                 "sanity check",
                 "No parameter received a gradient: the loss is not connected to the model (e.g. "
                 "loss.detach().requires_grad_(), or the model's output detached before the loss).",
+                evidence={"trainable": len(trainable), "with_gradient": 0},
+                where={"modules": [ROOT]},
+                fix="Compute the loss from the model's output without detaching it.",
             )
         )
     elif no_grad and unused:
@@ -137,6 +158,9 @@ def gradient_findings(
                 "sanity check",
                 f"frozen_params lists {by_module(model, frozen_trained)}, but they require grad and get a gradient, so "
                 f"the optimizer will change them. Call requires_grad_(False) on them in get_model.",
+                evidence={"frozen_but_trained": len(frozen_trained), "frozen_params": list(frozen)},
+                where=named(frozen_trained),
+                fix="Call requires_grad_(False) on them in get_model.",
             )
         )
     if optimizer is not None:
@@ -150,6 +174,9 @@ def gradient_findings(
                     "sanity check",
                     f"{by_module(model, left_out)} require grad but are in no optimizer param group, so they never "
                     f"change. Is the optimizer built from a subset of the parameters?",
+                    evidence={"left_out": len(left_out), "trainable": len(trainable)},
+                    where=named(left_out),
+                    fix="Build the optimizer over all of model.parameters(), or list these in frozen_params.",
                 )
             )
     return findings
@@ -165,8 +192,19 @@ def unused_finding(model: nn.Module, names: list[str], *, updates: int = 0, opti
         ": not connected to the loss (defined but not used in forward, or its output goes through .detach() / "
         "torch.no_grad()). Remove what is unused, or list it in frozen_params"
     )
+    evidence["updates"] = updates
+    fix = (
+        f"Mark the loss meant to train them with optimizer={evidence['optimizers'][0]!r}, or list them in frozen_params."
+        if "optimizers" in evidence
+        else "Connect them to the loss, remove them if unused, or list them in frozen_params."
+    )
     return Finding(
-        "warning", "sanity check", f"{by_module(model, names)} receive no gradient{when}{cause}.", evidence=evidence
+        "warning",
+        "sanity check",
+        f"{by_module(model, names)} receive no gradient{when}{cause}.",
+        evidence=evidence,
+        where=named(names),
+        fix=fix,
     )
 
 
@@ -238,6 +276,9 @@ def optimizer_findings(model: nn.Module, optimizer: Any) -> list[Finding]:
                 f"{by_module(model, twice)} are listed more than once in the optimizer's param groups, so every "
                 f"update changes them more than once (with momentum state mixed between the copies). List each "
                 f"parameter in one group.",
+                evidence={"listed_twice": len(twice)},
+                where=named(twice),
+                fix="List each parameter in one param group.",
             )
         )
     if foreign:
@@ -250,6 +291,9 @@ def optimizer_findings(model: nn.Module, optimizer: Any) -> list[Finding]:
                 f"trains (shapes {shapes}): an optimizer built over another copy of the model (one made before a "
                 f"deepcopy, a reload or a conversion), or over tensors replaced since. The model's own parameters "
                 f"are then never changed by it.",
+                evidence={"foreign_tensors": len(foreign), "shapes": [list(p.shape) for p in foreign[:4]]},
+                where={"optimizer": type(optimizer).__name__},
+                fix="Build the optimizer over the parameters of the model that is trained, after any copy or reload.",
             )
         )
     return findings
@@ -302,7 +346,15 @@ def zero_gradient_finding(
             f"zero-initialised norm weight, gate or residual branch blocks the gradient of what comes before it until "
             f"its first update (timm's zero_init_last, torchvision's zero_init_residual); judge after one update."
         )
-    return Finding("warning", "sanity check", text)
+    return Finding(
+        "warning",
+        "sanity check",
+        text,
+        evidence={"zero_gradients": len(names), "updates": updates, "zero_valued": blocking},
+        where=named(names),
+        fix="Judge after one update if a zero-initialised part blocks them; else look for dead ReLUs, a factor that "
+        "stays zero or a mask that drops their path.",
+    )
 
 
 @contextlib.contextmanager
@@ -339,6 +391,9 @@ def range_findings(
                     "warning",
                     "sanity check",
                     f"debug_output_ranges: {pattern!r} matches no module (modules: {', '.join(names[:12])}).",
+                    evidence={"modules": len(names)},
+                    where={"option": "debug_output_ranges", "pattern": pattern},
+                    fix="Use a module path pattern of the model (fnmatch, as printed by the model summary).",
                 )
             )
         for name in matched:
@@ -358,6 +413,15 @@ def range_findings(
                         f"module '{name}' output ({list(t.shape)}) has {outside} of {t.numel()} values outside its "
                         f"declared range [{low:g}, {high:g}] (finite values span [{lo:.4g}, {hi:.4g}]"
                         f"{', plus NaN/Inf' if not finite.all() else ''}): a missing or extra sigmoid/softmax?",
+                        evidence={
+                            "outside": outside,
+                            "values": t.numel(),
+                            "min": lo,
+                            "max": hi,
+                            "declared": [low, high],
+                        },
+                        where={"module": name, "shape": list(t.shape)},
+                        fix="Check the module's last activation (a missing or extra sigmoid/softmax), or widen the range.",
                     )
                 )
                 break

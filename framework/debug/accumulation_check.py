@@ -17,6 +17,8 @@ different weights in the window, which is named the same way.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -179,23 +181,33 @@ class AccumulationCheck(Plugin):
             return
         session = ProbeSession(state)
         try:
-            text = self._compare(state, session, [b for b, _ in batches], [n for _, n in batches])
+            found = self._compare(state, session, [b for b, _ in batches], [n for _, n in batches])
         except ProbeLimit as exc:
             log.v5(f"Accumulation check skipped: {exc}.")
             return
-        if text:
+        if found:
+            text, evidence, losses = found
             report(
                 Finding(
                     "warning",
                     "accumulation check",
                     f"{text} (debug_accumulation_check = False turns this check off.)",
+                    evidence={
+                        "batches": len(batches),
+                        "accum_grad_multiple_step": self.accum,
+                        "sequences": [n for _, n in batches],
+                        **evidence,
+                    },
+                    where={"losses": losses, "window": 1},
+                    fix="Mark the loss per frame (reduction='none') or as a sum with use_normalized_loss=False.",
                     option="debug_accumulation_check = False",
                 )
             )
 
     def _compare(
         self, state: RunState, session: ProbeSession, batches: list[dict[str, torch.Tensor]], sizes: list[int]
-    ) -> str | None:
+    ) -> tuple[str, dict[str, Any], list[str]] | None:
+        """The finding's text, its numbers and the losses, when the window's gradient is not one batch's."""
         merged = merge_batches(batches)
         if merged is None:
             return self._by_rows(session, batches, sizes, "the window's batches cannot be merged into one")
@@ -224,6 +236,7 @@ class AccumulationCheck(Plugin):
         if np.abs(fitted - used).max() <= MATERIAL * np.abs(used).max():
             return None
         candidates = _candidates(batches, sizes)
+        numbers = {"fitted_weights": fitted.tolist(), "engine_weights": used.tolist(), "residual": residual}
         return (
             f"the accumulated gradient of the first window ({len(batches)} batches, accum_grad_multiple_step = "
             f"{self.accum}) is not the gradient of one batch holding the same {sum(sizes)} sequences: that weights "
@@ -231,12 +244,14 @@ class AccumulationCheck(Plugin):
             f"({', '.join(losses)}) is normalized within each batch by something other than the engine weights by "
             f"(e.g. a mean over each batch's own number of frames or tokens), so some frames count more than others. "
             f"Mark the loss per frame (reduction='none') or as a sum with use_normalized_loss=False: the engine then "
-            f"adds the batches' sums, which is exactly the window's."
+            f"adds the batches' sums, which is exactly the window's.",
+            numbers,
+            losses,
         )
 
     def _by_rows(
         self, session: ProbeSession, batches: list[dict[str, torch.Tensor]], sizes: list[int], why: str
-    ) -> str | None:
+    ) -> tuple[str, dict[str, Any], list[str]] | None:
         """Judge each batch on its own (``why``: the merged batch cannot tell): a class loss that is a mean over
         each batch's own rows, weighted by the engine with the batch's share of sequences."""
         per_row, counts = [], []
@@ -266,7 +281,9 @@ class AccumulationCheck(Plugin):
             f"frame of batch {heavy + 1} counts {per_row[heavy] / per_row[light]:.2f}x as much as one of batch "
             f"{light + 1}, where one batch holding the window would weigh them alike. (Judged batch by batch: {why}.) "
             f"Mark the loss per frame (reduction='none') or as a sum with use_normalized_loss=False: the engine then "
-            f"adds the batches' sums, which is exactly the window's."
+            f"adds the batches' sums, which is exactly the window's.",
+            {"scored_rows": counts, "row_weights": per_row, "judged_by_rows": why},
+            losses,
         )
 
 

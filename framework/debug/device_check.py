@@ -87,7 +87,15 @@ class DeviceWatch(SharedRunCheck):
         if self.devices is None or self.devices.finding is None or self.reported:
             return
         self.reported = True
-        finding = Finding("warning", "sanity check", f"device bug {self.devices.finding}")
+        finding = Finding(
+            "warning",
+            "sanity check",
+            f"device bug {self.devices.finding}",
+            evidence=self.devices.evidence,
+            where=self.devices.where,
+            fix="Create or move the tensor on the input's device (device=x.device, .to(x.device), or "
+            "torch.randn_like(x) / x.new_zeros(...)).",
+        )
         report_findings(state, "first step", [finding], ModelCheckError, False, off="debug_device_check = False")
 
 

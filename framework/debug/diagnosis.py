@@ -116,6 +116,7 @@ class Ruling:
     ruled_out: str = ""
     observed: str = ""
     experiment: str = ""
+    fix: str = ""  # what to do about ``cause``
     evidence: dict[str, Any] = field(default_factory=dict)
     where: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -201,6 +202,7 @@ def _contracts(state: RunState) -> Ruling:
     ruling = Ruling("the losses get what their contracts expect", evidence={"breaches": list(breaches)})
     if breaches:
         ruling.cause = f"the first step found that a loss does not get what it expects: {breaches[0]}"
+        ruling.fix = "Give the loss the input its contract expects, as the first step's sanity check says."
     else:
         ruling.ruled_out = "the losses get the inputs their contracts expect (first step)"
     return ruling
@@ -211,6 +213,7 @@ def _schedule(state: RunState, symptom: Symptom) -> Ruling:
     ruling = Ruling("the optimizer and schedule do what was meant", evidence=evidence)
     if problem:
         ruling.cause = problem
+        ruling.fix = "Correct the learning rate or its schedule so that the optimizer applies the rate meant."
     elif symptom.applied_lr:
         ruling.ruled_out = f"the applied learning rate reached {max(symptom.applied_lr):g}"
     return ruling
@@ -229,6 +232,7 @@ def _data(state: RunState, mapping: DependencyMap | str) -> Ruling:
     if problems:
         ruling.cause = problems[0].problem
         ruling.where = {"key": problems[0].key}
+        ruling.fix = f"Repair the data of key {problems[0].key!r} in the data pipeline."
     elif first is not None and first[0] < NEARLY_CONSTANT * first[1]:
         spread, scale = first
         ruling.evidence["first layer input"] = {"function": mapping.first_layer, "spread": spread, "scale": scale}
@@ -238,6 +242,8 @@ def _data(state: RunState, mapping: DependencyMap | str) -> Ruling:
             f"dataset's keys vary; so the step's preprocessing erases the differences (inputs scaled or normalised "
             f"twice, Normalize with the statistics of another scale, every token looked up as the same id)"
         )
+        ruling.where = {"function": mapping.first_layer}
+        ruling.fix = "Preprocess the inputs once, with the statistics of their own scale."
     elif infos:
         ruling.ruled_out = f"the inputs vary ({', '.join(repr(i.key) for i in infos)} over {DATA_BATCHES} batches)"
     return ruling
@@ -284,6 +290,10 @@ def _reads_input(found: DependencyMap | str) -> Ruling:
             f"(transformers' attention_mask is 1 at the tokens to attend; torch's key_padding_mask and a "
             f"masked_fill mask are True at the positions to hide), and so does a final state read after the padding"
         )
+        ruling.fix = (
+            "Give the mask the convention its consumer expects (inverted), or read the final state at each "
+            "sequence's length."
+        )
     elif all(d.total == 0 for d in found.keys):
         names = ", ".join(repr(d.key) for d in found.keys)
         ruling.cause = (
@@ -291,6 +301,8 @@ def _reads_input(found: DependencyMap | str) -> Ruling:
             f"predictions to every input position is 0 (an input detached, zeroed, or replaced before the model "
             f"reads it)"
         )
+        ruling.where = {"keys": [d.key for d in found.keys]}
+        ruling.fix = "Feed the input to the model without detaching, zeroing or replacing it."
     else:
         read = [d for d in found.keys if d.total > 0]
         ruling.ruled_out = (
@@ -329,15 +341,21 @@ def _can_learn(state: RunState, batch: dict[str, torch.Tensor], start: torch.Ten
             f"the {n} units of {name!r} have identical weights: they get identical gradients and never become "
             f"different (a constant initialisation does this; initialise randomly)"
         )
+        ruling.fix = f"Initialise {name!r} randomly, not with a constant."
     elif frozen and (unmarked := unmarked_cause(state.optimizer, state.model, frozen, ruling.evidence)):
         ruling.where = {"parameters": frozen}
         ruling.cause = f"{len(frozen)} parameter(s) never changed since the first step{unmarked}"
+        ruling.fix = (
+            f"Mark the loss meant to train them with optimizer={ruling.evidence['optimizers'][0]!r}, or list them "
+            f"in frozen_params."
+        )
     elif frozen:
         ruling.where = {"parameter": frozen[0]}
         ruling.cause = (
             f"{len(frozen)} parameter(s) get gradients but never changed since the first step ({', '.join(frozen[:4])}"
             f"): the optimizer does not update them (not in its param groups, or a learning rate of 0 for them)"
         )
+        ruling.fix = "Put them in the optimizer's param groups, with a learning rate above 0."
     elif not fit.fits and (modes := _fits_in_eval_mode(state.model, run, floor)) is not None:
         # The two fits differ only in the mode: what training mode switches on keeps the model from learning.
         ruling.where = {"modules": modes[1]}
@@ -354,6 +372,7 @@ def _can_learn(state: RunState, batch: dict[str, torch.Tensor], start: torch.Ten
                 else ""
             )
         )
+        ruling.fix = "Weaken or remove what training mode switches on in these parts (dropout p is the share dropped)."
     elif not fit.fits:
         # Observed, not a cause: the fit's optimizer and rate may not suit this model (a warmup it needs, batch
         # statistics of one batch), so a model that trains well elsewhere can fail this fit too.
@@ -438,6 +457,10 @@ def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
             f"acts otherwise in eval mode: batch-norm running statistics, an eval-only branch, a step that "
             f"reads run_ctx.train_flag)"
         )
+        ruling.fix = (
+            "Make the evaluation path compute as training mode does (batch-norm running statistics, eval-only "
+            "branches, run_ctx.train_flag)."
+        )
     elif evaluated < level.value * (1 - AT_CHANCE):
         ruling.observed = (
             f"{facts}: the model fits the training data evaluated as dev is, and what it learned does not carry over "
@@ -461,6 +484,8 @@ def _finding(state: RunState, symptom: Symptom, rulings: list[Ruling], seconds: 
     ruled_out = [r.ruled_out for r in rulings if r.ruled_out]
     evidence: dict[str, Any] = {r.family: r.evidence for r in rulings}
     evidence["seconds"] = {r.family: round(r.seconds, 3) for r in rulings} | {"all": round(seconds, 3)}
+    if cause is not None and "problem" in cause.evidence:  # the key that merges another check's record of it
+        evidence["problem"] = cause.evidence["problem"]
     if cause is not None:
         message = f"{symptom.text}. Cause: {cause.cause}."
         if ruled_out:
@@ -469,6 +494,7 @@ def _finding(state: RunState, symptom: Symptom, rulings: list[Ruling], seconds: 
         observed = [r.observed for r in rulings if r.observed]
         undecided = [r.family for r in rulings if not (r.cause or r.ruled_out or r.observed)]
         experiment = next((r.experiment for r in rulings if r.experiment), SYNTHETIC_EXPERIMENT)
+        fix = f"Run the next experiment: {experiment}."
         message = (
             f"{symptom.text}. Not decided yet: "
             + (f"observed {'; '.join(observed)}; " if observed else "")
@@ -482,6 +508,7 @@ def _finding(state: RunState, symptom: Symptom, rulings: list[Ruling], seconds: 
         message,
         evidence=evidence,
         where=cause.where if cause is not None else {},
+        fix=cause.fix if cause is not None else fix,
         epoch=state.epoch,
         step=state.global_step,
         option="debug_diagnose_symptoms = False",

@@ -170,6 +170,10 @@ def _trained_in_eval_finding(modules: dict[str, nn.Module], run: _TrainingRun, n
         f"every step. Remove the call, or switch back with model.train() before the forward of the loss (a part "
         f"frozen on purpose runs under torch.no_grad() or with requires_grad_(False)). ({OFF} turns this check "
         f"off.)",
+        evidence={"modules_in_eval": len(names), "mode_dependent": mode_dependent_parts(module)},
+        where={"module": name, "modules": names, **({"line": format_frame(frame)} if frame is not None else {})},
+        fix="Remove the switch to eval mode, or call model.train() again before the forward of the loss.",
+        option=OFF,
     )
 
 
@@ -199,6 +203,10 @@ def _randomness_finding(modules: dict[str, nn.Module], found: TrainOnlyRandomnes
         f"randomness is active in evaluation: {what}, at {where}{inside}. Dev scores are then noisy and measured "
         f"on a damaged network, and the same input gives different predictions. {fix}. ({OFF} turns this check "
         f"off.)",
+        evidence={"kind": found.kind, "op": draw.op, "applied_by": found.applied_by},
+        where={"op": draw.op, "line": where, **({"module": draw.module} if module is not None else {})},
+        fix=fix[0].upper() + fix[1:] + ".",
+        option=OFF,
     )
 
 
@@ -353,6 +361,11 @@ def _stale_finding(name: str, module: nn.Module, gap: float, epoch: int) -> Find
         f"uninitialised module. Typical causes: an EMA or teacher copy updated parameter by parameter (copy the "
         f"buffers too, or use torch.optim.swa_utils.AveragedModel(use_buffers=True)), a module used only in eval "
         f"mode. ({OFF} turns this check off.)",
+        evidence={"relative_gap": gap, "epoch": epoch, "statistics": statistics_of(module)},
+        where={"module": name},
+        fix="Update the module's statistics with its parameters: copy the buffers too, or use "
+        "torch.optim.swa_utils.AveragedModel(use_buffers=True).",
+        option=OFF,
     )
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,7 +42,7 @@ from framework.base.findings import Finding, report
 from framework.base.options import register
 from framework.check_library import sharded
 from framework.check_library.compiled_gradients import compare_with_eager, is_compiled
-from framework.check_library.model_checks import SETTLE_UPDATES, by_module, fingerprints, unmarked_cause
+from framework.check_library.model_checks import SETTLE_UPDATES, by_module, fingerprints, named, unmarked_cause
 from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event
 from framework.core.measurements import UPDATE_RATIO
@@ -220,6 +221,12 @@ class GradHealth(Plugin):
                 f"(|dW|/|W| up to {max(ratios[names.index(n)] for n in exploding):.3g}) in one update. The learning rate "
                 f"({lr:g}) is probably too high; lower it or clip gradients (gradient_clip_global_norm)."
             ),
+            fix=f"Lower the learning rate ({lr:g}) or clip gradients (gradient_clip_global_norm).",
+            numbers=lambda: {
+                "step": step,
+                "learning_rate": lr,
+                "update_ratios": {n: ratios[names.index(n)] for n in exploding},
+            },
         )
         # Above every earlier norm too: once the loss is near zero (well separated data), the median is tiny
         # and one harder batch is a thousand times above it, but not above the gradients of the first steps.
@@ -236,6 +243,13 @@ class GradHealth(Plugin):
                     f"exploding gradients at step {step}: the global gradient norm is {total:.3g}, over "
                     f"{EXPLODING_JUMP:g} x its median so far ({statistics.median(self.global_norms):.3g})."
                 ),
+                fix="Clip gradients (gradient_clip_global_norm) or lower the learning rate.",
+                numbers=lambda: {
+                    "step": step,
+                    "global_norm": total,
+                    "median_so_far": statistics.median(self.global_norms),
+                    "max_so_far": max(self.global_norms),
+                },
             )
         self.global_norms.append(total)
 
@@ -266,6 +280,15 @@ class GradHealth(Plugin):
             ),
             cause="Deep stacks of sigmoid/tanh, a bad initialization or a missing normalization/residual connection "
             "are typical causes.",
+            fix="Add normalization or residual connections, prefer ReLU-family activations to deep sigmoid/tanh "
+            "stacks, or initialize the weights for their depth.",
+            numbers=lambda: {
+                "from_step": first,
+                "step": step,
+                "largest_rms": {largest_name: largest},
+                "rms_relative_to_largest": {n: tiny.get(n) for n in confirmed},
+                "median_update_ratio": typical,
+            },
         )
         for name in confirmed:
             del self.suspects[name]
@@ -307,8 +330,11 @@ class GradHealth(Plugin):
                     CHECK,
                     text,
                     evidence=evidence,
-                    where={"parameters": still},
-                    fix="list them in frozen_params if they are meant to stay",
+                    where=named(still),
+                    fix=f"Mark the loss meant to train them with optimizer={evidence['optimizers'][0]!r}, or list them "
+                    f"in frozen_params."
+                    if "optimizers" in evidence
+                    else "Connect them to the loss, or list them in frozen_params if they are meant to stay.",
                     option=OFF,
                 )
             )
@@ -328,19 +354,33 @@ class GradHealth(Plugin):
                 f"frozen_params: {which} changed during training (after {self.updates} updates) although "
                 f"they are declared frozen. Set requires_grad_(False) on them or leave them out of the optimizer."
             ),
+            fix="Set requires_grad_(False) on them or leave them out of the optimizer.",
+            numbers=lambda: {"updates": self.updates},
         )
 
-    def _warn(self, state: RunState, kind: str, names: list[str], message: Any, cause: str = "") -> None:
+    def _warn(
+        self,
+        state: RunState,
+        kind: str,
+        names: list[str],
+        message: Any,
+        cause: str = "",
+        *,
+        fix: str,
+        numbers: Callable[[], dict[str, Any]],
+    ) -> None:
         """Report ``message(which)`` for the parameters ``names`` not yet warned of as ``kind``; ``cause`` (the
-        model's usual causes) is judged against an eager step in a compiled run."""
+        model's usual causes) is judged against an eager step in a compiled run. ``fix`` says what to do,
+        ``numbers()`` gives the evidence (called only when there is something to report: most steps have none)."""
         new = [n for n in names if (kind, n) not in self.warned]
         if not new:
             return
         self.warned.update((kind, n) for n in new)
         which = "the global norm" if new == ["(global)"] else by_module(state.model, new)
-        evidence: dict[str, Any] = {"kind": kind}
+        evidence: dict[str, Any] = {"kind": kind, **numbers()}
         text = self._with_eager_comparison(state, new, message(which), f" {cause}" if cause else "", evidence)
-        report(Finding("warning", CHECK, text, evidence=evidence, where={"parameters": new}, option=OFF))
+        where = {"parameters": new} if new == ["(global)"] else named(new)
+        report(Finding("warning", CHECK, text, evidence=evidence, where=where, fix=fix, option=OFF))
 
     def _with_eager_comparison(
         self, state: RunState, names: list[str], facts: str, cause: str, evidence: dict[str, Any]

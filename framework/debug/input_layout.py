@@ -101,6 +101,10 @@ class _LayoutWatch(TorchFunctionMode):
             f"(an image stored height x width x channels read as channels x height x width scrambles every pixel) "
             f"and the model learns from scrambled inputs without an error. Move the axes with "
             f".permute({', '.join(map(str, order))}) instead. (debug_input_layout = False turns this check off.)",
+            evidence={"declared_shape": self.declared[key], "shape": before, "turned_into": after},
+            where={"key": key, "op": how, "line": format_frame(user_frame())},
+            fix=f"Move the axes with .permute({', '.join(map(str, order))}) instead of .{how}.",
+            option="debug_input_layout = False",
         )
 
 

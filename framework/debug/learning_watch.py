@@ -117,10 +117,29 @@ TYPICAL_LEARNING_RATES = {
 _KEPT_OF_A_JUDGEMENT = ("severity", "check", "message", "epoch", "step", "id")
 
 
-def _warn(state: RunState, message: str, option: str = "debug_loss_window = 0") -> Finding:
-    """Report a learning-watch warning (``option`` turns the judgment off); returns it."""
+def _warn(
+    state: RunState,
+    message: str,
+    option: str = "debug_loss_window = 0",
+    *,
+    evidence: dict[str, Any],
+    where: dict[str, Any],
+    fix: str,
+) -> Finding:
+    """Report a learning-watch warning (``option`` turns the judgment off) with the numbers it rests on
+    (``evidence``), what it is about (``where``: the loss, the dataset) and what to do (``fix``); returns it."""
     return report(
-        Finding("warning", "learning watch", message, epoch=state.epoch, step=state.global_step, option=option)
+        Finding(
+            "warning",
+            "learning watch",
+            message,
+            evidence=evidence,
+            where=where,
+            epoch=state.epoch,
+            step=state.global_step,
+            fix=fix,
+            option=option,
+        )
     )
 
 
@@ -410,6 +429,17 @@ class LossWindowWatch(Plugin):
         )
         decrease = (before - now) / abs(before) if before else 0.0
         updates, rate = self._tiny_steps(state, last.lr)
+        curve = {
+            "mean_first": before,
+            "mean_last": now,
+            "steps_first": first.steps,
+            "steps_last": last.steps,
+            "relative_decrease": decrease,
+            "learning_rate": last.lr,
+        }
+        if state.store.get(UPDATE_RATIO) is not None:
+            curve["update_ratio"] = state.store.get(UPDATE_RATIO)
+        optimized = {"loss": self._optimized_name() or "total", "dataset": "train"}
         unknown = typical_learning_rate(state.optimizer) is None  # its usual rate unknown: the updates tell
         if decrease < BARELY_MOVES and (rate or (unknown and updates)):  # the steps explain a loss that barely moves
             if not self.warned_lr:
@@ -423,7 +453,15 @@ class LossWindowWatch(Plugin):
                     f"far too small for it or the gradients are (near) zero: raise it, or read the gradient-health "
                     f"warnings."
                 )
-                _warn(state, f"the train loss {how}: {facts} {updates}{rate or '.'} {conclusion}")
+                _warn(
+                    state,
+                    f"the train loss {how}: {facts} {updates}{rate or '.'} {conclusion}",
+                    evidence=curve,
+                    where={**optimized, "optimizer": type(state.optimizer).__name__},
+                    fix=f"Raise the learning rate {last.lr:g} (x100, or find it with a learning-rate range test)."
+                    if rate
+                    else f"Raise the learning rate {last.lr:g}, or read the gradient-health warnings.",
+                )
             return
         stalled = decrease < MIN_IMPROVEMENT and updates  # no weight moves, at a usual rate: no gradient
         if not stalled and self._judge_chance(state, last.means, last.steps, final):
@@ -453,6 +491,9 @@ class LossWindowWatch(Plugin):
                 f"the train loss is {how}: {facts} {updates}, although the learning rate "
                 f"({last.lr:g}) is a usual one: the gradients are (near) zero. Check the sanity-check and gradient-"
                 f"health warnings (a loss that does not depend on the parameters' values, weights that get no gradient).",
+                evidence=curve,
+                where=optimized,
+                fix="Read the sanity-check and gradient-health warnings: find why the gradients are (near) zero.",
             )
             return
         if self._diagnosed(state, f"the train loss is {how}: {facts[:-1]}", self._optimized_name()):
@@ -461,6 +502,10 @@ class LossWindowWatch(Plugin):
             state,
             f"the train loss is {how}: {facts} Check the learning rate ({last.lr:g}), the "
             f"sanity-check and gradient-health warnings, and whether the model can overfit a batch "
+            f"(debug_overfit_batches = 1).",
+            evidence=curve,
+            where=optimized,
+            fix=f"Check the learning rate ({last.lr:g}) and whether the model can overfit a batch "
             f"(debug_overfit_batches = 1).",
         )
 
@@ -528,6 +573,16 @@ class LossWindowWatch(Plugin):
                     f"frequencies (units that no longer respond after huge updates); it has learned nothing from its "
                     f"input since. Lower the learning rate ({base_learning_rate(state.optimizer):g}) or clip "
                     f"gradients (gradient_clip_global_norm), and read the gradient-health warnings.",
+                    evidence={
+                        "mean": mean,
+                        "steps": steps,
+                        "peak": peak,
+                        "peak_steps": peak_steps,
+                        "chance": level.value,
+                    },
+                    where={"loss": name, "dataset": "train"},
+                    fix=f"Lower the learning rate ({base_learning_rate(state.optimizer):g}) or clip gradients "
+                    f"(gradient_clip_global_norm).",
                 )
                 continue
             symptom = (
@@ -541,6 +596,9 @@ class LossWindowWatch(Plugin):
                 f"{symptom}. Labels that do not belong to their inputs "
                 f"do exactly this (inputs and labels shuffled separately, misaligned files or orderings, a label column "
                 f"from another table); so does an input that never reaches the model (detached, zeroed, the wrong key).",
+                evidence={"mean": mean, "steps": steps, "chance": level.value},
+                where={"loss": name, "dataset": "train"},
+                fix="Check that the labels belong to their inputs and that the input reaches the model.",
             )
         return at_chance
 
@@ -629,6 +687,10 @@ class LossWindowWatch(Plugin):
                         f"debug_diagnose_symptoms on): fell there too -> what the model learned does not carry over "
                         f"to {dataset} (labels that do not belong to their inputs, or {dataset} unlike train); at "
                         f"chance there -> the evaluation path loses what training mode learned.",
+                        evidence={"dev": history, "train": train, "train_steps": last.steps, "chance": level.value},
+                        where={"loss": name, "dataset": dataset},
+                        fix=f"Evaluate the training data as {dataset} is (eval_datasets = {{'devtrain': ...}}) to "
+                        f"tell the two causes apart.",
                     )
                     break
 
@@ -783,6 +845,14 @@ class DevDivergenceWatch(Plugin):
             f"fell ({train[0]:.4g} -> {train[-1]:.4g}).{backed} Regularize (dropout, weight decay, more data) or "
             f"stop early (early_stopping_patience).",
             option="debug_dev_divergence_epochs = 0",
+            evidence={
+                "dev": dev,
+                "train": train,
+                "epochs": self.epochs,
+                **({"devtrain": devtrain} if devtrain is not None else {}),
+            },
+            where={"score": key, "train_score": train_key},
+            fix="Regularize (dropout, weight decay, more data) or stop early (early_stopping_patience).",
         )
 
 

@@ -256,6 +256,9 @@ class _FirstStepWatch(TorchFunctionMode):
                 f"{func.__name__} at {format_frame(user_frame())} expects {KINDS[contract.scores]} as its input "
                 f"(normalised over the last axis), but gets {KINDS[kind]}; {consequence}. Pass "
                 f"log_softmax(logits, dim=-1).",
+                evidence={"expects": contract.scores, "gets": kind, "shape": list(scores.shape)},
+                where={"op": func.__name__, "line": format_frame(user_frame())},
+                fix="Pass log_softmax(logits, dim=-1).",
             )
         )
 
@@ -346,6 +349,9 @@ class _FirstStepWatch(TorchFunctionMode):
                 f"shape {t}; they broadcast to {b}, so every prediction is compared with every target and the loss "
                 f"is wrong without an error. Give both the same shape (e.g. prediction.squeeze(-1), or "
                 f"target.view_as(prediction)).",
+                evidence={"prediction_shape": p, "target_shape": t, "broadcast_shape": b},
+                where={"op": func.__name__, "line": format_frame(user_frame())},
+                fix="Give prediction and target the same shape (prediction.squeeze(-1) or target.view_as(prediction)).",
             )
         )
 
@@ -373,6 +379,10 @@ class _FirstStepWatch(TorchFunctionMode):
                 f"every prediction toward the mean id and the model learns another task without an error. Output {n} "
                 f"logits and use cross_entropy(logits, labels); for a target that is a number, declare it without "
                 f"sparse_dim. (debug_loss_on_class_ids = False turns this check off.)",
+                evidence={"classes": n},
+                where={"op": func.__name__, "line": format_frame(user_frame()), "key": key},
+                fix=f"Output {n} logits and use cross_entropy(logits, labels), or declare the target without sparse_dim.",
+                option="debug_loss_on_class_ids = False",
             )
         )
 
@@ -421,6 +431,9 @@ class _FirstStepWatch(TorchFunctionMode):
                 f"{loss} at {where} expects logits, but its input is the output of {made}; {loss} applies "
                 f"{applies} itself, so {consequence}. Feed the scores from before the {kind} (apply {kind} only for "
                 f"predictions), or use {instead}.",
+                evidence={"input_made_by": made, "applies": applies},
+                where={"op": loss, "line": where},
+                fix=f"Feed the scores from before the {kind} (apply {kind} only for predictions), or use {instead}.",
             )
         )
 
@@ -444,6 +457,9 @@ class _FirstStepWatch(TorchFunctionMode):
                 f"nll_loss at {where} expects log-probabilities, but gets {what}. nll_loss only picks the target's "
                 f"entry and does not normalize, so the loss is unbounded or meaningless. Use cross_entropy on the "
                 f"logits, or nll_loss(log_softmax(logits)).",
+                evidence={"made_by": origin[0] if origin else None, "shape": list(scores.shape)},
+                where={"op": "nll_loss", "line": where},
+                fix="Use cross_entropy on the logits, or nll_loss(log_softmax(logits)).",
             )
         )
 
@@ -546,7 +562,22 @@ def _reserved_labels(state: RunState, reserved: dict[str, tuple[int, str, str]],
     for key, (index, loss, where) in reserved.items():
         found = _labels_equal_to(state, key, index)
         if found is not None:
-            findings.append(Finding("warning", "sanity check", message(loss, where, key, index, *found)))
+            count, total, what = found
+            fix = (
+                f"Pass blank=<the blank's index> to the CTC loss, or keep the blank at {index} and the symbols elsewhere."
+                if message is _blank_symbol
+                else "Mark padded frames with -100 (torch's default ignore_index), or select the real frames."
+            )
+            findings.append(
+                Finding(
+                    "warning",
+                    "sanity check",
+                    message(loss, where, key, index, *found),
+                    evidence={"reserved": index, "labels_equal": count, "labels": total, "counted_over": what},
+                    where={"op": loss, "line": where, "key": key},
+                    fix=fix,
+                )
+            )
     return findings
 
 

@@ -424,7 +424,14 @@ class NumericsGuard(Plugin):
                 "non-finite values in evaluation",
                 f"step {state.step_in_epoch} of dataset {state.dataset!r} (epoch {state.epoch}): {effect}. The "
                 f"training itself is not affected.\n{report.format()}",
-                where={"dataset": state.dataset, "step_in_epoch": state.step_in_epoch},
+                evidence={
+                    "losses": report.losses,
+                    "sequence_indices": report.seq_indices[:10],
+                    "scores_finite": intermediate is not None,
+                },
+                where={"dataset": state.dataset, "step_in_epoch": state.step_in_epoch, **report.where()},
+                fix="Fix the module and op the replay names (where); a mask filled with finfo.min, a log or a "
+                "division of zero are the usual culprits.",
             )
         )
 

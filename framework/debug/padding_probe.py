@@ -402,6 +402,10 @@ class PaddingProbe(Plugin):
                     f".to(logits.device) the mask), then compute the loss on "
                     f"the selected frames (logits[mask], targets[mask]) or give the padded targets ignore_index (-100 in a "
                     f"Hugging Face model's labels).",
+                    evidence={"loss_changes": covered},
+                    where={"keys": list(covered)},
+                    fix=f"Mask the padded frames: compute the loss on the real frames of {keys} only (a mask from "
+                    f"{first + ':seq_len'!r}), or give the padded targets ignore_index (-100).",
                 )
             )
         for key, moved in depends.items():
@@ -427,7 +431,15 @@ class PaddingProbe(Plugin):
                         f"without a mask does this, and so does an RNN run over the padding without "
                         f"pack_padded_sequence. Mask the padded frames (pass a mask from {key + ':seq_len'!r}, or pack "
                         f"the sequences).",
+                        evidence={
+                            "added_padding": moved.added,
+                            "change": moved.change,
+                            "scale": moved.scale,
+                            "share": moved.share,
+                            "loss_change": moved.loss_change,
+                        },
                         where={"key": key, "output": moved.output, "module": moved.module},
+                        fix=f"Mask the padded frames (pass a mask from {key + ':seq_len'!r}), or pack the sequences.",
                     )
                 )
             else:
@@ -440,6 +452,13 @@ class PaddingProbe(Plugin):
                         f"reading the padding at a sequence's end) or the loss by less than "
                         f"{MORE_PADDING_TOLERANCE:.1%} (a bidirectional RNN over zero padding): widespread choices. "
                         f"Mask or pack the sequences to make each result independent of its batch-mates.",
+                        evidence={
+                            "added_padding": moved.added,
+                            "change": moved.change,
+                            "scale": moved.scale,
+                            "share": moved.share,
+                            "loss_change": moved.loss_change,
+                        },
                         where={"key": key, "output": moved.output, "module": moved.module},
                     )
                 )
@@ -459,6 +478,8 @@ class PaddingProbe(Plugin):
                     f"the model's outputs on real frames depend on the values of the padded frames of {key!r} (the loss "
                     f"moved: {change}){amount}: a convolution over the zero padding does this, and the data pads the "
                     f"same way at every step.",
+                    evidence={"loss_change": change},
+                    where={"key": key},
                 )
             )
         for key, change in unknown.items():
@@ -470,6 +491,8 @@ class PaddingProbe(Plugin):
                     f"but the model returns no per-frame or per-sequence output (only a loss), so the check cannot "
                     f"tell a loss that covers padding from a model that reads it. Return the logits too to let it "
                     f"decide.",
+                    evidence={"loss_change": change},
+                    where={"key": key},
                 )
             )
         return findings

@@ -205,6 +205,8 @@ class SanityCheck(Plugin):
                     "sanity check",
                     f"{model_checks.by_module(state.model, self._zero)} get a gradient that is exactly zero at step 0"
                     f"{because}. Judged again over the next {SETTLE_UPDATES} updates: named if it stays zero.",
+                    evidence={"zero_gradients": len(self._zero), "zero_valued": blocking},
+                    where=model_checks.named(self._zero),
                 )
             )
         self._report(state, "first step", findings, ModelCheckError)

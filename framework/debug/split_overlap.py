@@ -90,10 +90,12 @@ def overlap_findings(train: tuple[list[int], bool], others: dict[str, tuple[list
             f"{len(pairs)} of the {len(hashes)} sequences of {option!r} ({share:.1%}) are exact copies of train "
             f"sequences{scope}, e.g. {examples}"
         )
+        evidence = {"copies": len(pairs), "sequences": len(hashes), "share": share, "train_repeats": natural / 2}
+        where = {"dataset": option, "copies": [{option: i, "train": j} for i, j in pairs[:3]]}
         if share < MIN_SHARE or len(pairs) < 2 or share <= NATURAL_FACTOR * natural:
             if share >= MIN_SHARE and natural > 0:
                 text += f" (train itself repeats {natural / 2:.1%} of its sequences: natural duplicates)"
-            findings.append(Finding("note", "sanity check", text + "."))
+            findings.append(Finding("note", "sanity check", text + ".", evidence=evidence, where=where))
             continue
         findings.append(
             Finding(
@@ -102,6 +104,9 @@ def overlap_findings(train: tuple[list[int], bool], others: dict[str, tuple[list
                 text + f". The {option} score then measures memorization, not generalization, and early stopping or "
                 f"learning-rate control trusts it. Check that {option} comes from other files than train, or from "
                 f"another seed (data_seed, or fixed_random_seed for Task12AXDataset) of a generated dataset.",
+                evidence=evidence,
+                where=where,
+                fix=f"Make {option} from other files than train, or from another seed of a generated dataset.",
             )
         )
     return findings

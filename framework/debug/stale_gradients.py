@@ -83,7 +83,21 @@ class StaleGradients(Plugin):
             f"gradient norm grows with the step count while the loss does not improve. Let zero_grad set "
             f"p.grad = None (or zero it)."
         )
-        report_findings(state, "training", [Finding("warning", "sanity check", text)], ModelCheckError, False)
+        names = [n for n, _ in stale]
+        found = Finding(
+            "warning",
+            "sanity check",
+            text,
+            evidence={"parameters_with_stale_gradient": len(names), "step": state.global_step},
+            where={
+                "modules": list(dict.fromkeys(n.rpartition(".")[0] or "(model)" for n in names)),
+                "parameters": names,
+                "optimizer": type(state.optimizer).__name__,
+                **({"zero_grad_defined_at": override} if override else {}),
+            },
+            fix="Let zero_grad set p.grad = None (or zero it) for every parameter the model trains.",
+        )
+        report_findings(state, "training", [found], ModelCheckError, False)
 
 
 PLUGINS = (StaleGradients,)

@@ -240,8 +240,8 @@ def _reads(entry: _Entry, rows: torch.Tensor, probes: list[tuple[int, int]]) -> 
     return found
 
 
-def judge(entry: _Entry, call: _LossCall, alignment: _Alignment, shift: int) -> str | None:
-    """A finding's text when probed predictions read their answer or are asked for one beyond what they read."""
+def judge(entry: _Entry, call: _LossCall, alignment: _Alignment, shift: int) -> Finding | None:
+    """A finding when probed predictions read their answer or are asked for one beyond what they read."""
     rows = _rows(call.scores)
     if rows.shape[0] != call.target.numel():
         return None
@@ -276,6 +276,7 @@ def judge(entry: _Entry, call: _LossCall, alignment: _Alignment, shift: int) -> 
             f"too: a reconstruction of the input (an autoencoder's task), not a next-token prediction; not judged."
         )
         return None
+    where = {"op": call.function, "line": call.where, "key": key, "module": entry.module}
     if gaps and leaks * 2 > len(gaps):
         cause = (
             "The labels are not shifted: a next-token model predicts token t+1 from tokens up to t (logits[:, :-1] "
@@ -284,18 +285,30 @@ def judge(entry: _Entry, call: _LossCall, alignment: _Alignment, shift: int) -> 
             else "The model sees the future: mask attention causally (is_causal=True, or a triu mask), or use a "
             "unidirectional RNN."
         )
-        return (
+        return Finding(
+            "warning",
+            "sanity check",
             f"target leakage: {what}, and that prediction reads the input at the target's own position (gradient "
             f"probe through the output of module {entry.module!r} on the first batch: {leaks} of {len(gaps)} probed "
             f"positions), so the model can copy its answer instead of predicting it; the loss drops towards 0 and "
-            f"nothing is learned. {cause}"
+            f"nothing is learned. {cause}",
+            evidence={"target_offset": k, "input_shift": shift, "reading_their_answer": leaks, "probed": len(gaps)},
+            where=where,
+            fix="Mask attention causally (is_causal=True, or a triu mask), or use a unidirectional RNN."
+            if k > 0
+            else "Shift the labels: logits[:, :-1] against tokens[:, 1:].",
         )
     if gaps and min(gaps) >= 2:
-        return (
+        return Finding(
+            "warning",
+            "sanity check",
             f"targets misaligned: {what}, but that prediction reads the input only up to position t (gradient probe "
             f"on the first batch), so it must guess {min(gaps)} tokens ahead; the loss stays far above what the "
             f"model could reach. Labels shifted twice? (Hugging Face *ForCausalLM models shift labels themselves: "
-            f"pass labels=input_ids unshifted.)"
+            f"pass labels=input_ids unshifted.)",
+            evidence={"target_offset": k, "input_shift": shift, "tokens_ahead": min(gaps), "probed": len(gaps)},
+            where=where,
+            fix="Shift the labels once (a Hugging Face *ForCausalLM model shifts labels=input_ids itself).",
         )
     return None
 
@@ -340,15 +353,13 @@ class TargetLeakage(SharedRunCheck):
                 handle.remove()
 
     def conclude(self, state: RunState, watch: _Watch, run_ctx: RunCtx | None) -> None:
-        text = self._judge(state, watch)
-        if text:
+        found = self._judge(state, watch)
+        if found is not None:
             off = "debug_target_leakage = False"
-            report_findings(
-                state, "first step", [Finding("warning", "sanity check", text)], ModelCheckError, False, off=off
-            )
+            report_findings(state, "first step", [found], ModelCheckError, False, off=off)
 
     @staticmethod
-    def _judge(state: RunState, watch: _Watch) -> str | None:
+    def _judge(state: RunState, watch: _Watch) -> Finding | None:
         if not watch.entries or not watch.calls:
             return None
         sparse = [
@@ -368,14 +379,14 @@ class TargetLeakage(SharedRunCheck):
                     if alignment is None:
                         continue
                     with torch.enable_grad():
-                        text = judge(entry, call, alignment, shift)
+                        found = judge(entry, call, alignment, shift)
                     log.v5(
                         f"Target leakage check: the targets of {call.function} at {call.where} are token "
                         f"t{alignment.offset:+d} of {key!r}, which enters module {entry.module!r}"
-                        + ("." if text else "; no prediction reads its answer.")
+                        + ("." if found else "; no prediction reads its answer.")
                     )
-                    if text:
-                        return text
+                    if found:
+                        return found
         return None
 
 

@@ -34,7 +34,8 @@ class UnusualValues(Plugin):
                     "the learning rate is 0: the optimizer will not change the parameters and the loss will not move. "
                     "Set 'learning_rate' (or 'learning_rates') to the rate you mean.",
                     evidence={"learning_rate": 0.0},
-                    fix="set 'learning_rate' (or 'learning_rates') to the rate you mean",
+                    where={"option": "learning_rate"},
+                    fix="Set 'learning_rate' (or 'learning_rates') to the rate you mean.",
                 )
             )
         loader = state.loaders["train"]
@@ -49,7 +50,14 @@ class UnusualValues(Plugin):
                     f"batch_size {config.get('batch_size')} puts all {num_seqs} train sequences into one "
                     f"{'batch' if num_batches == 1 else 'accumulation window'}: one update per epoch. If that is not "
                     f"meant, batch_size counts padded frames per batch (sequences x their max length).",
-                    evidence={"batch_size": config.get("batch_size"), "train_sequences": num_seqs},
+                    evidence={
+                        "batch_size": config.get("batch_size"),
+                        "train_sequences": num_seqs,
+                        "batches": num_batches,
+                        "updates_per_epoch": updates,
+                    },
+                    where={"option": "batch_size", "dataset": "train"},
+                    fix="Lower batch_size (it counts padded frames per batch: sequences x their max length).",
                 )
             )
 

@@ -124,6 +124,13 @@ def unregistered_finding(loose: list[_Loose]) -> Finding:
         f"the step uses {len(loose)} tensor(s) that require grad but are not parameters of the model from get_model "
         f"(first: shape {first.shape}{held}, used{running} at {first.where}). They get gradients, but the "
         f"optimizer never updates them, checkpoints do not save them and model.to(device) does not move them. {fix}",
+        evidence={"tensors": len(loose), "shapes": [t.shape for t in loose[:8]]},
+        where={
+            "line": first.where,
+            **({"module": first.module} if first.module else {}),
+            **({"held_in": first.owner} if first.owner else {}),
+        },
+        fix=fix,
     )
 
 
@@ -218,7 +225,15 @@ class UpdateIntegrity(SharedRunCheck):
                 f"{which} changed no parameter, although the parameters got gradients and the engine called "
                 f"{type(state.optimizer).__name__}.step(){own}. {cause} (debug_update_integrity = False turns this "
                 f"check off.)",
-                where={"optimizer": type(state.optimizer).__name__},
+                evidence={
+                    "parameters_with_gradient": len(updated),
+                    "in_param_groups": sum(id(p) in held for p in updated),
+                    "update": "first" if first else f"last of epoch {state.epoch}",
+                },
+                where={"optimizer": type(state.optimizer).__name__, **({"step_defined_at": step} if step else {})},
+                fix="Accumulate with accum_grad_multiple_step instead of inside the optimizer"
+                if any(id(p) in held for p in updated)
+                else "Build the optimizer over the parameters of the model that is trained.",
                 option="debug_update_integrity = False",
             )
         )

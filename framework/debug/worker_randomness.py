@@ -70,7 +70,16 @@ class WorkerRandomness(Plugin):
                 f"epoch, reproducible with random_seed); a worker_init_fn of yours runs after that."
             )
             # What the framework repairs for the user: one note, shown at the default verbosity.
-            report(Finding("note", "worker randomness", message, option="debug_worker_randomness = False"))
+            report(
+                Finding(
+                    "note",
+                    "worker randomness",
+                    message,
+                    evidence={"num_workers": self.num_workers},
+                    where={"dataset": option, "generators": list(found)},
+                    option="debug_worker_randomness = False",
+                )
+            )
 
 
 PLUGINS = (WorkerRandomness,)
