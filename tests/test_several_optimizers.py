@@ -385,3 +385,32 @@ def test_a_run_killed_inside_an_optimizers_accumulation_window_resumes_bit_for_b
     expected, got = (torch.load(tmp_path / f"{d}/m.002.pt", weights_only=True) for d in ("ref", "run"))
     for key in ("model", "optimizer"):
         assert bitwise_equal(expected[key], got[key]), key
+
+
+def test_newbob_early_stopping_and_the_learning_rate_file_drive_every_optimizer_at_its_ratio(tmp_path):
+    text = TWO_PARTS + (
+        "dev = {'class': 'NumpyDataset', 'arrays': {'data': torch.randn(32, 3).numpy()}}\n"
+        "num_epochs = 4\n"
+        "learning_rate_control = 'newbob'\n"
+        "newbob_relative_error_threshold = -1.0\n"  # every epoch 'did not improve enough': the rate decays
+        "newbob_learning_rate_decay = 0.5\n"
+        "optimizers['second']['learning_rate'] = 0.002\n"
+        f"learning_rate_file = {str(tmp_path / 'lr.txt')!r}\n"
+        "early_stopping_patience = 2\n"
+        "early_stopping_min_delta = 1.0\n"  # no epoch improves by that much: the run stops after epoch 3
+        "rates = {}\n"
+        "def _note(state):\n"
+        "    rates[state.epoch] = [g['lr'] for g in state.optimizer.param_groups]\n"
+        "callbacks = {'epoch_end': _note}\n"
+    )
+    engine = _engine(tmp_path, text)
+    engine.run("train")
+    rates = engine.config.get("callbacks")["epoch_end"].__globals__["rates"]
+    firsts = [groups[0] for groups in rates.values()]
+    assert firsts[0] == pytest.approx(0.01) and firsts[-1] < firsts[0]  # newbob decayed the run's rate
+    assert all(groups[-1] == pytest.approx(groups[0] * 0.2) for groups in rates.values())  # 'second' kept its ratio
+    written = (tmp_path / "lr.txt").read_text()
+    for epoch, first in zip(rates, firsts, strict=True):
+        assert f"{epoch}: EpochData(learningRate={first!r}" in written
+    assert list(rates) == [1, 2, 3]  # early stopping ended it, as with one optimizer
+    engine.checkpoints.release()
