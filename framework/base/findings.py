@@ -71,11 +71,36 @@ class Finding:
         return json.dumps({**extra, **self.as_dict()}, default=str, allow_nan=True)
 
     def cause(self) -> str:
-        """The message's first sentence, whole: the one-line cause of a summary (a sentence ends at a full stop
-        followed by a space, so that numbers, file names and module paths stay whole)."""
-        first = self.message.strip().split("\n", 1)[0]
-        end = first.find(". ")
-        return first if end < 0 else first[: end + 1]
+        """The message's first sentence, whole: the one-line cause of a summary (see :func:`first_sentence`)."""
+        return first_sentence(self.message)
+
+
+# Abbreviations whose full stop ends no sentence ("e.g. x" goes on): the word before the stop, lower case.
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "vs", "cf", "approx", "incl", "resp", "etc"})
+_OPENING, _CLOSING = "([{", ")]}"
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``'s first line, whole; the whole line when no sentence ends before its end.
+
+    A sentence ends at ``.``, ``?`` or ``!`` followed by a space, outside parentheses and brackets (``(e.g. a
+    mask. Or a view)`` goes on) and not after an abbreviation (``e.g.``, ``i.e.``, ``vs.``): numbers (``1e-3``), file
+    names (``config.py:12``) and module paths (``enc.1``) have no space after their dots and stay whole. Never cuts a
+    word or a sentence: what a summary shows of a finding reads as a sentence.
+    """
+    line = text.strip().split("\n", 1)[0]
+    depth = 0
+    for i, char in enumerate(line):
+        if char in _OPENING:
+            depth += 1
+        elif char in _CLOSING:
+            depth = max(depth - 1, 0)  # an unbalanced ")" (a list's "1)") opens nothing to wait for
+        elif char in ".?!" and depth == 0 and line[i + 1 : i + 2] == " ":
+            word = line[:i].rsplit(None, 1)[-1].lstrip(_OPENING + "'\"").lower() if line[:i].strip() else ""
+            if char == "." and word in _ABBREVIATIONS:
+                continue
+            return line[: i + 1]
+    return line
 
 
 Sink = Callable[[Finding], None]
