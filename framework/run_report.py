@@ -76,7 +76,7 @@ def _mark(ax: Any, runs: list[RunData], top: bool) -> None:
                     rotation=90, ha="right", va="bottom",
                 )  # fmt: skip
         withdrawn = _withdrawn(data.findings)
-        for number, finding in enumerate(data.findings, start=1):
+        for number, finding in _shown(data.findings):
             if finding.get("step") is None:
                 continue
             note = finding["severity"] == "note" or finding.get("id") in withdrawn
@@ -320,18 +320,43 @@ def _withdrawn(findings: list[dict[str, Any]]) -> dict[str, str]:
     return {f["withdraws"]: str(f.get("message", "")) for f in findings if f.get("withdraws")}
 
 
+def _folded(findings: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """id -> the checks whose later records of the same problem were folded into it (``same_as``: one problem, one
+    record); a record folded into a withdrawn one is not folded (it stands)."""
+    withdrawn = _withdrawn(findings)
+    folded: dict[str, list[str]] = {}
+    for f in findings:
+        first = f.get("same_as")
+        if first and first not in withdrawn and str(f.get("check")) not in folded.setdefault(first, []):
+            folded[first].append(str(f.get("check")))
+    return folded
+
+
+def _shown(findings: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """The records a page lists and marks, numbered in the file's order: all but those folded into an earlier one."""
+    withdrawn = _withdrawn(findings)
+    return [
+        (number, f)
+        for number, f in enumerate(findings, start=1)
+        if not f.get("same_as") or f.get("same_as") in withdrawn
+    ]
+
+
 def findings_section(data: RunData, run_number: int | None = None) -> str:
     """The findings of a run as a table, numbered as their markers on the curves (``run.number`` of several runs);
     a withdrawn finding is struck through, with the withdrawal's reason."""
     findings = data.findings
     if not findings:
         return "<p>No findings: every check that ran was quiet.</p>"
-    withdrawn = _withdrawn(findings)
+    withdrawn, folded = _withdrawn(findings), _folded(findings)
+    shown = _shown(findings)
     rows = []
-    for number, f in enumerate(findings, start=1):
+    for number, f in shown:
         details = [html.escape(str(f.get("message", ""))).replace("\n", "<br>")]
         if f.get("id") in withdrawn:
             details = [f"<s>{details[0]}</s>", f"<div class='k'>withdrawn: {html.escape(withdrawn[f['id']])}</div>"]
+        if folded.get(f.get("id")):
+            details.append(f"<div class='k'>also reported by: {html.escape(', '.join(folded[f['id']]))}</div>")
         for key in ("evidence", "where"):
             if f.get(key):
                 details.append(f"<div class='k'>{key}:<br>{_fields(f[key])}</div>")
@@ -349,7 +374,7 @@ def findings_section(data: RunData, run_number: int | None = None) -> str:
             ]
         )
     faint = [  # notes: facts, often fine; withdrawn findings: contradicted by the run since
-        "withdrawn" if f.get("id") in withdrawn else "faint" if f["severity"] == "note" else "" for f in findings
+        "withdrawn" if f.get("id") in withdrawn else "faint" if f["severity"] == "note" else "" for _, f in shown
     ]
     table = _table(rows, ["#", "severity", "check", "when", "cause, evidence, where, fix, option"], faint)
     if data.findings_left_out:
@@ -375,7 +400,7 @@ def status_section(data: RunData) -> str:
     text, kind = _ended(data)
     last = data.last_step or {}
     withdrawn = _withdrawn(data.findings)
-    standing = [f for f in data.findings if not f.get("withdraws") and f.get("id") not in withdrawn]
+    standing = [f for _, f in _shown(data.findings) if not f.get("withdraws") and f.get("id") not in withdrawn]
     counts = Counter(f["severity"] for f in standing)
     found = ", ".join(
         [f"{counts[s]} {s}{'s' if counts[s] > 1 else ''}" for s in ("error", "warning", "note") if counts[s]]

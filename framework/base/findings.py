@@ -10,6 +10,14 @@ A judgement that the run later contradicts (a task at its chance level for an ep
 withdrawn, never deleted: :func:`withdraw` reports a later record that carries the withdrawn finding's ``id``
 in ``withdraws`` and says why; the file keeps both, and whoever reads the findings (the run summary, the
 report, the fail level) takes :func:`standing` ones and shows the withdrawn ones as withdrawn.
+
+One problem is one record, whichever checks find it: a check that knows the cause it reports names it in
+``evidence["problem"]`` (a key shared by the checks that can find it, such as ``no loss marked for optimizer
+'critic'``). Within a run, a later finding of a problem already reported is folded into the first: the reporter
+logs it and hands it to the sinks as always (the log shows what each check saw, when it saw it), marks it
+``same_as`` the first record's ``id`` and lists its check in the first one's ``evidence["also_reported_by"]``;
+:func:`standing` leaves it out (unless the first was withdrawn), so the summary, the report and the fail level count
+the problem once.
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ class Finding:
     ``where`` the culprit (module path, parameter, op, ``file:line``, batch entry), ``epoch`` and
     ``step`` (the global step) when it was found, ``fix`` what to do, ``option`` the option setting
     that turns the check off. ``id`` names the record (given when it is reported); ``withdraws``, on a record that
-    withdraws an earlier one (a note whose message says why), that one's ``id``.
+    withdraws an earlier one (a note whose message says why), that one's ``id``; ``same_as``, on a record of a
+    problem (``evidence["problem"]``) that an earlier record of the run reports, that one's ``id``.
     """
 
     severity: str
@@ -49,6 +58,7 @@ class Finding:
     option: str = ""
     id: str = ""
     withdraws: str = ""
+    same_as: str = ""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -107,12 +117,18 @@ Sink = Callable[[Finding], None]
 Clock = Callable[[], tuple[int | None, int | None]]
 _sinks: list[Sink] = []
 _clock: Clock | None = None
+# The first finding of each problem (evidence["problem"]) reported in the current run.
+_problems: dict[str, Finding] = {}
 
 
 def set_clock(clock: Clock | None) -> None:
-    """``clock()`` says ``(epoch, global step)`` for findings reported without them (None: nothing fills them in)."""
+    """``clock()`` says ``(epoch, global step)`` for findings reported without them (None: nothing fills them in).
+
+    A run sets its clock as it starts and clears it as it ends: the problems reported so far are forgotten both
+    times, so that findings are folded (``same_as``) within one run only, never into another run's records."""
     global _clock
     _clock = clock
+    _problems.clear()
 
 
 def add_sink(sink: Sink) -> None:
@@ -133,10 +149,26 @@ def report(finding: Finding, verbosity: int | None = None) -> Finding:
         epoch, step = _clock()
         finding.epoch = epoch if finding.epoch is None else finding.epoch
         finding.step = step if finding.step is None else finding.step
+    _fold(finding)
     log.v(verbosity if verbosity is not None else (3 if finding.severity == "note" else 2), finding.line())
     for sink in list(_sinks):
         sink(finding)
     return finding
+
+
+def _fold(finding: Finding) -> None:
+    """Within a run (a clock is set): mark ``finding`` ``same_as`` the first finding of its problem, and list its
+    check in that one's ``evidence["also_reported_by"]``; remember it when it is the first."""
+    problem = finding.evidence.get("problem") if isinstance(finding.evidence, dict) else None
+    if _clock is None or not problem or finding.withdraws:
+        return
+    first = _problems.setdefault(str(problem), finding)
+    if first is finding or first.id == finding.id:
+        return
+    finding.same_as = first.id
+    also = first.evidence.setdefault("also_reported_by", [])
+    if finding.check not in also and finding.check != first.check:
+        also.append(finding.check)
 
 
 def withdraw(finding: Finding, reason: str) -> Finding:
@@ -155,9 +187,11 @@ def withdraw(finding: Finding, reason: str) -> Finding:
 
 
 def standing(found: list[Finding]) -> list[Finding]:
-    """``found`` without the withdrawals and the findings they withdraw: what the run still reports."""
+    """``found`` without the withdrawals and the findings they withdraw, and without the findings folded into an
+    earlier one of the same problem (``same_as``; one whose first record was withdrawn stands): what the run still
+    reports, one record per problem."""
     withdrawn = {f.withdraws for f in found if f.withdraws}
-    return [f for f in found if not f.withdraws and f.id not in withdrawn]
+    return [f for f in found if not f.withdraws and f.id not in withdrawn and (not f.same_as or f.same_as in withdrawn)]
 
 
 def withdrawals(found: list[Finding]) -> list[Finding]:

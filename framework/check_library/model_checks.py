@@ -227,7 +227,9 @@ def unmarked_cause(optimizer: Any, model: nn.Module, names: list[str], evidence:
     if None in owners or any(marked_for.get(o) for o in owners):
         return None
     marked = {o: sorted(losses) for o, losses in sorted(marked_for.items()) if losses}
-    evidence.update({"optimizers": owners, "losses marked": marked})
+    # The problem's key: the sanity check, the gradient health and the diagnosis each find it, reported once.
+    problem = f"no loss marked for optimizer {', '.join(repr(o) for o in owners)}"
+    evidence.update({"optimizers": owners, "losses marked": marked, "problem": problem})
     which = ", ".join(repr(o) for o in owners)
     losses = "; ".join(f"{', '.join(n)} for {o!r}" for o, n in marked.items()) or "none"
     return (

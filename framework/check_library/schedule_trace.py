@@ -15,6 +15,11 @@ STOPPED = 1000
 # Updates below this fraction of a weight's norm are negligible (healthy training: around 1e-3).
 VANISHING_UPDATE = 1e-5
 
+# The problems (a finding's evidence["problem"]) that several checks find, each in its own way: the schedule plan
+# before the run, the learning watch from the loss curve, the diagnosis from the rates applied. Reported once.
+TINY_RATE = "the learning rate applied is far too small to train"
+ZERO_RATE = "the learning rate applied is 0"
+
 
 def schedule_problem(applied: list[float], configured: float, update_ratio: float | None) -> tuple[str, dict]:
     """(what is wrong with the rates the optimizer ``applied``, in order over the run, against the ``configured``
@@ -26,8 +31,10 @@ def schedule_problem(applied: list[float], configured: float, update_ratio: floa
     if update_ratio is not None:
         evidence["largest |dW|/|W| per update"] = update_ratio
     if highest == 0:
+        evidence["problem"] = ZERO_RATE
         return "the optimizer applied a learning rate of 0 in every step: the parameters never changed", evidence
     if configured > 0 and highest * NEVER_REACHED <= configured:
+        evidence["problem"] = TINY_RATE
         return (
             f"the optimizer applied at most {highest:g} over the run, {configured / highest:.0f}x below the configured "
             f"learning rate {configured:g}: the schedule never reaches it (a warmup whose scheduler is never "
@@ -35,6 +42,7 @@ def schedule_problem(applied: list[float], configured: float, update_ratio: floa
             evidence,
         )
     if last * STOPPED <= highest:
+        evidence["problem"] = TINY_RATE
         return (
             f"the applied learning rate fell from {highest:g} to {last:g}: the schedule stopped the updates",
             evidence,

@@ -52,7 +52,8 @@ def best_scores(scores: dict[int, Scores]) -> dict[str, dict[str, tuple[float, i
 
 
 def grouped(found: list[Finding]) -> list[str]:
-    """One line per check (in the order they first reported): counts by severity, when first, the cause; then one
+    """One line per check (in the order they first reported): counts by severity, when first, the cause, and the
+    other checks that found the same problems (folded into these records, see ``framework.base.findings``); then one
     line per withdrawn finding: what it said and why it was withdrawn."""
     by_check: dict[str, list[Finding]] = {}
     for finding in standing(found):
@@ -68,6 +69,8 @@ def grouped(found: list[Finding]) -> list[str]:
         when = f"epoch {first.epoch}, step {first.step}" if first.epoch is not None else f"step {first.step}"
         others = len({f.cause() for f in group}) - 1
         more = f" (+{others} other cause{'s' if others > 1 else ''})" if others > 0 else ""
+        also = list(dict.fromkeys(c for f in group for c in f.evidence.get("also_reported_by", ())))
+        more += f" (also reported by: {', '.join(also)})" if also else ""
         lines.append(f"    {check}: {counts}; first at {when}: {first.cause()}{more}")
     for withdrawal in withdrawals(found):
         lines.append(f"    {withdrawal.check}: {withdrawal.cause()}")

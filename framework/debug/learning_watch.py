@@ -43,6 +43,7 @@ from framework.base.config import Config
 from framework.base.findings import Finding, report, withdraw
 from framework.base.options import register
 from framework.check_library.model_checks import several_optimizers
+from framework.check_library.schedule_trace import TINY_RATE
 from framework.core.events import Event
 from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, ChanceLevel
 from framework.core.plugin import Plugin, on
@@ -456,7 +457,8 @@ class LossWindowWatch(Plugin):
                 _warn(
                     state,
                     f"the train loss {how}: {facts} {updates}{rate or '.'} {conclusion}",
-                    evidence=curve,
+                    # A rate far below what the optimizer needs is the problem the schedule plan may have named.
+                    evidence={**curve, "problem": TINY_RATE} if rate else curve,
                     where={**optimized, "optimizer": type(state.optimizer).__name__},
                     fix=f"Raise the learning rate {last.lr:g} (x100, or find it with a learning-rate range test)."
                     if rate

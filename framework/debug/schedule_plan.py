@@ -30,6 +30,7 @@ from framework.base.options import register
 from framework.base.rng import get_rng_state, set_rng_state
 from framework.base.util import accepted_kwargs
 from framework.check_library.probe import unseen
+from framework.check_library.schedule_trace import TINY_RATE
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
@@ -135,7 +136,7 @@ def _judge(steps: list[int], rates: list[float], total: int, learning_rate: floa
                 f"{peak:.3g} (global_train_step {peak_step}), which is learning_rate squared. The function multiplies "
                 f"by learning_rate and so does the value it is given: it returns a rate where a factor is expected, "
                 f"and the rate is multiplied by learning_rate again.",
-                evidence=evidence,
+                evidence={**evidence, "problem": TINY_RATE},
                 where={"option": "dynamic_learning_rate"},
                 fix="Multiply by learning_rate once: return learning_rate * factor(step) with a factor that starts "
                 "at 1 (or return the factor's rate without multiplying by learning_rate).",
@@ -163,7 +164,7 @@ def _judge(steps: list[int], rates: list[float], total: int, learning_rate: floa
             f"run updates with rates down to {rates[-1]:.3g}, about 1000x or more smaller than the schedule's peak. "
             f"Check the unit the schedule counts in: a schedule written in epochs but given global_train_step decays "
             f"this way.",
-            evidence={**evidence, "fallen_step": steps[fallen], "final_rate": rates[-1]},
+            evidence={**evidence, "fallen_step": steps[fallen], "final_rate": rates[-1], "problem": TINY_RATE},
             where={"option": "dynamic_learning_rate", "step": steps[fallen]},
             fix="Give the schedule the argument it is written for (epoch or epoch_continuous for a schedule in "
             "epochs, global_train_step for one in steps), or stretch it over num_epochs.",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from framework.base.config import Config
 from framework.base.findings import Finding, report
+from framework.check_library.schedule_trace import ZERO_RATE
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
@@ -33,7 +34,7 @@ class UnusualValues(Plugin):
                     CHECK,
                     "the learning rate is 0: the optimizer will not change the parameters and the loss will not move. "
                     "Set 'learning_rate' (or 'learning_rates') to the rate you mean.",
-                    evidence={"learning_rate": 0.0},
+                    evidence={"learning_rate": 0.0, "problem": ZERO_RATE},
                     where={"option": "learning_rate"},
                     fix="Set 'learning_rate' (or 'learning_rates') to the rate you mean.",
                 )
