@@ -134,7 +134,7 @@ def test_cleanup_keeps_returnns_last_best_and_milestone_epochs():
     [
         ("backend = 'tensorflow'", "RETURNN's TensorFlow and JAX backends are not supported"),
         ("use_horovod = True", "Horovod is RETURNN's TensorFlow multi-GPU training"),
-        ("default_float_dtype = 'bfloat16'", "creates the model's parameters in this dtype"),
+        ("default_float_dtype = 'int32'", "is not a torch floating-point dtype"),
         ("network = {'output': {'class': 'softmax'}}", "write get_model and train_step"),
         ("learning_rate_control = 'newbob_abs'", "must be one of"),
         ("batching = 'shuffle'", "batching = 'shuffle' is not one of"),

@@ -27,9 +27,7 @@ CONFIGS = os.path.join(ROOT, "tests", "returnn", "configs")
 FIXTURES = sorted(glob.glob(os.path.join(CONFIGS, "*.config")))
 # The lines of the collected configs that still stop the run (each changes the trained model and is not reproduced
 # here; docs/returnn_options.inc says why). tools/measure-returnn-configs.py runs the whole collection.
-STILL_REFUSED = {
-    "40_returnn_test_bf16.config": {"default_float_dtype"},
-}
+STILL_REFUSED: dict[str, set[str]] = {}
 # The default suite trains a sample: a RETURNN demo, a written i6_core config (torchrun, get_global_config), a
 # MiniReturnn-style config, a hybrid one with chunking, one of RETURNN's engine tests.
 SAMPLE = [
@@ -196,14 +194,14 @@ def test_refused_returnn_options_are_named_in_one_message_each_with_its_way_forw
     config = _write(
         tmp_path,
         "train = {'class': 'Task12AXDataset', 'num_seqs': 20}\n"
-        "window = 3\nuse_horovod = True\ndefault_float_dtype = 'bfloat16'\nstart_epoch = 3\n"
+        "window = 3\nuse_horovod = True\nnewbob_learning_rate_growth = 1.5\nstart_epoch = 3\n"
         "network = {}\n",
     )
     with pytest.raises(ConfigError) as error:
         load_config([config])
     message = str(error.value)
     assert message.count("a RETURNN option that changes the trained model") == 5
-    assert "torch_distributed" in message and "creates the model's parameters in this dtype" in message
+    assert "torch_distributed" in message and "newbob only decays it" in message
     assert "RETURNN starts training at this epoch; here: a rerun resumes" in message
 
 
@@ -352,3 +350,48 @@ def test_collected_returnn_config_trains(tmp_path, path):
         result = _rnn(*args, cwd=str(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Epoch 1 train:" in result.stdout
+
+
+def test_default_float_dtype_builds_the_model_in_it_and_gives_the_floating_data_in_it_as_returnn_does(tmp_path):
+    from framework.assembly import Engine
+
+    config_text = (
+        "import torch\n"
+        "from torch import nn\n"
+        "train = {'class': 'GaussianClustersDataset', 'split': 'train', 'num_seqs': 64, 'dim': 4, 'num_classes': 3}\n"
+        "extern_data = {'data': {'shape': (4,)}, 'classes': {'shape': (), 'dtype': 'int64', 'sparse_dim': 3}}\n"
+        "batch_size = 16\nnum_epochs = 1\noptimizer = {'class': 'adam'}\nlearning_rate = 1e-2\n"
+        "default_float_dtype = 'bfloat16'\n"
+        "seen = []\n"
+        "def get_model(**_):\n"
+        "    seen.append(torch.get_default_dtype())\n"
+        "    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))\n"
+        "def train_step(*, model, extern_data, run_ctx, **_):\n"
+        "    seen.append((extern_data['data'].dtype, extern_data['classes'].dtype))\n"
+        "    logits = model(extern_data['data'])\n"
+        "    run_ctx.mark_as_loss(nn.functional.cross_entropy(logits.float(), extern_data['classes']), 'ce')\n"
+    )
+    path = tmp_path / "config.py"
+    path.write_text(config_text)
+    engine = Engine(load_config([str(path)], {"model": str(tmp_path / "model")}))
+    engine.run("train")
+    seen = engine.config.get("get_model").__globals__["seen"]
+    assert seen[0] == torch.bfloat16 and torch.get_default_dtype() == torch.float32  # built in it, then restored
+    assert set(seen[1:]) == {(torch.bfloat16, torch.int64)}
+    assert {p.dtype for p in engine.state.model.parameters()} == {torch.bfloat16}
+    # RETURNN's own conversion of the same raw batch gives the same dtypes and values
+    extern_data_mod = pytest.importorskip("returnn.torch.data.extern_data")
+    from returnn.tensor import TensorDict
+
+    loader = engine.state.loaders["train"]
+    ours = next(iter(loader.iterate(loader.plan(1)[:1])))[1]
+    template = TensorDict()
+    template.update(engine.config.get("extern_data"), auto_convert=True)
+    raw = {key: torch.from_numpy(a) for key, a in loader.numpy_batch(loader.plan(1)[0], 1).items()}
+    theirs = extern_data_mod.raw_dict_to_extern_data(
+        raw, extern_data_template=template, device="cpu", float_dtype="bfloat16"
+    )
+    for key in ("data", "classes"):
+        assert theirs.data[key].raw_tensor.dtype == ours[key].dtype
+        assert torch.equal(theirs.data[key].raw_tensor, ours[key])
+    engine.checkpoints.release()

@@ -29,7 +29,8 @@ from framework.base.returnn_vocabulary import backend_of
 
 # RETURNN options registered here with RETURNN's meaning (a test checks each is registered).
 HONOURED = (
-    "accum_grad_multiple_step backend batch_size batching cleanup_old_models dev device dynamic_learning_rate eval "
+    "accum_grad_multiple_step backend batch_size batching cleanup_old_models default_float_dtype dev device "
+    "dynamic_learning_rate eval "
     "eval_datasets extern_data forward_callback forward_data forward_step get_model gradient_clip "
     "gradient_clip_global_norm gradient_noise import_model_train_epoch1 learning_rate learning_rate_control "
     "learning_rate_control_error_measure learning_rate_control_min_num_epochs_per_new_lr "
@@ -119,8 +120,6 @@ ADVICE: dict[str, str] = {
     "here newbob only decays it: delete it (or write the schedule as dynamic_learning_rate)",
     "learning_rate_growth": "RETURNN's newbob also raises the learning rate when the score improves much; here newbob "
     "only decays it: delete it (or write the schedule as dynamic_learning_rate)",
-    "default_float_dtype": "RETURNN creates the model's parameters in this dtype; here: create the model in the dtype "
-    "you want in get_model (model.to(torch.bfloat16)), or train in float32 with torch_amp = 'bfloat16'",
     "chunk_eval": "RETURNN also cuts the dev sequences into chunks; here: cut them in your dataset class",
     "context_window": "RETURNN stacks each frame with its neighbours; here: stack them in your dataset class or model",
     "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
@@ -269,7 +268,6 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
         None,
         "used only when newbob raises the learning rate (newbob_learning_rate_growth), which is refused here",
     ),
-    "default_float_dtype": (_off(None, "float32"), "float32 is the default"),
     "dataset_random_seed_offset": (_off(None, 0), "0 is off"),
     "use_dummy_datasets": (_off(None, False, 0), "off"),
     "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),

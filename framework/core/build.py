@@ -21,11 +21,49 @@ from framework.base import log
 from framework.base.accelerator import is_accelerator
 from framework.base.config import Config
 from framework.base.errors import ConfigError
+from framework.base.options import register
 from framework.core.step import run_step
 from framework.datasets import init_dataset
 from framework.datasets.chunking import ChunkedDataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
 from framework.datasets.loader import BatchLoader
+
+register(
+    "default_float_dtype",
+    "str | None",
+    None,
+    "RETURNN's: the model is built with this as torch's default dtype and cast to it after get_model, and the "
+    "floating-point data reach the step in it ('bfloat16', 'float16', 'float64'; None: float32).",
+    __name__,
+)
+
+
+def float_dtype(config: Config) -> torch.dtype | None:
+    """``default_float_dtype`` as a torch floating-point dtype (None: not set)."""
+    name = config.get("default_float_dtype")
+    if name is None:
+        return None
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ConfigError(
+            f"default_float_dtype = {name!r} is not a torch floating-point dtype; use e.g. 'bfloat16', 'float16', "
+            f"'float32' or 'float64' (RETURNN's values)."
+        )
+    return dtype
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype | None):
+    """Within the block, torch's default dtype is ``dtype`` (None: as it is)."""
+    if dtype is None:
+        yield
+        return
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def select_device(name: str) -> torch.device:
@@ -102,6 +140,7 @@ def make_loader(
         if isinstance(dataset, ChunkedDataset)
         else (config.get("min_seq_length"), config.get("max_seq_length")),
         shuffle_batches=shuffle,
+        float_dtype=float_dtype(config),
     )
 
 
@@ -186,11 +225,12 @@ def build_model(
     get_model = config.get("get_model")
     if get_model is None:
         raise ConfigError("The config defines no get_model(*, epoch, step, **kwargs) returning an nn.Module.")
-    with watch():
+    dtype = float_dtype(config)
+    with watch(), default_dtype(dtype):  # RETURNN's default_float_dtype: built in it, then cast to it
         model = get_model(epoch=epoch, step=step)
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(f"get_model returned {type(model).__name__}, not a torch.nn.Module.")
-    model = model.to(device)
+    model = model.to(device) if dtype is None else model.to(device=device, dtype=dtype)
     log.v4(f"Model: {type(model).__name__}, {model_size(model)}, on {device}")
     return model
 

@@ -47,6 +47,7 @@ class BatchLoader:
         labels_checked: AbstractSet[str] = frozenset(),
         seq_length_limits: tuple[Any, Any] = (None, None),
         shuffle_batches: tuple[int, int] | None = None,
+        float_dtype: torch.dtype | None = None,
     ):
         self.dataset = dataset
         self.extern_data = extern_data
@@ -59,6 +60,7 @@ class BatchLoader:
         self.labels_checked = frozenset(labels_checked)  # in all of the dataset at startup: not again per batch
         self.seq_length_limits = seq_length_limits  # RETURNN's (min_seq_length, max_seq_length)
         self.shuffle_batches = shuffle_batches  # RETURNN's online_shuffle_batches: (buffer size, seed)
+        self.float_dtype = float_dtype  # RETURNN's default_float_dtype: floating-point data are given in it
         self._check_limit_keys()
         self._left_out_logged = False
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
@@ -157,8 +159,13 @@ class BatchLoader:
                 raise DataError(label_error(key, int(values[bad].flat[0]), int(seq_index), sparse_dim, where))
 
     def tensor_batch(self, indices: np.ndarray, epoch: int | None = None) -> dict[str, torch.Tensor]:
-        """Like ``numpy_batch``, as CPU tensors."""
-        return {key: torch.from_numpy(np.ascontiguousarray(a)) for key, a in self.numpy_batch(indices, epoch).items()}
+        """Like ``numpy_batch``, as CPU tensors (floating-point ones in ``float_dtype`` when it is set)."""
+        batch = {key: torch.from_numpy(np.ascontiguousarray(a)) for key, a in self.numpy_batch(indices, epoch).items()}
+        if self.float_dtype is not None:
+            for key, tensor in batch.items():
+                if tensor.is_floating_point():
+                    batch[key] = tensor.to(self.float_dtype)
+        return batch
 
     def iterate(self, plan: list[np.ndarray]) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
         """Yield each planned batch on the device, loading in worker processes if configured.
