@@ -18,12 +18,7 @@ from conftest import ROOT
 FRAMEWORK = Path(ROOT) / "framework"
 
 # (path under framework/, enclosing function) -> why the site may lack evidence or fix. Keep it short.
-ALLOWED = {
-    # framework/training/ belongs to another engineer at the time of writing (issue 51); their sites have evidence,
-    # and their fix belongs in their next change.
-    ("training/amp.py", "GradScaling._report"): "evidence only: the replay in the message names the culprit",
-    ("training/engine.py", "Engine._close"): "evidence only: the callback's own exception is the cause",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 @dataclass

@@ -172,6 +172,8 @@ class GradScaling(Plugin):
                         f"{scale * self.backoff_factor:g}). FSDP shards the model, so the replay that names the module "
                         f"is not run: run the config in one process to have it.",
                         evidence={"skipped_in_a_row": COLLAPSE_STEPS, "scale": scale * self.backoff_factor},
+                        fix="Run the config in one process to have the overflowing module named; then keep that "
+                        "module in float32 or lower its values.",
                     )
                 )
                 return
@@ -183,6 +185,8 @@ class GradScaling(Plugin):
                     f"{COLLAPSE_STEPS} updates in a row were skipped because the gradients overflowed (scale now "
                     f"{scale * self.backoff_factor:g}). Mixed precision breaks here:\n{replayed.format()}",
                     evidence={"skipped_in_a_row": COLLAPSE_STEPS, "scale": scale * self.backoff_factor},
+                    fix="Keep the module the replay names in float32 (or bfloat16, which needs no loss scale), or "
+                    "lower the values it computes.",
                 )
             )
 

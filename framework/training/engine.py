@@ -206,7 +206,9 @@ class Engine:
                     "error",
                     "run close",
                     f"a callback raised while closing the run (after {state.outcome}): {type(exc).__name__}: {exc}",
-                    evidence={"outcome": state.outcome},
+                    evidence={"outcome": state.outcome, "exception": f"{type(exc).__name__}: {exc}"},
+                    where=_raised_at(exc),
+                    fix="Fix the callback's error (its traceback is in the log); the run's checkpoints are kept.",
                 )
             )
         if raised and propagating is None:
@@ -540,3 +542,13 @@ def applied_text(record: list[float] | None, scheduled: float) -> str:
     if not low * (1 - 1e-6) <= scheduled <= high * (1 + 1e-6):
         text += f" (learning_rate {scheduled:g})"
     return text
+
+
+def _raised_at(exc: BaseException) -> dict[str, str]:
+    """``{"file:line": ...}`` of the innermost frame of ``exc``'s traceback (empty without one)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return {}
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return {"file:line": f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"}
