@@ -36,7 +36,8 @@ COLORS = {"error": "#c62828", "warning": "#ef6c00", "note": "#9e9e9e"}  # findin
 DATASET_COLORS = ("#2e7d32", "#6a1b9a", "#00838f", "#8d6e63")  # dev, then other datasets (train is blue)
 RUN_COLORS = ("#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#8d6e63", "#ad1457")
 RESUME_COLOR = "#616161"
-MAX_MODULES, MAX_HEADS, MAX_POSITIONS = 12, 16, 64  # the attention drawn (framework.debug.attention_maps keeps no more)
+MAX_MODULES, MAX_HEADS, MAX_POSITIONS = 12, 16, 64
+TOKENS = "__tokens__"  # attention.npz's entry of the input tokens (framework.debug.attention_maps.TOKENS)  # the attention drawn (framework.debug.attention_maps keeps no more)
 LEGEND = {"fontsize": 8, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}  # beside the axes
 
 
@@ -94,6 +95,9 @@ def _mark(ax: Any, runs: list[RunData], top: bool) -> None:
                 )  # fmt: skip
 
 
+HOVER_POINTS = 50  # the values a curve's tooltip lists: enough to read it, small enough for a long run's page
+
+
 def _titled(points: Any, text: str) -> None:
     """A tooltip on a drawn artist (its SVG group gets a <title>: the browser shows it on hover)."""
     points.set_gid("tip:" + text)
@@ -103,7 +107,10 @@ def _series(ax: Any, series: Downsampled, color: str, label: str, linewidth: flo
     """A per-step series: its line, and the range of the merged steps as a band where bins hold several."""
     xs = series.xs()
     if xs:
-        ax.plot(xs, series.means(), color=color, linewidth=linewidth, label=label)
+        means = series.means()
+        line = ax.plot(xs, means, color=color, linewidth=linewidth, label=label)[0]
+        shown = range(0, len(xs), max(1, -(-len(xs) // HOVER_POINTS)))  # at most HOVER_POINTS, evenly spread
+        _titled(line, f"{label}: " + ", ".join(f"step {xs[i]:g}: {means[i]:.4g}" for i in shown))
         if series.width > 1:
             low, high = series.ranges()
             ax.fill_between(xs, low, high, color=color, alpha=0.2, linewidth=0)
@@ -125,7 +132,7 @@ def _epoch_points(ax: Any, data: RunData, dataset: str, name: str, color: str, l
     xs, ys = zip(*points, strict=True)
     style = {"marker": "o", "linestyle": "-"} if dataset == "train" else {"marker": "s", "linestyle": "--"}
     line = ax.plot(xs, ys, markersize=4 if len(xs) <= 40 else 2, color=color, label=label, **style)[0]
-    _titled(line, f"{label}, {name}: " + ", ".join(f"step {x}: {y:.4g}" for x, y in points[:50]))
+    _titled(line, f"{label}, {name}: " + ", ".join(f"step {x}: {y:.4g}" for x, y in points[:HOVER_POINTS]))
     if dataset != "train":
         step, best = min(points, key=lambda p: p[1])
         ax.scatter([step], [best], marker="*", s=140, color=color, edgecolor="black", linewidth=0.5, zorder=6,
@@ -246,7 +253,8 @@ def attention_figures(path: str) -> list[tuple[str, str]]:
         return []
     figures = []
     with f:
-        for name, weights in _attention_arrays(np, f, path):
+        arrays, tokens = _attention_arrays(np, f, path)
+        for name, weights in arrays:
             heads = weights.shape[0]
             columns = min(heads, 4)
             rows = -(-heads // columns)
@@ -260,33 +268,55 @@ def attention_figures(path: str) -> list[tuple[str, str]]:
                 image = ax.imshow(weights[h], cmap="viridis", aspect="auto", interpolation="nearest", vmin=0, vmax=1)
                 ax.set_title(f"head {h}", fontsize=8)
                 ax.tick_params(labelsize=6)
+                _token_ticks(ax, tokens, weights.shape[1:])
+                what = "token" if tokens else "position"
                 if h // columns == rows - 1 or h + columns >= heads:  # the lowest panel of its column
-                    ax.set_xlabel("key position", fontsize=7)
+                    ax.set_xlabel(f"key {what}", fontsize=7)
                 if h % columns == 0:
-                    ax.set_ylabel("query position", fontsize=7)
+                    ax.set_ylabel(f"query {what}", fontsize=7)
             if image is not None:
                 fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
             figures.append((name, _svg(fig)))
     return figures
 
 
-def _attention_arrays(np: Any, f: Any, path: str) -> list[tuple[str, Any]]:
-    """``(module name, [heads, queries, keys] weights)`` of ``attention.npz``: at most ``MAX_HEADS`` heads and
-    ``MAX_POSITIONS`` positions each way are drawn; a file that is not such an archive is a ``DamagedRecordFile``."""
+def _token_ticks(ax: Any, tokens: list[str], shape: tuple[int, int]) -> None:
+    """The input tokens as tick labels of an axis as long as the sequence or longer (its padding unlabelled);
+    every n-th where there are many."""
+    if not tokens:
+        return
+    every = max(1, -(-len(tokens) // 24))
+    ticks = list(range(0, len(tokens), every))
+    for length, set_ticks, set_labels in ((shape[1], ax.set_xticks, ax.set_xticklabels),
+                                          (shape[0], ax.set_yticks, ax.set_yticklabels)):  # fmt: skip
+        if length >= len(tokens):
+            set_ticks(ticks)
+            set_labels([tokens[i] for i in ticks], fontsize=5, rotation=90 if set_ticks == ax.set_xticks else 0)
+
+
+def _attention_arrays(np: Any, f: Any, path: str) -> tuple[list[tuple[str, Any]], list[str]]:
+    """``(module name, [heads, queries, keys] weights)`` of ``attention.npz``, and the first sequence's input tokens
+    (none when not kept): at most ``MAX_HEADS`` heads and ``MAX_POSITIONS`` positions each way are drawn; a file that
+    is not such an archive is a ``DamagedRecordFile``."""
     try:
         with np.load(f, allow_pickle=False) as saved:
-            arrays = [(name, saved[name]) for name in saved.files[:MAX_MODULES]]
+            names = [name for name in saved.files if name != TOKENS]
+            arrays = [(name, saved[name]) for name in names[:MAX_MODULES]]
+            kept = saved[TOKENS] if TOKENS in saved.files else np.array([], dtype=str)
     except Exception as exc:  # numpy raises many kinds for a damaged archive (BadZipFile, ValueError, EOFError, ...)
         raise DamagedRecordFile(
             f"{path} is not an archive of attention weights ({type(exc).__name__}: {exc})."
         ) from None
+    if kept.ndim != 1 or (kept.size and kept.dtype.kind != "U"):
+        raise DamagedRecordFile(f"{path}: {TOKENS!r} is a {kept.ndim}-dimensional {kept.dtype} array, not tokens.")
+    tokens = [str(t) for t in kept[:MAX_POSITIONS]]
     for name, weights in arrays:
         if weights.ndim != 3 or weights.dtype.kind != "f":
             raise DamagedRecordFile(
                 f"{path}: {name!r} is a {weights.ndim}-dimensional {weights.dtype} array, not attention weights "
                 f"[heads, queries, keys]: the file is damaged."
             )
-    return [(name, w[:MAX_HEADS, :MAX_POSITIONS, :MAX_POSITIONS]) for name, w in arrays]
+    return [(name, w[:MAX_HEADS, :MAX_POSITIONS, :MAX_POSITIONS]) for name, w in arrays], tokens
 
 
 def _table(rows: list[list[str]], head: list[str], classes: list[str] | None = None) -> str:

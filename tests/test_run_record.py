@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 
+import numpy
 import pytest
 
 from conftest import FAILING_TRAIN_STEP, ROOT, TINY_CONFIG, StartedRun, run_rnn, run_script, start_rnn, tiny_config_with
@@ -166,6 +167,10 @@ def test_report_attention_keeps_the_weights_of_the_first_dev_batch_for_heatmaps(
     assert _report(tmp_path).returncode == 0
     page = (tmp_path / "report.html").read_text()
     assert "<h3>encoder.layers.0.self_attn</h3><svg" in page and "<h3>encoder.layers.1.self_attn</h3><svg" in page
+    # the axes are the first dev sequence's input tokens (12AX's symbols), not positions
+    tokens = numpy.load(tmp_path / "attention.npz")["__tokens__"]
+    assert len(tokens) >= 10 and set(tokens) <= set("123ABCXYZ")
+    assert "key token" in page and "query token" in page
 
 
 @pytest.mark.slow  # a browser start and a real run: seconds

@@ -38,6 +38,8 @@ class Task12AXDataset(NumpyDataset):
     :param min_len: shortest sequence length; ``max_len`` the longest.
     """
 
+    labels = {"data": list(SYMBOLS), "classes": ["no", "yes"]}  # by class id, as RETURNN's Dataset.labels
+
     def __init__(
         self,
         *,

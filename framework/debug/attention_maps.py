@@ -6,7 +6,8 @@ and the attention weights of every attention module are kept for the batch's fir
 torch's ``nn.MultiheadAttention`` (asked for per-head weights, its fused fast path off for this
 run) and Hugging Face attention modules (the copy computes attention the eager way, which returns
 the weights; its configs ask for ``output_attentions``). They go to ``<model directory>/attention.npz``: one ``[heads, queries, keys]`` array
-per module path, at most ``MAX_POSITIONS`` positions each way and ``MAX_MODULES`` modules.
+per module path, at most ``MAX_POSITIONS`` positions each way and ``MAX_MODULES`` modules, and the first
+sequence's input tokens (``TOKENS``), which label the heatmaps' axes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from framework.base.disk import beside_checkpoints, write_atomically
 from framework.base.options import register
 from framework.check_library.probe import ProbeLimit, ProbeSession
 from framework.core.events import Event
+from framework.core.measurements import LABEL_KEYS
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 
@@ -40,6 +42,7 @@ register(
 FILE_NAME = "attention.npz"
 MAX_MODULES = 12
 MAX_POSITIONS = 64
+TOKENS = "__tokens__"  # the entry of the first sequence's input tokens (labels of the heatmaps' axes)
 
 
 def attention_modules(model: nn.Module) -> dict[str, nn.Module]:
@@ -100,8 +103,32 @@ def captured_weights(model: nn.Module) -> Iterator[dict[str, np.ndarray]]:
             handle.remove()
 
 
+def first_sequence_tokens(state: RunState, batch: dict[str, torch.Tensor]) -> list[str]:
+    """The input tokens of the batch's first sequence, as the dataset's labels (its ``labels``: a list, or a dict by
+    key) or ids: of the one variable-length class-id key that no loss scores against (``data`` among several);
+    [] when there is none."""
+    scored = state.store.get(LABEL_KEYS) or []
+    keys = [
+        name
+        for name, key in state.extern_data.items()
+        if key.sparse_dim and key.variable and name not in scored and name in batch and batch[name].dim() == 2
+    ]
+    if len(keys) != 1 and "data" not in keys:
+        return []
+    key = keys[0] if len(keys) == 1 else "data"
+    length = int(batch[f"{key}:seq_len"][0]) if f"{key}:seq_len" in batch else batch[key].shape[1]
+    ids = batch[key][0, : min(length, MAX_POSITIONS)].tolist()
+    labels = getattr(state.loaders["dev"].dataset, "labels", None)
+    labels = labels.get(key) if isinstance(labels, dict) else labels
+    if not isinstance(labels, (list, tuple)):
+        return [str(i) for i in ids]
+    return [str(labels[i]) if 0 <= i < len(labels) else str(i) for i in ids]
+
+
 class AttentionMaps(Plugin):
     """Keeps the attention weights of the first dev batch at the end of training."""
+
+    needs = (LABEL_KEYS,)  # the keys the losses score against are not the tokens attended over
 
     def __init__(self, path: str):
         self.path = path
@@ -136,8 +163,10 @@ class AttentionMaps(Plugin):
             log.v3("report_attention: the attention modules returned no weights in this run; none are kept.")
             return
 
+        tokens = first_sequence_tokens(state, batch)
+
         def save(f: Any) -> None:
-            np.savez(f, **weights)
+            np.savez(f, **weights, **({TOKENS: np.array(tokens)} if tokens else {}))
 
         write_atomically(self.path, save, "the attention weights", "Free space or set report_attention = False.")
         log.v4(f"Kept the attention weights of {len(weights)} module(s) for the first dev batch in {self.path}.")
