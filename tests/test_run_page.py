@@ -64,6 +64,7 @@ def test_a_completed_run_writes_its_page_and_its_resumed_run_shows_on_it(tmp_pat
     assert "<g><title>train (epoch), fer: step 9: " in page
     assert re.search(r"<g><title>train \(step\): step 0: \d\.\d+, step 1: \d\.\d+", page)  # per step, too
     assert re.search(r">chance level 1\.0\d+</text>", page)  # ln 3 for 3 balanced classes, from the loss check
+    assert re.search(r">chance level 0\.6\d+</text>", page)  # fer: always the most frequent of 3 classes
     assert ">host: process RSS (MB)</text>" in page and ">best dev " in page
     assert run_rnn(*args, "++num_epochs", "2").returncode == 0
     page = (tmp_path / "report.html").read_text()

@@ -24,6 +24,9 @@ class ChanceLevel:
 
 
 CHANCE_LEVELS: Key[dict[str, ChanceLevel]] = Key("chance_levels", "loss name -> its level without input")
+ERROR_CHANCE_LEVELS: Key[dict[str, ChanceLevel]] = Key(
+    "error_chance_levels", "error score name -> its value when always predicting the most frequent class"
+)
 LOSS_FLOORS: Key[dict[str, float]] = Key("loss_floors", "loss name -> the least it can reach (soft targets)")
 CONTRACT_BREACHES: Key[list[str]] = Key("contract_breaches", "what the first step's losses got against their contracts")
 IGNORED_LABELS: Key[dict[str, int]] = Key("ignored_labels", "sparse key -> the ignore_index a loss over it uses")

@@ -50,6 +50,7 @@ from framework.core.events import Event, Order
 from framework.core.measurements import (
     CHANCE_LEVELS,
     CONTRACT_BREACHES,
+    ERROR_CHANCE_LEVELS,
     IGNORED_LABELS,
     LABEL_KEYS,
     LOSS_FLOORS,
@@ -143,6 +144,9 @@ class _ClassLossCall:
     key: str | None
     plain: bool  # no class weights, label smoothing or further positional arguments
     reduction: str
+    scores: torch.Tensor | None = None  # the call's input and target (detached): its classification error
+    target: torch.Tensor | None = None
+    ignore_index: int = -100
 
 
 class _FirstStepWatch(TorchFunctionMode):
@@ -408,7 +412,17 @@ class _FirstStepWatch(TorchFunctionMode):
         if isinstance(target, torch.Tensor) and not target.is_floating_point() and isinstance(out, torch.Tensor):
             plain = kwargs.get("weight") is None and not kwargs.get("label_smoothing") and len(args) <= 2
             reduction = kwargs.get("reduction", "mean")
-            self.class_losses.append(_ClassLossCall(out, self._key_of(target), plain, reduction))
+            self.class_losses.append(
+                _ClassLossCall(
+                    out,
+                    self._key_of(target),
+                    plain,
+                    reduction,
+                    scores.detach(),
+                    target.detach(),
+                    int(kwargs.get("ignore_index", -100)),
+                )
+            )
 
     def _squashed(self, loss: str, where: str, origin: tuple, applies: str, instead: str) -> None:
         kind, tag = origin
@@ -592,7 +606,7 @@ class LossInputsCheck(SharedRunCheck):
 
     first_step_check = ("debug_loss_inputs", "debug_loss_on_class_ids")
 
-    provides = (CHANCE_LEVELS, LOSS_FLOORS, CONTRACT_BREACHES, LABEL_KEYS, IGNORED_LABELS)
+    provides = (CHANCE_LEVELS, ERROR_CHANCE_LEVELS, LOSS_FLOORS, CONTRACT_BREACHES, LABEL_KEYS, IGNORED_LABELS)
     check = CHECK
 
     @classmethod
@@ -630,6 +644,7 @@ class LossInputsCheck(SharedRunCheck):
         state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)
         state.store.put(IGNORED_LABELS, {key: index for key, (index, _, _) in watch.ignored.items()}, by=self)
         state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses), by=self)
+        state.store.put(ERROR_CHANCE_LEVELS, _error_chance_levels(state, run_ctx, watch.class_losses), by=self)
         state.store.put(LOSS_FLOORS, self._floors(run_ctx, watch.floors), by=self)
         if watch.backward_calls:
             raise ModelCheckError(
@@ -670,6 +685,46 @@ class LossInputsCheck(SharedRunCheck):
             norm = marked.custom_inv_norm_factor
             floors_by_loss[name] = floor / float(norm) if norm is not None else floor
         return floors_by_loss
+
+
+def _error_chance_levels(
+    state: RunState, run_ctx: RunCtx | None, calls: list[_ClassLossCall]
+) -> dict[str, ChanceLevel]:
+    """The chance level of each error score that is the classification error of a class loss of the first step:
+    two paths that must agree (the score's value, and the share of that loss's arg-max predictions that miss its
+    labels, ignored ones left out); its level is the error of always predicting the most frequent label."""
+    levels: dict[str, ChanceLevel] = {}
+    loader = state.loaders.get("train")
+    if run_ctx is None or loader is None:
+        return levels
+    errors = {}
+    for call in calls:
+        if call.key is None or call.scores is None or call.target is None or call.scores.dim() < 1:
+            continue
+        predicted = call.scores.argmax(dim=1 if call.scores.dim() >= 2 else 0)
+        if predicted.shape != call.target.shape:
+            continue
+        scored = call.target != call.ignore_index
+        if scored.any():
+            errors[call.key] = float((predicted != call.target)[scored].float().mean())
+    if not errors:
+        return levels
+    for name, marked in run_ctx.losses.items():
+        if not marked.as_error:
+            continue
+        value = float(marked.normalized().detach())
+        key = next((k for k, error in errors.items() if abs(error - value) <= 1e-6), None)
+        if key is None:
+            continue
+        counts, what = data_checks.class_counts(
+            loader.dataset, state.extern_data[key], data_checks.sample_batches(loader, 4)
+        )
+        if counts.sum() > 0:
+            levels[name] = ChanceLevel(
+                1 - float(counts.max() / counts.sum()),
+                f"the error of always predicting the most frequent {key!r} label ({what})",
+            )
+    return levels
 
 
 PLUGINS = (LossInputsCheck,)

@@ -36,7 +36,7 @@ from framework.base.options import register
 from framework.base.record_file import RecordFile
 from framework.base.util import command_line
 from framework.core.events import Event, Order
-from framework.core.measurements import CHANCE_LEVELS
+from framework.core.measurements import CHANCE_LEVELS, ERROR_CHANCE_LEVELS
 from framework.core.plugin import Plugin, on
 from framework.core.run_summary import how_it_ended
 from framework.core.state import RunState
@@ -144,7 +144,8 @@ class RunMetrics(Plugin):
     def on_epoch_end(self, state: RunState) -> None:
         scores = state.lr_control.scores.get(state.epoch, {})
         lr = base_learning_rate(state.optimizer)
-        chance = {name: level.value for name, level in (state.store.get(CHANCE_LEVELS) or {}).items()}
+        levels = {**(state.store.get(CHANCE_LEVELS) or {}), **(state.store.get(ERROR_CHANCE_LEVELS) or {})}
+        chance = {name: level.value for name, level in levels.items()}
         self._record(
             "epoch", step=state.global_step, epoch=state.epoch, lr=lr, scores=scores, chance=chance, time=now()
         )
