@@ -177,12 +177,18 @@ def curves_figure(runs: list[RunData]) -> str:
 
 def wall_time_figure(runs: list[RunData]) -> str:
     """Of several runs: each score of dev (else train) per epoch over the wall-clock time since the run's first
-    start (a resumed run's pause included), one colour per run."""
+    start (a resumed run's pause included), one colour per run; a sentence instead where the runs were too short
+    for their whole-second times."""
     names = list(dict.fromkeys(n for data in runs for n in data.score_names()))
     timed = [(data, data.epoch_hours()) for data in runs]
     if not names or not any(hours for _, hours in timed):
         return ""
     span = max(h for _, hours in timed for h in hours.values()) if any(hours for _, hours in timed) else 0
+    if span * 3600 < 2:  # every epoch within a second or two of the start: a picture would invent the times
+        return (
+            "<p>The runs took under two seconds each: their times are whole seconds, too coarse to place their "
+            "epochs in time.</p>"
+        )
     unit, per_hour = ("seconds", 3600) if span < 2 / 60 else ("minutes", 60) if span < 2 else ("hours", 1)
     timed = [(data, {epoch: h * per_hour for epoch, h in hours.items()}) for data, hours in timed]
     fig, axes = plt.subplots(len(names), 1, figsize=(10, 2.4 * len(names)), sharex=True, squeeze=False)

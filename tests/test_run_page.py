@@ -5,6 +5,7 @@ Real rnn.py runs with ``++report_html True`` (the harness turns the page off for
 real signals; the tests wait for files and log lines.
 """
 
+import datetime
 import json
 import os
 import re
@@ -195,7 +196,23 @@ def test_report_compares_runs_on_one_page(tmp_path):
     assert "<h2>Run 1: lr_high</h2>" in page and "<h2>Run 2: lr_zero</h2>" in page
     assert "the learning rate is 0" in page.split("<h2>Run 2: lr_zero</h2>")[1]  # each run's findings
     assert "lr_high: train (step)" in page and "lr_zero: train (step)" in page  # both on the curves
-    assert "<h2>Scores by wall time</h2>\n<svg" in page and ">seconds since the run first started" in page
+    # by wall time: epochs that ended within the first second are not drawn on an invented time axis; 30 s are
+    for name, seconds in (("lr_high", 0), ("lr_zero", 0), ("lr_high", 30)):
+        _set_epoch_times(tmp_path / name / "metrics.jsonl", seconds)
+        assert _report(tmp_path / "lr_high", tmp_path / "lr_zero", "--output", output).returncode == 0
+        page = output.read_text()
+        drawn = "<h2>Scores by wall time</h2>\n<svg" in page and ">seconds since the run first started" in page
+        assert drawn == (seconds == 30) and ("too coarse to place their epochs in time" in page) == (seconds == 0)
+
+
+def _set_epoch_times(path, seconds: int) -> None:
+    """Rewrite the epoch records' times to ``seconds`` after the run's first start."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    start = datetime.datetime.fromisoformat(next(r for r in records if r["kind"] == "run")["time"])
+    for record in records:
+        if record["kind"] == "epoch":
+            record["time"] = (start + datetime.timedelta(seconds=seconds)).isoformat()
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 @pytest.mark.slow  # browser starts and real runs: seconds
