@@ -40,6 +40,7 @@ IMAGES = "quadrants.py"
 # setup -> (config files, overrides)
 CORPUS = {
     "transformers: tiny BertForSequenceClassification": (["hf_bert.py"], {"batch_size": 8}),
+    "games: a WGAN-GP critic, whose output bias the Wasserstein loss cancels": (["healthy_wgan_critic.py"], {}),
     "transformers: BertForTokenClassification, labels -100 at the padding": (["healthy_bert_tagging.py"], {}),
     "transformers: BertForMaskedLM, DataCollatorForLanguageModeling's masking": (["healthy_bert_mlm.py"], {}),
     "transformers: GPT2LMHeadModel, causal LM on padded batches": (["healthy_gpt2_lm.py"], {}),

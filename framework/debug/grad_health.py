@@ -29,6 +29,7 @@ probe copy (``framework.check_library.compiled_gradients``): a compiler problem,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from framework.base.findings import Finding, report
 from framework.base.options import register
 from framework.check_library import sharded
 from framework.check_library.compiled_gradients import compare_with_eager, is_compiled
+from framework.check_library.loss_invariance import invariance_note, invariant_parameters
 from framework.check_library.model_checks import SETTLE_UPDATES, by_module, fingerprints, named, unmarked_cause
 from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event
@@ -311,6 +313,10 @@ class GradHealth(Plugin):
         self.initial = None
         params = dict(state.model.named_parameters())
         still = [n for n in _unchanged(names, before, params) if params[n].requires_grad]
+        redundant = invariant_parameters(state, still)  # zero gradient by the loss's construction: a note
+        still = [n for n in still if n not in redundant]
+        if redundant:
+            report(dataclasses.replace(invariance_note(state.model, redundant, self.updates), check=CHECK, option=OFF))
         if still:
             evidence: dict[str, Any] = {"updates": self.updates}
             cause = unmarked_cause(state.optimizer, state.model, still, evidence) or (

@@ -35,6 +35,7 @@ from framework.base.errors import DataError, FrameworkError, ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
 from framework.check_library import data_checks, model_checks, sharded
+from framework.check_library.loss_invariance import invariance_note, invariant_parameters
 from framework.check_library.model_checks import SETTLE_UPDATES
 from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event, Order
@@ -253,9 +254,13 @@ class SanityCheck(Plugin):
         names, sums, updates = self._zero, self._zero_sums.tolist(), self._zero_updates - 1
         self._zero, self._zero_sums = [], None
         still = [n for n, total in zip(names, sums, strict=True) if total == 0]
-        if still:
-            finding = model_checks.zero_gradient_finding(state.model, still, updates=updates)
-            report_findings(state, f"first {updates + 1} updates", [finding], ModelCheckError, strict=False)
+        redundant = invariant_parameters(state, still)  # zero by the loss's construction (a critic's output bias)
+        still = [n for n in still if n not in redundant]
+        findings = [model_checks.zero_gradient_finding(state.model, still, updates=updates)] if still else []
+        if redundant:
+            findings.append(invariance_note(state.model, redundant, updates))
+        if findings:
+            report_findings(state, f"first {updates + 1} updates", findings, ModelCheckError, strict=False)
 
     @on(Event.EXCEPTION)
     @on(Event.CLOSE)
