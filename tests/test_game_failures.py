@@ -49,16 +49,14 @@ SLOW_PLAYER = (
 )
 
 
-@pytest.mark.slow  # two GAN runs: seconds each
-def test_samples_that_sit_on_one_point_are_a_mode_collapse_and_the_fixed_twin_is_quiet(tmp_path):
+@pytest.mark.slow  # a GAN run: seconds
+def test_samples_that_sit_on_one_point_are_a_mode_collapse(tmp_path):
+    # the fixed twin is the shipped example, quiet in test_several_optimizers.py's run of it
     bug = run_rnn(_variant(tmp_path, GAN_RING, ONE_NOISE), "++model", "", "++num_epochs", "3")
     assert bug.returncode == 0, bug.stderr
     assert "WARNING generated samples: The generator has collapsed onto a small part of the data" in bug.stdout
     assert "spread 0.00 times as far from their mean as the real batch" in bug.stdout
     assert_documented(bug.stdout, "docs/several_optimizers.rst", "WARNING generated samples: The generator has")
-    twin = run_rnn(GAN_RING, "++model", "", "++num_epochs", "3")
-    assert twin.returncode == 0, twin.stderr
-    assert "WARNING" not in twin.stdout  # at most the note that its samples are not on the data yet
 
 
 @pytest.mark.slow  # two GAN runs on MNIST: seconds each
