@@ -206,6 +206,7 @@ def test_lm_dataset_refuses_what_it_cannot_do_with_a_way_forward(text):
             init_dataset({**base, **options}, option="train", random_seed=1)
 
 
+@pytest.mark.slow  # a real rnn.py run: seconds
 def test_a_returnn_config_trains_a_language_model_on_lm_dataset(tmp_path, text):
     dev = tmp_path / "dev.txt"
     dev.write_text("a mat on the hat\nthe hat sat\n")

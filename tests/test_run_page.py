@@ -180,6 +180,7 @@ def _fds(directory: str) -> list[str]:
         return []
 
 
+@pytest.mark.slow  # two runs and three pages: seconds
 def test_report_compares_runs_on_one_page(tmp_path):
     for name, lr in (("lr_high", "0.05"), ("lr_zero", "0.0")):
         result = run_rnn(

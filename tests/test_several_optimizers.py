@@ -290,6 +290,7 @@ def test_an_optimizer_with_its_own_schedule_follows_it_while_the_other_follows_t
     engine.checkpoints.release()
 
 
+@pytest.mark.slow  # a float16 run: seconds
 def test_under_loss_scaling_an_overflow_skips_only_the_update_of_the_optimizer_it_is_in(tmp_path):
     # the second part's loss is 10^4 times larger at step 2: scaled, its float16 gradients overflow; the first's do not
     text = TWO_PARTS.replace(
@@ -382,6 +383,7 @@ def test_a_run_killed_inside_an_optimizers_accumulation_window_resumes_bit_for_b
         assert bitwise_equal(expected[key], got[key]), key
 
 
+@pytest.mark.slow  # a three-epoch run with dev evaluations: seconds
 def test_newbob_early_stopping_and_the_learning_rate_file_drive_every_optimizer_at_its_ratio(tmp_path):
     text = TWO_PARTS + (
         "dev = {'class': 'NumpyDataset', 'arrays': {'data': torch.randn(32, 3).numpy()}}\n"
