@@ -21,7 +21,7 @@ import torch
 
 from framework.base import log
 from framework.base.findings import Finding
-from framework.check_library.model_checks import ROOT, by_module, capture_outputs, named
+from framework.check_library.model_checks import ROOT, by_module, capture_outputs, named, parameter_optimizers
 from framework.check_library.probe import ProbeLimit, ProbeSession, replace_parameters
 
 CHECK = "loss invariance"
@@ -33,10 +33,11 @@ SAME = 1e-5  # a change of a loss below this (relative, at least of 1) is float3
 def invariant_parameters(state: Any, names: list[str]) -> list[str]:
     """Of the parameters ``names``, those that no loss training them depends on (measured on a copy, with this
     step's batch or else the first train batch of the epoch); [] when the copy cannot run."""
-    batch = state.batch if state.batch is not None else _first_train_batch(state)
+    loader = state.loaders.get("train")
+    batch = state.batch if state.batch is not None or loader is None else loader.first_batch(max(state.epoch, 1))
     if not names or batch is None:
         return []
-    owner = _owners(state)
+    owner = parameter_optimizers(state.optimizer, state.model)
     groups: dict[str | None, list[str]] = {}
     for name in names:
         groups.setdefault(owner.get(name), []).append(name)
@@ -55,24 +56,6 @@ def invariant_parameters(state: Any, names: list[str]) -> list[str]:
     except ProbeLimit as exc:
         log.v5(f"Loss invariance: the copy could not run ({exc}).")
         return []
-
-
-def _first_train_batch(state: Any) -> dict[str, torch.Tensor] | None:
-    loader = state.loaders.get("train")
-    plan = loader.plan(max(state.epoch, 1)) if loader is not None else []
-    return next(iter(loader.iterate(plan[:1])))[1] if plan else None
-
-
-def _owners(state: Any) -> dict[str, str]:
-    """Parameter name -> the optimizer (of several) that holds it; empty with one optimizer."""
-    ids = {id(p): n for n, p in state.model.named_parameters()}
-    return {
-        ids[id(p)]: group["optimizer"]
-        for group in getattr(state.optimizer, "param_groups", [])
-        if "optimizer" in group
-        for p in group["params"]
-        if id(p) in ids
-    }
 
 
 def _losses(

@@ -214,6 +214,19 @@ def several_optimizers(optimizer: Any) -> bool:
     return optimizer is not None and len({g.get("optimizer") for g in optimizer.param_groups}) > 1
 
 
+def parameter_optimizers(optimizer: Any, model: nn.Module) -> dict[str, str]:
+    """Parameter name -> the optimizer (of several: its param groups name their ``optimizer``) that holds it; empty
+    with one optimizer."""
+    ids = {id(p): n for n, p in model.named_parameters()}
+    return {
+        ids[id(p)]: group["optimizer"]
+        for group in getattr(optimizer, "param_groups", [])
+        if "optimizer" in group
+        for p in group["params"]
+        if id(p) in ids
+    }
+
+
 def unmarked_cause(optimizer: Any, model: nn.Module, names: list[str], evidence: dict[str, Any]) -> str | None:
     """With several optimizers (param groups that name their ``optimizer``; the set's ``marked_for``: per optimizer
     the losses marked for it so far): when every parameter of ``names`` belongs to an optimizer no loss was marked
@@ -221,8 +234,7 @@ def unmarked_cause(optimizer: Any, model: nn.Module, names: list[str], evidence:
     marked_for = getattr(optimizer, "marked_for", None)
     if marked_for is None:
         return None
-    ids = {id(p): n for n, p in model.named_parameters()}
-    owner = {ids[id(p)]: g["optimizer"] for g in optimizer.param_groups for p in g["params"] if id(p) in ids}
+    owner = parameter_optimizers(optimizer, model)
     owners = sorted({owner.get(n) for n in names}, key=str)
     if None in owners or any(marked_for.get(o) for o in owners):
         return None

@@ -29,6 +29,16 @@ def owned_modules(model: nn.Module, params_of: dict[str, list[torch.nn.Parameter
     return found
 
 
+def players_of(model: nn.Module, optimizer: Any) -> dict[str, tuple[nn.Module, str]] | None:
+    """``owned_modules`` of a run with several optimizers (an ``OptimizerSet``: its ``params_of``) whose modules
+    belong to at least two of them: the players; None otherwise."""
+    params_of = getattr(optimizer, "params_of", None)
+    if params_of is None:
+        return None
+    modules = owned_modules(model, params_of)
+    return modules if len({name for _, name in modules.values()}) > 1 else None
+
+
 @dataclass
 class Exchange:
     """One player's module given what another player made, and real samples of the same shape."""

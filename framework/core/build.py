@@ -242,10 +242,9 @@ def materialize_lazy(config: Config, model: torch.nn.Module, loader: BatchLoader
     not shown (the real first step prints it)."""
     if not any(is_lazy(p) for p in model.parameters()):
         return
-    plan = loader.plan(1)
-    if not plan:
+    batch = loader.first_batch(1)
+    if batch is None:
         return
-    _, batch = next(iter(loader.iterate(plan[:1])))
     with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
         run_step(config, model, batch, "train")
     log.v4(f"Lazy modules initialised by a run of train_step on the first batch: {model_size(model)}")

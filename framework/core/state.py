@@ -36,6 +36,13 @@ class SummarySink(Protocol):
     def image(self, tag: str, image: Any, step: int, dataformats: str) -> None: ...
 
 
+def either(flag: torch.Tensor | None, other: torch.Tensor | None) -> torch.Tensor | None:
+    """Device flags (bool, or float32 1.0/0.0) combined: true where either is; None where both are."""
+    if flag is None or other is None:
+        return other if flag is None else flag
+    return (flag != 0) | (other != 0)
+
+
 class Control:
     """What callbacks may ask of the engine; the engine reads it at fixed points of the loop."""
 
@@ -80,23 +87,19 @@ class Control:
         ``flag`` is a bool, or a float32 that is 1.0 or 0.0: the form fused optimizers read (``found_inf``), which
         ``optim.step_unless`` then hands over without converting it.
         """
-        self.skip_flag = flag if self.skip_flag is None else (self.skip_flag != 0) | (flag != 0)
+        self.skip_flag = either(self.skip_flag, flag)
 
     def skip_optimizer_if(self, name: str, flag: torch.Tensor) -> None:
         """Several optimizers: skip optimizer ``name``'s update of this step where the device tensor ``flag`` is
         true (the others step); ``flag`` as in ``skip_update_if``."""
-        old = self.optimizer_skip_flags.get(name)
-        self.optimizer_skip_flags[name] = flag if old is None else (old != 0) | (flag != 0)
+        self.optimizer_skip_flags[name] = either(self.optimizer_skip_flags.get(name), flag)
 
     @property
     def any_skip_flag(self) -> torch.Tensor | None:
         """On the device: whether this step's update, or some optimizer's part of it, may be skipped (None: not)."""
-        flags = [f for f in (self.skip_flag, *self.optimizer_skip_flags.values()) if f is not None]
-        if not flags:
-            return None
-        combined = flags[0] != 0
-        for flag in flags[1:]:
-            combined = combined | (flag != 0)
+        combined = self.skip_flag
+        for flag in self.optimizer_skip_flags.values():
+            combined = either(combined, flag)
         return combined
 
     def update_done(self) -> None:

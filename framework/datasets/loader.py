@@ -167,6 +167,11 @@ class BatchLoader:
                     batch[key] = tensor.to(self.float_dtype)
         return batch
 
+    def first_batch(self, epoch: int) -> dict[str, torch.Tensor] | None:
+        """The first planned batch of ``epoch`` on the device (None: the epoch plans no batch)."""
+        plan = self.plan(epoch)
+        return next(iter(self.iterate(plan[:1])))[1] if plan else None
+
     def iterate(self, plan: list[np.ndarray]) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
         """Yield each planned batch on the device, loading in worker processes if configured.
 

@@ -148,10 +148,9 @@ class AttentionMaps(Plugin):
             what = "no dev dataset" if loader is None else "no nn.MultiheadAttention or Hugging Face attention module"
             log.v3(f"report_attention: the run has {what}; no attention weights are kept.")
             return
-        plan = loader.plan(max(state.epoch, 1))
-        if not plan:
+        batch = loader.first_batch(max(state.epoch, 1))
+        if batch is None:
             return
-        _, batch = next(iter(loader.iterate(plan[:1])))
         session = ProbeSession(state)
         try:
             with session.isolated("attention maps") as model, captured_weights(model) as weights, torch.no_grad():

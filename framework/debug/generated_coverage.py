@@ -33,11 +33,10 @@ from framework.base import log
 from framework.base.config import Config
 from framework.base.findings import Finding, report
 from framework.base.options import register
-from framework.check_library.players import WatchedStep, owned_modules
+from framework.check_library.players import WatchedStep, players_of
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.training.optimizer_set import OptimizerSet
 
 register(
     "debug_generated_coverage",
@@ -82,10 +81,8 @@ class GeneratedCoverage(Plugin):
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> GeneratedCoverage | None:
-        if not config.bool("debug_generated_coverage") or not isinstance(state.optimizer, OptimizerSet):
-            return None
-        modules = owned_modules(state.model, state.optimizer.params_of)
-        return cls(modules) if len({name for _, name in modules.values()}) > 1 else None
+        modules = players_of(state.model, state.optimizer) if config.bool("debug_generated_coverage") else None
+        return cls(modules) if modules else None
 
     @on(Event.STEP_START)
     def start_watching(self, state: RunState) -> None:

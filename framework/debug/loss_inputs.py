@@ -26,9 +26,10 @@ soft targets (the targets' own entropy, which no model can go below; for the ver
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -643,8 +644,10 @@ class LossInputsCheck(SharedRunCheck):
         state.store.put(CONTRACT_BREACHES, [f.message for f in watch.findings if f.severity == "warning"], by=self)
         state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)
         state.store.put(IGNORED_LABELS, {key: index for key, (index, _, _) in watch.ignored.items()}, by=self)
-        state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses), by=self)
-        state.store.put(ERROR_CHANCE_LEVELS, _error_chance_levels(state, run_ctx, watch.class_losses), by=self)
+        counts = _label_counts(state)
+        state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses, counts), by=self)
+        levels = _error_chance_levels(state, run_ctx, watch.class_losses, counts)
+        state.store.put(ERROR_CHANCE_LEVELS, levels, by=self)
         state.store.put(LOSS_FLOORS, self._floors(run_ctx, watch.floors), by=self)
         if watch.backward_calls:
             raise ModelCheckError(
@@ -656,22 +659,22 @@ class LossInputsCheck(SharedRunCheck):
             )
 
     @staticmethod
-    def _chance_levels(state: RunState, run_ctx: RunCtx, calls: list[_ClassLossCall]) -> dict[str, ChanceLevel]:
+    def _chance_levels(
+        state: RunState, run_ctx: RunCtx, calls: list[_ClassLossCall], counts_of: LabelCounts
+    ) -> dict[str, ChanceLevel]:
         levels: dict[str, ChanceLevel] = {}
-        loader = state.loaders.get("train")
         for name, marked in run_ctx.losses.items():
             call = next((c for c in calls if c.key and c.plain and _reaches(marked.loss, c.output)), None)
             if marked.as_error or call is None:
                 continue
             per_label = call.reduction == "mean" and marked.custom_inv_norm_factor is None
             per_label = per_label or (call.reduction == "sum" and marked.custom_inv_norm_factor is not None)
-            key = state.extern_data[call.key]
-            if not per_label or loader is None:
+            if not per_label:
                 continue
-            counts, what = data_checks.class_counts(loader.dataset, key, data_checks.sample_batches(loader, 4))
-            if counts.sum() > 0:
+            counts, what = counts_of(call.key)
+            if counts is not None and counts.sum() > 0:
                 levels[name] = ChanceLevel(
-                    label_entropy(counts), f"the entropy of the frequencies of the {key.name!r} labels ({what})"
+                    label_entropy(counts), f"the entropy of the frequencies of the {call.key!r} labels ({what})"
                 )
         return levels
 
@@ -687,15 +690,31 @@ class LossInputsCheck(SharedRunCheck):
         return floors_by_loss
 
 
+LabelCounts = Callable[[str], tuple[np.ndarray | None, str]]
+
+
+def _label_counts(state: RunState) -> LabelCounts:
+    """Per class-id key, its class counts over the first train batches (``data_checks.class_counts``), counted once
+    for the chance levels of the losses and of the error scores; (None, "") without a train dataset."""
+    loader = state.loaders.get("train")
+
+    @functools.cache
+    def counts_of(key: str) -> tuple[np.ndarray | None, str]:
+        if loader is None:
+            return None, ""
+        return data_checks.class_counts(loader.dataset, state.extern_data[key], data_checks.sample_batches(loader, 4))
+
+    return counts_of
+
+
 def _error_chance_levels(
-    state: RunState, run_ctx: RunCtx | None, calls: list[_ClassLossCall]
+    state: RunState, run_ctx: RunCtx | None, calls: list[_ClassLossCall], counts_of: LabelCounts
 ) -> dict[str, ChanceLevel]:
     """The chance level of each error score that is the classification error of a class loss of the first step:
     two paths that must agree (the score's value, and the share of that loss's arg-max predictions that miss its
     labels, ignored ones left out); its level is the error of always predicting the most frequent label."""
     levels: dict[str, ChanceLevel] = {}
-    loader = state.loaders.get("train")
-    if run_ctx is None or loader is None:
+    if run_ctx is None:
         return levels
     errors = {}
     for call in calls:
@@ -716,10 +735,8 @@ def _error_chance_levels(
         key = next((k for k, error in errors.items() if abs(error - value) <= 1e-6), None)
         if key is None:
             continue
-        counts, what = data_checks.class_counts(
-            loader.dataset, state.extern_data[key], data_checks.sample_batches(loader, 4)
-        )
-        if counts.sum() > 0:
+        counts, what = counts_of(key)
+        if counts is not None and counts.sum() > 0:
             levels[name] = ChanceLevel(
                 1 - float(counts.max() / counts.sum()),
                 f"the error of always predicting the most frequent {key!r} label ({what})",

@@ -20,19 +20,17 @@ vanished is measured, not guessed:
 
 from __future__ import annotations
 
-import math
-
 from torch import nn
 
 from framework.base import log
 from framework.base.config import Config
 from framework.base.findings import Finding, report
 from framework.base.options import register
-from framework.check_library.players import WatchedStep, owned_modules
+from framework.check_library import sharded
+from framework.check_library.players import WatchedStep, players_of
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
-from framework.training.optimizer_set import OptimizerSet
 
 register(
     "debug_player_gradients",
@@ -68,10 +66,8 @@ class PlayerGradients(Plugin):
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> PlayerGradients | None:
-        if not config.bool("debug_player_gradients") or not isinstance(state.optimizer, OptimizerSet):
-            return None
-        modules = owned_modules(state.model, state.optimizer.params_of)
-        return cls(modules) if len({name for _, name in modules.values()}) > 1 else None
+        modules = players_of(state.model, state.optimizer) if config.bool("debug_player_gradients") else None
+        return cls(modules) if modules else None
 
     @on(Event.STEP_START)
     def start_watching(self, state: RunState) -> None:
@@ -89,10 +85,8 @@ class PlayerGradients(Plugin):
         optimizer = state.optimizer
         for name, params in optimizer.params_of.items():
             grads = [p.grad for p in params if p.grad is not None and not p.grad.is_sparse]
-            if grads:
-                measured.gradients[name] = (
-                    math.sqrt(sum(g.detach().double().pow(2).sum().item() for g in grads)) / scale
-                )
+            if grads:  # one host read per optimizer
+                measured.gradients[name] = float(sharded.norms(grads).double().square().sum().sqrt()) / scale
         for marked in state.run_ctx.losses.values():
             if marked.optimizer and not marked.as_error:
                 value = float(marked.loss.detach().float().item())

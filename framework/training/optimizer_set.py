@@ -31,6 +31,7 @@ from framework.base.errors import ConfigError
 from framework.base.options import register
 from framework.core.autocast import amp_settings
 from framework.core.run_ctx import RunCtx
+from framework.core.state import either
 from framework.training import optim
 
 register(
@@ -129,9 +130,7 @@ class OptimizerSet:
         for name, opt in self.optimizers.items():
             if not self._stepped[name]:
                 continue
-            own = by_optimizer.get(name)
-            flag = skip if own is None else own if skip is None else ((skip != 0) | (own != 0)).float()
-            optim.step_unless(opt, flag)
+            optim.step_unless(opt, either(skip, by_optimizer.get(name)))
 
     def state_dict(self) -> dict[str, Any]:
         """Every optimizer's state, and the open accumulation windows with the gradients gathered in them."""
