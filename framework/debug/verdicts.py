@@ -242,6 +242,10 @@ class RepeatedBatches:
     def iterate(self, plan: list[np.ndarray]) -> Any:
         return self.loader.iterate(plan)
 
+    def first_batch(self, epoch: int) -> dict[str, torch.Tensor] | None:
+        """The first repeated batch on the device (what a check that needs one batch of the epoch gets)."""
+        return next(iter(self.iterate(self.batches[:1])))[1] if self.batches else None
+
 
 class OverfitVerdict(Plugin):
     """``debug_overfit_batches``: swap in the repeated batches, record the loss, judge at the end.
