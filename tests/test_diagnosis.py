@@ -265,6 +265,15 @@ BUGS = {
         ["classify.py", "cause_classify_bn_keras_momentum.py"],
         r"WARNING sanity check: BatchNorm1d '1' has momentum=0\.9: .* their 0\.9 is torch's 0\.1",
     ),
+    "Adam's betas in the 1 - beta convention of another library": (
+        ["classify.py", "cause_classify_adam_one_minus_betas.py"],
+        r"WARNING sanity check: the optimizer \(param group 0\) has betas=\(0\.1, 0\.001\): .* spans about 1 step",
+    ),
+    "class weights against an imbalance written in the reverse class order": (
+        ["classify.py", "cause_classify_class_weights_reversed.py"],
+        r"WARNING sanity check \(first step\): The class weights of cross_entropy at .* favour the most frequent of "
+        r"the 'classes' labels .* They are the inverse frequencies of the classes in another order",
+    ),
     "a cosine classifier whose scores are scaled by a temperature below 1": (
         ["classify.py", "cause_classify_cosine_scale.py"],
         r"WARNING sanity check \(first step\): The scores cross_entropy at .* gets span at most 0\.\d+ within a row "
@@ -297,6 +306,10 @@ HEALTHY = {
     ],
     "a regression with input noise in training only": ["regress.py", "healthy_regress_training_noise.py"],
     "GPT-2 with -100 at the padded positions": ["lib_gpt2.py"],
+    "class weights falling with the frequency (inverse frequency, a down-weighted background)": [
+        "classify.py",
+        "healthy_classify_inverse_frequency_weights.py",
+    ],
     "seq2seq decoder fed the targets shifted right (teacher forcing)": ["seq2seq_full.py"],
     "accumulation of a per-frame loss, convolutional tagger": [
         "sequences.py",

@@ -15,7 +15,10 @@ function mode watches the calls; the real step then runs unwatched. The watch fi
 - the rest of the contract table (``framework.check_library.loss_contracts``): ``kl_div`` and
   ``ctc_loss`` given anything but log-probabilities, and an ``ignore_index`` that is also a class
   among the real labels of the target's key (a padding id copied from elsewhere that drops a class).
-  These breaches are published (``CONTRACT_BREACHES``) for the diagnosis of a symptom later in the run.
+  These breaches are published (``CONTRACT_BREACHES``) for the diagnosis of a symptom later in the run;
+- class weights against the frequencies of the labels they weight: weights that favour the most frequent class and
+  make the weighted shares of the classes more uneven than the labels are a warning when they are the inverse
+  frequencies in another class order, a note otherwise.
 
 It also records two levels of the marked losses for other diagnostics: the chance level of a
 cross-entropy over class ids (the entropy of the train labels' frequencies, the loss of a model
@@ -67,6 +70,9 @@ from framework.debug.sanity import report_findings
 CHECK = "loss-input check"
 # A class this share of a key's real frames that a class loss over that key never scores is no accident of the batch.
 UNSCORED_SHARE = 0.02
+# Class weights favouring the most frequent class this many times over another, on labels this imbalanced, that make
+# the weighted shares this many times as uneven as the labels, make the imbalance worse.
+IMBALANCE = 2.0
 
 register(
     "debug_loss_on_class_ids",
@@ -148,6 +154,9 @@ class _ClassLossCall:
     scores: torch.Tensor | None = None  # the call's input and target (detached): its classification error
     target: torch.Tensor | None = None
     ignore_index: int = -100
+    weight: torch.Tensor | None = None  # the class weights given to the loss
+    loss: str = ""  # the loss function and where it was called
+    where: str = ""
 
 
 class _FirstStepWatch(TorchFunctionMode):
@@ -422,6 +431,9 @@ class _FirstStepWatch(TorchFunctionMode):
                     scores.detach(),
                     target.detach(),
                     int(kwargs.get("ignore_index", -100)),
+                    _class_weight(kwargs.get("weight", args[2] if len(args) > 2 else None)),
+                    name,
+                    where,
                 )
             )
 
@@ -640,11 +652,12 @@ class LossInputsCheck(SharedRunCheck):
             raise DataError(watch.void_labels[0])
         watch.findings += _reserved_labels(state, watch.ignored, _ignored_class)
         watch.findings += _reserved_labels(state, watch.blanks, _blank_symbol)
+        counts = _label_counts(state)
+        watch.findings += _weights_favouring_frequent_classes(watch.class_losses, counts)
         report_findings(state, "first step", watch.findings, ModelCheckError, False, off="debug_loss_inputs = False")
         state.store.put(CONTRACT_BREACHES, [f.message for f in watch.findings if f.severity == "warning"], by=self)
         state.store.put(LABEL_KEYS, sorted({c.key for c in watch.class_losses if c.key}), by=self)
         state.store.put(IGNORED_LABELS, {key: index for key, (index, _, _) in watch.ignored.items()}, by=self)
-        counts = _label_counts(state)
         state.store.put(CHANCE_LEVELS, self._chance_levels(state, run_ctx, watch.class_losses, counts), by=self)
         levels = _error_chance_levels(state, run_ctx, watch.class_losses, counts)
         state.store.put(ERROR_CHANCE_LEVELS, levels, by=self)
@@ -705,6 +718,79 @@ def _label_counts(state: RunState) -> LabelCounts:
         return data_checks.class_counts(loader.dataset, state.extern_data[key], data_checks.sample_batches(loader, 4))
 
     return counts_of
+
+
+def _class_weight(weight: Any) -> torch.Tensor | None:
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not weight.is_floating_point():
+        return None
+    return weight.detach().float().cpu()
+
+
+def _weights_favouring_frequent_classes(calls: list[_ClassLossCall], counts_of: LabelCounts) -> list[Finding]:
+    """Class weights against the frequencies of the labels they weight (over the classes that occur and are not
+    weighted 0). Weights meant against an imbalance fall with the frequency (inverse frequency, its square root,
+    median-frequency balancing, a down-weighted background) and make the weighted shares of the classes more even.
+    Weights that favour the most frequent class (at least ``IMBALANCE`` times the weight of another class) on labels
+    at least ``IMBALANCE`` times imbalanced, so that the weighted shares are at least ``IMBALANCE`` times as uneven
+    as the labels, make the imbalance worse: a warning when they are the inverse frequencies in another class order
+    (a list written in the wrong order), a note otherwise (a rare class down-weighted on purpose does this too).
+    One finding per key."""
+    findings: list[Finding] = []
+    for call in calls:
+        if call.weight is None or call.key is None or any(f.where.get("key") == call.key for f in findings):
+            continue
+        counts, what = counts_of(call.key)
+        if counts is None or len(counts) != len(call.weight):
+            continue
+        weight = call.weight.numpy().astype(np.float64)
+        used = (counts > 0) & (weight > 0)
+        if used.sum() < 2:
+            continue
+        shares, w = counts[used] / counts[used].sum(), weight[used]
+        weighted = shares * w / (shares * w).sum()
+        frequent = int(np.argmax(shares))
+        imbalance = shares.max() / shares.min()
+        if imbalance < IMBALANCE or w[frequent] < IMBALANCE * w.min():
+            continue
+        if weighted.max() / weighted.min() < IMBALANCE * imbalance:
+            continue
+        ids = np.flatnonzero(used)
+        inverse = 1 / shares
+        reordered = np.allclose(np.sort(w / w.sum()), np.sort(inverse / inverse.sum()), rtol=0.2)
+        if reordered:
+            judged = (
+                "They are the inverse frequencies of the classes in another order: the list is not in class-id order."
+            )
+        else:
+            judged = "If a class is down-weighted on purpose, this is intended."
+        least = int(np.argmin(w))
+        f_id, l_id = int(ids[frequent]), int(ids[least])
+        findings.append(
+            Finding(
+                "warning" if reordered else "note",
+                "sanity check",
+                f"The class weights of {call.loss} at {call.where} favour the most frequent of the {call.key!r} labels "
+                f"({what}): class {f_id}, {shares[frequent]:.0%} of the labels, has weight {w[frequent]:.3g}; class "
+                f"{l_id}, {shares[least]:.0%}, has {w[least]:.3g}. Weighted, the classes' shares of the loss are "
+                f"{weighted.max() / weighted.min():.3g} times as uneven as the labels' ({imbalance:.3g}): the weights "
+                f"make the imbalance worse instead of countering it. {judged} Weights against an imbalance fall with "
+                f"the frequency (1 / share, in class-id order: {_rounded(inverse / inverse.min())}).",
+                evidence={
+                    "classes": ids.tolist(),
+                    "shares": [round(float(x), 4) for x in shares],
+                    "weights": [float(x) for x in w],
+                    "weighted_shares": [round(float(x), 4) for x in weighted],
+                    "counted_over": what,
+                },
+                where={"op": call.loss, "line": call.where, "key": call.key},
+                fix="Give each class the weight of the inverse of its own frequency, in class-id order.",
+            )
+        )
+    return findings
+
+
+def _rounded(values: np.ndarray) -> str:
+    return "[" + ", ".join(f"{v:.3g}" for v in values) + "]"
 
 
 def _error_chance_levels(
