@@ -77,6 +77,28 @@ def test_a_saturating_generator_loss_against_a_winning_discriminator_is_named_wh
     twin = run_rnn(_variant(tmp_path / "twin", GAN_MNIST, FAST_JUDGE, SLOW_PLAYER), *common)
     assert twin.returncode == 0, twin.stderr
     assert "player gradients:" not in twin.stdout
+    # both generator losses oppose the discriminator (the saturating one too): no cooperation
+    assert "players cooperate" not in bug.stdout + twin.stdout
+
+
+# The generator trained toward the fake label: it wants what the discriminator wants.
+FAKE_LABEL = (
+    'run_ctx.mark_as_loss(bce(fake_logits, torch.ones_like(fake_logits)), "g", optimizer="generator")',
+    'run_ctx.mark_as_loss(bce(fake_logits, torch.zeros_like(fake_logits)), "g", optimizer="generator")',
+)
+
+
+def test_a_generator_trained_toward_the_fake_label_cooperates_with_its_judge(tmp_path):
+    bug = run_rnn(_variant(tmp_path, GAN_RING, FAKE_LABEL), "++model", "", "++num_epochs", "1")
+    assert bug.returncode == 0, bug.stderr
+    warning = (
+        "WARNING sanity check: The players cooperate instead of competing: the losses of optimizer 'generator' and "
+        "of optimizer 'discriminator' both want the scores that 'discriminator' gives to what the modules of "
+        "'generator' made to be lower."
+    )
+    assert warning in bug.stdout
+    assert "Its loss has the judge's target or sign" in bug.stdout
+    assert_documented(bug.stdout, "docs/several_optimizers.rst", "WARNING sanity check: The players cooperate")
 
 
 def _measured(step: int, generator: float, returned: float, judge_loss: float) -> player_gradients._Measured:
