@@ -144,7 +144,9 @@ ADVICE: dict[str, str] = {
     "import_model_train_epoch1 or preload_from_files for training",
     "load_model_post_hooks": "RETURNN calls these on the model after loading a checkpoint; here: do it in get_model "
     "(or preload_from_files)",
-    "grad_clip": "RETURNN clips each gradient value to this; here: gradient_clip (per value) or gradient_clip_global_norm",
+    "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "
+    "but the option is called gradient_clip_global_norm (or other options)'), so no RETURNN trains with it; here: "
+    "gradient_clip_global_norm (the global norm, as RETURNN suggests) or gradient_clip (each value)",
     "torch_optimizer_step": "RETURNN calls this instead of the optimizer's step; here: a custom optimizer class in "
     "optimizer = {'class': ...}",
     "epoch_start": "RETURNN's torch engine calls this at each epoch's start; here: a plugin's hook "
@@ -273,6 +275,8 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),
     "torch_dataloader_shard_workers": (_off(None, False), "off"),
     **{name: (_off(None, 0, 0.0, False), "off") for name in _UPDATER_OPTIONS_TORCH_REFUSES},
+    # RETURNN's torch updater stops only when config.float("grad_clip", 0.0) is nonzero
+    "grad_clip": (_off(None, 0, 0.0, False), "0 is off; RETURNN's torch engine stops only on a nonzero value"),
     **{name: (None, why) for name, why in SAME_MODEL.items()},
     **{name: (None, why) for name, why in FORK_OPTIONS.items()},
 }

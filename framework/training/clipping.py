@@ -51,7 +51,7 @@ GRAD_NORM: Key[tuple[int, torch.Tensor]] = Key(
 class GradientClipping(Plugin):
     """``gradient_noise``, ``gradient_clip``, ``gradient_clip_global_norm``, per optimizer where there are several.
 
-    The global norm (before clipping) is shared as ``GRAD_NORM`` (TensorBoard logs it).
+    The global norm (before its clipping, after the per-value one) is shared as ``GRAD_NORM`` (TensorBoard logs it).
     """
 
     order = Order.TRAINING
@@ -94,11 +94,12 @@ class GradientClipping(Plugin):
                 add_gradient_noise(params, self.noise)
             max_norm = limits.get("gradient_clip_global_norm", self.max_norm) or None
             max_value = limits.get("gradient_clip", self.max_value) or None
+            # RETURNN's order (returnn/torch/updater.py): per value first, then the global norm of the clipped values
+            if max_value is not None:
+                torch.nn.utils.clip_grad_value_(params, max_value)
             if max_norm is not None:
                 # under FSDP a DTensor, replicated: no communication
                 norms.append(sharded.full(torch.nn.utils.clip_grad_norm_(params, max_norm)))
-            if max_value is not None:
-                torch.nn.utils.clip_grad_value_(params, max_value)
         if norms:
             norm = norms[0] if len(norms) == 1 else torch.stack(norms).square().sum().sqrt()
             state.store.put(GRAD_NORM, (state.global_step, norm), by=self)
