@@ -194,14 +194,14 @@ def test_refused_returnn_options_are_named_in_one_message_each_with_its_way_forw
     config = _write(
         tmp_path,
         "train = {'class': 'Task12AXDataset', 'num_seqs': 20}\n"
-        "window = 3\nuse_horovod = True\nnewbob_learning_rate_growth = 1.5\nstart_epoch = 3\n"
+        "window = 3\nuse_horovod = True\ngrad_clip = 1.5\nstart_epoch = 3\n"
         "network = {}\n",
     )
     with pytest.raises(ConfigError) as error:
         load_config([config])
     message = str(error.value)
     assert message.count("a RETURNN option that changes the trained model") == 5
-    assert "torch_distributed" in message and "newbob only decays it" in message
+    assert "torch_distributed" in message and "option is called gradient_clip_global_norm" in message
     assert "RETURNN starts training at this epoch; here: a rerun resumes" in message
 
 

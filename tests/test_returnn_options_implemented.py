@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
 import pytest
 import torch
 
-from framework.base.config import load_config
+from conftest import run_rnn, tiny_config_with
+from framework.base.config import Config, load_config
 from framework.base.errors import ConfigError
 from framework.training.clipping import GradientClipping
+from framework.training.lr_control import LearningRateControl
 
 
 def _returnn_config(options: dict):
@@ -59,3 +62,65 @@ def test_clipping_clips_the_gradients_as_returnns_updater(options):
     GradientClipping(options.get("gradient_clip_global_norm"), options.get("gradient_clip")).clip(state)
     for mine, returnns in zip(ours.parameters(), theirs.parameters(), strict=True):
         assert torch.allclose(mine.grad, returnns.grad, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------------------- newbob's growth
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"learning_rate_control": "newbob", "newbob_learning_rate_growth": 1.2},
+        {"learning_rate_control": "newbob", "learning_rate_growth": 1.1, "newbob_learning_rate_growth": 3.0},
+        {"learning_rate_control": "newbob", "learning_rate_growth": lambda lr: lr + 1e-4, "learning_rate_decay": 0.7},
+        {"learning_rate_control": "newbob", "newbob_learning_rate_growth": 1.3, "newbob_relative_error_threshold": 0},
+        {
+            "learning_rate_control": "newbob_multi_epoch",
+            "newbob_multi_num_epochs": 3,
+            "newbob_multi_update_interval": 1,
+            "newbob_learning_rate_growth": 1.25,
+            "newbob_relative_error_grow_threshold": -0.02,
+        },
+        {"learning_rate_control": "newbob_multi_epoch", "newbob_learning_rate_growth": 1.5, "min_learning_rate": 4e-4},
+        {
+            "learning_rate_control": "newbob",
+            "learning_rate_growth": 1.2,
+            "learning_rate_control_min_num_epochs_per_new_lr": 3,
+            "learning_rate_decay": lambda lr: lr * 0.6,
+        },
+    ],
+)
+def test_newbob_growth_gives_returnns_rates(options):
+    """RETURNN's LearningRateControl and ours on the same scores, which fall with setbacks: the same rate each epoch."""
+    from returnn.learning_rate_control import load_learning_rate_control_from_config
+
+    options = {"learning_rate": 0.001, **options}
+    theirs = load_learning_rate_control_from_config(_returnn_config(options))
+    ours = LearningRateControl(Config.from_dict(options))
+    rng = np.random.default_rng(0)
+    score, grown = 3.0, 0
+    for epoch in range(1, 31):
+        rate = theirs.get_learning_rate_for_epoch(epoch)
+        assert ours.learning_rate(epoch) == pytest.approx(rate), epoch
+        grown += epoch > 1 and rate > theirs.get_learning_rate_for_epoch(epoch - 1)
+        score *= 1 + rng.uniform(-0.06, 0.02)
+        theirs.set_epoch_error(epoch, {"dev_score_ce": score})
+        ours.record(epoch, {"dev": {"ce": score}})
+    assert grown > 0  # the growth was exercised
+
+
+def test_newbob_grow_threshold_above_the_threshold_is_a_config_error():
+    options = {"learning_rate_control": "newbob_multi_epoch", "newbob_relative_error_grow_threshold": 0.01}
+    with pytest.raises(ConfigError, match="AssertionError"):
+        LearningRateControl(Config.from_dict(options))
+
+
+def test_newbob_growth_raises_the_rate_in_a_real_run(tmp_path):
+    config = tiny_config_with(
+        tmp_path,
+        "num_epochs = 3\nlearning_rate = 0.01\nlearning_rate_control = 'newbob'\nlearning_rate_growth = 1.5\n"
+        "newbob_relative_error_threshold = 10.0\nmodel = 'out/model'\n",  # every change is an improvement: grow
+    )
+    result = run_rnn(config, cwd=str(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # epoch 3's rate: epoch 2 improved on epoch 1 (RETURNN needs two epochs' scores, so epoch 2 keeps 0.01)
+    lines = {line.split(":")[0]: line for line in result.stdout.splitlines() if line.startswith("Epoch ")}
+    assert lines["Epoch 2 train"].endswith("lr 0.01") and lines["Epoch 3 train"].endswith("lr 0.015"), result.stdout

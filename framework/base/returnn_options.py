@@ -34,10 +34,12 @@ HONOURED = (
     "eval_datasets extern_data forward_callback forward_data forward_step get_model gradient_clip "
     "gradient_clip_global_norm gradient_noise import_model_train_epoch1 learning_rate learning_rate_control "
     "learning_rate_control_error_measure learning_rate_control_min_num_epochs_per_new_lr "
-    "learning_rate_control_relative_error_relative_lr learning_rate_decay learning_rate_file learning_rates "
+    "learning_rate_control_relative_error_relative_lr learning_rate_decay learning_rate_file learning_rate_growth "
+    "learning_rates "
     "load_epoch log log_batch_size log_verbosity max_seq_length max_seqs min_learning_rate min_seq_length model "
-    "model_outputs newbob_learning_rate_decay newbob_multi_num_epochs newbob_multi_update_interval "
-    "newbob_relative_error_threshold num_epochs optimizer output_file preload_from_files random_seed save_interval "
+    "model_outputs newbob_learning_rate_decay newbob_learning_rate_growth newbob_multi_num_epochs "
+    "newbob_multi_update_interval newbob_relative_error_grow_threshold newbob_relative_error_threshold num_epochs "
+    "optimizer output_file preload_from_files random_seed save_interval "
     "startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
     "torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
     "watch_memory debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp "
@@ -116,10 +118,6 @@ ADVICE: dict[str, str] = {
     "window": "RETURNN stacks each frame with its neighbours (a context window) before the model sees it; here: "
     "stack them in your dataset class or model, then delete it",
     "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
-    "newbob_learning_rate_growth": "RETURNN's newbob also raises the learning rate when the score improves much; "
-    "here newbob only decays it: delete it (or write the schedule as dynamic_learning_rate)",
-    "learning_rate_growth": "RETURNN's newbob also raises the learning rate when the score improves much; here newbob "
-    "only decays it: delete it (or write the schedule as dynamic_learning_rate)",
     "chunk_eval": "RETURNN also cuts the dev sequences into chunks; here: cut them in your dataset class",
     "context_window": "RETURNN stacks each frame with its neighbours; here: stack them in your dataset class or model",
     "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
@@ -263,13 +261,7 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "use_last_best_model": (None, "read by RETURNN's TensorFlow engine only"),
     "stop_for_resubmission_safety_factor": (None, "used only with stop_for_resubmission_when_low_time_left"),
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),
-    "newbob_learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),
     "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
-    "learning_rate_growth": (_off(None, 1, 1.0), "1.0 is off"),
-    "newbob_relative_error_grow_threshold": (
-        None,
-        "used only when newbob raises the learning rate (newbob_learning_rate_growth), which is refused here",
-    ),
     "dataset_random_seed_offset": (_off(None, 0), "0 is off"),
     "use_dummy_datasets": (_off(None, False, 0), "off"),
     "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),

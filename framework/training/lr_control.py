@@ -7,6 +7,7 @@ of the configured one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,11 +28,14 @@ class LearningRateControl:
 
     ``newbob`` (RETURNN's ``NewbobRelative``): after each epoch, if the watched score's relative change
     ``(new - old) / |new|`` is above ``newbob_relative_error_threshold`` (default -0.01: it did not
-    improve by 1%), the rate is multiplied by ``newbob_learning_rate_decay``. ``newbob_multi_epoch``
-    (RETURNN's ``NewbobMultiEpoch``) decides on the mean relative change over the last
-    ``newbob_multi_num_epochs`` epochs, every ``newbob_multi_update_interval`` epochs. The options
-    ``learning_rate_control_relative_error_relative_lr``, ``learning_rate_control_min_num_epochs_per_new_lr``
-    and ``newbob_relative_error_div_by_old`` mean what they mean in RETURNN.
+    improve by 1%), the rate is multiplied by ``newbob_learning_rate_decay``, else by
+    ``newbob_learning_rate_growth`` (1.0 by default: kept). ``newbob_multi_epoch`` (RETURNN's ``NewbobMultiEpoch``)
+    decides on the mean relative change over the last ``newbob_multi_num_epochs`` epochs, every
+    ``newbob_multi_update_interval`` epochs, and grows only below ``newbob_relative_error_grow_threshold``. A decay
+    or growth may be a function of the rate, as in RETURNN; only a decayed rate is held at ``min_learning_rate``.
+    The options ``learning_rate_control_relative_error_relative_lr``,
+    ``learning_rate_control_min_num_epochs_per_new_lr`` and ``newbob_relative_error_div_by_old`` mean what they mean
+    in RETURNN.
     """
 
     def __init__(self, config: Config):
@@ -46,9 +50,19 @@ class LearningRateControl:
         self.initial = config.float("learning_rate")
         self.fixed = list(config.get("learning_rates") or [])
         self.error_measure = config.get("learning_rate_control_error_measure")
-        renamed = config.get("learning_rate_decay")  # RETURNN's name wins, as in RETURNN
-        self.decay = float(renamed) if renamed is not None else config.float("newbob_learning_rate_decay")
+        self.decay = _update(config, "learning_rate_decay", "newbob_learning_rate_decay")
+        self.growth = _update(config, "learning_rate_growth", "newbob_learning_rate_growth")
         self.threshold = config.float("newbob_relative_error_threshold")
+        grow = config.get("newbob_relative_error_grow_threshold")
+        self.grow_threshold = self.threshold if grow is None else float(grow)
+        if self.kind == "newbob_multi_epoch" and self.grow_threshold > self.threshold:
+            # RETURNN asserts "not (grow and decay)": it fails at the first mean change between the two
+            raise ConfigError(
+                f"newbob_relative_error_grow_threshold = {self.grow_threshold} is above "
+                f"newbob_relative_error_threshold = {self.threshold}: a mean relative change between the two would "
+                f"both decay and grow the learning rate, on which RETURNN's NewbobMultiEpoch fails (an "
+                f"AssertionError). Set it at or below the threshold (unset, it equals it)."
+            )
         self.min_lr = config.float("min_learning_rate")
         self.epoch_lrs: dict[int, float] = {}
         self.scores: dict[int, Scores] = {}  # epoch -> {dataset: {loss: value}}
@@ -83,19 +97,26 @@ class LearningRateControl:
                 return last[-1]
         if self.kind == "newbob":
             relative = self._relative_change(epoch - 2, epoch - 1)
+            grow_below = float("inf")  # RETURNN's NewbobRelative grows whenever it does not decay
         elif self.multi_update_interval > 1 and epoch % self.multi_update_interval != 1:
             return previous
         else:  # the mean over the last newbob_multi_num_epochs changes
             epochs = list(range(max(1, epoch - 1 - self.multi_num_epochs), epoch))
             changes = [self._relative_change(a, b) for a, b in zip(epochs, epochs[1:], strict=False)]
             relative = None if not changes or None in changes else float(np.mean(changes))
+            grow_below = self.grow_threshold
         if relative is None:
             return previous
         if relative > self.threshold:
-            lr = max(previous * self.decay, self.min_lr)
+            lr = max(_apply(self.decay, previous), self.min_lr)
             log.v4(
                 f"{self.kind}: relative change {relative:+.2%} (threshold {self.threshold:+.2%}); learning rate {lr:g}"
             )
+            return lr
+        if relative < grow_below:
+            lr = _apply(self.growth, previous)  # not bounded, as in RETURNN
+            if lr != previous:
+                log.v4(f"{self.kind}: relative change {relative:+.2%}; learning rate grows to {lr:g}")
             return lr
         return previous
 
@@ -128,6 +149,26 @@ class LearningRateControl:
         """Restore ``state_dict`` (also of checkpoints that kept scores flat, as ``dev_ce``)."""
         self.epoch_lrs = {int(e): float(v) for e, v in state["epoch_lrs"].items()}
         self.scores = {int(e): nested_scores(s) for e, s in state["scores"].items()}
+
+
+def _update(config: Config, name: str, newbob_name: str) -> float | Callable[[float], float]:
+    """A decay or growth: RETURNN's name ``name`` wins over ``newbob_name``; a factor or a function of the rate."""
+    value = config.get(name)
+    value = config.get(newbob_name) if value is None else value
+    return value if callable(value) else float(value)
+
+
+def _apply(update: float | Callable[[float], float], learning_rate: float) -> float:
+    """RETURNN's ``_calc_learning_rate_update``: the rate times a factor, or a function's rate."""
+    if not callable(update):
+        return learning_rate * update
+    new = update(learning_rate)
+    if not isinstance(new, (int, float)) or isinstance(new, bool):
+        raise ConfigError(
+            f"The learning-rate decay or growth function {update!r} returned {new!r} for the rate {learning_rate}; it "
+            f"must return the new rate as a float (RETURNN asserts one)."
+        )
+    return float(new)
 
 
 def nested_scores(scores: dict[str, Any]) -> Scores:

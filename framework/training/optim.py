@@ -91,19 +91,46 @@ register(
 )
 register(
     "newbob_learning_rate_decay",
-    "float",
+    "float | callable",
     0.5,
-    "Newbob: multiply the learning rate by this when the score stops improving.",
+    "Newbob: multiply the learning rate by this when the score stops improving (a function lr -> lr: apply it, "
+    "as in RETURNN).",
     __name__,
     range="(0, 1]",
 )
 register(
     "learning_rate_decay",
-    "float | None",
+    "float | callable | None",
     None,
     "RETURNN's name for newbob_learning_rate_decay; wins over it when both are set.",
     __name__,
     range="(0, 1]",
+)
+register(
+    "newbob_learning_rate_growth",
+    "float | callable",
+    1.0,
+    "Newbob: multiply the learning rate by this when the score improves (newbob: the change is at or below "
+    "newbob_relative_error_threshold; newbob_multi_epoch: below newbob_relative_error_grow_threshold), not bounded "
+    "(a function lr -> lr: apply it); 1.0: off. RETURNN's option.",
+    __name__,
+    range="(0, inf)",
+)
+register(
+    "learning_rate_growth",
+    "float | callable | None",
+    None,
+    "RETURNN's name for newbob_learning_rate_growth; wins over it when both are set.",
+    __name__,
+    range="(0, inf)",
+)
+register(
+    "newbob_relative_error_grow_threshold",
+    "float | None",
+    None,
+    "newbob_multi_epoch: grow the learning rate when the mean relative change is below this (None: "
+    "newbob_relative_error_threshold, as in RETURNN; above it is an error, as RETURNN fails between the two).",
+    __name__,
 )
 register(
     "newbob_relative_error_threshold",
