@@ -124,3 +124,98 @@ def test_newbob_growth_raises_the_rate_in_a_real_run(tmp_path):
     # epoch 3's rate: epoch 2 improved on epoch 1 (RETURNN needs two epochs' scores, so epoch 2 keeps 0.01)
     lines = {line.split(":")[0]: line for line in result.stdout.splitlines() if line.startswith("Epoch ")}
     assert lines["Epoch 2 train"].endswith("lr 0.01") and lines["Epoch 3 train"].endswith("lr 0.015"), result.stdout
+
+
+# ------------------------------------------------------------------------------------ epoch_start, epoch_end
+# A RETURNN torch config that RETURNN and rnn.py both run; its epoch functions print what they get.
+EPOCH_FUNCTIONS_CONFIG = """#!rnn.py
+import sys
+
+from torch import nn
+
+backend = "torch"
+task = "train"
+train = {"class": "Task12AXDataset", "num_seqs": 30, "fixed_random_seed": 1}
+dev = {"class": "Task12AXDataset", "num_seqs": 10, "fixed_random_seed": 2}
+eval = {"class": "Task12AXDataset", "num_seqs": 6, "fixed_random_seed": 3}
+extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}}
+batching = "sorted"
+batch_size = 5000
+max_seqs = 4
+num_epochs = 2
+optimizer = {"class": "adam"}
+learning_rate = 0.01
+model = "out/model"
+device = "cpu"
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(9, 2)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def get_model(**_kwargs):
+    return Model()
+
+
+def train_step(*, model, extern_data, **_kwargs):
+    if "returnn.torch.engine" in sys.modules:  # RETURNN itself runs this config
+        from returnn.frontend import get_run_ctx
+    else:
+        from framework import get_run_ctx
+    x, y = (getattr(extern_data[k], "raw_tensor", extern_data[k]) for k in ("data", "classes"))
+    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten().long())
+    get_run_ctx().mark_as_loss(name="ce", loss=loss)
+
+
+def epoch_start(*, epoch, step, model, dataset_name, **_kwargs):
+    print("CALL epoch_start", epoch, step, type(model).__name__, dataset_name, flush=True)
+
+
+def epoch_end(*, epoch, step, model, dataset_name, **_kwargs):
+    print("CALL epoch_end", epoch, step, type(model).__name__, dataset_name, flush=True)
+"""
+
+
+def _calls(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("CALL ")]
+
+
+@pytest.mark.slow
+def test_epoch_functions_are_called_where_returnns_torch_engine_calls_them(tmp_path):
+    """The same config in RETURNN and here: the same calls, in the same order, with the same arguments."""
+    import subprocess
+    import sys
+
+    (tmp_path / "returnn").mkdir()
+    (tmp_path / "here").mkdir()
+    config = tmp_path / "epoch_functions.config"
+    config.write_text(EPOCH_FUNCTIONS_CONFIG)
+    theirs = subprocess.run(
+        [sys.executable, "-m", "returnn", str(config)],
+        cwd=tmp_path / "returnn",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
+    ours = run_rnn(str(config), cwd=str(tmp_path / "here"), timeout=300)
+    assert ours.returncode == 0, ours.stdout + ours.stderr
+    expected = []
+    for epoch in (1, 2):
+        expected += [
+            f"CALL epoch_start {epoch} {8 * (epoch - 1)} Model train",
+            f"CALL epoch_end {epoch} {8 * epoch} Model train",
+        ]
+        expected += [
+            f"CALL epoch_{when} {epoch} {8 * epoch} Model {name}"
+            for name in ("dev", "eval")
+            for when in ("start", "end")
+        ]
+    assert _calls(theirs.stdout) == expected  # RETURNN's own calls (8 batches of 4 sequences an epoch)
+    assert _calls(ours.stdout) == expected

@@ -30,7 +30,7 @@ from framework.base.returnn_vocabulary import backend_of
 # RETURNN options registered here with RETURNN's meaning (a test checks each is registered).
 HONOURED = (
     "accum_grad_multiple_step backend batch_size batching cleanup_old_models default_float_dtype dev device "
-    "dynamic_learning_rate eval "
+    "dynamic_learning_rate epoch_end epoch_start eval "
     "eval_datasets extern_data forward_callback forward_data forward_step get_model gradient_clip "
     "gradient_clip_global_norm gradient_noise import_model_train_epoch1 learning_rate learning_rate_control "
     "learning_rate_control_error_measure learning_rate_control_min_num_epochs_per_new_lr "
@@ -147,9 +147,6 @@ ADVICE: dict[str, str] = {
     "gradient_clip_global_norm (the global norm, as RETURNN suggests) or gradient_clip (each value)",
     "torch_optimizer_step": "RETURNN calls this instead of the optimizer's step; here: a custom optimizer class in "
     "optimizer = {'class': ...}",
-    "epoch_start": "RETURNN's torch engine calls this at each epoch's start; here: a plugin's hook "
-    "(docs/plugins.rst), or do it in train_step when run_ctx.epoch changes",
-    "epoch_end": "RETURNN's torch engine calls this at each epoch's end; here: a plugin's hook (docs/plugins.rst)",
     **{name: _TORCH_REFUSES.format(name=name) for name in _UPDATER_OPTIONS_TORCH_REFUSES},
 }
 
