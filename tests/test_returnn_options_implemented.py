@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import run_rnn, tiny_config_with
+from framework.base import returnn_options
 from framework.base.config import Config, load_config
 from framework.base.errors import ConfigError
 from framework.training.clipping import GradientClipping
@@ -219,3 +220,28 @@ def test_epoch_functions_are_called_where_returnns_torch_engine_calls_them(tmp_p
         ]
     assert _calls(theirs.stdout) == expected  # RETURNN's own calls (8 batches of 4 sequences an epoch)
     assert _calls(ours.stdout) == expected
+
+
+# ------------------------------------------------------------------------ start_batch, torch_optimizer_step, ...
+def test_start_batch_stops_as_in_returnn_unless_auto(tmp_path):
+    from returnn.engine.base import EngineBase
+
+    with pytest.raises(Exception, match="custom start_batch"):
+        EngineBase.get_train_start_epoch(_returnn_config({"start_batch": 5}))
+    path = tmp_path / "c.py"
+    path.write_text("train = {'class': 'Task12AXDataset'}\nstart_batch = 5\n")
+    with pytest.raises(ConfigError, match="custom start_batch not supported"):
+        load_config([str(path)])
+    path.write_text("train = {'class': 'Task12AXDataset'}\nstart_batch = 'auto'\n")
+    assert "start_batch" in load_config([str(path)]).without_effect
+
+
+def test_speed_and_forward_only_options_are_accepted_without_effect(tmp_path):
+    """torch_optimizer_step compiles and CUDA-graph-captures the same update; sort_dataset orders task forward's data."""
+    path = tmp_path / "c.py"
+    path.write_text(
+        "train = {'class': 'Task12AXDataset'}\ntorch_optimizer_step = {'compile': True}\nsort_dataset = False\n"
+    )
+    assert {"torch_optimizer_step", "sort_dataset"} <= set(load_config([str(path)]).without_effect)
+    for name in ("torch_optimizer_step", "sort_dataset"):
+        assert returnn_options.status(name)[0] == "no effect"

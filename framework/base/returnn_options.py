@@ -121,7 +121,6 @@ ADVICE: dict[str, str] = {
     "chunk_eval": "RETURNN also cuts the dev sequences into chunks; here: cut them in your dataset class",
     "context_window": "RETURNN stacks each frame with its neighbours; here: stack them in your dataset class or model",
     "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
-    "sort_dataset": "RETURNN sorts the dataset before batching; here: seq_ordering of the dataset ('sorted')",
     "on_size_limit": "RETURNN crops or skips too long sequences this way; here: max_seq_length skips them",
     "dataset_random_seed_offset": "RETURNN shifts the datasets' shuffling seeds; here: give the dataset a "
     "fixed_random_seed (or change random_seed)",
@@ -137,7 +136,8 @@ ADVICE: dict[str, str] = {
     "torch_dataloader_opts with the dataset's own sharding",
     "start_epoch": "RETURNN starts training at this epoch; here: a rerun resumes from the newest checkpoint of 'model' "
     "(import_model_train_epoch1 starts from another model's weights)",
-    "start_batch": "RETURNN starts the first epoch at this batch; here: a rerun resumes from the newest checkpoint",
+    "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
+    "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
     "load": "RETURNN loads this checkpoint; here: load_epoch picks the checkpoint for eval/forward, "
     "import_model_train_epoch1 or preload_from_files for training",
     "load_model_post_hooks": "RETURNN calls these on the model after loading a checkpoint; here: do it in get_model "
@@ -145,8 +145,6 @@ ADVICE: dict[str, str] = {
     "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "
     "but the option is called gradient_clip_global_norm (or other options)'), so no RETURNN trains with it; here: "
     "gradient_clip_global_norm (the global norm, as RETURNN suggests) or gradient_clip (each value)",
-    "torch_optimizer_step": "RETURNN calls this instead of the optimizer's step; here: a custom optimizer class in "
-    "optimizer = {'class': ...}",
     **{name: _TORCH_REFUSES.format(name=name) for name in _UPDATER_OPTIONS_TORCH_REFUSES},
 }
 
@@ -176,6 +174,10 @@ SAME_MODEL: dict[str, str] = {
     "log_format": f"RETURNN's log line format; {_SAME}",
     "calculate_exp_loss": f"RETURNN also logs exp of the loss (perplexity); {_SAME}; here: exp of the ce score",
     "torch_cuda_graph": f"RETURNN replays the step as a CUDA graph (speed); {_SAME}",
+    "torch_optimizer_step": "RETURNN compiles the optimizer's step and replays it as a CUDA graph (speed, "
+    f"returnn/torch/util/optimizer_step.py: the same updates up to rounding); {_SAME}",
+    "sort_dataset": "read by RETURNN's task 'forward' only: it orders the forward data by length (longest first, "
+    f"for memory); {_SAME}, and each sequence's output too",
     "torch_watch_stall": f"RETURNN reports a stalled step; {_SAME}; here: SIGUSR1 shows a hang (docs/debugging.rst)",
     "reset_dev_memory_caches": f"RETURNN empties the device memory cache; {_SAME}",
     "PYTORCH_CUDA_ALLOC_CONF": f"RETURNN sets this environment variable; {_SAME}; set it before starting rnn.py",
@@ -264,6 +266,7 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),
     "torch_dataloader_shard_workers": (_off(None, False), "off"),
     **{name: (_off(None, 0, 0.0, False), "off") for name in _UPDATER_OPTIONS_TORCH_REFUSES},
+    "start_batch": (_off("auto"), "'auto' is RETURNN's default, the only value its engine accepts"),
     # RETURNN's torch updater stops only when config.float("grad_clip", 0.0) is nonzero
     "grad_clip": (_off(None, 0, 0.0, False), "0 is off; RETURNN's torch engine stops only on a nonzero value"),
     **{name: (None, why) for name, why in SAME_MODEL.items()},
