@@ -245,3 +245,31 @@ def test_speed_and_forward_only_options_are_accepted_without_effect(tmp_path):
     assert {"torch_optimizer_step", "sort_dataset"} <= set(load_config([str(path)]).without_effect)
     for name in ("torch_optimizer_step", "sort_dataset"):
         assert returnn_options.status(name)[0] == "no effect"
+
+
+# ------------------------------------------------------------------------------------ dataset_random_seed_offset
+def test_dataset_random_seed_offset_is_every_datasets_default_offset_as_in_returnn(tmp_path):
+    """RETURNN's Dataset takes its random_seed_offset from the global config unless it is given one; so here."""
+    from returnn.config import global_config_ctx
+    from returnn.datasets.generating import Task12AXDataset as ReturnnTask12AX
+
+    with global_config_ctx(_returnn_config({"dataset_random_seed_offset": 7})):
+        assert ReturnnTask12AX(num_seqs=5).random_seed_offset == 7
+        assert ReturnnTask12AX(num_seqs=5, random_seed_offset=2).random_seed_offset == 2
+
+    from framework.datasets.registry import init_dataset
+
+    def seed(**kwargs) -> int:
+        spec = {"class": "Task12AXDataset", "num_seqs": 50, **kwargs}
+        return init_dataset(spec, option="train", random_seed=0).random_seed
+
+    path = tmp_path / "c.py"
+    path.write_text("train = {'class': 'Task12AXDataset'}\ndataset_random_seed_offset = 7\n")
+    load_config([str(path)])
+    try:
+        assert seed() == seed(random_seed_offset=7) == 7
+        assert seed(random_seed_offset=2) == 2  # its own wins, as in RETURNN
+    finally:  # the next test's datasets are not built under this config
+        path.write_text("train = {'class': 'Task12AXDataset'}\n")
+        load_config([str(path)])
+    assert seed() == 0

@@ -29,7 +29,8 @@ from framework.base.returnn_vocabulary import backend_of
 
 # RETURNN options registered here with RETURNN's meaning (a test checks each is registered).
 HONOURED = (
-    "accum_grad_multiple_step backend batch_size batching cleanup_old_models default_float_dtype dev device "
+    "accum_grad_multiple_step backend batch_size batching cleanup_old_models dataset_random_seed_offset "
+    "default_float_dtype dev device "
     "dynamic_learning_rate epoch_end epoch_start eval "
     "eval_datasets extern_data forward_callback forward_data forward_step get_model gradient_clip "
     "gradient_clip_global_norm gradient_noise import_model_train_epoch1 learning_rate learning_rate_control "
@@ -122,8 +123,6 @@ ADVICE: dict[str, str] = {
     "context_window": "RETURNN stacks each frame with its neighbours; here: stack them in your dataset class or model",
     "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
     "on_size_limit": "RETURNN crops or skips too long sequences this way; here: max_seq_length skips them",
-    "dataset_random_seed_offset": "RETURNN shifts the datasets' shuffling seeds; here: give the dataset a "
-    "fixed_random_seed (or change random_seed)",
     "use_dummy_datasets": "RETURNN replaces the datasets with random ones; here: a synthetic dataset class "
     "(SyntheticDataset, Task12AXDataset) as train",
     "dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
@@ -261,7 +260,6 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "stop_for_resubmission_safety_factor": (None, "used only with stop_for_resubmission_when_low_time_left"),
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),
     "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
-    "dataset_random_seed_offset": (_off(None, 0), "0 is off"),
     "use_dummy_datasets": (_off(None, False, 0), "off"),
     "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),
     "torch_dataloader_shard_workers": (_off(None, False), "off"),

@@ -13,9 +13,20 @@ import importlib
 from typing import Any
 
 from framework.base import declarations
+from framework.base.config import get_global_config
 from framework.base.errors import ConfigError
+from framework.base.options import register
 from framework.base.util import accepted_kwargs, check_kwargs, import_by_name
 from framework.datasets.base import SEQ_ORDERINGS, Dataset, valid_seq_ordering
+
+register(
+    "dataset_random_seed_offset",
+    "int",
+    0,
+    "RETURNN's option: the random_seed_offset of every dataset that does not set its own (its shuffling seed is "
+    "shifted by it), sub-datasets included.",
+    __name__,
+)
 
 _CLASSES: dict[str, type[Dataset]] = {}
 
@@ -71,6 +82,14 @@ def _construct(cls: type, kwargs: dict[str, Any], option: str) -> Dataset:
         ) from None
 
 
+def _default_seed_offset() -> int:
+    """``dataset_random_seed_offset`` of the run's config; 0 outside a run (a dataset built by a test or a tool)."""
+    try:
+        return get_global_config().int("dataset_random_seed_offset")
+    except ConfigError:  # no config loaded
+        return 0
+
+
 def init_dataset(spec: Any, *, option: str, random_seed: int, train_ordering: str | None = None) -> Dataset:
     """Build the dataset that option ``option`` (train, dev, ...) describes.
 
@@ -95,6 +114,9 @@ def init_dataset(spec: Any, *, option: str, random_seed: int, train_ordering: st
         check_kwargs(cls, kwargs, option)
         if accepted is not None and "random_seed" in accepted:
             kwargs.setdefault("random_seed", random_seed)
+        if accepted is not None and "random_seed_offset" in accepted and _default_seed_offset():
+            # RETURNN's Dataset reads it from the global config when the dataset gives none (sub-datasets too)
+            kwargs.setdefault("random_seed_offset", _default_seed_offset())
         dataset = _construct(cls, kwargs, option)
     else:
         raise ConfigError(f"{option} must be a dataset dict, a Dataset or a callable returning one, got {spec!r}.")
