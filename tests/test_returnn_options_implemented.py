@@ -273,3 +273,21 @@ def test_dataset_random_seed_offset_is_every_datasets_default_offset_as_in_retur
         path.write_text("train = {'class': 'Task12AXDataset'}\n")
         load_config([str(path)])
     assert seed() == 0
+
+
+def test_on_size_limit_is_refused_only_at_chunk_the_one_value_returnn_acts_on(tmp_path):
+    from returnn.datasets.basic import Dataset as ReturnnDataset
+
+    assert ReturnnDataset.get_default_kwargs_eval(_returnn_config({"on_size_limit": "ignore"}))["chunking"] == "0"
+    assert (
+        ReturnnDataset.get_default_kwargs_eval(_returnn_config({"on_size_limit": "chunk", "batch_size": 50}))[
+            "chunking"
+        ]
+        == "50"
+    )
+    path = tmp_path / "c.py"
+    path.write_text("train = {'class': 'Task12AXDataset'}\non_size_limit = 'ignore'\n")
+    assert "on_size_limit" in load_config([str(path)]).without_effect
+    path.write_text("train = {'class': 'Task12AXDataset'}\non_size_limit = 'chunk'\n")
+    with pytest.raises(ConfigError, match="on_size_limit"):
+        load_config([str(path)])

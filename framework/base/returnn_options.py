@@ -122,7 +122,8 @@ ADVICE: dict[str, str] = {
     "chunk_eval": "RETURNN also cuts the dev sequences into chunks; here: cut them in your dataset class",
     "context_window": "RETURNN stacks each frame with its neighbours; here: stack them in your dataset class or model",
     "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
-    "on_size_limit": "RETURNN crops or skips too long sequences this way; here: max_seq_length skips them",
+    "on_size_limit": "RETURNN reads only the value 'chunk': dev/eval datasets are then cut into chunks of batch_size "
+    "frames (returnn/datasets/basic.py get_default_kwargs_eval); here: cut them in your dataset class",
     "use_dummy_datasets": "RETURNN replaces the datasets with random ones; here: a synthetic dataset class "
     "(SyntheticDataset, Task12AXDataset) as train",
     "dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
@@ -264,6 +265,8 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),
     "torch_dataloader_shard_workers": (_off(None, False), "off"),
     **{name: (_off(None, 0, 0.0, False), "off") for name in _UPDATER_OPTIONS_TORCH_REFUSES},
+    # RETURNN compares it with "chunk" only (returnn/datasets/basic.py); any other value changes nothing
+    "on_size_limit": (lambda value: value != "chunk", "RETURNN acts only on 'chunk' (cut dev/eval into chunks)"),
     "start_batch": (_off("auto"), "'auto' is RETURNN's default, the only value its engine accepts"),
     # RETURNN's torch updater stops only when config.float("grad_clip", 0.0) is nonzero
     "grad_clip": (_off(None, 0, 0.0, False), "0 is off; RETURNN's torch engine stops only on a nonzero value"),
