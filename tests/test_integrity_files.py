@@ -8,8 +8,6 @@ import fcntl
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, run_script, tiny_config_with, write_config
+from conftest import ROOT, TINY_CONFIG, run_rnn, run_script, start_rnn, tiny_config_with, write_config
 from framework.base import disk
 from framework.base.errors import DataError, PlantedLinkError
 from framework.datasets.hdf import HDFDataset, write_hdf
@@ -121,12 +119,7 @@ def test_a_run_whose_model_directory_or_lock_is_removed_stops_before_its_next_ch
         f"        open({marker!r}, 'w').close()\n        open({fifo!r}).read()\ncallbacks = {{'step_start': _hold}}\n",
     )
     log_file = tmp_path / "train.log"
-    run = subprocess.Popen(
-        [sys.executable, RNN, config, "++model", str(directory / "model"), "++log", str(log_file)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    run = start_rnn(config, "++model", str(directory / "model"), "++log", str(log_file))
     try:
         _wait_for(lambda: os.path.exists(marker), run)
         if removed == "directory":
