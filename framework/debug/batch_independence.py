@@ -260,7 +260,12 @@ class BatchIndependence(Plugin):
             f"be computed on its own. The mixing happens {_culprit(probe.points, index)}. Typical causes: a "
             f"reshape/view used where a transpose/permute was meant (e.g. [B, T, F] viewed as [T, B, F]), or a "
             f"normalization, softmax or mean over the batch axis (dim 0) instead of the feature or time axis.",
-            evidence={"gradient_ratio": ratio, "influencing_sequences": len(partners)},
+            # the problem the batch-mates check finds too (another experiment): one record
+            evidence={
+                "problem": "sequences of a batch influence each other",
+                "gradient_ratio": ratio,
+                "influencing_sequences": len(partners),
+            },
             where={"module": name, "module_class": type(module).__name__, "at": kind, **({"key": key} if key else {})},
             fix="Compute each sequence on its own: transpose/permute instead of reshape/view across the batch axis, "
             "and normalize, softmax or average over the feature or time axis, not dim 0.",
