@@ -274,6 +274,11 @@ BUGS = {
         r"WARNING sanity check \(first step\): The class weights of cross_entropy at .* favour the most frequent of "
         r"the 'classes' labels .* They are the inverse frequencies of the classes in another order",
     ),
+    "a multi-label error computed through a softmax": (
+        ["healthy_multilabel.py", "cause_multilabel_error_through_softmax.py"],
+        r"WARNING sanity check \(first step\): The error score 'err' is 0\.\d+ for predictions that the loss calls "
+        r"perfect: .* binary_cross_entropy_with_logits at .* \(\+30 where the target is 1 and -30 where it is 0\)",
+    ),
     "a cosine classifier whose scores are scaled by a temperature below 1": (
         ["classify.py", "cause_classify_cosine_scale.py"],
         r"WARNING sanity check \(first step\): The scores cross_entropy at .* gets span at most 0\.\d+ within a row "
@@ -306,6 +311,10 @@ HEALTHY = {
     ],
     "a regression with input noise in training only": ["regress.py", "healthy_regress_training_noise.py"],
     "GPT-2 with -100 at the padded positions": ["lib_gpt2.py"],
+    "a multi-label error of the loss's own decisions, and an accuracy marked as an error score": [
+        "healthy_multilabel.py",
+        "healthy_multilabel_error.py",
+    ],
     "class weights falling with the frequency (inverse frequency, a down-weighted background)": [
         "classify.py",
         "healthy_classify_inverse_frequency_weights.py",

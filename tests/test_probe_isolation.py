@@ -25,9 +25,9 @@ def test_the_model_counts_only_real_steps_and_the_probes_are_reported(tmp_path):
     calls, steps = map(int, re.search(r"forward calls (\d+), real steps (\d+)", result.stdout).groups())
     assert calls == steps > 0  # train and dev steps; no probe run touched the model
     # The probe session says how often train_step ran on copies: the unchanged batch, a smaller batch, a few
-    # sequences as an evaluation runs them, the first sequence repeated over a batch under two seeds, and some
-    # sequences together and in two halves.
-    assert "First-step checks: train_step ran 8 extra time(s) on copies of the model" in result.stdout
+    # sequences as an evaluation runs them, the first sequence repeated over a batch under two seeds, some
+    # sequences together and in two halves, and the batch as dev is evaluated, watched and with perfect scores.
+    assert "First-step checks: train_step ran 10 extra time(s) on copies of the model" in result.stdout
     assert "Plugin callbacks per event, in the order they run:" in result.stdout
 
 

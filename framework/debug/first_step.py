@@ -4,9 +4,9 @@ Before the first training step, the checks that look at the first batch by runni
 again (loss inputs, padding, batch independence, device, target leakage, unregistered parameters,
 eval mode) share one ``ProbeSession`` (``framework.check_library.probe``): every such run happens on
 a fresh copy of the model, the run on the unchanged batch once for all of them. With default
-options on a batch without padding, that is about 6 extra runs (the unchanged batch, watched by several
+options on a batch without padding, that is about 10 extra runs (the unchanged batch, watched by several
 checks; a smaller batch; a few sequences in eval mode; some sequences together and in two halves, in eval
-mode); padding adds an unchanged and a
+mode; the batch as dev is evaluated, watched and with perfect scores); padding adds an unchanged and a
 changed-padding run in eval mode (and one per padded key when a loss moves). At verbosity 4 one
 line counts them and says what could not be checked. ``debug_first_step_reruns = False`` turns
 every one of them off.

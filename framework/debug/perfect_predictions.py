@@ -1,0 +1,256 @@
+"""An error score of predictions the loss calls perfect (``debug_perfect_predictions``, on by default).
+
+Whatever an error score measures (a classification error, a Hamming error over tags, a token error that skips
+padding, a regression error in the data's units), predictions equal to the targets must score 0 on it. A score
+that does not measures something else than the loss trains: a decision rule that does not match the loss (a softmax
+where the loss applies a sigmoid per tag, another threshold), positions the loss ignores counted as wrong, a target
+compared in other units. Nothing errs, and the run's reported error is worse than the model.
+
+The experiment, before the first step, on copies of the model, running ``train_step`` as a dev set is evaluated:
+the first run watches the loss functions whose target is a value of the batch (``cross_entropy`` over class ids,
+``binary_cross_entropy_with_logits`` over 0/1 targets, the regression losses) and finds the module whose output
+they score. The second run replaces exactly those scores with the targets' own perfect scores (+``MARGIN`` at the
+target class and 0 elsewhere, +/-``MARGIN`` for tags, the target itself for a regression; positions a loss ignores
+keep the model's scores). When every watched loss then sits at its minimum, each error score (``as_error``) that
+moved toward 0 but stayed at least ``LEFT`` is a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
+from framework.check_library.tensors import format_frame, user_frame
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.run_ctx import RunCtx
+from framework.core.state import RunState
+from framework.debug.sanity import report_findings
+
+CHECK = "perfect-predictions check"
+register(
+    "debug_perfect_predictions",
+    "bool",
+    True,
+    "Before the first step, on copies as dev is evaluated: give the losses the targets' own perfect scores and warn "
+    "when an error score (as_error) stays above 0 (it measures something else than the loss trains).",
+    __name__,
+)
+
+MARGIN = 30.0  # a logit this far from the others: the loss of a perfect prediction, to float precision
+AT_MINIMUM = 1e-4  # a watched loss at most this under perfect scores is at its minimum
+LEFT = 0.02  # an error score at least this under perfect predictions did not reach 0
+_LOSSES = (F.cross_entropy, F.binary_cross_entropy_with_logits, F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss)
+
+
+@dataclass
+class _Scored:
+    """A loss call whose input is (a view of) a module's output and whose target is a value of the batch."""
+
+    loss: str
+    call: int  # the how-manieth watched loss call of the step
+    where: str
+    module: tuple[str, int]  # (module path, its call number in the step)
+    view: tuple[tuple[int, ...], tuple[int, ...], int]  # the input's size, stride and offset within that output
+    perfect: torch.Tensor  # the perfect scores, in the input's shape (ignored positions: the model's)
+
+
+class PerfectPredictions(Plugin):
+    """Runs the watched and the perfect run once, before the first step."""
+
+    first_step_check = ("debug_perfect_predictions",)
+    order = Order.CHECK
+    needs = (PROBE_SESSION,)
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> PerfectPredictions | None:
+        return cls() if config.bool("debug_perfect_predictions") else None
+
+    @on(Event.STEP_START, once=True)
+    def probe(self, state: RunState) -> None:
+        session = state.store.get(PROBE_SESSION)
+        if session is None:
+            return
+        try:
+            scored, before = _run(session, state.batch, None)
+            if not scored or not any(m.as_error for m in before.losses.values()):
+                return
+            checked, after = _run(session, state.batch, scored)
+        except ProbeLimit as exc:
+            log.v5(f"Perfect-predictions check skipped: a run failed ({exc}).")
+            return
+        if any(checked.get(s.call, float("inf")) > AT_MINIMUM for s in scored):
+            return  # a watched loss is not at its minimum: the perfect scores are not what it trains toward
+        findings = []
+        for name, marked in before.losses.items():
+            if not marked.as_error or name not in after.losses:
+                continue
+            was, now = _value(marked), _value(after.losses[name])
+            if 0 <= now < was <= 1 and now >= LEFT:
+                findings.append(_finding(name, was, now, scored))
+        if findings:
+            report_findings(
+                state, "first step", findings[:1], ModelCheckError, False, off="debug_perfect_predictions = False"
+            )
+
+
+def _value(marked: Any) -> float:
+    return float(marked.normalized().detach().float())
+
+
+def _finding(name: str, was: float, now: float, scored: list[_Scored]) -> Finding:
+    first = scored[0]
+    losses = ", ".join(f"{s.loss} at {s.where}" for s in scored[:2])
+    module = first.module[0]
+    perfect = {
+        "cross_entropy": f"+{MARGIN:g} at each target class and 0 elsewhere",
+        "binary_cross_entropy_with_logits": f"+{MARGIN:g} where the target is 1 and -{MARGIN:g} where it is 0",
+    }.get(first.loss, "the targets themselves")
+    return Finding(
+        "warning",
+        "sanity check",
+        f"The error score {name!r} is {now:.3g} for predictions that the loss calls perfect: on a copy, evaluated as "
+        f"dev is, the scores that {losses} gets (the output of module {module!r}) were replaced by perfect ones "
+        f"({perfect}) and the loss "
+        f"fell to its minimum, but {name!r} went only from {was:.3g} to {now:.3g}. An error score of predictions equal "
+        f"to the targets is 0: {name!r} measures something else than the loss trains (a decision rule that does not "
+        f"match the loss, such as a softmax where the loss applies a sigmoid per label or another threshold; "
+        f"positions the loss ignores counted as errors; targets in other units).",
+        evidence={"error_before": was, "error_perfect": now, "losses": [s.loss for s in scored]},
+        where={"error": name, "module": module, "line": first.where},
+        fix=f"Compute {name!r} from the loss's own decisions (cross_entropy: argmax; binary_cross_entropy_with_logits: "
+        "logit > 0) over the positions the loss scores.",
+    )
+
+
+def _run(session: ProbeSession, batch: dict[str, Any], perfect: list[_Scored] | None) -> tuple[Any, RunCtx]:
+    """``train_step`` as dev is evaluated, on a copy: watching the losses (``perfect`` None: their scored calls), or
+    with their scores replaced by ``perfect`` (then: each watched loss's value)."""
+    with session.isolated(CHECK) as model, torch.no_grad():
+        watch = _Watch(model, batch, perfect)
+        with watch:
+            run_ctx = session.changed_run(CHECK, model, batch, stage="eval", optional=True)
+        watch.remove()
+    return (watch.scored if perfect is None else watch.values), run_ctx
+
+
+class _Watch(TorchFunctionMode):
+    def __init__(self, model: nn.Module, batch: dict[str, Any], perfect: list[_Scored] | None):
+        super().__init__()
+        self.batch = [t for t in batch.values() if isinstance(t, torch.Tensor)]
+        self.perfect = perfect
+        self.scored: list[_Scored] = []
+        self.values: dict[int, float] = {}  # watched loss call -> its value (the run with perfect scores)
+        self.loss_calls = 0
+        self.outputs: list[tuple[tuple[str, int], torch.Tensor]] = []  # in the order the modules finished
+        self.calls: dict[str, int] = {}
+        self.handles = [
+            module.register_forward_hook(self._hook(path or "(model)")) for path, module in model.named_modules()
+        ]
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def _hook(self, path: str) -> Any:
+        def hook(_module: nn.Module, _args: Any, output: Any) -> Any:
+            if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+                return None
+            number = self.calls[path] = self.calls.get(path, -1) + 1
+            key = (path, number)
+            if self.perfect is not None:
+                replaced = [p for p in self.perfect if p.module == key]
+                if replaced:
+                    output = _with_perfect(output, replaced)
+            self.outputs.append((key, output))
+            return output if self.perfect is not None else None
+
+        return hook
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func in _LOSSES:
+            if self.perfect is None:
+                self._record(func, args, kwargs)
+            elif isinstance(out, torch.Tensor) and out.numel() == 1:
+                self.values[self.loss_calls] = float(out)
+            self.loss_calls += 1
+        return out
+
+    def _record(self, func: Any, args: tuple, kwargs: dict) -> None:
+        scores = args[0] if args else kwargs.get("input")
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        if not isinstance(scores, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        if not any(_same_values(target, t) for t in self.batch):
+            return  # a target the step made (sampled actions, shifted copies): its perfect scores are not known
+        perfect = _perfect_scores(func, scores, target, kwargs)
+        producer = next(
+            (
+                key
+                for key, out in self.outputs
+                if out.untyped_storage().data_ptr() == scores.untyped_storage().data_ptr()
+            ),
+            None,
+        )
+        if perfect is None or producer is None:
+            return
+        output = dict(self.outputs)[producer]
+        offset = scores.storage_offset() - output.storage_offset()
+        view = (tuple(scores.shape), tuple(scores.stride()), offset)
+        where = format_frame(user_frame())
+        self.scored.append(_Scored(func.__name__, self.loss_calls, where, producer, view, perfect.detach()))
+
+
+def _same_values(target: torch.Tensor, value: torch.Tensor) -> bool:
+    """Whether ``target`` is (a view or a cast of) a value of the batch: the same memory, or the same numbers."""
+    if target.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
+        return True
+    return target.shape == value.shape and torch.equal(target.to(value.dtype), value)
+
+
+def _perfect_scores(func: Any, scores: torch.Tensor, target: torch.Tensor, kwargs: dict) -> torch.Tensor | None:
+    if func is F.cross_entropy:
+        if target.is_floating_point() or kwargs.get("label_smoothing") or scores.dim() < 1:
+            return None
+        classes = scores.shape[1] if scores.dim() > 1 else scores.shape[0]
+        ignored = target == int(kwargs.get("ignore_index", -100))
+        if bool(((target < 0) | (target >= classes))[~ignored].any()):
+            return None
+        hot = F.one_hot(target.masked_fill(ignored, 0), classes).movedim(-1, 1 if scores.dim() > 1 else 0)
+        perfect = hot.to(scores.dtype) * MARGIN
+        keep = ignored.unsqueeze(1 if scores.dim() > 1 else 0).expand_as(perfect)
+        return torch.where(keep, scores, perfect)
+    if func is F.binary_cross_entropy_with_logits:
+        if target.shape != scores.shape or not bool(((target == 0) | (target == 1)).all()):
+            return None
+        return (target.to(scores.dtype) * 2 - 1) * MARGIN
+    if target.shape != scores.shape:  # a regression loss that broadcasts: its perfect prediction is not one tensor
+        return None
+    return target.to(scores.dtype)
+
+
+def _with_perfect(output: torch.Tensor, replaced: list[_Scored]) -> torch.Tensor:
+    """``output`` with the views that the losses score set to their perfect scores (a new tensor, same layout)."""
+    new = torch.empty_strided(output.size(), output.stride(), dtype=output.dtype, device=output.device)
+    new.copy_(output)
+    for scored in replaced:
+        size, stride, offset = scored.view
+        view = new.as_strided(size, stride, new.storage_offset() + offset)
+        view.copy_(scored.perfect.to(view.device, view.dtype))
+    return new
+
+
+PLUGINS = (PerfectPredictions,)
