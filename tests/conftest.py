@@ -108,6 +108,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # suite already runs a worker per core, where the default ('auto') samples the cores' load for 0.1 s at
         # each run's start and may still pick a second thread that spin-waits. Tests of 'auto' set their own.
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+        # pytest-xdist (3.x) hands out the files of ``--dist loadfile`` largest-count-first unless told not to: the
+        # files with a single test of minutes (the docs' commands) or a few long ones would then start last and
+        # leave the other worker idle at the end. In collection order instead, the files with slow tests come first
+        # (pytest_collection_modifyitems below) and the short ones fill the end.
+        if hasattr(config.option, "loadscopereorder"):
+            config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
