@@ -68,6 +68,22 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(autouse=True)
+def no_page_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-process training run with a model path draws no report.html unless its config sets ``report_html``,
+    as run_rnn's runs (devkit/preloaded.py's ``without_page``): the page is a separate process of about 2 s of CPU
+    at the run's end, at idle priority, which the run waits for, seconds of a busy worker's time for a tiny run. The
+    page's own tests set ``report_html`` (tests/test_run_page.py, tests/test_run_record.py)."""
+    from framework.debug.run_page import RunPage
+
+    drawn = RunPage.from_config.__func__
+
+    def from_config(cls, config, state):
+        return drawn(cls, config, state) if config.has("report_html") else None
+
+    monkeypatch.setattr(RunPage, "from_config", classmethod(from_config))
+
+
 @pytest.fixture
 def tiny_config() -> str:
     """Path of the tiny training config."""
