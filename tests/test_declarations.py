@@ -125,7 +125,7 @@ def test_an_installed_package_adds_a_check_and_a_dataset_that_a_run_uses(install
     config = write_config(tmp_path, CONFIG)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [installed, os.environ.get("PYTHONPATH")]))}
     run = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "rnn.py"), config],
+        [sys.executable, os.path.join(ROOT, "rnn.py"), config, "++report_html", "False"],  # no page: as run_rnn
         cwd=tmp_path,
         env=env,
         capture_output=True,

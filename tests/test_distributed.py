@@ -35,7 +35,8 @@ def torchrun_command(*args, timeout=120, sync="{}"):
     workers print as they are ended, the root cause its summary names), which the forked launcher does its own way."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone"]
     return subprocess.run(
-        [*command, os.path.join(ROOT, "rnn.py"), *args, "++torch_distributed", sync],
+        # no report.html (a process at the run's end, which rank 0 waits for), as run_torchrun's jobs
+        [*command, os.path.join(ROOT, "rnn.py"), *args, "++torch_distributed", sync, "++report_html", "False"],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -50,7 +50,9 @@ def _start(tmp_path, config: str, *args: str) -> StartedRun:
 
 def _start_fresh(tmp_path, config: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, RNN, config, "++model", str(tmp_path / "model"), "++log", str(tmp_path / "train.log"), *args],
+        # no report.html (a process at the run's end, which it waits for), as start_rnn's runs
+        [sys.executable, RNN, config, "++model", str(tmp_path / "model"), "++log", str(tmp_path / "train.log")]
+        + [*args, "++report_html", "False"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -16,14 +16,12 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, TINY_CONFIG, run_rnn, run_script, start_rnn, tiny_config_with, write_config
+from conftest import TINY_CONFIG, run_rnn, run_script, start_rnn, tiny_config_with, write_config
 from framework.base import disk
 from framework.base.errors import DataError, PlantedLinkError
 from framework.datasets.hdf import HDFDataset, write_hdf
 from framework.training import checkpoint
 from framework.training.lr_file import write_lr_file
-
-RNN = os.path.join(ROOT, "rnn.py")
 
 
 def _victim(tmp_path) -> str:
