@@ -12,16 +12,21 @@ after it swallows the change.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from framework.base import log
 from framework.base.findings import Finding
-from framework.check_library.model_checks import ROOT, by_module, capture_outputs, named, parameter_optimizers
+from framework.check_library.model_checks import (
+    ROOT,
+    by_module,
+    capture_outputs,
+    named,
+    parameter_optimizers,
+    top_level_calls,
+)
 from framework.check_library.probe import ProbeLimit, ProbeSession, replace_parameters
 
 CHECK = "loss invariance"
@@ -66,9 +71,9 @@ def _losses(
     with session.isolated(CHECK) as model:  # with autograd: a step may take gradients itself (a gradient penalty)
         targets = {id(p) for n, p in model.named_parameters() if n in shifted}
         replace_parameters(model, lambda p: p + SHIFT if id(p) in targets else None)
-        with capture_outputs(model, ["*"]) as outputs, _called_by_step(model) as called:
+        with capture_outputs(model, ["*"]) as outputs, top_level_calls(model) as calls:
             run_ctx = session.changed_run(CHECK, model, batch, optional=True)
-        outputs[CALLED] = called  # type: ignore[assignment]
+        outputs[CALLED] = {path for path, _ in calls}  # type: ignore[assignment]
     losses = {
         name: (float(marked.normalized().detach().float()), marked.optimizer or ())
         for name, marked in run_ctx.losses.items()
@@ -85,30 +90,6 @@ def _terminal(path: str, outputs: dict[str, Any]) -> bool:
         return True
     own = {_place(t) for t in outputs.get(path, [])}
     return bool(own) and any(own <= {_place(t) for t in outputs.get(p, [])} for p in called)
-
-
-@contextlib.contextmanager
-def _called_by_step(model: torch.nn.Module) -> Iterator[set[str]]:
-    """Within the block, the paths of the modules that are called from outside any module's forward (by the step)."""
-    called: set[str] = set()
-    depth = [0]
-    handles = []
-    for path, module in model.named_modules():
-
-        def enter(_module: torch.nn.Module, _args: Any, path: str = path or ROOT) -> None:
-            if depth[0] == 0:
-                called.add(path)
-            depth[0] += 1
-
-        def leave(_module: torch.nn.Module, _args: Any, _output: Any) -> None:
-            depth[0] -= 1
-
-        handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave, always_call=True)]
-    try:
-        yield called
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def _place(tensor: torch.Tensor) -> tuple[int, tuple[int, ...]]:

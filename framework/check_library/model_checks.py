@@ -391,6 +391,31 @@ def capture_outputs(model: nn.Module, patterns: list[str]) -> Iterator[dict[str,
             handle.remove()
 
 
+@contextlib.contextmanager
+def top_level_calls(model: nn.Module) -> Iterator[list[tuple[str, Any]]]:
+    """Within the block, the calls the step makes to modules from outside any module's forward, in order:
+    ``(module path, its output)`` (``(model)`` = the root)."""
+    calls: list[tuple[str, Any]] = []
+    depth = [0]
+    handles = []
+    for path, module in model.named_modules():
+
+        def enter(_module: nn.Module, _args: Any) -> None:
+            depth[0] += 1
+
+        def leave(_module: nn.Module, _args: Any, output: Any, name: str = path or ROOT) -> None:
+            depth[0] -= 1
+            if depth[0] == 0:
+                calls.append((name, output))
+
+        handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave, always_call=True)]
+    try:
+        yield calls
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def range_findings(
     model: nn.Module, ranges: dict[str, tuple[float, float]], captured: dict[str, list[torch.Tensor]]
 ) -> list[Finding]:

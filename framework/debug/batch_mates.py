@@ -17,8 +17,6 @@ forward) is left undecided, and so is a step whose calls or output shapes depend
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -30,6 +28,7 @@ from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
 from framework.base.rng import seed_everything
+from framework.check_library.model_checks import top_level_calls
 from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.check_library.tensors import floating_tensors
 from framework.core.events import Event, Order
@@ -135,34 +134,10 @@ def _outputs(session: ProbeSession, batch: dict[str, Any], seed: int | None = No
     with session.isolated(CHECK) as model, torch.no_grad():
         if seed is not None:
             seed_everything(seed)  # the isolated block restores every generator afterwards
-        with _top_level_outputs(model) as calls:
+        with top_level_calls(model) as calls:
             session.changed_run(CHECK, model, batch, optional=True)
-    return calls
-
-
-@contextlib.contextmanager
-def _top_level_outputs(model: nn.Module) -> Iterator[list[_Call]]:
-    """The calls the step makes to modules from outside any module's forward, with their first floating output."""
-    calls: list[_Call] = []
-    depth = [0]
-    handles = []
-    for path, module in model.named_modules():
-
-        def enter(_module: nn.Module, _args: Any) -> None:
-            depth[0] += 1
-
-        def leave(_module: nn.Module, _args: Any, output: Any, path: str = path or "(model)") -> None:
-            depth[0] -= 1
-            first = next(iter(floating_tensors(output)), None) if depth[0] == 0 else None
-            if first is not None and first.dim() > 0:
-                calls.append(_Call(repr(path), first))
-
-        handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave, always_call=True)]
-    try:
-        yield calls
-    finally:
-        for handle in handles:
-            handle.remove()
+    firsts = ((path, next(iter(floating_tensors(output)), None)) for path, output in calls)
+    return [_Call(repr(path), first) for path, first in firsts if first is not None and first.dim() > 0]
 
 
 def _unmatched(together: list[_Call], parts: list[list[_Call]], size: int) -> tuple[_Call, int, float] | None:
