@@ -24,6 +24,9 @@ def test_a_key_sorted_by_its_own_lengths_is_named_and_one_order_for_all_keys_is_
     assert "WARNING sanity check (first step): What the model returns for a sequence depends on which other " in bug
     assert "sequences share its batch: on copies in eval mode, the first 14 sequences of the first batch ran" in bug
     assert "of the output of '(model)' equals none of the outputs of the halves" in bug
+    assert "two batches of one half repeated (same padded length and place" in bug
     twin = _train(PAIRS, bug=False)
     assert "depends on which other sequences share its batch" not in twin
-    assert "batch-mates check 3" in twin  # the experiment ran: the sequences together and in two halves
+    assert (
+        "batch-mates check 3" in twin
+    )  # the experiment ran: the sequences together and as two batches of one half repeated

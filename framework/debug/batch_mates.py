@@ -7,10 +7,11 @@ each utterance meets another example's reply), because indexing integer ids carr
 
 The experiment, before the first step, on copies of the model in eval mode (no dropout; batch norm uses its running
 statistics): the first sequences of the batch (14, or another size that no other axis has) run through
-``train_step`` together, then each half of them on its own, with the same padded length, so each sequence's input
-is the same in all runs and only its batch-mates change. Every row of what the model returns to the step (the first
-floating output of each call the step makes to the model or a part of it, along its batch axis) must equal a row of
-the halves' runs, in any order (a step may sort the batch). A row that equals none is a warning: the model's result
+``train_step`` together, then as two batches of the same size, each one half repeated, with the same padded length:
+each sequence keeps its input and its place in the batch (positions along the batch axis are the batch-position
+check's), and only its batch-mates change. Every row of what the model returns to the step (the first floating
+output of each call the step makes to the model or a part of it, along its batch axis) must equal a row of the
+halves' runs, in any order (a step may sort the batch). A row that equals none is a warning: the model's result
 for a sequence depends on its batch-mates. A model whose outputs change with the random state (sampling in its
 forward) is left undecided, and so is a step whose calls or output shapes depend on the batch.
 """
@@ -41,12 +42,12 @@ register(
     "debug_batch_mates",
     "bool",
     True,
-    "Before the first step: run some sequences of the first batch together and in two halves (eval mode, on "
-    "copies) and warn when what the model returns for a sequence depends on its batch-mates.",
+    "Before the first step: run some sequences of the first batch together and as two batches of one half repeated "
+    "(eval mode, on copies) and warn when what the model returns for a sequence depends on its batch-mates.",
     __name__,
 )
 
-SIZES = (14, 10, 22, 6, 26)  # sequences run together (and in two halves): the first that no other axis has
+SIZES = (14, 10, 22, 6, 26)  # sequences run together (even: two halves): the first that no other axis has
 RTOL, ATOL = 1e-4, 1e-5  # rows closer than this (relative to the row's scale) are equal: batched kernels round
 PROBLEM = "sequences of a batch influence each other"
 
@@ -75,8 +76,11 @@ class BatchMates(Plugin):
         half = size // 2
         try:
             whole = _outputs(session, together)
+            # Each half repeated to the full size: every sequence keeps its place (a step that reads positions along
+            # the batch axis is the batch-position check's), only its batch-mates change.
             parts = [
-                _outputs(session, {k: t[lo:hi] for k, t in together.items()}) for lo, hi in ((0, half), (half, size))
+                _outputs(session, {k: torch.cat([t[lo:hi], t[lo:hi]]) for k, t in together.items()})
+                for lo, hi in ((0, half), (half, size))
             ]
             found = _unmatched(whole, parts, size)
             if found is None:
@@ -93,7 +97,7 @@ class BatchMates(Plugin):
             "sanity check",
             f"What the model returns for a sequence depends on which other sequences share its batch: on copies in "
             f"eval mode, the first {size} sequences of the first batch ran through train_step together and then in "
-            f"two halves (same padded length, so each one's input was the same), and row {row} of the output of "
+            f"two batches of one half repeated (same padded length and place, so each one's input was the same), and row {row} of the output of "
             f"{call.name} equals none of the outputs of the halves (the closest differs by "
             f"{distance:.2g} of its largest value). Something pairs or mixes the sequences of a batch: typically one key reordered (sorted "
             f"by its own lengths, shuffled) and not put back into the order of the others, or a statistic over the "
@@ -123,11 +127,11 @@ class _Call:
 
 
 def _size(batch: dict[str, Any], model: nn.Module, batch_size: int) -> int | None:
-    """How many sequences to run together: a size that, like its half, no other axis of the batch or of a
-    parameter has (so the batch axis of every output is known)."""
+    """How many sequences to run together (an even number): a size that no other axis of the batch or of a parameter
+    has (so the batch axis of every output is known)."""
     taken = {n for t in batch.values() if isinstance(t, torch.Tensor) for n in t.shape[1:]}
     taken |= {n for p in model.parameters() for n in p.shape}
-    return next((n for n in SIZES if n <= batch_size and not {n, n // 2, n - n // 2} & taken), None)
+    return next((n for n in SIZES if n <= batch_size and n not in taken), None)
 
 
 def _outputs(session: ProbeSession, batch: dict[str, Any], seed: int | None = None) -> list[_Call]:
@@ -153,9 +157,7 @@ def _unmatched(together: list[_Call], parts: list[list[_Call]], size: int) -> tu
         axis = axes[0]
         outputs = [calls[index].output for calls in parts]
         shape = call.output.shape
-        if [o.shape[:axis] + o.shape[axis + 1 :] for o in outputs] != [shape[:axis] + shape[axis + 1 :]] * len(parts):
-            return None
-        if sum(o.shape[axis] for o in outputs) != size:
+        if any(o.shape != shape for o in outputs):
             return None
         candidates = [row for o in outputs for row in o.unbind(axis)]
         for row_index, row in enumerate(call.output.unbind(axis)):
