@@ -67,11 +67,11 @@ class WatchedStep:
             first = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
             if first is not None and first.dim() >= 2:
                 self._given.append((path, name, first))
-                maker = self._made.get(_address(first))
+                maker = self._made.get(storage_address(first))
                 if maker is not None and maker != name:
                     self._exchange(path, maker, first)
             if isinstance(output, torch.Tensor) and output.is_floating_point():
-                self._made[_address(output)] = name
+                self._made[storage_address(output)] = name
 
         return hook
 
@@ -99,11 +99,12 @@ class WatchedStep:
                     for path, _, x in self._given
                     if path == exchange.judge
                     and x.shape[1:] == exchange.made.shape[1:]
-                    and _address(x) not in self._made
+                    and storage_address(x) not in self._made
                 ),
                 None,
             )
 
 
-def _address(tensor: torch.Tensor) -> int:
+def storage_address(tensor: torch.Tensor) -> int:
+    """Where ``tensor``'s memory starts: the same for a tensor and its ``detach()`` or views."""
     return tensor.untyped_storage().data_ptr()

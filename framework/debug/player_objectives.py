@@ -34,7 +34,7 @@ from framework.base import log
 from framework.base.config import Config
 from framework.base.findings import Finding, report
 from framework.base.options import register
-from framework.check_library.players import players_of
+from framework.check_library.players import players_of, storage_address
 from framework.check_library.probe import ProbeLimit, ProbeSession
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
@@ -185,13 +185,13 @@ def _shifting(model: nn.Module, modules: dict[str, Any], shift: float, run: _Run
             first = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
             if not isinstance(output, torch.Tensor) or not output.is_floating_point():
                 return None
-            maker = made.get(_address(first)) if first is not None else None
+            maker = made.get(storage_address(first)) if first is not None else None
             if first is not None and first.dim() >= 2:
                 inputs.append((path, first))
             if maker is not None and maker != name:
                 run.judged.setdefault((path, maker), _Judged()).scores.append(output.detach())
                 output = output + shift
-            made[_address(output)] = name
+            made[storage_address(output)] = name
             return output
 
         return hook
@@ -205,9 +205,9 @@ def _shifting(model: nn.Module, modules: dict[str, Any], shift: float, run: _Run
         for handle in handles:
             handle.remove()
     for (path, _), judged in run.judged.items():
-        made_shapes = {tuple(x.shape[1:]) for p, x in inputs if p == path and _address(x) in made}
+        made_shapes = {tuple(x.shape[1:]) for p, x in inputs if p == path and storage_address(x) in made}
         judged.real_given = any(
-            p == path and _address(x) not in made and tuple(x.shape[1:]) in made_shapes for p, x in inputs
+            p == path and storage_address(x) not in made and tuple(x.shape[1:]) in made_shapes for p, x in inputs
         )
 
 
@@ -228,10 +228,6 @@ def _direction(curve: list[float]) -> str | None:
     if rising(curve[::-1]):
         return "higher"
     return None
-
-
-def _address(tensor: torch.Tensor) -> int:
-    return tensor.untyped_storage().data_ptr()
 
 
 PLUGINS = (PlayerObjectives,)
