@@ -156,9 +156,9 @@ def test_returnn_options_that_are_not_honoured_are_refused(tmp_path, line, expec
 
 
 def test_a_returnn_option_given_as_override_is_refused_with_advice(tmp_path):
-    result = _rnn(DEMO, "++start_epoch", "3", out=str(tmp_path))
+    result = _rnn(DEMO, "++shuffle_frames_of_nseqs", "3", out=str(tmp_path))
     assert result.returncode == 2
-    assert "++start_epoch: a RETURNN option that changes the trained model" in result.stdout + result.stderr
+    assert "++shuffle_frames_of_nseqs: a RETURNN option that changes the trained model" in result.stdout + result.stderr
 
 
 def test_model_outputs_are_checked_against_the_marked_outputs():

@@ -37,11 +37,11 @@ HONOURED = (
     "learning_rate_control_error_measure learning_rate_control_min_num_epochs_per_new_lr "
     "learning_rate_control_relative_error_relative_lr learning_rate_decay learning_rate_file learning_rate_growth "
     "learning_rates "
-    "load_epoch log log_batch_size log_verbosity max_seq_length max_seqs min_learning_rate min_seq_length model "
+    "load load_epoch load_model_post_hooks log log_batch_size log_verbosity max_seq_length max_seqs min_learning_rate min_seq_length model "
     "model_outputs newbob_learning_rate_decay newbob_learning_rate_growth newbob_multi_num_epochs "
     "newbob_multi_update_interval newbob_relative_error_grow_threshold newbob_relative_error_threshold num_epochs "
     "optimizer output_file preload_from_files random_seed save_interval "
-    "startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
+    "start_epoch startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
     "torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
     "watch_memory debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp "
     "grad_scaler"
@@ -134,14 +134,8 @@ ADVICE: dict[str, str] = {
     "packed_batch_cost": "RETURNN packs sequences by this cost; here: batch_size and max_seqs",
     "torch_dataloader_shard_workers": "RETURNN gives each data-loader worker a shard of the sequences; here: "
     "torch_dataloader_opts with the dataset's own sharding",
-    "start_epoch": "RETURNN starts training at this epoch; here: a rerun resumes from the newest checkpoint of 'model' "
-    "(import_model_train_epoch1 starts from another model's weights)",
     "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
     "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
-    "load": "RETURNN loads this checkpoint; here: load_epoch picks the checkpoint for eval/forward, "
-    "import_model_train_epoch1 or preload_from_files for training",
-    "load_model_post_hooks": "RETURNN calls these on the model after loading a checkpoint; here: do it in get_model "
-    "(or preload_from_files)",
     "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "
     "but the option is called gradient_clip_global_norm (or other options)'), so no RETURNN trains with it; here: "
     "gradient_clip_global_norm (the global norm, as RETURNN suggests) or gradient_clip (each value)",

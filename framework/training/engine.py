@@ -40,7 +40,7 @@ from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
-from framework.training import forward, optim
+from framework.training import forward, optim, start_checkpoint
 from framework.training.distributed import Distributed
 from framework.training.lr_control import LearningRateControl
 from framework.training.optimizer_set import OptimizerSet, create_optimizers, declares_several, optimizer_names
@@ -471,7 +471,7 @@ class Engine:
         """Build model and optimizer, fresh or from the newest checkpoint; False if already done."""
         state = self.state
         step_function(self.config, "train")  # a missing train_step is a config error before anything is built
-        path, saved = self.checkpoints.newest_training_state()
+        path, saved, start = self.checkpoints.training_start()
         if saved is not None and saved["epoch"] >= num_epochs and "next_step" not in saved:
             prefix = self.config.get("model")
             log.v3(
@@ -483,7 +483,11 @@ class Engine:
         seed_everything(self.config.int("random_seed"))
         # An interrupted checkpoint is mid-epoch: that epoch is continued, not skipped.
         next_epoch = 1 if saved is None else saved["epoch"] + ("next_step" not in saved)
-        self.build_model(epoch=next_epoch, step=0 if saved is None else saved["global_step"])
+        loaded = start.load if start is not None else None  # RETURNN's 'load' starts this training
+        if loaded is not None:  # get_model gets the checkpoint's epoch and step (RETURNN's _load_model)
+            self.build_model(epoch=loaded[2] or 1, step=(1 if loaded[3] is None else loaded[3]) - 1)
+        else:
+            self.build_model(epoch=next_epoch, step=0 if saved is None else saved["global_step"])
         build.materialize_lazy(self.config, state.model, state.loaders["train"])
         state.step_model = (
             state.model
@@ -496,11 +500,29 @@ class Engine:
         state.optimizer.zero_grad(set_to_none=True)
         self.checkpoints.check_room()
         if saved is None:
-            self.checkpoints.load_initial_parameters()
+            self.checkpoints.load_initial_parameters(start)
+            self._after_model_loaded()
+            if loaded is not None:  # RETURNN continues the global train step of the checkpoint (1: a plain state dict)
+                state.global_step = 1 if loaded[3] is None else loaded[3]
         else:
-            self.checkpoints.restore(saved, path, next_epoch)
+            self.checkpoints.restore(saved, path, next_epoch, after_model=self._after_model_loaded)
             state.epoch, state.global_step = next_epoch - 1, saved["global_step"]
         return True
+
+    def _after_model_loaded(self) -> None:
+        """RETURNN's ``load_model_post_hooks``, once the parameters are loaded; a hook that replaced parameters gets
+        an optimizer over the new ones (RETURNN creates its optimizer after the hooks), before any state is loaded."""
+        state = self.state
+        before = [id(param) for param in state.model.parameters()]
+        start_checkpoint.call_post_hooks(self.config, state.model)
+        if state.optimizer is not None and [id(param) for param in state.model.parameters()] != before:
+            if state.distributed is not None:
+                raise ConfigError(
+                    "load_model_post_hooks replaced parameters of the model, which is already distributed here "
+                    "(RETURNN runs its hooks before): change the parameters in place (param.data.copy_(...)), or "
+                    "build them so in get_model."
+                )
+            state.optimizer = create_optimizers(self.config, state.model, state.distributed)
 
     def load_for_inference(self) -> None:
         """Build the model and load the checkpoint that ``load_epoch`` (default: newest) names."""
@@ -509,7 +531,9 @@ class Engine:
         self.build_model(epoch=epoch, step=saved["global_step"])
         self.checkpoints.load_for_inference(saved, path)
         self.state.epoch, self.state.global_step = saved["epoch"], saved["global_step"]
-        log.v4(f"Loaded {path}")
+        start_checkpoint.call_post_hooks(self.config, self.state.model)
+        if path is not None:
+            log.v4(f"Loaded {path}")
 
     def _set_learning_rate(self, lr: float) -> None:
         """The epoch's scheduled rate, into every param group at its multiplier (per-step schedules adjust it)."""

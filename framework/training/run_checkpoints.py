@@ -9,6 +9,7 @@ interrupted epoch, and the contents of a checkpoint. The files themselves (atomi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -20,8 +21,17 @@ from framework.base.util import command_line
 from framework.core.plugin import Plugin
 from framework.core.scores import ScoreAccumulator, rank_share, to_host
 from framework.core.state import RunState
-from framework.training import checkpoint, fsdp, preload, resume
+from framework.training import checkpoint, fsdp, preload, resume, start_checkpoint
 from framework.training.run_lock import RunLock
+
+
+@dataclasses.dataclass
+class StartFrom:
+    """What a training that resumes no checkpoint starts from: ``import_model_train_epoch1`` where RETURNN applies it
+    (``imported``), or ``load``: (path, parameters, the epoch and global train step it stores)."""
+
+    imported: bool = False
+    load: tuple[str, dict[str, Any], int | None, int | None] | None = None
 
 
 class RunCheckpoints:
@@ -92,19 +102,52 @@ class RunCheckpoints:
         if prefix:
             checkpoint.check_room(prefix, self.state.model, self.state.optimizer)
 
-    def load_initial_parameters(self) -> None:
-        """A fresh training run: the parameters of ``import_model_train_epoch1``, then ``preload_from_files``."""
+    def training_start(self) -> tuple[str | None, dict[str, Any] | None, StartFrom | None]:
+        """Where a training starts, as RETURNN's engine chooses it (``start_checkpoint.epoch_model``): (path, saved) of
+        the checkpoint of 'model' it resumes from, or (None, None, what a new training starts from)."""
+        config = self.config
+        if not config.get("load") and start_checkpoint.start_epoch_value(config) is None:
+            path, saved = self.newest_training_state()  # RETURNN's 'auto': the newest, or an interrupted one
+            return path, saved, None if saved is not None else StartFrom(imported=True)
+        prefix = config.get("model")
+        existing = checkpoint.list_checkpoints(prefix) if prefix else {}
+        chosen = start_checkpoint.epoch_model(config, existing, "train")
+        epoch, path = chosen
+        if path is None or epoch == 0:  # from scratch, or import_model_train_epoch1 (epoch 0)
+            return None, None, StartFrom(imported=epoch == 0)
+        if epoch is None:  # 'load' starts a new training
+            parameters, stored_epoch, step = start_checkpoint.read_load(path)
+            return None, None, StartFrom(load=(path, parameters, stored_epoch, step))
+        if existing.get(epoch) != path:
+            start_checkpoint.refuse_numbered_load(config, chosen)
+        if start_checkpoint.start_epoch_value(config) is None:
+            path, saved = self.newest_training_state()
+            return path, saved, None
+        log.v3(f"start_epoch = {epoch + 1}: continuing from {path}.")
+        return path, checkpoint.load_training_state(path), None
+
+    def load_initial_parameters(self, start: StartFrom) -> None:
+        """A new training run: the parameters of ``import_model_train_epoch1`` (where RETURNN applies it) or of
+        ``load``, then ``preload_from_files`` (its init_for_train entries unless from ``load``, as in RETURNN)."""
         imported = self.config.get("import_model_train_epoch1")
-        if imported:
+        if start.load is not None:
+            path, parameters, _, _ = start.load
+            checkpoint.load_model_state(self.state.model, parameters, path)
+            log.v3(f"Training starts at epoch 1 from the parameters of {path} (load).")
+        elif imported and start.imported:
             checkpoint.load_model_state(self.state.model, checkpoint.load_checkpoint(imported)["model"], imported)
             log.v3(f"Training starts from the parameters of {imported} (import_model_train_epoch1).")
-        preload.preload_from_files(self.config, self.state.model, training=True)
+        if start.load is None or start.load[2] == 0:  # RETURNN: only a first train epoch (no stored epoch) preloads
+            preload.preload_from_files(self.config, self.state.model, training=True)
 
-    def restore(self, saved: dict[str, Any], path: str, next_epoch: int) -> None:
+    def restore(self, saved: dict[str, Any], path: str, next_epoch: int, after_model: Any = None) -> None:
         """Model, optimizer, learning-rate control and RNG from checkpoint ``saved`` (read from ``path``); the
-        plugins' states and the position in an interrupted epoch are kept for when the plugins and the epoch start."""
+        plugins' states and the position in an interrupted epoch are kept for when the plugins and the epoch start.
+        ``after_model()``: called once the parameters are loaded, before the optimizer's state."""
         state = self.state
         checkpoint.load_model_state(state.model, saved["model"], path)
+        if after_model is not None:
+            after_model()
         try:
             checkpoint.load_optimizer_state(state.optimizer, saved["optimizer"])
         except (ValueError, KeyError) as exc:
@@ -158,10 +201,12 @@ class RunCheckpoints:
         log.v3(f"Continuing epoch {self.state.epoch} at step {resume['next_step']} of {num_steps}.")
         return resume["next_step"]
 
-    def inference_state(self) -> tuple[int, str, dict[str, Any]]:
-        """(epoch, path, saved) of the checkpoint that ``load_epoch`` (default: the newest) names."""
+    def inference_state(self) -> tuple[int, str | None, dict[str, Any]]:
+        """(epoch, path, saved) of the checkpoint that ``load`` or ``load_epoch`` (default: the newest) names."""
         prefix = self.config.get("model")
         found = checkpoint.list_checkpoints(prefix) if prefix else {}
+        if self.config.get("load") or start_checkpoint.start_epoch_value(self.config) is not None:
+            return self._returnn_inference_state(found)
         if not found:
             raise ConfigError(
                 f"task={self.config.get('task')!r} needs a trained checkpoint, but 'model' = {prefix!r} "
@@ -172,9 +217,24 @@ class RunCheckpoints:
             raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
         return epoch, found[epoch], checkpoint.load_inference_state(found[epoch])
 
-    def load_for_inference(self, saved: dict[str, Any], path: str) -> None:
-        """The parameters of checkpoint ``saved`` (read from ``path``), then ``preload_from_files``."""
-        checkpoint.load_model_state(self.state.model, saved["model"], path)
+    def _returnn_inference_state(self, found: dict[int, str]) -> tuple[int, str | None, dict[str, Any]]:
+        """RETURNN's choice for eval/forward with ``load`` or ``start_epoch`` set: get_model gets the checkpoint's
+        epoch and its step minus one, as RETURNN's ``_load_model`` gives them outside training."""
+        epoch, path = start_checkpoint.epoch_model(self.config, found, self.config.get("task"))
+        if path is None:  # RETURNN: start_epoch = 1 loads nothing; the model keeps its initial parameters
+            log.v2(
+                f"task={self.config.get('task')!r} with start_epoch = 1 and no 'load': no checkpoint is loaded, "
+                f"the model keeps its initial parameters (as in RETURNN)."
+            )
+            return 1, None, {"model": None, "epoch": 1, "global_step": 0}
+        parameters, stored_epoch, step = start_checkpoint.read_load(path)
+        epoch = epoch or stored_epoch or 1
+        return epoch, path, {"model": parameters, "epoch": epoch, "global_step": (1 if step is None else step) - 1}
+
+    def load_for_inference(self, saved: dict[str, Any], path: str | None) -> None:
+        """The parameters of checkpoint ``saved`` (read from ``path``; None: none), then ``preload_from_files``."""
+        if path is not None:
+            checkpoint.load_model_state(self.state.model, saved["model"], path)
         preload.preload_from_files(self.config, self.state.model, training=False)
 
     # ---------------------------------------------------------------------------------- saving
