@@ -49,6 +49,7 @@ from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, C
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.diagnosis import Symptom, train_batch_losses
+from framework.debug.split_pairing import splits_differ
 from framework.training.optim import base_learning_rate
 
 register(
@@ -92,6 +93,9 @@ DIVERGED = 3.0
 SETTLED_ABOVE = 0.1
 # A dev loss must rise by more than this fraction over the epochs to count as overfitting (not noise).
 MIN_DEV_RISE = 0.01
+# Dev at the end of epoch 1 this many times the train loss on new train batches (the last quarter of epoch 1, scored
+# before their update): the splits differ before memorising could, so a later rise of dev is not shown to be overfitting.
+FIRST_SIGHT_GAP = 1.5
 # Updates below this fraction of a weight's norm are negligible (healthy training: around 1e-3).
 TINY_UPDATE = 1e-5
 # An applied learning rate this many times below what the optimizer typically needs is far too small.
@@ -761,6 +765,16 @@ class DevDivergenceWatch(Plugin):
         self.epochs = epochs
         self.warned: set[tuple[str, str]] = set()
         self.errors: set[str] = set()  # the names of the as_error losses that evaluation marked
+        # Each train loss over the last quarter of epoch 1: batches scored before their update, none of them trained
+        # on before (new data of the train distribution), and the running sums where that quarter began.
+        self.unseen: dict[str, float] = {}
+        self._quarter: dict[str, dict] | None = None
+
+    @on(Event.STEP_END)
+    def on_step_end(self, state: RunState) -> None:
+        steps = state.steps_in_epoch
+        if state.epoch == 1 and steps >= 8 and state.step_in_epoch + 1 == steps - steps // 4:
+            self._quarter = state.epoch_scores.state_dict()  # references to the sums (they are replaced, not added to)
 
     @on(Event.EVAL_STEP_END)
     def on_eval_step_end(self, state: RunState) -> None:
@@ -773,15 +787,28 @@ class DevDivergenceWatch(Plugin):
 
     def state_dict(self) -> dict[str, Any]:
         """The overfitting warnings given (each is given once per run) and the error measures seen."""
-        return {"warned": sorted(list(key) for key in self.warned), "errors": sorted(self.errors)}
+        return {
+            "warned": sorted(list(key) for key in self.warned),
+            "errors": sorted(self.errors),
+            "unseen": self.unseen,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state_dict``."""
         self.warned = {tuple(key) for key in state["warned"]}
         self.errors = set(state["errors"])
+        self.unseen = dict(state.get("unseen", {}))
 
     @on(Event.EPOCH_END)
     def on_epoch_end(self, state: RunState) -> None:
+        if self._quarter is not None:
+            end, start = state.epoch_scores.state_dict(), self._quarter
+            self._quarter = None
+            for name, total in end["sums"].items():
+                if name in start["sums"] and float(end["weights"][name] - start["weights"][name]) > 0:
+                    self.unseen[name] = float(total - start["sums"][name]) / float(
+                        end["weights"][name] - start["weights"][name]
+                    )
         scores = state.lr_control.scores
         recent = [scores[e] for e in range(state.epoch - self.epochs, state.epoch + 1) if e in scores]
         if len(recent) != self.epochs + 1:
@@ -808,7 +835,8 @@ class DevDivergenceWatch(Plugin):
                     # Overfitting: the train data, evaluated as dev is, scores better than dev did before it rose. A
                     # loss that is as high on the train data (a noisy objective, a policy gradient) is no overfitting.
                     if devtrain is None or devtrain < dev[0]:
-                        self._warn(state, f"{dataset}_{name}", dev, f"train_{name}", train, devtrain)
+                        first = scores.get(1, {}).get(dataset, {}).get(name)
+                        self._warn(state, f"{dataset}_{name}", dev, f"train_{name}", train, devtrain, first, name)
 
     @staticmethod
     def _at_chance(state: RunState, dataset: str) -> bool:
@@ -832,8 +860,20 @@ class DevDivergenceWatch(Plugin):
             return None
 
     def _warn(
-        self, state: RunState, key: str, dev: list[float], train_key: str, train: list[float], devtrain: float | None
+        self,
+        state: RunState,
+        key: str,
+        dev: list[float],
+        train_key: str,
+        train: list[float],
+        devtrain: float | None,
+        first: float | None = None,
+        name: str = "",
     ) -> None:
+        unseen = self.unseen.get(name)
+        if first is not None and unseen is not None and unseen > 0 and first > FIRST_SIGHT_GAP * unseen:
+            self._warn_apart(state, key, dev, train_key, train, devtrain, first, unseen, name)
+            return
         backed = (
             f" The train data evaluated as dev is gives {devtrain:.4g} (the first train batches): the model does "
             f"better on what it trained on."
@@ -855,6 +895,52 @@ class DevDivergenceWatch(Plugin):
             },
             where={"score": key, "train_score": train_key},
             fix="Regularize (dropout, weight decay, more data) or stop early (early_stopping_patience).",
+        )
+
+    def _warn_apart(
+        self,
+        state: RunState,
+        key: str,
+        dev: list[float],
+        train_key: str,
+        train: list[float],
+        devtrain: float | None,
+        first: float,
+        unseen: float,
+        name: str,
+    ) -> None:
+        """The dev loss rose, but dev was worse than new train data before any train sequence was seen twice: not
+        shown to be overfitting."""
+        dataset = key[: -len(name) - 1] if name and key.endswith("_" + name) else key
+        evaluated = f"; the train data evaluated as dev is gives {devtrain:.4g} now" if devtrain is not None else ""
+        experiment = (
+            f"compare the splits: the startup sanity check's comparison of the inputs of each class "
+            f"(debug_split_pairing), and python tools/dump-dataset.py CONFIG --dataset {dataset} against --dataset "
+            f"train; or train on a part of train and evaluate another part (eval_datasets): scores like dev there -> "
+            f"overfitting after all"
+        )
+        _warn(
+            state,
+            f"{key} rose for {self.epochs} epochs ({dev[0]:.4g} -> {dev[-1]:.4g} since epoch "
+            f"{state.epoch - self.epochs}) while {train_key} fell ({train[0]:.4g} -> {train[-1]:.4g}). Not decided "
+            f"yet, and not shown to be overfitting: already in epoch 1, before the model had seen any train sequence "
+            f"twice, train batches it had not trained on scored {name} {unseen:.4g} (the last quarter of epoch 1, each "
+            f"batch before its update, in training mode) and {dataset} scored {first:.4g} at the end of that epoch"
+            f"{evaluated}. {dataset.capitalize()} was further from what the model learned than new train data, before "
+            f"memorising could make a difference: train and {dataset} differ (their inputs, their labels, or how each "
+            f"split is prepared), by design or by a bug. Next experiment: {experiment}.",
+            option="debug_dev_divergence_epochs = 0",
+            evidence={
+                "dev": dev,
+                "train": train,
+                "epochs": self.epochs,
+                "unseen_train_epoch_1": unseen,
+                "dev_epoch_1": first,
+                "problem": splits_differ(dataset),
+                **({"devtrain": devtrain} if devtrain is not None else {}),
+            },
+            where={"score": key, "train_score": train_key},
+            fix=f"Run the next experiment: {experiment}.",
         )
 
 

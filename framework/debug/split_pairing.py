@@ -1,0 +1,568 @@
+"""Do train and dev pair the same inputs with the same labels? (``debug_split_pairing``, on by default)
+
+Drawn from one source and split at random, train and dev hold the same inputs for each class: the mean of every
+input feature over the examples of one class agrees between the splits up to sampling noise, whatever the class
+frequencies of each split. A pipeline that prepares the splits differently breaks that agreement, and the way it
+breaks has a shape that names the difference:
+
+- an input transform that differs (normalisation statistics, a scale, an offset): dev = a x train + b per feature, for
+  every class alike, with the spread within each class scaled by the same ``|a|``;
+- the features in another order (colour channels): each dev feature matches another train feature;
+- the classes numbered otherwise (a label encoder fit on each split): the inputs of a class in one split are those of
+  another class in the other;
+- labels changed in one split only (label maps resized by interpolation, a transform that changes what an input
+  shows without changing its label): part of the examples of a class look like other classes, far more often than in
+  the other split.
+
+At startup, on up to ``MAX_SEQS`` sequences of each dataset (raw arrays, as the datasets deliver them; no model), for
+every dense float key and every label key that labels its sequences or its frames. A difference is counted only when
+it is large (half a standard deviation within a class) and far beyond sampling noise (``MIN_Z`` standard errors, with
+every sequence one sample however many frames it has). A shape that explains it is a warning; a difference that none
+explains (a domain that differs by design) is a note with the numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from framework.base.config import Config
+from framework.base.findings import Finding, report
+from framework.base.options import register
+from framework.check_library.data_checks import valid_values
+from framework.core.events import Event
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
+from framework.datasets.extern_data import DataKey
+
+register(
+    "debug_split_pairing",
+    "bool",
+    True,
+    "At startup: compare the inputs of each class between train and the other datasets (an input transform, a "
+    "feature order, a class numbering or labels that differ between the splits).",
+    __name__,
+)
+
+MAX_SEQS = 512  # sequences read from each dataset
+MAX_BATCHES = 64  # ... from at most this many batches
+MAX_FRAMES = 200_000  # frames kept per split for the per-frame comparison (a random subset beyond)
+MIN_SEQS = 8  # sequences that must hold a class in both splits for it to be compared
+MIN_EFFECT = 0.5  # a difference of means counts from this many standard deviations within the class ...
+MIN_Z = 6.0  # ... and this many standard errors of the difference
+EXPLAINED_Z = 5.0  # a shape explains the means when no class and feature is further off than this
+SPREAD_TOLERANCE = 0.3  # an affine map must scale the spread within classes by |a| within this fraction
+OFF_SHARE = 0.05  # examples of a class that look like another class: this much more often than in the other split
+MAX_FEATURES = 64  # features compared: those that tell train's classes apart best
+MAX_IDS = 256  # ids of a sparse input key turned into features (train's most frequent)
+MAX_VALUES = 20_000_000  # frame-feature values read per split
+MAX_CLASSES = 32  # classes compared (train's most frequent)
+
+
+@dataclass
+class Units:
+    """One split's examples of each class: per-frame (or per-sequence) feature vectors with their labels, and the
+    per-sequence means of each class (the units of the noise estimate)."""
+
+    frames: np.ndarray  # [n, F]
+    labels: np.ndarray  # [n]
+    seq_means: np.ndarray  # [m, F]: the mean of each class's frames within one sequence
+    seq_labels: np.ndarray  # [m]
+    frame_seqs: np.ndarray  # [n]: the sequence (its number in the sample) of each frame
+    mean_seqs: np.ndarray  # [m]: the sequence of each of seq_means
+
+    def part(self, odd: bool) -> Units:
+        """The units of every other sequence (even or odd numbers): two halves with no sequence in both."""
+        frames, means = self.frame_seqs % 2 == odd, self.mean_seqs % 2 == odd
+        return Units(
+            self.frames[frames],
+            self.labels[frames],
+            self.seq_means[means],
+            self.seq_labels[means],
+            self.frame_seqs[frames],
+            self.mean_seqs[means],
+        )
+
+
+def _featurizer(key: DataKey, train_batches: list) -> tuple[Callable[[np.ndarray], np.ndarray], bool]:
+    """How a sequence's values of ``key`` become [frames, features], and whether the key's values carry a feature
+    axis (dense: the last axis) or are ids (sparse: the share of each of train's ``MAX_IDS`` most frequent ids)."""
+    if key.sparse_dim is None:
+        return (lambda xs: np.asarray(xs, dtype=np.float64).reshape(-1, xs.shape[-1] if xs.ndim else 1)), True
+    values = valid_values(key.name, train_batches).astype(np.int64).ravel()
+    counts = np.bincount(values[(values >= 0) & (values < key.sparse_dim)], minlength=key.sparse_dim)
+    ids = np.argsort(-counts, kind="stable")[: min(MAX_IDS, int((counts > 0).sum()))]
+    column = np.full(key.sparse_dim, -1)
+    column[ids] = np.arange(len(ids))
+
+    def one_hot(xs: np.ndarray) -> np.ndarray:
+        flat = np.asarray(xs, dtype=np.int64).reshape(-1)
+        cols = np.where((flat >= 0) & (flat < key.sparse_dim), column[np.clip(flat, 0, key.sparse_dim - 1)], -1)
+        out = np.zeros((len(flat), len(ids)))
+        out[np.flatnonzero(cols >= 0), cols[cols >= 0]] = 1.0
+        return out
+
+    return one_hot, False
+
+
+def _units(
+    batches: list, data: DataKey, label: DataKey, per_frame: bool, featurize: Callable, feature_axis: bool
+) -> Units | None:
+    """The examples of ``batches`` ([(indices, raw arrays)]) as Units, or None when the keys do not pair up."""
+    frames, labels, seq_means, seq_labels, frame_seqs, mean_seqs = [], [], [], [], [], []
+    kept = 0
+    for _, raw in batches:
+        x, y = raw.get(data.name), raw.get(label.name)
+        if x is None or y is None:
+            return None
+        x_len, y_len = raw.get(data.name + ":seq_len"), raw.get(label.name + ":seq_len")
+        for row in range(len(x)):
+            xs = x[row] if x_len is None else x[row, : x_len[row]]
+            ys = np.asarray(y[row] if y_len is None else y[row, : y_len[row]]).astype(np.int64)
+            if per_frame:
+                if (xs.shape[:-1] if feature_axis else xs.shape) != ys.shape:
+                    return None  # frames that do not pair one to one (CTC targets, a downsampled label map)
+                feats, ids = featurize(xs), ys.reshape(-1)
+            else:
+                if ys.size != 1:
+                    return None
+                feats, ids = featurize(xs).mean(0, keepdims=True), ys.reshape(1)
+            keep = (ids >= 0) & (ids < (label.sparse_dim or 0))
+            feats, ids = feats[keep], ids[keep]
+            if not len(ids) or kept > MAX_VALUES:
+                continue
+            kept += feats.size
+            frames.append(feats)
+            labels.append(ids)
+            frame_seqs.append(np.full(len(ids), len(frames)))
+            for c in np.unique(ids):
+                seq_means.append(feats[ids == c].mean(0))
+                seq_labels.append(c)
+                mean_seqs.append(len(frames))
+    if not frames:
+        return None
+    all_frames, all_labels, all_seqs = np.concatenate(frames), np.concatenate(labels), np.concatenate(frame_seqs)
+    if len(all_labels) > MAX_FRAMES:
+        pick = np.sort(np.random.default_rng(0).choice(len(all_labels), MAX_FRAMES, replace=False))
+        all_frames, all_labels, all_seqs = all_frames[pick], all_labels[pick], all_seqs[pick]
+    if not np.isfinite(all_frames).all():
+        return None  # the data checks report non-finite values
+    return Units(all_frames, all_labels, np.array(seq_means), np.array(seq_labels), all_seqs, np.array(mean_seqs))
+
+
+def telling_features(units: Units) -> np.ndarray:
+    """The (at most ``MAX_FEATURES``) features that tell train's classes apart best: the largest ratio of the spread
+    of the class means to the spread within the classes. A pairing that differs between the splits shows there."""
+    classes = np.unique(units.labels)
+    means = np.array([units.frames[units.labels == c].mean(0) for c in classes])
+    within = np.mean([units.frames[units.labels == c].var(0) for c in classes], axis=0)
+    ratio = np.where(within > 0, means.var(0) / np.where(within > 0, within, 1), -1.0)
+    order = np.argsort(-ratio, kind="stable")
+    return np.sort(order[ratio[order] >= 0][:MAX_FEATURES])
+
+
+def select(units: Units, features: np.ndarray) -> Units:
+    """``units`` with only ``features``."""
+    return dataclasses.replace(units, frames=units.frames[:, features], seq_means=units.seq_means[:, features])
+
+
+@dataclass
+class ClassStats:
+    """Per compared class: the mean, the spread within the class (frames) and the standard error of the mean."""
+
+    mean: np.ndarray  # [K, F]
+    spread: np.ndarray  # [K, F]
+    se: np.ndarray  # [K, F]
+
+
+def _class_stats(units: Units, classes: list[int]) -> ClassStats:
+    means, spreads, ses = [], [], []
+    for c in classes:
+        frames = units.frames[units.labels == c]
+        seq = units.seq_means[units.seq_labels == c]
+        means.append(seq.mean(0) if len(frames) == 0 else frames.mean(0))
+        spreads.append(frames.std(0) if len(frames) > 1 else np.zeros(units.frames.shape[1]))
+        ses.append(seq.std(0, ddof=1) / np.sqrt(len(seq)))
+    return ClassStats(np.array(means), np.array(spreads), np.array(ses))
+
+
+@dataclass
+class Comparison:
+    """What the two splits' class means say: the classes and features compared, the scale (spread within classes,
+    pooled), the standard errors of the differences and the cells that differ."""
+
+    classes: list[int]
+    train: ClassStats
+    other: ClassStats
+    scale: np.ndarray  # [F]
+    se: np.ndarray  # [K, F]
+    differs: np.ndarray  # [K, F] bool
+
+    def z(self, predicted: np.ndarray, observed: np.ndarray) -> np.ndarray:
+        return np.abs(predicted - observed) / self.se
+
+
+def compare(train: Units, other: Units, sparse_dim: int) -> Comparison | None:
+    """The class means of the two splits compared, or None when fewer than two classes can be compared."""
+    seqs = np.bincount(train.seq_labels, minlength=sparse_dim)
+    held = sorted(
+        c
+        for c in np.argsort(-seqs, kind="stable")[:MAX_CLASSES].tolist()
+        if seqs[c] >= MIN_SEQS and (other.seq_labels == c).sum() >= MIN_SEQS
+    )
+    if len(held) < 2:
+        return None
+    t, o = _class_stats(train, held), _class_stats(other, held)
+    scale = np.sqrt((t.spread**2).mean(0))
+    usable = scale > 1e-8 * (1 + np.abs(t.mean).max(0))
+    if not usable.any():
+        return None
+    # a floor: a class without spread in the sample (a constant image) is not measured to infinite precision
+    se = np.maximum(np.sqrt(t.se**2 + o.se**2), 0.02 * scale)
+    effect = np.abs(o.mean - t.mean) / np.where(usable, scale, np.inf)
+    differs = (effect >= MIN_EFFECT) & (np.abs(o.mean - t.mean) / se >= MIN_Z) & usable
+    return Comparison(held, t, o, scale, se, differs)
+
+
+def _affine(comparison: Comparison) -> tuple[np.ndarray, np.ndarray] | None:
+    """(a, b) per feature when other = a * train + b explains every class mean and the spreads scale by |a|."""
+    t, o = comparison.train, comparison.other
+    k = len(comparison.classes)
+    a, b = np.ones(t.mean.shape[1]), np.zeros(t.mean.shape[1])
+    for f in range(t.mean.shape[1]):
+        w = 1 / comparison.se[:, f] ** 2
+        x, y = t.mean[:, f], o.mean[:, f]
+        xm, ym = (w * x).sum() / w.sum(), (w * y).sum() / w.sum()
+        var = (w * (x - xm) ** 2).sum()
+        a[f] = (w * (x - xm) * (y - ym)).sum() / var if var > 0 else 1.0
+        b[f] = ym - a[f] * xm
+    if np.abs(a).min() < 1e-6:
+        return None
+    if (comparison.z(a * t.mean + b, o.mean) >= EXPLAINED_Z).any():
+        return None
+    moved = comparison.differs.any(0)
+    ratio = np.sqrt((o.spread**2).mean(0)) / np.maximum(np.sqrt((t.spread**2).mean(0)), 1e-12)
+    if (np.abs(np.abs(a[moved]) / ratio[moved] - 1) > SPREAD_TOLERANCE).any():
+        return None
+    if k < 3 and np.allclose(np.abs(a[moved]), 1, atol=SPREAD_TOLERANCE):
+        # two classes and no change of scale: any shift of the two means is an offset, nothing discriminates it
+        return None
+    return a, b
+
+
+def _matching(cost: np.ndarray) -> list[int] | None:
+    """For each row, the column of least cost, when that makes a one-to-one matching that is not the identity."""
+    best = cost.argmin(1)
+    if len(set(best.tolist())) != len(best) or (best == np.arange(len(best))).all():
+        return None
+    return best.tolist()
+
+
+def _feature_order(comparison: Comparison) -> list[int] | None:
+    """For each feature of the other split, the train feature it is, when the features come in another order."""
+    t, o = comparison.train.mean, comparison.other.mean
+    if t.shape[1] < 2:
+        return None
+    cost = np.array(
+        [
+            [((o[:, g] - t[:, f]) ** 2 / comparison.se[:, g] ** 2).sum() for f in range(t.shape[1])]
+            for g in range(t.shape[1])
+        ]
+    )
+    order = _matching(cost)
+    if order is None or (comparison.z(t[:, order], o) >= EXPLAINED_Z).any():
+        return None
+    return order
+
+
+def _class_order(comparison: Comparison) -> list[int] | None:
+    """For each compared class of the other split, the train class whose inputs it holds, when they are numbered
+    otherwise."""
+    t, o = comparison.train.mean, comparison.other.mean
+    cost = np.array(
+        [[((o[k] - t[c]) ** 2 / comparison.se[k] ** 2).sum() for c in range(len(t))] for k in range(len(o))]
+    )
+    order = _matching(cost)
+    if order is None or (comparison.z(t[order], o) >= EXPLAINED_Z).any():
+        return None
+    return order
+
+
+def _nearest(reference: Units, judged: Units, classes: list[int], scale: np.ndarray) -> dict[int, tuple]:
+    """For each class of ``judged``: which class of ``reference`` each of its examples is nearest to (by the class
+    means, features in units of ``scale``), and how far, next to how far ``reference``'s own examples of each class
+    are from their mean (the typical distance)."""
+    centres = np.array([reference.frames[reference.labels == c].mean(0) for c in classes]) / scale
+    typical = np.array(
+        [
+            np.median(((reference.frames[reference.labels == c] / scale - centres[i]) ** 2).sum(-1))
+            for i, c in enumerate(classes)
+        ]
+    )
+    result = {}
+    for c in classes:
+        frames = judged.frames[judged.labels == c] / scale
+        distances = ((frames[:, None, :] - centres[None]) ** 2).sum(-1)
+        nearest = distances.argmin(1)
+        result[c] = nearest, distances[np.arange(len(frames)), nearest] / np.maximum(typical[nearest], 1e-12)
+    return result
+
+
+@dataclass
+class Mixed:
+    """Labels of one split that disagree with their inputs more than the other split's: which split, the worst class,
+    the share of its examples that look like other classes, that share among the other split's own examples, and the
+    classes they look like."""
+
+    split: str
+    cls: int
+    share: float
+    reference_share: float
+    like: list[int]
+    both_sides: bool
+
+
+def _mixed_labels(train: Units, other: Units, comparison: Comparison, option: str) -> Mixed | None:
+    """The split whose examples of a class look like another class far more often than the other split's own
+    examples do, and look like typical examples of that class; or None. The rule is the nearest class mean of one half
+    of the other split's sequences; the other half gives its own share (means fit on one half, judged on the other, so
+    the rule is no better on its own split than it would be on new data of it)."""
+    classes, scale = comparison.classes, np.where(comparison.scale > 0, comparison.scale, 1.0)
+    found = []
+    for split, judged, reference in (("train", train, other), (option, other, train)):
+        fit, held = reference.part(False), reference.part(True)
+        if any((fit.labels == c).sum() == 0 or (held.labels == c).sum() == 0 for c in classes):
+            continue
+        across, own = _nearest(fit, judged, classes, scale), _nearest(fit, held, classes, scale)
+        for i, c in enumerate(classes):
+            nearest, distance = across[c]
+            wrong = nearest != i
+            share, baseline = float(wrong.mean()), float((own[c][0] != i).mean())
+            # the share's noise, with every sequence one sample (its frames are alike)
+            seqs = int((judged.seq_labels == c).sum())
+            noise = np.sqrt(max(baseline * (1 - baseline), 0.01) / seqs)
+            excess = share - baseline
+            # typical members of the class they look like (labels that differ), not inputs unlike any class (noise)
+            typical = wrong.any() and float(np.median(distance[wrong])) <= 1.5
+            if excess >= OFF_SHARE and share >= 2 * baseline and excess >= MIN_Z * noise and typical:
+                counts = np.bincount(nearest[wrong], minlength=len(classes)) / len(nearest)
+                like = [classes[j] for j in np.argsort(-counts) if counts[j] >= 0.2 * counts.sum()]
+                both = any(k < c for k in like) and any(k > c for k in like)
+                found.append((excess, Mixed(split, c, share, baseline, like, both)))
+    splits = {mixed.split for _, mixed in found}
+    # labels that disagree in both splits alike say nothing about one of them
+    return max(found, key=lambda item: item[0])[1] if len(splits) == 1 else None
+
+
+def _numbers(values: np.ndarray, limit: int = 4) -> str:
+    return ", ".join(f"{v:.3g}" for v in values[:limit]) + (", ..." if len(values) > limit else "")
+
+
+def _scale_remark(a: np.ndarray) -> str:
+    """What a common scale factor of the inputs suggests, when it is one that image pipelines apply."""
+    for factor, text in ((1 / 255, "divided by 255 once more"), (255.0, "not divided by 255")):
+        if np.all(np.abs(np.abs(a) / factor - 1) < 0.2):
+            return f" A scale of about {'1/255' if factor < 1 else '255'}: pixel values {text} in {{option}}."
+    return ""
+
+
+def pairing_finding(
+    option: str, data: DataKey, label: DataKey, train: Units, other: Units, features: np.ndarray
+) -> Finding | None:
+    """The finding on how ``option`` pairs ``data`` with ``label`` against train, or None when they agree
+    (``features``: the key's feature index of each column of the units)."""
+    comparison = compare(train, other, label.sparse_dim or 0)
+    if comparison is None:
+        return None
+    named = "id" if data.sparse_dim is not None else "feature"
+    evidence: dict[str, Any] = {
+        "classes": comparison.classes,
+        "features": features[:8].tolist(),
+        "train_means": comparison.train.mean[:, :8].round(4).tolist(),
+        f"{option}_means": comparison.other.mean[:, :8].round(4).tolist(),
+        "differing_cells": int(comparison.differs.sum()),
+    }
+    where = {"dataset": option, "key": data.name, "label_key": label.name}
+    observed = ""
+    if comparison.differs.any():
+        z = np.abs(comparison.other.mean - comparison.train.mean) / comparison.se
+        k, f = np.argwhere(comparison.differs)[np.argmax(z[comparison.differs])]
+        t_mean, o_mean = comparison.train.mean[k, f], comparison.other.mean[k, f]
+        observed = (
+            f"; measured: the inputs {data.name!r} of the examples labelled {comparison.classes[k]} differ between "
+            f"train and {option}: {named} {features[f]} has mean {t_mean:.4g} in train and {o_mean:.4g} in {option} "
+            f"({abs(o_mean - t_mean) / comparison.scale[f]:.2g} standard deviations within the class, {z[k, f]:.0f} "
+            f"standard errors); {int(comparison.differs.sum())} of {comparison.differs.size} class-{named} means differ"
+        )
+        found = _input_transform(comparison, option, data, label, features, observed)
+        if found is not None:
+            found.evidence = evidence | found.evidence
+            found.where = where
+            return found
+    if (mixed := _mixed_labels(train, other, comparison, option)) is not None:
+        reference = option if mixed.split == "train" else "train"
+        evidence |= {"mixed_split": mixed.split, "class": mixed.cls, "share": round(mixed.share, 4), "like": mixed.like}
+        between = (
+            f" They look like classes on both sides of {mixed.cls} ({', '.join(map(str, mixed.like))}): ids averaged "
+            f"between classes, as interpolating a label map or mixing labels as numbers makes."
+            if mixed.both_sides
+            else ""
+        )
+        return Finding(
+            "warning",
+            "sanity check",
+            f"The labels {label.name!r} of {mixed.split} disagree with their inputs: of the {mixed.split} examples "
+            f"labelled {mixed.cls}, {mixed.share:.0%} have inputs {data.name!r} nearest to what {reference} labels "
+            f"{', '.join(map(str, mixed.like))} (against {mixed.reference_share:.0%} of {reference}'s own examples of "
+            f"{mixed.cls}, by the same rule: the nearest of the class means of half of {reference}'s sequences, "
+            f"judged on the other half), so {mixed.split} labels part "
+            f"of these inputs with another class than {reference} does.{between} Inputs and labels paired otherwise "
+            f"by one split's pipeline (inputs reordered without their labels, a transform of the inputs whose labels "
+            f"were not changed with them, a resized or remapped label map){observed}.",
+            evidence=evidence,
+            where=where,
+            fix=f"Give {mixed.split} the pairing of {reference}: every reordering or transform of an input applied to "
+            f"its label too (label maps resized with nearest-neighbour interpolation).",
+        )
+    if not comparison.differs.any():
+        return None
+    return Finding(
+        "note",
+        "sanity check",
+        f"The inputs {data.name!r} of the classes of {label.name!r} differ between train and {option}, not by one "
+        f"transform of the inputs or the labels (checked: a scale and offset per {named}, another {named} order, "
+        f"another class numbering, labels that disagree with their inputs in one split){observed}. A domain that "
+        f"differs by design shows so; if the splits come from one source, compare their pipelines (python "
+        f"tools/dump-dataset.py CONFIG --dataset {option}).",
+        evidence=evidence,
+        where=where,
+    )
+
+
+def _input_transform(
+    comparison: Comparison, option: str, data: DataKey, label: DataKey, features: np.ndarray, observed: str
+) -> Finding | None:
+    """A warning when one transform explains how the class means differ: a scale and offset per feature, another
+    feature order, another class numbering; else None."""
+    named = "id" if data.sparse_dim is not None else "feature"
+    if data.sparse_dim is None and (affine := _affine(comparison)) is not None:
+        a, b = affine
+        moved = np.flatnonzero(comparison.differs.any(0))
+        return Finding(
+            "warning",
+            "sanity check",
+            f"The inputs {data.name!r} in {option} are those of train scaled and shifted per feature, for every class "
+            f"of {label.name!r} alike: {option} = a x train + b with a = {_numbers(a[moved])} and b = "
+            f"{_numbers(b[moved])} (features {', '.join(map(str, features[moved][:4]))}{', ...' if len(moved) > 4 else ''}), "
+            f"and the spread within each class is scaled by the same |a|. The same inputs were prepared with other "
+            f"constants in the two splits (a normalisation with other statistics, a scale or offset applied in one "
+            f"split only){observed}.{_scale_remark(a[moved]).format(option=option)}",
+            evidence={"scale": a[moved].round(6).tolist(), "offset": b[moved].round(6).tolist()},
+            where={},
+            fix=f"Prepare {option} exactly as train: the same scaling and normalisation, with the train set's statistics.",
+        )
+    if (order := _feature_order(comparison)) is not None:
+        pairs = ", ".join(f"{option}'s {features[g]} = train's {features[t]}" for g, t in enumerate(order) if t != g)
+        return Finding(
+            "warning",
+            "sanity check",
+            f"The {named}s of {data.name!r} come in another order in {option} than in train: for every class of "
+            f"{label.name!r}, {pairs} (the class means agree after reordering, up to sampling noise). Channels or ids "
+            f"swapped by one split's loader or preprocessing (a colour order, a transposed feature axis, a vocabulary "
+            f"built per split){observed}.",
+            evidence={"order": {str(features[g]): int(features[t]) for g, t in enumerate(order) if t != g}},
+            where={},
+            fix=f"Load and prepare {option} with the same channel, feature and id order as train.",
+        )
+    if (classes := _class_order(comparison)) is not None:
+        moved = [(comparison.classes[j], comparison.classes[i]) for j, i in enumerate(classes) if i != j]
+        pairs = ", ".join(f"{option}'s {o} = train's {t}" for o, t in moved[:6])
+        return Finding(
+            "warning",
+            "sanity check",
+            f"The classes of {label.name!r} are numbered otherwise in {option} than in train: the inputs that {option} "
+            f"labels with one id are those that train labels with another ({pairs}; the class means agree after "
+            f"renumbering, up to sampling noise). An id mapping built separately for each split (a label encoder or "
+            f"vocabulary fit on each, another sort order of the class names){observed}.",
+            evidence={"class_order": {str(o): t for o, t in moved}},
+            where={},
+            fix="Build the label mapping once (on train) and apply it to every split.",
+        )
+    return None
+
+
+def splits_differ(option: str) -> str:
+    """The problem key (``evidence["problem"]``) of train and ``option`` holding different data."""
+    return f"train and {option} data differ"
+
+
+def sample(loader: Any) -> list:
+    """Raw batches of epoch 1, [(indices, arrays)], up to MAX_SEQS sequences from at most MAX_BATCHES batches."""
+    batches, seqs = [], 0
+    for indices in loader.plan(1)[:MAX_BATCHES]:
+        batches.append((indices, loader.dataset.get_batch(indices)))
+        seqs += len(indices)
+        if seqs >= MAX_SEQS:
+            break
+    return batches
+
+
+class SplitPairing(Plugin):
+    """Compares, at startup, the inputs of each class between train and every other dataset."""
+
+    first_step_check = ("debug_split_pairing",)
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> SplitPairing | None:
+        return cls() if config.bool("debug_split_pairing") else None
+
+    @on(Event.STARTUP)
+    def compare_splits(self, state: RunState) -> None:
+        keys = list(state.extern_data.values())
+        labels = [k for k in keys if k.sparse_dim is not None and k.sparse_dim >= 2]
+        inputs = [k for k in keys if k.sparse_dim is not None or np.dtype(k.dtype).kind == "f"]
+        if "train" not in state.loaders or not labels or len(inputs) < 2:
+            return
+        samples = {option: sample(loader) for option, loader in state.loaders.items()}
+        reported: set[frozenset[str]] = set()  # two id keys pair both ways: one finding for the pair
+        for label, data in itertools.product(labels, inputs):
+            if data is label or frozenset((data.name, label.name)) in reported:
+                continue
+            for finding in pairing_findings(samples, data, label):
+                finding.option = "debug_split_pairing = False"
+                report(finding)
+                reported.add(frozenset((data.name, label.name)))
+
+
+def pairing_findings(samples: dict[str, list], data: DataKey, label: DataKey) -> list[Finding]:
+    """How each dataset of ``samples`` (option -> raw batches) pairs ``data`` with ``label``, against train."""
+    per_frame = bool(label.shape) and label.shape != (1,)
+    featurize, feature_axis = _featurizer(data, samples["train"])
+    train = _units(samples["train"], data, label, per_frame, featurize, feature_axis)
+    if train is None:
+        return []
+    features = telling_features(train.part(False))  # the half whose means the rules below never judge
+    if not len(features):
+        return []
+    train = select(train, features)
+    found = []
+    for option, batches in samples.items():
+        if option == "train" or not batches:
+            continue
+        other = _units(batches, data, label, per_frame, featurize, feature_axis)
+        finding = (
+            None if other is None else pairing_finding(option, data, label, train, select(other, features), features)
+        )
+        if finding is not None:
+            if finding.severity == "warning":  # the learning watch's gap between dev and new train data is this too
+                finding.evidence["problem"] = splits_differ(option)
+            found.append(finding)
+    return found
+
+
+PLUGINS = (SplitPairing,)

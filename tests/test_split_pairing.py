@@ -1,0 +1,168 @@
+"""Train and dev compared class by class (framework.debug.split_pairing): an input transform, a feature order, a class
+numbering or labels that differ between the splits are each named by the shape that explains them; splits that agree
+(whatever their class frequencies, with noise added to train only, or too few examples to tell) are quiet. Also the
+learning watch's first-sight gap: a dev loss that rises after dev was already worse than new train data is not called
+overfitting."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from conftest import ROOT, captured_log
+from framework.assembly import Engine
+from framework.base.config import load_config
+from framework.datasets.extern_data import DataKey
+from framework.debug.split_pairing import pairing_findings
+
+ZOO = os.path.join(ROOT, "tests", "zoo")
+DATA = DataKey("x", (6,), "float32")
+LABEL = DataKey("y", (), "int64", 5)
+CENTRES = np.random.default_rng(9).normal(size=(5, 6)) * 2
+
+
+def _batches(x: np.ndarray, y: np.ndarray, size: int = 32) -> list:
+    return [
+        (np.arange(i, min(i + size, len(y))), {"x": x[i : i + size], "y": y[i : i + size]})
+        for i in range(0, len(y), size)
+    ]
+
+
+def _split(seed: int, n: int = 600, priors=None) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = rng.choice(5, size=n, p=priors)
+    return CENTRES[y] + rng.normal(size=(n, 6)), y
+
+
+def _messages(train, dev, data=DATA, label=LABEL) -> list[tuple[str, str]]:
+    samples = {"train": _batches(*train), "dev": _batches(*dev)}
+    return [(f.severity, f.message) for f in pairing_findings(samples, data, label)]
+
+
+def test_splits_that_agree_are_quiet_whatever_their_class_frequencies_or_train_only_noise():
+    train, dev = _split(0), _split(1, priors=[0.6, 0.1, 0.1, 0.1, 0.1])
+    assert _messages(train, dev) == []
+    noisy = (train[0] + np.random.default_rng(2).normal(size=train[0].shape) * 0.5, train[1])
+    assert _messages(noisy, dev) == []
+
+
+def test_dev_standardised_with_its_own_statistics_is_an_input_transform():
+    (xt, yt), (xd, yd) = _split(0), _split(1, priors=[0.6, 0.1, 0.1, 0.1, 0.1])
+    mean, std = xt.mean(0), xt.std(0)
+    found = _messages(((xt - mean) / std, yt), ((xd - xd.mean(0)) / xd.std(0), yd))
+    assert len(found) == 1 and found[0][0] == "warning", found
+    assert "The inputs 'x' in dev are those of train scaled and shifted per feature, for every class of 'y'" in found[0][1]
+    assert _messages(((xt - mean) / std, yt), ((xd - mean) / std, yd)) == []  # the twin: train's statistics
+
+
+def test_pixels_divided_by_255_twice_are_named_by_the_scale():
+    (xt, yt), (xd, yd) = _split(0), _split(1)
+    found = _messages((np.abs(xt), yt), (np.abs(xd) / 255, yd))
+    assert "A scale of about 1/255: pixel values divided by 255 once more in dev." in found[0][1]
+
+
+def test_colour_channels_in_another_order_are_named_with_the_channels():
+    data = DataKey("x", (4, 4, 3), "float32")
+    rng = np.random.default_rng(3)
+    colours = rng.uniform(0, 1, size=(5, 3))
+
+    def images(seed):
+        r = np.random.default_rng(seed)
+        y = r.integers(0, 5, size=500)
+        return colours[y][:, None, None, :] + r.normal(size=(500, 4, 4, 3)) * 0.1, y
+
+    (xt, yt), (xd, yd) = images(0), images(1)
+    found = _messages((xt, yt), (xd[..., ::-1], yd), data=data)
+    assert found and found[0][0] == "warning"
+    assert "The features of 'x' come in another order in dev than in train" in found[0][1]
+    assert "dev's 0 = train's 2, dev's 2 = train's 0" in found[0][1]
+    assert _messages((xt, yt), (xd, yd), data=data) == []
+
+
+def test_classes_numbered_by_a_mapping_built_per_split_are_named():
+    (xt, yt), (xd, yd) = _split(0), _split(1)
+    renumbered = np.array([0, 1, 3, 4, 2])[yd]  # class names sorted otherwise in dev
+    found = _messages((xt, yt), (xd, renumbered))
+    assert found and "The classes of 'y' are numbered otherwise in dev than in train" in found[0][1]
+    assert "dev's 3 = train's 2" in found[0][1]
+
+
+def test_per_frame_labels_blended_between_classes_in_train_only_are_named_with_both_sides():
+    data, label = DataKey("x", (None, 3), "float32"), DataKey("y", (None,), "int64", 5)
+    colours = np.random.default_rng(4).uniform(-2, 2, size=(5, 3))
+
+    def tagged(seed, blended):
+        r = np.random.default_rng(seed)
+        batches = []
+        for start in range(0, 400, 16):
+            ys = np.zeros((16, 20), dtype=np.int64)
+            for row in range(16):
+                a, b = sorted(r.choice(5, size=2, replace=False))
+                ys[row] = np.where(np.arange(20) < 10, a, b)
+            x = colours[ys] + r.normal(size=(16, 20, 3)) * 0.2
+            if blended:  # the frames at the border get the rounded mean of the two ids
+                ys[:, 9:11] = (ys[:, 8:9] + ys[:, 11:12] + 1) // 2
+            raw = {"x": x, "x:seq_len": np.full(16, 20), "y": ys, "y:seq_len": np.full(16, 20)}
+            batches.append((np.arange(start, start + 16), raw))
+        return batches
+
+    samples = {"train": tagged(0, True), "dev": tagged(1, False)}
+    found = pairing_findings(samples, data, label)
+    assert found and found[0].severity == "warning", found
+    assert "The labels 'y' of train disagree with their inputs" in found[0].message
+    assert "They look like classes on both sides of" in found[0].message
+    assert pairing_findings({"train": tagged(0, False), "dev": tagged(1, False)}, data, label) == []
+
+
+def test_dev_texts_reordered_without_their_labels_are_named_and_too_few_examples_are_not():
+    data, label = DataKey("t", (12,), "int64", 50), DataKey("y", (), "int64", 2)
+
+    def texts(seed, n, shuffled=False):
+        r = np.random.default_rng(seed)
+        y = r.integers(0, 2, size=n)
+        t = r.integers(10, 50, size=(n, 12))
+        t[:, :3] = np.where(y[:, None] == 1, r.integers(0, 5, size=(n, 3)), r.integers(5, 10, size=(n, 3)))
+        if shuffled:
+            t = t[r.permutation(n)]
+        return [(np.arange(i, i + 20), {"t": t[i : i + 20], "y": y[i : i + 20]}) for i in range(0, n, 20)]
+
+    found = pairing_findings({"train": texts(0, 600), "dev": texts(1, 400, shuffled=True)}, data, label)
+    assert found and "The labels 'y' of dev disagree with their inputs" in found[0].message
+    assert pairing_findings({"train": texts(0, 600), "dev": texts(1, 400)}, data, label) == []
+    # A vocabulary seen a few times per word: the rule is only as good on dev as on held-out train data
+    sparse = DataKey("t", (6,), "int64", 400)
+    polarity = np.random.default_rng(5).choice([-1, 1], size=400)
+
+    def sentences(seed, n):
+        r = np.random.default_rng(seed)
+        t = r.integers(0, 400, size=(n, 6))
+        y = (polarity[t].sum(1) > 0).astype(np.int64)
+        return [(np.arange(i, i + 20), {"t": t[i : i + 20], "y": y[i : i + 20]}) for i in range(0, n, 20)]
+
+    assert pairing_findings({"train": sentences(0, 300), "dev": sentences(1, 600)}, sparse, label) == []
+
+
+def test_a_run_names_dev_rescaled_at_startup_and_does_not_call_the_dev_gap_overfitting():
+    def run(*overrides: str) -> str:
+        files = [os.path.join(ZOO, "classify.py"), os.path.join(ZOO, "cause_classify_dev_rescaled.py")]
+        with captured_log(4) as lines:
+            Engine(load_config(files, {"model": None, **dict(zip(overrides[::2], overrides[1::2]))})).run("train")
+        return "\n".join(lines)
+
+    bug = run()
+    assert "WARNING sanity check: The inputs 'data' in dev are those of train scaled and shifted per feature" in bug
+    twin = run("bug", False)
+    assert "in dev are those of train" not in twin and "WARNING" not in twin
+
+
+def test_dev_worse_than_new_train_data_in_epoch_1_is_not_called_overfitting_and_is_one_problem():
+    files = [os.path.join(ZOO, "classify.py"), os.path.join(ZOO, "cause_classify_train_relabelled_by_rule.py")]
+    with captured_log(4) as lines:
+        Engine(load_config(files, {"model": None})).run("train")
+    text = "\n".join(lines)
+    assert "WARNING sanity check: The labels 'classes' of train disagree with their inputs" in text
+    assert "WARNING learning watch: dev_ce rose for 2 epochs" in text
+    assert "Not decided yet, and not shown to be overfitting: already in epoch 1" in text
+    assert "overfitting: dev_ce rose" not in text  # the claim the gap between the splits would have made
+    assert "(also reported by: learning watch)" in text  # one record for the problem
