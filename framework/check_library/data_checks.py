@@ -374,7 +374,7 @@ def balance_findings(
     key: str, counts: dict[str, tuple[np.ndarray, str]], per_frame: bool = False, split_along: bool = False
 ) -> list[Finding]:
     """Classes dominating train (a note: many tasks are imbalanced by nature, and their losses handle it), missing
-    from a split, or much rarer in one split than in train.
+    from a split, or much rarer in one split than in train (a note).
 
     ``per_frame``: the key labels frames. A difference between the splits is a note: frames of one
     sequence are alike (a file full of digits, a long silence), so a few sequences shift the frame
@@ -502,12 +502,16 @@ def _shift_findings(
             off = np.flatnonzero(both & ((ratio > FREQUENCY_RATIO) | (ratio < 1 / FREQUENCY_RATIO)))
             if len(off):
                 c = int(off[np.argmax(np.abs(np.log(ratio[off])))])
+                # Other class proportions alone are a skewed or otherwise stratified split, often intended (a test set
+                # of the classes as they occur in use): a note; split_pairing judges whether the classes themselves
+                # hold the same inputs in both splits.
                 findings.append(
                     Finding(
-                        shift,
+                        "note",
                         "sanity check",
                         f"key {key!r}: class {c} is {other[c] / other.sum():.1%} of {option} but "
-                        f"{train[c] / train.sum():.1%} of train; the splits come from different distributions.",
+                        f"{train[c] / train.sum():.1%} of train: the splits hold the classes in other proportions, so "
+                        f"{option}'s scores weight the classes otherwise than train's loss does.",
                         evidence={
                             "class": c,
                             "share": float(other[c] / other.sum()),
