@@ -52,7 +52,9 @@ def test_dev_standardised_with_its_own_statistics_is_an_input_transform():
     mean, std = xt.mean(0), xt.std(0)
     found = _messages(((xt - mean) / std, yt), ((xd - xd.mean(0)) / xd.std(0), yd))
     assert len(found) == 1 and found[0][0] == "warning", found
-    assert "The inputs 'x' in dev are those of train scaled and shifted per feature, for every class of 'y'" in found[0][1]
+    assert (
+        "The inputs 'x' in dev are those of train scaled and shifted per feature, for every class of 'y'" in found[0][1]
+    )
     assert _messages(((xt - mean) / std, yt), ((xd - mean) / std, yd)) == []  # the twin: train's statistics
 
 
@@ -166,3 +168,6 @@ def test_dev_worse_than_new_train_data_in_epoch_1_is_not_called_overfitting_and_
     assert "Not decided yet, and not shown to be overfitting: already in epoch 1" in text
     assert "overfitting: dev_ce rose" not in text  # the claim the gap between the splits would have made
     assert "(also reported by: learning watch)" in text  # one record for the problem
+    # at the end of epoch 1, a note: the same train batches score alike in both paths, so the data differ
+    assert "Note learning watch: dev_ce is " in text
+    assert "the evaluation path agrees on the train data, so train and dev data differ" in text

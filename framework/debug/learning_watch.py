@@ -809,6 +809,7 @@ class DevDivergenceWatch(Plugin):
                     self.unseen[name] = float(total - start["sums"][name]) / float(
                         end["weights"][name] - start["weights"][name]
                     )
+            self._note_first_sight_gaps(state)
         scores = state.lr_control.scores
         recent = [scores[e] for e in range(state.epoch - self.epochs, state.epoch + 1) if e in scores]
         if len(recent) != self.epochs + 1:
@@ -837,6 +838,60 @@ class DevDivergenceWatch(Plugin):
                     if devtrain is None or devtrain < dev[0]:
                         first = scores.get(1, {}).get(dataset, {}).get(name)
                         self._warn(state, f"{dataset}_{name}", dev, f"train_{name}", train, devtrain, first, name)
+
+    def _note_first_sight_gaps(self, state: RunState) -> None:
+        """At the end of epoch 1: a dev loss FIRST_SIGHT_GAP times the loss of new train data (the epoch's last
+        quarter) is a note that says whether the same train batches evaluated as dev is score as badly (the evaluation
+        path differs) or not (the data differ). A note: a dev set harder by design, or decoding without the targets at
+        evaluation, shows the same; the warnings come from the symptoms (a rising dev loss, the split comparison)."""
+        for dataset, losses in state.lr_control.scores.get(1, {}).items():
+            for name, first in losses.items():
+                unseen = self.unseen.get(name)
+                if (
+                    dataset == "train"
+                    or name in self.errors
+                    or unseen is None
+                    or not 0 < unseen * FIRST_SIGHT_GAP < first
+                ):
+                    continue
+                try:
+                    paths = train_batch_losses(state, name)
+                except Exception:  # noqa: BLE001 - a model that cannot be copied: the gap alone is no finding
+                    continue
+                trained, evaluated = paths.get("train"), paths.get("eval")
+                if trained is None or evaluated is None:
+                    continue
+                facts = (
+                    f"{dataset}_{name} is {first:.4g} at the end of epoch 1, while train batches the model had not "
+                    f"trained on scored {unseen:.4g} (the epoch's last quarter, each batch before its update); the "
+                    f"first train batches score {trained:.4g} in training mode and {evaluated:.4g} evaluated as "
+                    f"{dataset} is"
+                )
+                if evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12):
+                    text = (
+                        f"{facts}: the evaluation path scores the same train data worse, so the gap is between the "
+                        f"paths (eval mode, or what train_step does when run_ctx.train_flag is False), not between the "
+                        f"data. Intended for decoding without the targets; otherwise make the evaluation compute as "
+                        f"training does."
+                    )
+                else:
+                    text = (
+                        f"{facts}: the evaluation path agrees on the train data, so train and {dataset} data differ "
+                        f"(their inputs, labels or preparation; by design for a harder {dataset} set). The startup "
+                        f"comparison of the splits (debug_split_pairing) says how, where one shape explains it."
+                    )
+                report(
+                    Finding(
+                        "note",
+                        "learning watch",
+                        text,
+                        evidence={"dev": first, "unseen_train": unseen, "train_mode": trained, "evaluated": evaluated},
+                        where={"score": f"{dataset}_{name}"},
+                        epoch=state.epoch,
+                        step=state.global_step,
+                        option="debug_dev_divergence_epochs = 0",
+                    )
+                )
 
     @staticmethod
     def _at_chance(state: RunState, dataset: str) -> bool:
