@@ -171,3 +171,12 @@ def test_dev_worse_than_new_train_data_in_epoch_1_is_not_called_overfitting_and_
     # at the end of epoch 1, a note: the same train batches score alike in both paths, so the data differ
     assert "Note learning watch: dev_ce is " in text
     assert "the evaluation path agrees on the train data, so train and dev data differ" in text
+
+
+def test_dev_inputs_that_vary_more_within_every_class_are_named_and_train_only_variation_is_not():
+    train, (xd, yd) = _split(0), _split(1)
+    noisy_dev = (xd + np.random.default_rng(6).normal(size=xd.shape) * 1.5, yd)
+    found = _messages(train, noisy_dev)
+    assert found and found[0][0] == "warning"
+    assert "The inputs 'x' vary more within each class of 'y' in dev than in train" in found[0][1]
+    assert _messages(noisy_dev, train) == []  # wider in train: augmentation in training, not judged

@@ -786,11 +786,16 @@ class DevDivergenceWatch(Plugin):
         return cls(epochs) if epochs > 0 and not several_optimizers(state.optimizer) else None
 
     def state_dict(self) -> dict[str, Any]:
-        """The overfitting warnings given (each is given once per run) and the error measures seen."""
+        """The overfitting warnings given (each is given once per run), the error measures seen, the train losses of
+        new data in epoch 1 and, within that epoch's last quarter, the running sums where it began."""
+        quarter = None
+        if self._quarter is not None:
+            quarter = {part: {n: float(v) for n, v in values.items()} for part, values in self._quarter.items()}
         return {
             "warned": sorted(list(key) for key in self.warned),
             "errors": sorted(self.errors),
             "unseen": self.unseen,
+            "quarter": quarter,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -798,6 +803,7 @@ class DevDivergenceWatch(Plugin):
         self.warned = {tuple(key) for key in state["warned"]}
         self.errors = set(state["errors"])
         self.unseen = dict(state.get("unseen", {}))
+        self._quarter = state.get("quarter")
 
     @on(Event.EPOCH_END)
     def on_epoch_end(self, state: RunState) -> None:

@@ -57,6 +57,7 @@ MIN_EFFECT = 0.5  # a difference of means counts from this many standard deviati
 MIN_Z = 6.0  # ... and this many standard errors of the difference
 EXPLAINED_Z = 5.0  # a shape explains the means when no class and feature is further off than this
 SPREAD_TOLERANCE = 0.3  # an affine map must scale the spread within classes by |a| within this fraction
+WIDER = 1.5  # another split whose spread within the classes is this many times train's varies more
 OFF_SHARE = 0.05  # examples of a class that look like another class: this much more often than in the other split
 MAX_FEATURES = 64  # features compared: those that tell train's classes apart best
 MAX_IDS = 256  # ids of a sparse input key turned into features (train's most frequent)
@@ -202,6 +203,8 @@ class Comparison:
     scale: np.ndarray  # [F]
     se: np.ndarray  # [K, F]
     differs: np.ndarray  # [K, F] bool
+    train_counts: list[int]  # sequences holding each class
+    other_counts: list[int]
 
     def z(self, predicted: np.ndarray, observed: np.ndarray) -> np.ndarray:
         return np.abs(predicted - observed) / self.se
@@ -226,7 +229,26 @@ def compare(train: Units, other: Units, sparse_dim: int) -> Comparison | None:
     se = np.maximum(np.sqrt(t.se**2 + o.se**2), 0.02 * scale)
     effect = np.abs(o.mean - t.mean) / np.where(usable, scale, np.inf)
     differs = (effect >= MIN_EFFECT) & (np.abs(o.mean - t.mean) / se >= MIN_Z) & usable
-    return Comparison(held, t, o, scale, se, differs)
+    counts = [int((train.seq_labels == c).sum()) for c in held], [int((other.seq_labels == c).sum()) for c in held]
+    return Comparison(held, t, o, scale, se, differs, *counts)
+
+
+def _wider_spread(comparison: Comparison) -> float | None:
+    """The median ratio of the other split's spread within the classes to train's, when it is at least WIDER for
+    nearly every class and feature and far beyond noise (the log of a spread has a standard error of about
+    sqrt(1 / 2n)); None otherwise. Train wider than dev is augmentation in training, often intended: not judged."""
+    t, o = comparison.train, comparison.other
+    usable = (t.spread > 0) & (o.spread > 0)
+    if not usable.any():
+        return None
+    ratio = np.where(usable, o.spread / np.where(usable, t.spread, 1), 1.0)
+    n_t = np.array(comparison.train_counts, dtype=float)[:, None]
+    n_o = np.array(comparison.other_counts, dtype=float)[:, None]
+    se = np.sqrt(1 / (2 * np.maximum(n_t - 1, 1)) + 1 / (2 * np.maximum(n_o - 1, 1)))
+    wide = usable & (ratio >= WIDER) & (np.log(np.maximum(ratio, 1e-12)) >= MIN_Z * se)
+    if wide.sum() < 0.9 * usable.sum():
+        return None
+    return float(np.median(ratio[usable]))
 
 
 def _affine(comparison: Comparison) -> tuple[np.ndarray, np.ndarray] | None:
@@ -428,6 +450,21 @@ def pairing_finding(
             where=where,
             fix=f"Give {mixed.split} the pairing of {reference}: every reordering or transform of an input applied to "
             f"its label too (label maps resized with nearest-neighbour interpolation).",
+        )
+    if (wider := _wider_spread(comparison)) is not None:
+        evidence |= {"spread_ratio": round(wider, 3)}
+        return Finding(
+            "warning",
+            "sanity check",
+            f"The inputs {data.name!r} vary more within each class of {label.name!r} in {option} than in train: the "
+            f"spread of every feature within every class is {wider:.3g} times train's (the median), far beyond "
+            f"sampling noise. {option.capitalize()}'s pipeline adds variation that training never showed the model "
+            f"(noise, the aliasing of a resize without low-pass filtering, another decoder or resampler), or train's "
+            f"removes it (smoothing, filtering applied in training only){observed}.",
+            evidence=evidence,
+            where=where,
+            fix=f"Prepare {option} with train's pipeline: the same decoder, resizing (with its antialiasing) and "
+            f"filtering.",
         )
     if not comparison.differs.any():
         return None
