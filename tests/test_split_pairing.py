@@ -175,7 +175,7 @@ def test_dev_worse_than_new_train_data_in_epoch_1_is_not_called_overfitting_and_
 
 def test_dev_inputs_that_vary_more_within_every_class_are_named_and_train_only_variation_is_not():
     train, (xd, yd) = _split(0), _split(1)
-    noisy_dev = (xd + np.random.default_rng(6).normal(size=xd.shape) * 1.5, yd)
+    noisy_dev = (xd + np.random.default_rng(6).normal(size=xd.shape) * 2.5, yd)
     found = _messages(train, noisy_dev)
     assert found and found[0][0] == "warning"
     assert "The inputs 'x' vary more within each class of 'y' in dev than in train" in found[0][1]
