@@ -227,7 +227,10 @@ def _range_findings(
     low, high = float(values.min()), float(values.max())
     mean, std = float(values.mean()), float(values.std())
     sample = f"over the first {num_batches} batches"
-    if low >= 0 and 10 <= high <= 255 and np.all(values == np.round(values)):
+    # One value per sequence is more often a regression target than an input, and a target's scale is the unit the
+    # user scores in (prices in thousands): a model's output layer takes any scale. Its scale is not judged.
+    judged = tuple(key.shape) not in ((), (1,))
+    if judged and low >= 0 and 10 <= high <= 255 and np.all(values == np.round(values)):
         findings.append(
             Finding(
                 "warning",
@@ -239,7 +242,7 @@ def _range_findings(
                 fix="Scale the values to [0, 1] (x / 255) or standardize them.",
             )
         )
-    elif abs(mean) > UNNORMALIZED or std > UNNORMALIZED:
+    elif judged and (abs(mean) > UNNORMALIZED or std > UNNORMALIZED):
         findings.append(
             Finding(
                 "warning",
