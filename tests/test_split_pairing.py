@@ -104,7 +104,7 @@ def test_per_frame_labels_blended_between_classes_in_train_only_are_named_with_b
                 ys[row] = np.where(np.arange(20) < 10, a, b)
             x = colours[ys] + r.normal(size=(16, 20, 3)) * 0.2
             if blended:  # the frames at the border get the rounded mean of the two ids
-                ys[:, 9:11] = (ys[:, 8:9] + ys[:, 11:12] + 1) // 2
+                ys[:, 7:13] = (ys[:, 6:7] + ys[:, 13:14] + 1) // 2
             raw = {"x": x, "x:seq_len": np.full(16, 20), "y": ys, "y:seq_len": np.full(16, 20)}
             batches.append((np.arange(start, start + 16), raw))
         return batches

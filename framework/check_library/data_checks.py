@@ -464,7 +464,8 @@ def split_keys(shifts: dict[str, bool]) -> set[str]:
 def _shift_findings(
     key: str, counts: dict[str, tuple[np.ndarray, str]], shift: str, split_along: bool
 ) -> list[Finding]:
-    """Classes of ``key`` missing from a split or much rarer in one split than in train, at severity ``shift``."""
+    """Classes of ``key`` missing from a split (at severity ``shift``), or much rarer in one split than in train (a
+    note)."""
     train, train_what = counts["train"]
     share = train / max(train.sum(), 1)
     findings = []
@@ -521,7 +522,7 @@ def _shift_findings(
                             "train_share": float(train[c] / train.sum()),
                         },
                         where={"dataset": option, "key": key},
-                        fix="Draw the splits from the same distribution (a random or stratified split).",
+                        fix="If the splits should come from one distribution, draw them at random or stratified.",
                     )
                 )
     if split_along:

@@ -18,6 +18,8 @@ import ast
 import inspect
 import os
 import sys
+import sysconfig
+import tokenize
 from typing import Any
 
 from framework.base.config import Config
@@ -50,6 +52,8 @@ OUT_OF_PLACE_FUNCTIONS = frozenset(
     unsqueeze squeeze transpose permute reshape layer_norm gelu silu leaky_relu elu""".split()
 )
 TORCH_PREFIXES = ("torch", "F", "nn.functional", "torch.nn.functional", "functional")
+# Modules whose functions share these names (numpy's take the output array as a positional argument): not judged.
+OTHER_MODULES = frozenset("np numpy math jnp jax tf random re os pd scipy".split())
 
 
 def _dotted(node: ast.AST) -> str:
@@ -69,7 +73,6 @@ def discarded_calls(source: str, flags: dict[str, bool] | None = None) -> list[t
     its result away. ``flags``: names with a bool value (the config's ``bug = True``, ``use_pretrained = False``): of
     an ``if`` on one of them alone, only the branch taken is judged."""
     flags = flags or {}
-    lines = source.splitlines()
     found = []
 
     def taken(test: ast.expr) -> bool | None:
@@ -85,7 +88,7 @@ def discarded_calls(source: str, flags: dict[str, bool] | None = None) -> list[t
                 visit(child)
             return
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and (name := _thrown_away(node.value)):
-            found.append((node.lineno, lines[node.lineno - 1].strip(), name))
+            found.append((node.lineno, " ".join((ast.get_source_segment(source, node) or name).split()), name))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -98,7 +101,12 @@ def _thrown_away(call: ast.Call) -> str:
     func = call.func
     if any(k.arg in ("inplace", "out") for k in call.keywords) or not isinstance(func, ast.Attribute):
         return ""
-    names = OUT_OF_PLACE_FUNCTIONS if _dotted(func.value) in TORCH_PREFIXES else OUT_OF_PLACE_METHODS
+    owner = _dotted(func.value)
+    if owner in OTHER_MODULES:
+        return ""
+    if func.attr == "from_pretrained" and owner.split(".")[-1][:1].isupper():
+        return ""  # called on a class (AutoModel.from_pretrained(name) to fetch the weights): not on a layer
+    names = OUT_OF_PLACE_FUNCTIONS if owner in TORCH_PREFIXES else OUT_OF_PLACE_METHODS
     return func.attr if func.attr in names else ""
 
 
@@ -111,6 +119,7 @@ def user_files(config: Config, state: RunState) -> list[str]:
         objects += [type(m) for m in state.model.modules()]
     files = list(config.files)
     for obj in objects:
+        obj = getattr(obj, "func", obj)  # functools.partial: the function it wraps
         try:
             path = inspect.getsourcefile(obj) if obj is not None else None
         except TypeError:
@@ -118,7 +127,8 @@ def user_files(config: Config, state: RunState) -> list[str]:
         if path and path not in files:
             files.append(path)
     framework = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    library_roots = {p for p in sys.path if "site-packages" in p or "dist-packages" in p} | {sys.base_prefix}
+    library_roots = {sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    library_roots |= {p for p in sys.path if "site-packages" in p or "dist-packages" in p}
     return [
         path
         for path in files
@@ -145,10 +155,10 @@ class DiscardedResults(Plugin):
             values = {n: config.get(n) for n in config.namespace} if path in config.files else {}
             flags = {n: v for n, v in values.items() if isinstance(v, bool)}
             try:
-                with open(path, encoding="utf-8") as f:
+                with tokenize.open(path) as f:  # the file's own encoding (a coding cookie)
                     calls = discarded_calls(f.read(), flags)
-            except (OSError, SyntaxError, UnicodeDecodeError):
-                continue
+            except (OSError, SyntaxError, UnicodeDecodeError, RecursionError, ValueError, MemoryError):
+                continue  # code the parser cannot read here is not judged
             for line, statement, name in calls:
                 twin = (
                     "it is a class method that builds a new object and leaves the one it is called on as it was"

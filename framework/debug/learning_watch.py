@@ -773,7 +773,9 @@ class DevDivergenceWatch(Plugin):
     @on(Event.STEP_END)
     def on_step_end(self, state: RunState) -> None:
         steps = state.steps_in_epoch
-        if state.epoch == 1 and steps >= 8 and state.step_in_epoch + 1 == steps - steps // 4:
+        # one process: under torchrun each rank's sums are its own, and ranks must decide alike on the experiment
+        single = state.distributed is None
+        if single and state.epoch == 1 and steps >= 8 and state.step_in_epoch + 1 == steps - steps // 4:
             self._quarter = state.epoch_scores.state_dict()  # references to the sums (they are replaced, not added to)
 
     @on(Event.EVAL_STEP_END)
@@ -794,7 +796,7 @@ class DevDivergenceWatch(Plugin):
         return {
             "warned": sorted(list(key) for key in self.warned),
             "errors": sorted(self.errors),
-            "unseen": self.unseen,
+            "unseen": dict(self.unseen),
             "quarter": quarter,
         }
 
@@ -931,7 +933,7 @@ class DevDivergenceWatch(Plugin):
         first: float | None = None,
         name: str = "",
     ) -> None:
-        unseen = self.unseen.get(name)
+        unseen = None if name in self.errors else self.unseen.get(name)  # an error rate's ratio says little near 0
         if first is not None and unseen is not None and unseen > 0 and first > FIRST_SIGHT_GAP * unseen:
             self._warn_apart(state, key, dev, train_key, train, devtrain, first, unseen, name)
             return

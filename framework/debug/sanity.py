@@ -104,8 +104,8 @@ class SanityCheck(Plugin):
                 if batches and (key_stats := data_checks.value_stats(key, batches)) is not None:
                     stats.setdefault(key.name, {})[option] = key_stats
         per_frame = {key: data_checks.labels_per_frame(state.extern_data[key]) for key in counts}
-        shifts = {
-            key: any(f.severity != "note" for f in data_checks.balance_findings(key, per_option))
+        shifts = {  # whether the splits hold the key's classes otherwise (missing, or in other proportions)
+            key: any(f.where.get("dataset") != "train" for f in data_checks.balance_findings(key, per_option))
             for key, per_option in counts.items()
             if not per_frame[key]
         }
