@@ -36,7 +36,7 @@ class Shapes(NumpyDataset):
         images, labels = make(split)
         if split == "train":  # a random square crop of each image: the aspect ratio is kept
             offsets = np.random.default_rng(2).integers(0, WIDTH - HEIGHT + 1, size=len(images))
-            images = np.stack([image[:, o : o + HEIGHT] for image, o in zip(images, offsets)])
+            images = np.stack([image[:, o : o + HEIGHT] for image, o in zip(images, offsets, strict=True)])
         elif bug:  # the test transform: resize to a fixed square
             squashed = nn.functional.interpolate(
                 torch.from_numpy(images)[:, None], size=(HEIGHT, HEIGHT), mode="bilinear", antialias=True
