@@ -43,7 +43,9 @@ learning_rate = 2e-3
 
 def random_crop_flip(images):
     offsets = torch.randint(0, SIZE - CROP + 1, (len(images), 2))
-    crops = torch.stack([image[:, y : y + CROP, x : x + CROP] for image, (y, x) in zip(images, offsets.tolist(), strict=True)])
+    crops = torch.stack(
+        [image[:, y : y + CROP, x : x + CROP] for image, (y, x) in zip(images, offsets.tolist(), strict=True)]
+    )
     flip = torch.rand(len(images), device=images.device) < 0.5
     return torch.where(flip[:, None, None, None], crops.flip(-1), crops)
 
