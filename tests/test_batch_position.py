@@ -41,8 +41,9 @@ def test_positions_taken_along_the_batch_axis_are_a_warning_that_says_where_they
     [
         (["batch_position_pe.py"], {"positions_from_batch_axis": False}),  # the twin: positions along time
         (["batch_position_noise.py"], {}),  # noise drawn per row: randomness, not the place
+        (["batch_position_flip.py"], {}),  # a flip drawn per row: the same largest difference under any seed
     ],
-    ids=["positions along time", "noise augmentation per row"],
+    ids=["positions along time", "noise augmentation per row", "a flip per row"],
 )
 def test_a_model_whose_rows_differ_only_by_randomness_or_not_at_all_is_quiet(output, files, overrides):
     _train(files, **overrides)

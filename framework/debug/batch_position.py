@@ -69,6 +69,16 @@ def row_spread(t: torch.Tensor, size: int, leading: bool = False) -> tuple[float
     return float((rows - rows[:1]).abs().max()), float(rows.abs().max())
 
 
+def row_distances(t: torch.Tensor, size: int) -> list[float] | None:
+    """Each row's largest difference from the first row (the pattern of which places differ), as ``row_spread``
+    finds the batch axis; None where it finds none."""
+    axis = batch_axis(t, size)
+    if axis is None or not t.is_floating_point() or not t.numel():
+        return None
+    rows = t.detach().double().movedim(axis, 0).reshape(size, -1)
+    return (rows - rows[:1]).abs().amax(1).tolist()
+
+
 def _differs(spread: tuple[float, float] | None) -> bool:
     return spread is not None and spread[0] > TOLERANCE * max(spread[1], 1e-12)
 
@@ -97,8 +107,8 @@ class BatchPosition(Plugin):
         except ProbeLimit as exc:
             log.v5(f"Batch-position check skipped: the step on a batch of one repeated sequence failed ({exc}).")
             return
-        outputs, trace = runs[0]
-        moved = [(name, spread) for name, spread in outputs if _differs(spread)]
+        outputs, trace = runs[0][0], runs[0][1]
+        moved = [(name, spread) for name, spread, _ in outputs if _differs(spread)]
         if not moved or not _same_runs(runs):
             return
         name, (change, scale) = max(moved, key=lambda item: item[1][0] / max(item[1][1], 1e-12))
@@ -115,14 +125,19 @@ class BatchPosition(Plugin):
     @staticmethod
     def _run(
         session: ProbeSession, batch: dict[str, Any], size: int, seed: int
-    ) -> tuple[list[tuple[str, tuple[float, float] | None]], list[tuple[str, tuple[float, float] | None]]]:
-        """(the model's outputs, every module's inputs and outputs in the order they happened), each named and with
-        its ``row_spread``, of one eval-mode run on a fresh copy under ``seed``."""
-        outputs: list[tuple[str, tuple[float, float] | None]] = []
+    ) -> tuple[list[tuple[str, tuple[float, float] | None, Any]], list[tuple[str, tuple[float, float] | None]]]:
+        """(the model's outputs, each with its ``row_spread`` and ``row_distances``; every module's inputs and outputs
+        in the order they happened, with their ``row_spread``), each named, of one eval-mode run on a fresh copy under
+        ``seed``."""
+        outputs: list[tuple[str, tuple[float, float] | None, Any]] = []
         trace: list[tuple[str, tuple[float, float] | None]] = []
 
         def keep(_module: Any, _args: Any, output: Any) -> None:
-            outputs.extend((n, row_spread(t, size)) for n, t in named_tensors(output) if t.is_floating_point())
+            outputs.extend(
+                (n, row_spread(t, size), row_distances(t, size))
+                for n, t in named_tensors(output)
+                if t.is_floating_point()
+            )
 
         def follow(name: str, kind: str) -> Any:
             def hook(module: nn.Module, args: Any, output: Any = None) -> None:
@@ -152,9 +167,10 @@ class BatchPosition(Plugin):
 
 
 def _same_runs(runs: list[tuple[list, list]]) -> bool:
-    """Whether the runs under the seeds saw the same row differences (else randomness in the step made them)."""
-    first = [s for _, s in runs[0][0]]
-    return all([s for _, s in outputs] == first for outputs, _ in runs[1:])
+    """Whether the runs under the seeds saw the same rows differ by the same amounts (else randomness in the step
+    made them: a flip drawn per row differs as much under any seed, at other places)."""
+    first = [d for _, _, d in runs[0][0]]
+    return all([d for _, _, d in outputs] == first for outputs, _ in runs[1:])
 
 
 def _entry(trace: list[tuple[str, tuple[float, float] | None]]) -> str:
