@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -100,3 +102,50 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def _as_tuples(value: Any) -> Any:
     # random.setstate wants tuples; a serialization round trip may hand back lists.
     return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+@contextlib.contextmanager
+def objects_random_state_kept(obj: Any, depth: int = 2) -> Iterator[None]:
+    """Within the block, reading ``obj`` (a dataset) may draw from the generators it holds as attributes (numpy's
+    Generator and RandomState, Python's Random, torch's Generator; also in the objects its attributes hold, to
+    ``depth``): afterwards each is as it was, so a check that reads a few batches leaves the run's own draws alone."""
+    saved = []
+    for generator in _held_generators(obj, depth, set()):
+        if isinstance(generator, np.random.Generator):
+            saved.append((generator.bit_generator, "state", generator.bit_generator.state))
+        elif isinstance(generator, np.random.RandomState):
+            saved.append((generator, "set_state", generator.get_state()))
+        elif isinstance(generator, random.Random):
+            saved.append((generator, "setstate", generator.getstate()))
+        else:
+            saved.append((generator, "set_state", generator.get_state()))
+    try:
+        yield
+    finally:
+        for owner, how, state in saved:
+            if how == "state":
+                owner.state = state
+            else:
+                getattr(owner, how)(state)
+
+
+_GENERATORS = (np.random.Generator, np.random.RandomState, random.Random, torch.Generator)
+
+
+def _held_generators(obj: Any, depth: int, seen: set[int]) -> Iterator[Any]:
+    if id(obj) in seen or depth < 0:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, _GENERATORS):
+        yield obj
+        return
+    if isinstance(obj, (list, tuple)):
+        values = list(obj)
+    elif isinstance(obj, dict):
+        values = list(obj.values())
+    else:
+        values = list(getattr(obj, "__dict__", {}).values())
+    for value in values:
+        if isinstance(value, _GENERATORS) or hasattr(value, "__dict__") or isinstance(value, (list, tuple, dict)):
+            if not isinstance(value, (np.ndarray, torch.Tensor, type)):
+                yield from _held_generators(value, depth - 1, seen)

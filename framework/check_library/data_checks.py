@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from framework.base.findings import Finding
+from framework.base.rng import objects_random_state_kept
 from framework.datasets.extern_data import DataKey, bad_labels, label_error
 from framework.datasets.numpy_dataset import Ragged
 
@@ -40,10 +41,12 @@ class Sample(list):
 
 
 def sample_batches(loader: Any, num_batches: int) -> Sample:
-    """The raw arrays of the first ``num_batches`` batches of epoch 1 (as the dataset delivers them)."""
-    return Sample(
-        [(indices, loader.dataset.get_batch(indices)) for indices in loader.plan(1)[:num_batches]], loader.dataset
-    )
+    """The raw arrays of the first ``num_batches`` batches of epoch 1 (as the dataset delivers them). A dataset that
+    draws from a generator of its own (augmentation in ``get_batch``) draws the same afterwards as without the read:
+    the run trains on what it would have without the checks."""
+    with objects_random_state_kept(loader.dataset):
+        batches = [(indices, loader.dataset.get_batch(indices)) for indices in loader.plan(1)[:num_batches]]
+    return Sample(batches, loader.dataset)
 
 
 def key_lengths(dataset: Any, key: str) -> np.ndarray | None:
