@@ -23,7 +23,7 @@ import torch
 from framework.base import log
 from framework.base.config import Config
 from framework.base.options import register
-from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
+from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession, replace_parameters
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.run_ctx import RunCtx
@@ -158,6 +158,22 @@ def batch_key(state: RunState, tensor: torch.Tensor, sparse: bool) -> str | None
         if value.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
             return name
     return None
+
+
+def run_scaled_copy(state: RunState, check: str, scale: float, watch: contextlib.AbstractContextManager) -> bool:
+    """The first batch through ``train_step`` on a copy of the model in training mode whose floating parameters are
+    multiplied by ``scale``, inside ``watch`` (a mode that records what the check measures); False, said at verbosity
+    5, when the copy cannot run."""
+    session = state.store.get(PROBE_SESSION)
+    try:
+        with session.isolated(check, train=True) as model, torch.no_grad():
+            replace_parameters(model, lambda p: p * scale if p.is_floating_point() else None)
+            with watch:
+                session.changed_run(check, model, state.batch, optional=True)
+    except ProbeLimit as exc:
+        log.v5(f"The {check}: the copy with parameters times {scale:g} could not run ({exc}).")
+        return False
+    return True
 
 
 PLUGINS = (FirstStepProbes,)

@@ -933,77 +933,51 @@ class DevDivergenceWatch(Plugin):
         first: float | None = None,
         name: str = "",
     ) -> None:
+        """Overfitting, unless dev was already further from train than new train data in epoch 1 (``first``: dev's
+        ``name`` then; the unseen train loss of that epoch): then "not shown to be overfitting"."""
+        rose = (
+            f"{key} rose for {self.epochs} epochs ({dev[0]:.4g} -> {dev[-1]:.4g} since epoch "
+            f"{state.epoch - self.epochs}) while {train_key} fell ({train[0]:.4g} -> {train[-1]:.4g})."
+        )
+        evidence: dict[str, Any] = {"dev": dev, "train": train, "epochs": self.epochs}
+        if devtrain is not None:
+            evidence["devtrain"] = devtrain
         unseen = None if name in self.errors else self.unseen.get(name)  # an error rate's ratio says little near 0
         if first is not None and unseen is not None and unseen > 0 and first > FIRST_SIGHT_GAP * unseen:
-            self._warn_apart(state, key, dev, train_key, train, devtrain, first, unseen, name)
-            return
-        backed = (
-            f" The train data evaluated as dev is gives {devtrain:.4g} (the first train batches): the model does "
-            f"better on what it trained on."
-            if devtrain is not None
-            else ""
-        )
+            dataset = key[: -len(name) - 1] if name and key.endswith("_" + name) else key
+            evaluated = f"; the train data evaluated as dev is gives {devtrain:.4g} now" if devtrain is not None else ""
+            fix = (
+                f"Run the next experiment: compare the splits: the startup sanity check's comparison of the inputs of "
+                f"each class (debug_split_pairing), and python tools/dump-dataset.py CONFIG --dataset {dataset} "
+                f"against --dataset train; or train on a part of train and evaluate another part (eval_datasets): "
+                f"scores like dev there -> overfitting after all."
+            )
+            message = (
+                f"{rose} Not decided yet, and not shown to be overfitting: already in epoch 1, before the model had "
+                f"seen any train sequence twice, train batches it had not trained on scored {name} {unseen:.4g} (the "
+                f"last quarter of epoch 1, each batch before its update, in training mode) and {dataset} scored "
+                f"{first:.4g} at the end of that epoch{evaluated}. {dataset.capitalize()} was further from what the "
+                f"model learned than new train data, before memorising could make a difference: train and {dataset} "
+                f"differ (their inputs, their labels, or how each split is prepared), by design or by a bug. Next "
+                f"experiment: {fix[len('Run the next experiment: ') :]}"
+            )
+            evidence |= {"unseen_train_epoch_1": unseen, "dev_epoch_1": first, "problem": splits_differ(dataset)}
+        else:
+            backed = (
+                f" The train data evaluated as dev is gives {devtrain:.4g} (the first train batches): the model does "
+                f"better on what it trained on."
+                if devtrain is not None
+                else ""
+            )
+            fix = "Regularize (dropout, weight decay, more data) or stop early (early_stopping_patience)."
+            message = f"overfitting: {rose}{backed} {fix}"
         _warn(
             state,
-            f"overfitting: {key} rose for {self.epochs} epochs "
-            f"({dev[0]:.4g} -> {dev[-1]:.4g} since epoch {state.epoch - self.epochs}) while {train_key} "
-            f"fell ({train[0]:.4g} -> {train[-1]:.4g}).{backed} Regularize (dropout, weight decay, more data) or "
-            f"stop early (early_stopping_patience).",
+            message,
             option="debug_dev_divergence_epochs = 0",
-            evidence={
-                "dev": dev,
-                "train": train,
-                "epochs": self.epochs,
-                **({"devtrain": devtrain} if devtrain is not None else {}),
-            },
+            evidence=evidence,
             where={"score": key, "train_score": train_key},
-            fix="Regularize (dropout, weight decay, more data) or stop early (early_stopping_patience).",
-        )
-
-    def _warn_apart(
-        self,
-        state: RunState,
-        key: str,
-        dev: list[float],
-        train_key: str,
-        train: list[float],
-        devtrain: float | None,
-        first: float,
-        unseen: float,
-        name: str,
-    ) -> None:
-        """The dev loss rose, but dev was worse than new train data before any train sequence was seen twice: not
-        shown to be overfitting."""
-        dataset = key[: -len(name) - 1] if name and key.endswith("_" + name) else key
-        evaluated = f"; the train data evaluated as dev is gives {devtrain:.4g} now" if devtrain is not None else ""
-        experiment = (
-            f"compare the splits: the startup sanity check's comparison of the inputs of each class "
-            f"(debug_split_pairing), and python tools/dump-dataset.py CONFIG --dataset {dataset} against --dataset "
-            f"train; or train on a part of train and evaluate another part (eval_datasets): scores like dev there -> "
-            f"overfitting after all"
-        )
-        _warn(
-            state,
-            f"{key} rose for {self.epochs} epochs ({dev[0]:.4g} -> {dev[-1]:.4g} since epoch "
-            f"{state.epoch - self.epochs}) while {train_key} fell ({train[0]:.4g} -> {train[-1]:.4g}). Not decided "
-            f"yet, and not shown to be overfitting: already in epoch 1, before the model had seen any train sequence "
-            f"twice, train batches it had not trained on scored {name} {unseen:.4g} (the last quarter of epoch 1, each "
-            f"batch before its update, in training mode) and {dataset} scored {first:.4g} at the end of that epoch"
-            f"{evaluated}. {dataset.capitalize()} was further from what the model learned than new train data, before "
-            f"memorising could make a difference: train and {dataset} differ (their inputs, their labels, or how each "
-            f"split is prepared), by design or by a bug. Next experiment: {experiment}.",
-            option="debug_dev_divergence_epochs = 0",
-            evidence={
-                "dev": dev,
-                "train": train,
-                "epochs": self.epochs,
-                "unseen_train_epoch_1": unseen,
-                "dev_epoch_1": first,
-                "problem": splits_differ(dataset),
-                **({"devtrain": devtrain} if devtrain is not None else {}),
-            },
-            where={"score": key, "train_score": train_key},
-            fix=f"Run the next experiment: {experiment}.",
+            fix=fix,
         )
 
 

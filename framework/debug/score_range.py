@@ -25,16 +25,14 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from framework.base import log
 from framework.base.config import Config
 from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
-from framework.check_library.probe import PROBE_SESSION, ProbeLimit, replace_parameters
 from framework.check_library.tensors import format_frame, user_frame
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
-from framework.debug.first_step import SharedRunCheck
+from framework.debug.first_step import SharedRunCheck, run_scaled_copy
 from framework.debug.sanity import report_findings
 
 CHECK = "score-range check"
@@ -109,14 +107,7 @@ class ScoreRange(SharedRunCheck):
         if not narrow:
             return
         scaled = _Scores()
-        session = state.store.get(PROBE_SESSION)
-        try:
-            with session.isolated(CHECK, train=True) as model, torch.no_grad():
-                replace_parameters(model, lambda p: p * SCALE if p.is_floating_point() else None)
-                with _ScoreWatch(scaled):
-                    session.changed_run(CHECK, model, state.batch, optional=True)
-        except ProbeLimit as exc:
-            log.v5(f"Score-range check: the copy with scaled parameters could not run ({exc}).")
+        if not run_scaled_copy(state, CHECK, SCALE, _ScoreWatch(scaled)):
             return
         findings = []
         for where, (width, classes) in narrow.items():

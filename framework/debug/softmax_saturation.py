@@ -24,16 +24,14 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from framework.base import log
 from framework.base.config import Config
 from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
-from framework.check_library.probe import PROBE_SESSION, ProbeLimit, replace_parameters
 from framework.check_library.tensors import format_frame, user_frame
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
-from framework.debug.first_step import SharedRunCheck
+from framework.debug.first_step import SharedRunCheck, run_scaled_copy
 from framework.debug.sanity import report_findings
 
 CHECK = "softmax-saturation check"
@@ -121,14 +119,7 @@ class SoftmaxSaturation(SharedRunCheck):
         if not peaked:
             return
         scaled = _Rows()
-        session = state.store.get(PROBE_SESSION)
-        try:
-            with session.isolated(CHECK, train=True) as model, torch.no_grad():
-                replace_parameters(model, lambda p: p * SCALE if p.is_floating_point() else None)
-                with _SoftmaxWatch(scaled):
-                    session.changed_run(CHECK, model, state.batch, optional=True)
-        except ProbeLimit as exc:
-            log.v5(f"Softmax-saturation check: the copy with scaled parameters could not run ({exc}).")
+        if not run_scaled_copy(state, CHECK, SCALE, _SoftmaxWatch(scaled)):
             return
         findings = []
         for where, (entropy, saturated, entries) in peaked.items():
