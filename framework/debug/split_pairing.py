@@ -124,7 +124,7 @@ def _units(
     batches: list, data: DataKey, label: DataKey, per_frame: bool, featurize: Callable, feature_axis: bool
 ) -> Units | None:
     """The examples of ``batches`` ([(indices, raw arrays)]) as Units, or None when the keys do not pair up."""
-    frames, labels, seq_means, seq_labels, frame_seqs, mean_seqs, lengths = [], [], [], [], [], [], []
+    frames, labels, frame_seqs, lengths = [], [], [], []
     kept = 0
     for _, raw in batches:
         x, y = raw.get(data.name), raw.get(label.name)
@@ -154,22 +154,22 @@ def _units(
             frames.append(feats)
             labels.append(ids)
             frame_seqs.append(np.full(len(ids), len(frames)))
-            for c in np.unique(ids):
-                seq_means.append(feats[ids == c].mean(0))
-                seq_labels.append(c)
-                mean_seqs.append(len(frames))
     if not frames:
         return None
     all_frames, all_labels, all_seqs = np.concatenate(frames), np.concatenate(labels), np.concatenate(frame_seqs)
+    # the mean of each class's frames within each sequence, over all frames read (before the frames are thinned)
+    pairs, group = np.unique(all_seqs * np.int64(label.sparse_dim or 1) + all_labels, return_inverse=True)
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
+    seq_means = np.add.reduceat(all_frames[order], starts, axis=0) / np.bincount(group)[:, None]
+    seq_labels, mean_seqs = pairs % np.int64(label.sparse_dim or 1), pairs // np.int64(label.sparse_dim or 1)
     if len(all_labels) > MAX_FRAMES:
         pick = np.sort(np.random.default_rng(0).choice(len(all_labels), MAX_FRAMES, replace=False))
         all_frames, all_labels, all_seqs = all_frames[pick], all_labels[pick], all_seqs[pick]
     if not np.isfinite(all_frames).all():
         return None  # the data checks report non-finite values
     length = float(np.median(lengths)) if lengths else 1.0
-    return Units(
-        all_frames, all_labels, np.array(seq_means), np.array(seq_labels), all_seqs, np.array(mean_seqs), length
-    )
+    return Units(all_frames, all_labels, seq_means, seq_labels, all_seqs, mean_seqs, length)
 
 
 def telling_features(units: Units) -> np.ndarray:
