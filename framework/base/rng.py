@@ -107,8 +107,9 @@ def _as_tuples(value: Any) -> Any:
 @contextlib.contextmanager
 def objects_random_state_kept(obj: Any, depth: int = 2) -> Iterator[None]:
     """Within the block, reading ``obj`` (a dataset) may draw from the generators it holds as attributes (numpy's
-    Generator and RandomState, Python's Random, torch's Generator; also in the objects its attributes hold, to
-    ``depth``): afterwards each is as it was, so a check that reads a few batches leaves the run's own draws alone."""
+    Generator and RandomState, Python's Random, torch's Generator; also in the objects and containers its attributes
+    hold, ``depth`` steps from ``obj`` in all): afterwards each is as it was, so a check that reads a few batches
+    leaves the run's own draws alone."""
     saved = []
     for generator in _held_generators(obj, depth, set()):
         if isinstance(generator, np.random.Generator):
@@ -133,12 +134,15 @@ _GENERATORS = (np.random.Generator, np.random.RandomState, random.Random, torch.
 
 
 def _held_generators(obj: Any, depth: int, seen: set[int]) -> Iterator[Any]:
-    if id(obj) in seen or depth < 0:
-        return
-    seen.add(id(obj))
+    """The generators at most ``depth`` steps from ``obj`` (``obj`` itself at 0). A container is only scanned when its
+    entries are within reach: a dataset's list of a million arrays two steps away holds none that count, and reading
+    it took a second at every sample."""
     if isinstance(obj, _GENERATORS):
         yield obj
         return
+    if id(obj) in seen or depth < 1:
+        return
+    seen.add(id(obj))
     if isinstance(obj, (list, tuple)):
         values = list(obj)
     elif isinstance(obj, dict):
@@ -146,6 +150,10 @@ def _held_generators(obj: Any, depth: int, seen: set[int]) -> Iterator[Any]:
     else:
         values = list(getattr(obj, "__dict__", {}).values())
     for value in values:
-        if isinstance(value, _GENERATORS) or hasattr(value, "__dict__") or isinstance(value, (list, tuple, dict)):
+        if isinstance(value, _GENERATORS):
+            if id(value) not in seen:  # one generator held in two places is kept once
+                seen.add(id(value))
+                yield value
+        elif depth > 1 and (hasattr(value, "__dict__") or isinstance(value, (list, tuple, dict))):
             if not isinstance(value, (np.ndarray, torch.Tensor, type)):
                 yield from _held_generators(value, depth - 1, seen)

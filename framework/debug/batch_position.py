@@ -56,27 +56,29 @@ def repeated_first(batch: dict[str, Any], size: int) -> dict[str, Any]:
     }
 
 
-def row_spread(t: torch.Tensor, size: int, leading: bool = False) -> tuple[float, float] | None:
-    """(largest difference of a row from the first row, largest magnitude) of a tensor with one batch axis of
-    ``size``; None for a tensor without one (or with more than one axis of that size, unless ``leading``: then the
-    first axis when it has that size, as the batch was built)."""
+def _rows(t: torch.Tensor, size: int, leading: bool = False) -> torch.Tensor | None:
+    """The [size, -1] rows of a floating tensor with one batch axis of ``size``; None for a tensor without one (or
+    with more than one axis of that size, unless ``leading``: then the first axis when it has that size, as the batch
+    was built)."""
     axis = batch_axis(t, size)
     if axis is None and leading and t.dim() and t.shape[0] == size:
         axis = 0
     if axis is None or not t.is_floating_point() or not t.numel():
         return None
-    rows = t.detach().double().movedim(axis, 0).reshape(size, -1)
-    return float((rows - rows[:1]).abs().max()), float(rows.abs().max())
+    return t.detach().double().movedim(axis, 0).reshape(size, -1)
+
+
+def row_spread(t: torch.Tensor, size: int, leading: bool = False) -> tuple[float, float] | None:
+    """(largest difference of a row from the first row, largest magnitude) of ``_rows``; None where it finds none."""
+    rows = _rows(t, size, leading)
+    return None if rows is None else (float((rows - rows[:1]).abs().max()), float(rows.abs().max()))
 
 
 def row_distances(t: torch.Tensor, size: int) -> list[float] | None:
-    """Each row's largest difference from the first row (the pattern of which places differ), as ``row_spread``
-    finds the batch axis; None where it finds none."""
-    axis = batch_axis(t, size)
-    if axis is None or not t.is_floating_point() or not t.numel():
-        return None
-    rows = t.detach().double().movedim(axis, 0).reshape(size, -1)
-    return (rows - rows[:1]).abs().amax(1).tolist()
+    """Each row's largest difference from the first row (the pattern of which places differ), of ``_rows``; None
+    where it finds none."""
+    rows = _rows(t, size)
+    return None if rows is None else (rows - rows[:1]).abs().amax(1).tolist()
 
 
 def _differs(spread: tuple[float, float] | None) -> bool:
@@ -107,7 +109,7 @@ class BatchPosition(Plugin):
         except ProbeLimit as exc:
             log.v5(f"Batch-position check skipped: the step on a batch of one repeated sequence failed ({exc}).")
             return
-        outputs, trace = runs[0][0], runs[0][1]
+        outputs, trace = runs[0]
         moved = [(name, spread) for name, spread, _ in outputs if _differs(spread)]
         if not moved or not _same_runs(runs):
             return

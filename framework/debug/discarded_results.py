@@ -150,13 +150,12 @@ class DiscardedResults(Plugin):
     @on(Event.STARTUP)
     def find(self, state: RunState) -> None:
         config = state.config
+        # the config's own flags decide the branches of its files (a twin's `if bug:` is not run)
+        flags = {n: v for n in config.namespace if isinstance(v := config.get(n), bool)}
         for path in user_files(config, state):
-            # the config's own flags decide its branches (a twin's `if bug:` is not run)
-            values = {n: config.get(n) for n in config.namespace} if path in config.files else {}
-            flags = {n: v for n, v in values.items() if isinstance(v, bool)}
             try:
                 with tokenize.open(path) as f:  # the file's own encoding (a coding cookie)
-                    calls = discarded_calls(f.read(), flags)
+                    calls = discarded_calls(f.read(), flags if path in config.files else {})
             except (OSError, SyntaxError, UnicodeDecodeError, RecursionError, ValueError, MemoryError):
                 continue  # code the parser cannot read here is not judged
             for line, statement, name in calls:

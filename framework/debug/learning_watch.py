@@ -854,13 +854,8 @@ class DevDivergenceWatch(Plugin):
         evaluation, shows the same; the warnings come from the symptoms (a rising dev loss, the split comparison)."""
         for dataset, losses in state.lr_control.scores.get(1, {}).items():
             for name, first in losses.items():
-                unseen = self.unseen.get(name)
-                if (
-                    dataset == "train"
-                    or name in self.errors
-                    or unseen is None
-                    or not 0 < unseen * FIRST_SIGHT_GAP < first
-                ):
+                unseen = self._apart(name, first)
+                if dataset == "train" or unseen is None:
                     continue
                 try:
                     paths = train_batch_losses(state, name)
@@ -900,6 +895,14 @@ class DevDivergenceWatch(Plugin):
                         option="debug_dev_divergence_epochs = 0",
                     )
                 )
+
+    def _apart(self, name: str, first: float | None) -> float | None:
+        """The loss ``name`` of new train data in epoch 1, when a dev value ``first`` at the end of that epoch is
+        FIRST_SIGHT_GAP times it or more (not for error rates: their ratio says little near 0); else None."""
+        unseen = None if name in self.errors else self.unseen.get(name)
+        if first is None or unseen is None or not 0 < unseen * FIRST_SIGHT_GAP < first:
+            return None
+        return unseen
 
     @staticmethod
     def _at_chance(state: RunState, dataset: str) -> bool:
@@ -942,16 +945,16 @@ class DevDivergenceWatch(Plugin):
         evidence: dict[str, Any] = {"dev": dev, "train": train, "epochs": self.epochs}
         if devtrain is not None:
             evidence["devtrain"] = devtrain
-        unseen = None if name in self.errors else self.unseen.get(name)  # an error rate's ratio says little near 0
-        if first is not None and unseen is not None and unseen > 0 and first > FIRST_SIGHT_GAP * unseen:
+        if (unseen := self._apart(name, first)) is not None:
             dataset = key[: -len(name) - 1] if name and key.endswith("_" + name) else key
             evaluated = f"; the train data evaluated as dev is gives {devtrain:.4g} now" if devtrain is not None else ""
-            fix = (
-                f"Run the next experiment: compare the splits: the startup sanity check's comparison of the inputs of "
-                f"each class (debug_split_pairing), and python tools/dump-dataset.py CONFIG --dataset {dataset} "
-                f"against --dataset train; or train on a part of train and evaluate another part (eval_datasets): "
-                f"scores like dev there -> overfitting after all."
+            experiment = (
+                f"compare the splits: the startup sanity check's comparison of the inputs of each class "
+                f"(debug_split_pairing), and python tools/dump-dataset.py CONFIG --dataset {dataset} against --dataset "
+                f"train; or train on a part of train and evaluate another part (eval_datasets): scores like dev there "
+                f"-> overfitting after all."
             )
+            fix = f"Run the next experiment: {experiment}"
             message = (
                 f"{rose} Not decided yet, and not shown to be overfitting: already in epoch 1, before the model had "
                 f"seen any train sequence twice, train batches it had not trained on scored {name} {unseen:.4g} (the "
@@ -959,7 +962,7 @@ class DevDivergenceWatch(Plugin):
                 f"{first:.4g} at the end of that epoch{evaluated}. {dataset.capitalize()} was further from what the "
                 f"model learned than new train data, before memorising could make a difference: train and {dataset} "
                 f"differ (their inputs, their labels, or how each split is prepared), by design or by a bug. Next "
-                f"experiment: {fix[len('Run the next experiment: ') :]}"
+                f"experiment: {experiment}"
             )
             evidence |= {"unseen_train_epoch_1": unseen, "dev_epoch_1": first, "problem": splits_differ(dataset)}
         else:

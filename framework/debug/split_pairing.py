@@ -488,8 +488,8 @@ def pairing_finding(
             "sanity check",
             f"The inputs {data.name!r} vary more within each class of {label.name!r} in {option} than in train: the "
             f"spread within the classes is {wider:.3g} times train's (the median over classes and features; at "
-            f"least {WIDER:g} times in 90% of them, each beyond {MIN_Z:g} standard errors). {option.capitalize()}'s pipeline adds variation that training never showed the model "
-            f"(noise, the aliasing of a resize without low-pass filtering, another decoder or resampler), or train's "
+            f"least {WIDER:g} times in 90% of them, each beyond {MIN_Z:g} standard errors). "
+            f"{option.capitalize()}'s pipeline adds variation that training never showed the model (noise, the aliasing of a resize without low-pass filtering, another decoder or resampler), or train's "
             f"removes it (smoothing, filtering applied in training only){observed}.",
             evidence=evidence,
             where=where,
@@ -592,7 +592,8 @@ class SplitPairing(Plugin):
         if "train" not in state.loaders or not labels or len(inputs) < 2:
             return
         try:
-            with unseen():  # a dataset's own random state (augmentation) is as it was after reading
+            with unseen():  # the global generators as they were, the user's output held (sample_batches keeps the
+                # generators the datasets hold)
                 samples = {option: sample(loader) for option, loader in state.loaders.items()}
             found = []
             reported: set[frozenset[str]] = set()  # two id keys pair both ways: one finding for the pair
