@@ -36,7 +36,7 @@ HONOURED = (
     "gradient_clip_global_norm gradient_noise import_model_train_epoch1 learning_rate learning_rate_control "
     "learning_rate_control_error_measure learning_rate_control_min_num_epochs_per_new_lr "
     "learning_rate_control_relative_error_relative_lr learning_rate_decay learning_rate_file learning_rate_growth "
-    "learning_rates "
+    "learning_rates lm_dataset_debug_limit_line_count "
     "load load_epoch load_model_post_hooks log log_batch_size log_verbosity max_seq_length max_seqs min_learning_rate min_seq_length model "
     "model_outputs newbob_learning_rate_decay newbob_learning_rate_growth newbob_multi_num_epochs "
     "newbob_multi_update_interval newbob_relative_error_grow_threshold newbob_relative_error_threshold num_epochs "
@@ -119,16 +119,11 @@ ADVICE: dict[str, str] = {
     "window": "RETURNN stacks each frame with its neighbours (a context window) before the model sees it; here: "
     "stack them in your dataset class or model, then delete it",
     "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
-    "chunk_eval": "RETURNN also cuts the dev sequences into chunks; here: cut them in your dataset class",
-    "context_window": "RETURNN stacks each frame with its neighbours; here: stack them in your dataset class or model",
     "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
-    "on_size_limit": "RETURNN reads only the value 'chunk': dev/eval datasets are then cut into chunks of batch_size "
-    "frames (returnn/datasets/basic.py get_default_kwargs_eval); here: cut them in your dataset class",
     "use_dummy_datasets": "RETURNN replaces the datasets with random ones; here: a synthetic dataset class "
     "(SyntheticDataset, Task12AXDataset) as train",
     "dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
     "train_dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
-    "lm_dataset_debug_limit_line_count": "RETURNN's LmDataset reads only this many lines; here: a smaller corpus file",
     "torch_batching": "RETURNN plans the batches with this function; here: batch_size (padded frames) and max_seqs",
     "packed_batch_size": "RETURNN packs sequences into batches of this many frames; here: batch_size and max_seqs",
     "packed_batch_cost": "RETURNN packs sequences by this cost; here: batch_size and max_seqs",
@@ -225,6 +220,12 @@ FORK_OPTIONS: dict[str, str] = {
 }
 
 
+_DATASET_CHUNKING = (
+    "RETURNN's TensorFlow batch generator {what}; its torch engine reads the sequences whole and cuts all datasets "
+    "by the config's chunking alone, so its batches are the same without it"
+)
+
+
 def _off(*values: Any) -> Callable[[Any], bool]:
     return lambda value: value in values
 
@@ -256,11 +257,17 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),
     "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
     "use_dummy_datasets": (_off(None, False, 0), "off"),
-    "lm_dataset_debug_limit_line_count": (_off(None, 0), "off"),
     "torch_dataloader_shard_workers": (_off(None, False), "off"),
     **{name: (_off(None, 0, 0.0, False), "off") for name in _UPDATER_OPTIONS_TORCH_REFUSES},
-    # RETURNN compares it with "chunk" only (returnn/datasets/basic.py); any other value changes nothing
-    "on_size_limit": (lambda value: value != "chunk", "RETURNN acts only on 'chunk' (cut dev/eval into chunks)"),
+    # chunk_eval and on_size_limit = 'chunk' set the dev/eval datasets' own ``chunking`` parameter
+    # (returnn/datasets/basic.py get_default_kwargs_eval), context_window their ``ctx_left``/``ctx_right``
+    # (kwargs_update_from_config); only the TensorFlow batch generator (Dataset.iterate_seqs, _generate_batches) reads
+    # them. RETURNN's torch engine reads the sequences whole (ReturnnDatasetIterDataPipe) and cuts every dataset by the
+    # config's ``chunking`` alone (Engine._create_data_loader): its dev batches are the same with or without them
+    # (tests/test_returnn_eval_options.py runs RETURNN's engine both ways).
+    "chunk_eval": (None, _DATASET_CHUNKING.format(what="cuts the dev/eval sequences into chunks of chunking")),
+    "on_size_limit": (None, _DATASET_CHUNKING.format(what="with 'chunk' cuts dev/eval into chunks of batch_size")),
+    "context_window": (None, _DATASET_CHUNKING.format(what="adds context frames around each chunk")),
     "start_batch": (_off("auto"), "'auto' is RETURNN's default, the only value its engine accepts"),
     # RETURNN's torch updater stops only when config.float("grad_clip", 0.0) is nonzero
     "grad_clip": (_off(None, 0, 0.0, False), "0 is off; RETURNN's torch engine stops only on a nonzero value"),

@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from framework.base import log
+from framework.base.config import get_global_config
 from framework.base.errors import ConfigError, DataError
+from framework.base.options import register
 from framework.base.safe_create import refuse_special
 from framework.base.util import printable
 from framework.datasets.base import Dataset, note_no_cache_manager
@@ -34,6 +36,25 @@ from framework.datasets.orthography import (
 from framework.datasets.seq_lists import read_seq_list
 from framework.datasets.text_corpus import read_corpus
 from framework.datasets.vocabulary import Vocabulary, create_vocabulary
+
+register(
+    "lm_dataset_debug_limit_line_count",
+    "int | None",
+    None,
+    "RETURNN's option: every LmDataset reads only the first this many lines of each corpus file (at least one; "
+    "gzipped text only, as RETURNN, which stops on other files) and shrinks its partition_epoch by RETURNN's "
+    "estimate of the share read. None: every line.",
+    __name__,
+)
+
+
+def _debug_limit_line_count() -> int | None:
+    """``lm_dataset_debug_limit_line_count`` of the run's config (RETURNN reads it from its global config too); None
+    outside a run (a dataset built by a test or a tool)."""
+    try:
+        return get_global_config().int("lm_dataset_debug_limit_line_count")
+    except ConfigError:  # no config loaded
+        return None
 
 
 class LmDataset(Dataset):
@@ -137,9 +158,22 @@ class LmDataset(Dataset):
         self._log_replaced = log_auto_replace_unknown_symbols
         self._log_skipped = log_skipped_seqs
 
-        self.corpus = read_corpus(list(paths), skip_empty_lines=skip_empty_lines, owner="LmDataset")
+        limit = _debug_limit_line_count()
+        self.corpus = read_corpus(
+            list(paths), skip_empty_lines=skip_empty_lines, owner="LmDataset", limit_per_file=limit
+        )
         if len(self.corpus) == 0:
             raise ConfigError(f"LmDataset: the corpus files {list(paths)} hold no lines.")
+        if self.corpus.estimated_total is not None:
+            # RETURNN keeps the sub-epochs' size: partition_epoch shrinks by the estimated share of lines read
+            # (returnn/datasets/lm.py LmDataset._read_corpus)
+            share = len(self.corpus) / self.corpus.estimated_total
+            partition_epoch = max(int(self.partition_epoch * share), 1)
+            log.v4(
+                f"LmDataset: lm_dataset_debug_limit_line_count = {limit}: read {len(self.corpus)} lines of an "
+                f"estimated {self.corpus.estimated_total}; partition_epoch {self.partition_epoch} -> {partition_epoch}"
+            )
+            self.partition_epoch = partition_epoch
         self.tag_prefix = tag_prefix or "line-"
         self.tags = None if seq_list_file is None else self._read_tags(seq_list_file)
         self._valid: np.ndarray | None = None  # with error_on_invalid_seq=False: which lines parse

@@ -35,6 +35,8 @@ class TextCorpus:
     sort_lengths: np.ndarray
     #: the number of orthographies each file gave, in order
     per_file: list[int]
+    #: with a line limit that stopped reading a file: RETURNN's estimate of all files' lines (else None)
+    estimated_total: int | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -45,22 +47,29 @@ class TextCorpus:
         return self.blob[start : start + int(self.lengths[index])].decode("utf8").strip()
 
 
-def read_corpus(paths: list[str], *, skip_empty_lines: bool, owner: str) -> TextCorpus:
-    """The orthographies of ``paths``, in order."""
+def read_corpus(
+    paths: list[str], *, skip_empty_lines: bool, owner: str, limit_per_file: int | None = None
+) -> TextCorpus:
+    """The orthographies of ``paths``, in order; with ``limit_per_file`` (RETURNN's
+    ``lm_dataset_debug_limit_line_count``) the first that many of each file, as RETURNN reads
+    them: at least one, gzipped text only (RETURNN stops on other files), and RETURNN's estimate of all lines."""
     chunks: list[bytes] = []
     starts: list[int] = []
     lengths: list[int] = []
     sort_lengths: list[int] = []
     per_file: list[int] = []
+    estimated = 0  # RETURNN's estimate of the lines of all files, when the limit stops one (else None)
+    limited = False
     offset = 0
     for path in paths:
         refuse_special(path, f"a corpus file of {owner}")
         before = len(starts)
+        raw: list = []  # the gzipped file's raw file object, whose position RETURNN's estimate reads
         try:
             if is_bliss(path):
                 lines = ((orth, len(orth)) for orth in _bliss_orths(path))
             elif path.endswith(".gz"):
-                lines = _gzip_lines(path, skip_empty_lines)
+                lines = _gzip_lines(path, skip_empty_lines, raw)
             else:
                 lines = _text_lines(path, skip_empty_lines)
             for line, sort_length in lines:
@@ -69,6 +78,18 @@ def read_corpus(paths: list[str], *, skip_empty_lines: bool, owner: str) -> Text
                 lengths.append(len(line))
                 sort_lengths.append(sort_length)
                 offset += len(line)
+                # RETURNN checks after each line it keeps: a limit below 1 keeps one line
+                if limit_per_file is not None and len(starts) - before >= limit_per_file:
+                    if not raw:  # plain text or Bliss XML
+                        raise ConfigError(_limit_unsupported(owner, path, limit_per_file))
+                    position = raw[0].tell()
+                    raw[0].seek(0, 2)
+                    estimated += int((len(starts) - before) * (raw[0].tell() / position))
+                    limited = True
+                    lines.close()
+                    break
+            else:
+                estimated += len(starts) - before
         except (OSError, EOFError, ElementTree.ParseError) as exc:
             raise ConfigError(f"{owner}: cannot read corpus file {path!r} ({exc}).") from None
         per_file.append(len(starts) - before)
@@ -78,6 +99,15 @@ def read_corpus(paths: list[str], *, skip_empty_lines: bool, owner: str) -> Text
         np.array(lengths, dtype=np.int64),
         np.array(sort_lengths, dtype=np.int64),
         per_file,
+        estimated if limited else None,
+    )
+
+
+def _limit_unsupported(owner: str, path: str, limit: int) -> str:
+    return (
+        f"{owner}: lm_dataset_debug_limit_line_count = {limit} stops at {path!r}, which is not gzipped text: RETURNN "
+        f"stops there too (an AssertionError in LmDataset: its line limit is implemented for gzipped text only). "
+        f"Gzip the corpus file (gzip {path}), raise the limit above its number of lines, or delete the option."
     )
 
 
@@ -94,8 +124,12 @@ def _text_lines(path: str, skip_empty_lines: bool) -> Iterator[tuple[bytes, int]
         pos = end + 1
 
 
-def _gzip_lines(path: str, skip_empty_lines: bool) -> Iterator[tuple[bytes, int]]:
-    with gzip.open(path, "rb") as f:
+def _gzip_lines(path: str, skip_empty_lines: bool, raw_file: list | None = None) -> Iterator[tuple[bytes, int]]:
+    """The stripped lines of a gzipped file, read as RETURNN reads them (``GzipFile`` over the open file, whose
+    position at a line limit gives RETURNN's estimate of the file's lines; ``raw_file`` receives it)."""
+    with open(path, "rb") as file, gzip.GzipFile(fileobj=file) as f:
+        if raw_file is not None:
+            raw_file.append(file)
         for raw in f:
             line = raw.strip()
             if line or not skip_empty_lines:

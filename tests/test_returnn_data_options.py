@@ -1,0 +1,131 @@
+"""RETURNN's data options, each compared with RETURNN's own code on the same data: the options its torch engine
+leaves without effect (chunk_eval, on_size_limit, context_window: RETURNN's engine gives the same dev batches with and
+without them), and those implemented here with RETURNN's meaning."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.base.config import load_config
+from framework.base.returnn_options import status
+
+
+def _returnn_dev_batches(options: dict) -> list[list[float]]:
+    """The dev batches of RETURNN's torch engine for a config with ``options``: the dev dataset as RETURNN's
+    ``__main__.init_data`` builds it (``get_default_kwargs_eval``, ``kwargs_update_from_config``) and
+    ``Engine._create_data_loader`` batches it; each batch as its data's sums per sequence."""
+    import returnn.__main__ as returnn_main
+    from returnn.config import Config as ReturnnConfig
+    from returnn.config import global_config_ctx
+    from returnn.datasets.basic import Dataset as ReturnnDataset
+    from returnn.torch.engine import Engine
+
+    config = ReturnnConfig(
+        {
+            "backend": "torch",
+            "device": "cpu",
+            "task": "train",
+            "batch_size": 40,
+            "chunking": "5:3",
+            "torch_dataloader_opts": {"num_workers": 0},  # the same batches, without a worker process to start
+            "dev": {"class": "Task12AXDataset", "num_seqs": 6, "fixed_random_seed": 1},
+            **options,
+        }
+    )
+    with global_config_ctx(config):
+        returnn_main.config = config
+        dev, _ = returnn_main.load_data(config, 0, "dev", **ReturnnDataset.get_default_kwargs_eval(config=config))
+        engine = Engine(config)
+        engine._epoch_mp_shared.value = 1
+        loader = engine._create_data_loader(dev, train=False)
+        return [batch["data"].sum(dim=(1, 2)).tolist() for batch in loader]
+
+
+def test_returnns_torch_engine_gives_the_same_dev_batches_without_these_options(tmp_path):
+    """RETURNN sets the dev dataset's own chunking or context from these options, which only its TensorFlow batch
+    generator reads: its torch engine's dev batches (cut by the config's chunking) are the same as without them.
+    Here they are accepted and listed in the startup note."""
+    cases = [
+        {"chunk_eval": True},
+        {"on_size_limit": "chunk"},
+        {"context_window": 5, "chunk_eval": True},
+        {"context_window": ({"data": 2}, {"data": 3}), "on_size_limit": "chunk"},
+    ]
+    plain = _returnn_dev_batches({})
+    assert len(plain) > 1 and max(len(batch) for batch in plain) > 1
+    for options in cases:
+        assert _returnn_dev_batches(options) == plain, options
+    path = tmp_path / "c.py"
+    path.write_text(
+        "train = {'class': 'Task12AXDataset', 'num_seqs': 5}\nchunk_eval = True\n"
+        "on_size_limit = 'chunk'\ncontext_window = 5\n"
+    )
+    config = load_config([str(path)])
+    for name in ("chunk_eval", "on_size_limit", "context_window"):
+        assert name in config.without_effect
+        assert status(name)[0] == "no effect"
+
+
+def test_lm_dataset_debug_limit_line_count_reads_returnns_lines_and_partition_epoch(tmp_path):
+    """RETURNN's LmDataset with the config's line limit: the first lines of each gzipped file (the same tags, ids and
+    sub-epochs), partition_epoch shrunk by RETURNN's estimate from the compressed file's read position, and a stop
+    on a plain-text file that reaches the limit (RETURNN: AssertionError)."""
+    import gzip
+
+    import numpy as np
+    from returnn.config import Config as ReturnnConfig
+    from returnn.config import global_config_ctx
+    from returnn.datasets.basic import init_dataset as returnn_init_dataset
+    from test_returnn_datasets_more import assert_same, our_epoch, returnn_epoch
+
+    from framework.base.errors import ConfigError
+    from framework.datasets import init_dataset
+
+    rng = np.random.default_rng(0)
+    words = ["the", "cat", "sat", "on", "a", "mat"]
+    lines = [" ".join(rng.choice(words, int(rng.integers(1, 9)))) for _ in range(60000)]
+    big, small = tmp_path / "big.txt.gz", tmp_path / "small.txt.gz"
+    with gzip.open(big, "wt") as f:  # 160 KB compressed: the reader stops well before its end
+        f.write("\n".join(lines[:30000]) + "\n\n" + "\n".join(lines[30000:]) + "\n")
+    with gzip.open(small, "wt") as f:
+        f.write("\n".join(lines[:7]) + "\n")
+    (tmp_path / "plain.txt").write_text("\n".join(lines[:50]) + "\n")
+    (tmp_path / "words.txt").write_text("".join(f"{w} {i}\n" for i, w in enumerate(["[END]", "[UNKNOWN]", *words])))
+    spec = {
+        "class": "LmDataset",
+        "corpus_file": [str(big), str(small)],
+        "orth_symbols_map_file": str(tmp_path / "words.txt"),
+        "word_based": True,
+        "partition_epoch": 400,
+        "seq_ordering": "default",
+    }
+    compared = 0
+    try:
+        for limit in (1000, 5, 0):
+            config_file = tmp_path / "c.py"
+            config_file.write_text(f"lm_dataset_debug_limit_line_count = {limit}\n")
+            load_config([str(config_file)])
+            with global_config_ctx(ReturnnConfig({"lm_dataset_debug_limit_line_count": limit})):
+                theirs = returnn_init_dataset(dict(spec))
+                theirs.init_seq_order(epoch=1)  # RETURNN reads the corpus here
+                ours = init_dataset(dict(spec), option="dev", random_seed=1)
+                assert ours.partition_epoch == theirs.partition_epoch < 400, limit
+                assert len(ours.corpus) == max(limit, 1) + min(max(limit, 1), 7)
+                for epoch in (1, 2, theirs.partition_epoch):
+                    mine = our_epoch(spec, epoch)
+                    assert_same(mine, returnn_epoch(spec, epoch))
+                    compared += len(mine)
+            plain = {**spec, "corpus_file": str(tmp_path / "plain.txt")}
+            if limit < 50:  # the plain file's 50 lines reach the limit
+                with pytest.raises(ConfigError, match="not gzipped text.*RETURNN stops there too"):
+                    init_dataset(plain, option="dev", random_seed=1)
+                with global_config_ctx(ReturnnConfig({"lm_dataset_debug_limit_line_count": limit})):
+                    with pytest.raises(AssertionError):
+                        returnn_init_dataset(dict(plain)).init_seq_order(epoch=1)
+            else:
+                assert len(init_dataset(plain, option="dev", random_seed=1).corpus) == 50
+    finally:  # the next tests' datasets are not built under this config
+        (tmp_path / "c.py").write_text("lm_dataset_debug_limit_line_count = None\n")
+        load_config([str(tmp_path / "c.py")])
+    assert compared > 0
+    print(f"compared {compared} sequences")
