@@ -129,3 +129,49 @@ def test_lm_dataset_debug_limit_line_count_reads_returnns_lines_and_partition_ep
         load_config([str(tmp_path / "c.py")])
     assert compared > 0
     print(f"compared {compared} sequences")
+
+
+def test_packed_batch_size_gives_returnns_batches():
+    """RETURNN's BatchingIterDataPipe with packed_batch_size (summed frames without padding, per key; a number limits
+    every key, fixed-shape ones too) against this loader's plan on the same sequences in the same order: 150 random
+    cases with a padded budget, a sequence cap and a packed budget, batch by batch."""
+    import numpy as np
+    import torch
+    from returnn.torch.data.pipeline import BatchingIterDataPipe
+
+    from framework.datasets.loader import BatchLoader
+    from framework.datasets.numpy_dataset import NumpyDataset
+
+    rng = np.random.default_rng(0)
+    differ_from_unpacked = 0
+    for case in range(150):
+        n = int(rng.integers(1, 50))
+        frames, labels = rng.integers(1, 100, n), rng.integers(1, 40, n)
+        sequences = {
+            "data": [np.full((t, 2), i, np.float32) for i, t in enumerate(frames)],
+            "classes": [np.zeros(t, np.int32) for t in labels],
+            "speaker": [np.zeros(3, np.float32) for _ in range(n)],  # fixed shape: RETURNN counts its 3 frames
+        }
+        batch_size = int(rng.choice([100, 300, 5000]))
+        max_seqs = int(rng.choice([2, 10, 1000]))
+        packed = [int(rng.choice([60, 150, 400])), {"classes": int(rng.choice([30, 90]))}][case % 2]
+        dicts = [{key: sequences[key][i] for key in sequences} for i in range(n)]
+        pipe = BatchingIterDataPipe(dicts, batch_size=batch_size, max_seqs=max_seqs, packed_batch_size=packed)
+        theirs = [[int(seq["data"][0, 0]) for seq in batch] for batch in pipe]
+        dataset = NumpyDataset(sequences, sparse_dims={"classes": 5}, seq_ordering="default")
+        loader = BatchLoader(
+            dataset,
+            {},
+            option="train",
+            batch_size=batch_size,
+            max_seqs=max_seqs,
+            device=torch.device("cpu"),
+            packed_batch_size=packed,
+        )
+        ours = [list(map(int, batch)) for batch in loader.plan(1)]
+        assert ours == theirs, (case, frames, labels, batch_size, max_seqs, packed)
+        unpacked = BatchLoader(
+            dataset, {}, option="train", batch_size=batch_size, max_seqs=max_seqs, device=torch.device("cpu")
+        )
+        differ_from_unpacked += [list(map(int, b)) for b in unpacked.plan(1)] != ours
+    assert differ_from_unpacked > 50  # the packed budget decides many of the cases

@@ -40,7 +40,7 @@ HONOURED = (
     "load load_epoch load_model_post_hooks log log_batch_size log_verbosity max_seq_length max_seqs min_learning_rate min_seq_length model "
     "model_outputs newbob_learning_rate_decay newbob_learning_rate_growth newbob_multi_num_epochs "
     "newbob_multi_update_interval newbob_relative_error_grow_threshold newbob_relative_error_threshold num_epochs "
-    "optimizer output_file preload_from_files random_seed save_interval "
+    "optimizer output_file packed_batch_size preload_from_files random_seed save_interval "
     "start_epoch startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
     "torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
     "watch_memory debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp "
@@ -119,16 +119,27 @@ ADVICE: dict[str, str] = {
     "window": "RETURNN stacks each frame with its neighbours (a context window) before the model sees it; here: "
     "stack them in your dataset class or model, then delete it",
     "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
-    "shuffle_frames_of_nseqs": "RETURNN shuffles single frames across sequences; here: shuffle in your dataset class",
-    "use_dummy_datasets": "RETURNN replaces the datasets with random ones; here: a synthetic dataset class "
-    "(SyntheticDataset, Task12AXDataset) as train",
+    "shuffle_frames_of_nseqs": "RETURNN's train dataset shuffles the frames of each N consecutive sequences "
+    "among them (dev/eval never); of its datasets only HDFDataset (CachedDataset) implements it, its generating "
+    "datasets assert it is 0 and the others raise OptionalNotImplementedError (returnn/datasets/basic.py load_seqs); "
+    "not reproduced here: shuffle the frames in a PostprocessingDataset map_seq_stream, or delete it",
+    "use_dummy_datasets": "RETURNN replaces train, dev, eval and forward data by DummyGenericDataset over extern_data "
+    "(standard-normal floats, ids below the sparse dim, lengths drawn per key; returnn/__main__.py "
+    "setup_dummy_datasets), whose draws are not ported here; here: a synthetic dataset class (DummyDataset, "
+    "Task12AXDataset) as train and dev",
     "dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
     "train_dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
-    "torch_batching": "RETURNN plans the batches with this function; here: batch_size (padded frames) and max_seqs",
-    "packed_batch_size": "RETURNN packs sequences into batches of this many frames; here: batch_size and max_seqs",
-    "packed_batch_cost": "RETURNN packs sequences by this cost; here: batch_size and max_seqs",
-    "torch_dataloader_shard_workers": "RETURNN gives each data-loader worker a shard of the sequences; here: "
-    "torch_dataloader_opts with the dataset's own sharding",
+    "torch_batching": "RETURNN builds the batches with this callable (or a class of its torch data pipeline named in a "
+    "dict), called with the stream of the sequences' data dicts while they are read (returnn/torch/data/pipeline.py "
+    "get_batching_iterable_dataset_from_config); here the batches are planned from the lengths before the epoch: "
+    "batch_size (padded frames), max_seqs and packed_batch_size (summed frames)",
+    "packed_batch_cost": "RETURNN bounds a batch's sum of per-sequence costs, each function called with a "
+    "NumbersDict of the sequence's lengths, by the packed_batch_size entry of its name; not reproduced here: "
+    "packed_batch_size {key: frames} limits each key's summed frames",
+    "torch_dataloader_shard_workers": "with torch_dataloader_opts num_workers > 1 RETURNN batches each worker's "
+    "shard of the sequences (every num_workers-th) separately and interleaves the workers' batches (True), or gives "
+    "every worker all sequences, so each is trained num_workers times (False); here the batches are planned once "
+    "for all workers: delete it",
     "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
     "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
     "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "

@@ -132,6 +132,7 @@ def make_loader(
         option=option,
         batch_size=config.get("batch_size"),
         max_seqs=config.get("max_seqs"),
+        packed_batch_size=config.get("packed_batch_size"),
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
         labels_checked=labels_checked,

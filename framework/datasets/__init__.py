@@ -88,6 +88,14 @@ register(
 )
 register("max_seqs", "int | None", None, "Max sequences per batch (None: no cap).", __name__, range="[1, inf)")
 register(
+    "packed_batch_size",
+    "int | dict | None",
+    None,
+    "RETURNN's limit on a batch's summed frames without padding (every key's sum; a dict {key: N}: the keys it "
+    "names), applied together with batch_size and max_seqs as RETURNN's torch engine applies it. None: no limit.",
+    __name__,
+)
+register(
     "batching",
     "str | None",
     None,

@@ -43,6 +43,7 @@ class BatchLoader:
         batch_size: int | dict[str, int],
         max_seqs: int | None,
         device: torch.device,
+        packed_batch_size: int | dict[str, int] | None = None,
         dataloader_opts: dict[str, Any] | None = None,
         labels_checked: AbstractSet[str] = frozenset(),
         seq_length_limits: tuple[Any, Any] = (None, None),
@@ -54,6 +55,7 @@ class BatchLoader:
         self.option = option
         self.batch_size = batch_size
         self.max_seqs = max_seqs
+        self.packed_batch_size = packed_batch_size  # RETURNN's limit on summed frames (packed_budgets)
         self.device = device
         self.dataloader_opts = dict(dataloader_opts or {})
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
@@ -79,7 +81,7 @@ class BatchLoader:
         """
         if self._last_plan is None or self._last_plan[0] != epoch:
             order = self.within_length_limits(self.dataset.get_seq_order(epoch))
-            batches = make_batches(order, self.batch_lengths(), self.batch_size, self.max_seqs)
+            batches = make_batches(order, self.batch_lengths(), self.batch_size, self.max_seqs, self.packed_budgets())
             if self.shuffle_batches is not None and not self.dataset.sharded_by_rank:
                 batches = shuffled_in_blocks(batches, *self.shuffle_batches, epoch)
             self._last_plan = epoch, RankPlan(batches) if self.dataset.sharded_by_rank else batches
@@ -97,6 +99,29 @@ class BatchLoader:
                 f"({', '.join(self._variable_keys()) or 'none'}); name those keys, or give one number."
             )
         return lengths
+
+    def packed_budgets(self) -> list[tuple[np.ndarray, int]]:
+        """RETURNN's ``packed_batch_size`` as ``make_batches`` budgets: (every sequence's frames of a key, the limit)
+        for each key of the dataset with an axis (a number: all of them, as RETURNN sums every key's first axis,
+        fixed-shape ones too; a dict: the keys it names)."""
+        limit = self.packed_batch_size
+        if limit is None:
+            return []
+        info = self.dataset.key_info()
+        named = limit if isinstance(limit, dict) else {key: limit for key in info if info[key]["shape"]}
+        unknown = sorted(set(named) - {key for key in info if info[key]["shape"]}, key=str)
+        if unknown:
+            raise ConfigError(
+                f"packed_batch_size {limit!r} names {', '.join(map(repr, unknown))}, which is no key of dataset "
+                f"{self.option!r} with an axis ({', '.join(sorted(info)) or 'none'}); name those keys, or give one "
+                f"number."
+            )
+        budgets = []
+        for key, size in named.items():
+            first = info[key]["shape"][0]
+            frames = self.dataset.lengths_of(key) if first is None else np.full(self.dataset.num_seqs, first)
+            budgets.append((frames, size))
+        return budgets
 
     def _check_limit_keys(self) -> None:
         """ConfigError if a min_seq_length / max_seq_length dict names a key neither the dataset nor extern_data has
