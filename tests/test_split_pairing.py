@@ -15,6 +15,7 @@ from framework.assembly import Engine
 from framework.base.config import load_config
 from framework.datasets.extern_data import DataKey
 from framework.debug.split_pairing import pairing_findings
+from framework.debug.split_undo import Scores
 
 ZOO = os.path.join(ROOT, "tests", "zoo")
 DATA = DataKey("x", (6,), "float32")
@@ -37,7 +38,7 @@ def _split(seed: int, n: int = 600, priors=None) -> tuple[np.ndarray, np.ndarray
 
 def _messages(train, dev, data=DATA, label=LABEL) -> list[tuple[str, str]]:
     samples = {"train": _batches(*train), "dev": _batches(*dev)}
-    return [(f.severity, f.message) for f in pairing_findings(samples, data, label)]
+    return [(p.finding.severity, p.finding.message) for p in pairing_findings(samples, data, label)]
 
 
 def test_splits_that_agree_are_quiet_whatever_their_class_frequencies_or_train_only_noise():
@@ -110,7 +111,7 @@ def test_per_frame_labels_blended_between_classes_in_train_only_are_named_with_b
         return batches
 
     samples = {"train": tagged(0, True), "dev": tagged(1, False)}
-    found = pairing_findings(samples, data, label)
+    found = [p.finding for p in pairing_findings(samples, data, label)]
     assert found and found[0].severity == "warning", found
     assert "The labels 'y' of train disagree with their inputs" in found[0].message
     assert "They look like classes on both sides of" in found[0].message
@@ -130,7 +131,7 @@ def test_dev_texts_reordered_without_their_labels_are_named_and_too_few_examples
         return [(np.arange(i, i + 20), {"t": t[i : i + 20], "y": y[i : i + 20]}) for i in range(0, n, 20)]
 
     found = pairing_findings({"train": texts(0, 600), "dev": texts(1, 400, shuffled=True)}, data, label)
-    assert found and "The labels 'y' of dev disagree with their inputs" in found[0].message
+    assert found and "The labels 'y' of dev disagree with their inputs" in found[0].finding.message
     assert pairing_findings({"train": texts(0, 600), "dev": texts(1, 400)}, data, label) == []
     # A vocabulary seen a few times per word: the rule is only as good on dev as on held-out train data
     sparse = DataKey("t", (6,), "int64", 400)
@@ -145,7 +146,7 @@ def test_dev_texts_reordered_without_their_labels_are_named_and_too_few_examples
     assert pairing_findings({"train": sentences(0, 300), "dev": sentences(1, 600)}, sparse, label) == []
 
 
-def test_a_run_names_dev_rescaled_at_startup_and_does_not_call_the_dev_gap_overfitting():
+def test_a_run_names_dev_rescaled_once_undoing_it_helps_and_notes_a_scale_the_model_normalises_away():
     def run(*overrides: str) -> str:
         files = [os.path.join(ZOO, "classify.py"), os.path.join(ZOO, "cause_classify_dev_rescaled.py")]
         with captured_log(4) as lines:
@@ -154,8 +155,26 @@ def test_a_run_names_dev_rescaled_at_startup_and_does_not_call_the_dev_gap_overf
 
     bug = run()
     assert "WARNING sanity check: The inputs 'data' in dev are those of train scaled and shifted per feature" in bug
+    assert "It costs this model: with the scale and offset of 'data' undone, ce on dev's first 8 batches is" in bug
     twin = run("bug", False)
     assert "in dev are those of train" not in twin and "WARNING" not in twin
+    # dev x 10, and a model that standardises each example first: the same shape, and no harm
+    harmless = run("normalised_inside", True)
+    assert "Note sanity check: The inputs 'data' in dev are those of train scaled and shifted" in harmless
+    assert "It does not hurt this model: with the scale and offset of 'data' undone" in harmless
+    assert "WARNING" not in harmless
+
+
+def test_undoing_a_difference_decides_only_once_the_model_has_learned():
+    hurts = Scores("ce", other=[2.0, 2.1, 1.9, 2.0], undone=[0.2, 0.3, 0.1, 0.2], train=0.1)
+    assert hurts.verdict(chance=1.386) == "hurts" and round(hurts.closed, 2) == 0.95
+    assert hurts.verdict(chance=None) == "hurts"
+    harmless = Scores("ce", other=[0.5, 0.6, 0.4, 0.5], undone=[0.5, 0.59, 0.41, 0.5], train=0.1)
+    assert harmless.verdict(chance=1.386) == "harmless"
+    # the same numbers from a model still at its chance level on train decide nothing
+    assert Scores("ce", other=[1.4] * 4, undone=[1.39] * 4, train=1.3).verdict(chance=1.386) == "undecided"
+    # most of the gap closed, but on half the batches only: not decided
+    assert Scores("ce", other=[2.0, 2.0, 2.0, 2.0], undone=[0.1, 0.1, 2.1, 2.1], train=0.1).verdict(None) == "undecided"
 
 
 def test_dev_worse_than_new_train_data_in_epoch_1_is_not_called_overfitting_and_is_one_problem():

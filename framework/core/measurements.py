@@ -37,4 +37,8 @@ EAGER_ONLY: Key[str] = Key("eager_only", "why the model must not be compiled (a 
 APPLIED_LEARNING_RATES: Key[dict[int, list[float]]] = Key(
     "applied_learning_rates", "epoch -> [first, lowest, highest, latest] rate the optimizer applied at its updates"
 )
+SPLITS_ON_TRIAL: Key[set[tuple[str, str]]] = Key(
+    "splits_on_trial",
+    "(dataset option, input key) whose difference from train an experiment on the learned model decides",
+)
 VERDICT_RUN: Key[str] = Key("verdict_run", "the verdict option this run is for; its findings must not stop it")

@@ -185,7 +185,11 @@ class BatchLoader:
 
     def tensor_batch(self, indices: np.ndarray, epoch: int | None = None) -> dict[str, torch.Tensor]:
         """Like ``numpy_batch``, as CPU tensors (floating-point ones in ``float_dtype`` when it is set)."""
-        batch = {key: torch.from_numpy(np.ascontiguousarray(a)) for key, a in self.numpy_batch(indices, epoch).items()}
+        return self.as_tensors(self.numpy_batch(indices, epoch))
+
+    def as_tensors(self, arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """A batch of ``numpy_batch``'s arrays as CPU tensors, as ``tensor_batch`` gives them."""
+        batch = {key: torch.from_numpy(np.ascontiguousarray(a)) for key, a in arrays.items()}
         if self.float_dtype is not None:
             for key, tensor in batch.items():
                 if tensor.is_floating_point():

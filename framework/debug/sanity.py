@@ -39,7 +39,7 @@ from framework.check_library.loss_invariance import invariance_note, invariant_p
 from framework.check_library.model_checks import SETTLE_UPDATES
 from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event, Order
-from framework.core.measurements import VERDICT_RUN
+from framework.core.measurements import SPLITS_ON_TRIAL, VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 
@@ -66,7 +66,7 @@ class SanityCheck(Plugin):
     """Data checks at STARTUP, model checks around the first step."""
 
     order = Order.CHECK
-    needs = (VERDICT_RUN,)
+    needs = (VERDICT_RUN, SPLITS_ON_TRIAL)
 
     def __init__(self, config: Config):
         self.num_batches = config.int_or_off("debug_sanity_check")
@@ -116,7 +116,17 @@ class SanityCheck(Plugin):
                 findings += data_checks.order_findings(state.extern_data[key], samples["train"], per_option["train"][0])
         for key, per_option in stats.items():
             findings += data_checks.split_findings(key, per_option)
-        self._report(state, "data", findings, DataError)
+        self._report(state, "data", [self._on_trial(state, f) for f in findings], DataError)
+
+    @staticmethod
+    def _on_trial(state: RunState, finding: Finding) -> Finding:
+        """A warning about a split's input key whose difference from train the split comparison decides once the
+        model has learned (it undoes the difference and scores both): a note, since the experiment decides."""
+        where = (finding.where.get("dataset"), finding.where.get("key"))
+        if finding.severity != "warning" or where not in (state.store.get(SPLITS_ON_TRIAL) or set()):
+            return finding
+        text = " The split comparison decides whether this difference hurts, once the model has learned."
+        return dataclasses.replace(finding, severity="note", message=finding.message + text)
 
     @on(
         Event.STEP_START, Order.LAST, once=True

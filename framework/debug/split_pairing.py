@@ -38,9 +38,11 @@ from framework.base.options import register
 from framework.check_library.data_checks import sample_batches, valid_values
 from framework.check_library.probe import unseen
 from framework.core.events import Event
+from framework.core.measurements import CHANCE_LEVELS, SPLITS_ON_TRIAL
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.datasets.extern_data import DataKey
+from framework.debug.split_undo import Undo, affine_undo, class_order_undo, feature_order_undo, measure
 
 register(
     "debug_split_pairing",
@@ -420,11 +422,22 @@ def _scale_remark(a: np.ndarray) -> str:
     return ""
 
 
+@dataclass
+class Pairing:
+    """A finding on how one split pairs inputs with labels against train, with the transform that explains it undone
+    when one does (``undo``): the experiment, once the model has learned, that decides whether it hurts."""
+
+    option: str
+    finding: Finding
+    undo: Undo | None = None
+
+
 def pairing_finding(
-    option: str, data: DataKey, label: DataKey, train: Units, other: Units, features: np.ndarray
-) -> Finding | None:
+    option: str, data: DataKey, label: DataKey, train: Units, other: Units, features: np.ndarray, feature_axis: bool
+) -> Pairing | None:
     """The finding on how ``option`` pairs ``data`` with ``label`` against train, or None when they agree
-    (``features``: the key's feature index of each column of the units)."""
+    (``features``: the key's feature index of each column of the units; ``feature_axis``: whether they index the
+    key's last axis)."""
     comparison = compare(train, other, label.sparse_dim or 0)
     if comparison is None:
         return None
@@ -448,10 +461,10 @@ def pairing_finding(
             f"({abs(o_mean - t_mean) / comparison.scale[f]:.2g} standard deviations within the class, {z[k, f]:.0f} "
             f"standard errors); {int(comparison.differs.sum())} of {comparison.differs.size} class-{named} means differ"
         )
-        found = _input_transform(comparison, option, data, label, features, observed)
+        found = _input_transform(comparison, option, data, label, features, feature_axis, observed)
         if found is not None:
-            found.evidence = evidence | found.evidence
-            found.where = where
+            found.finding.evidence = evidence | found.finding.evidence
+            found.finding.where = where
             return found
     # An example that is the mean of its frames varies less the more frames it has: with other lengths in the two
     # splits, the spread within a class and how often a nearest-mean rule errs differ by that alone.
@@ -465,101 +478,132 @@ def pairing_finding(
             if mixed.both_sides
             else ""
         )
-        return Finding(
-            "warning",
-            "sanity check",
-            f"The labels {label.name!r} of {mixed.split} disagree with their inputs: of the {mixed.split} examples "
-            f"labelled {mixed.cls}, {mixed.share:.0%} have inputs {data.name!r} nearest to what {reference} labels "
-            f"{', '.join(map(str, mixed.like))} (against {mixed.reference_share:.0%} of {reference}'s own examples of "
-            f"{mixed.cls}, by the same rule: the nearest of the class means of half of {reference}'s sequences, "
-            f"judged on the other half), so {mixed.split} labels part "
-            f"of these inputs with another class than {reference} does.{between} Inputs and labels paired otherwise "
-            f"by one split's pipeline (inputs reordered without their labels, a transform of the inputs whose labels "
-            f"were not changed with them, a resized or remapped label map){observed}.",
-            evidence=evidence,
-            where=where,
-            fix=f"Give {mixed.split} the pairing of {reference}: every reordering or transform of an input applied to "
-            f"its label too (label maps resized with nearest-neighbour interpolation).",
+        return Pairing(
+            option,
+            Finding(
+                "warning",
+                "sanity check",
+                f"The labels {label.name!r} of {mixed.split} disagree with their inputs: of the {mixed.split} examples "
+                f"labelled {mixed.cls}, {mixed.share:.0%} have inputs {data.name!r} nearest to what {reference} labels "
+                f"{', '.join(map(str, mixed.like))} (against {mixed.reference_share:.0%} of {reference}'s own examples of "
+                f"{mixed.cls}, by the same rule: the nearest of the class means of half of {reference}'s sequences, "
+                f"judged on the other half), so {mixed.split} labels part "
+                f"of these inputs with another class than {reference} does.{between} Inputs and labels paired otherwise "
+                f"by one split's pipeline (inputs reordered without their labels, a transform of the inputs whose labels "
+                f"were not changed with them, a resized or remapped label map){observed}.",
+                evidence=evidence,
+                where=where,
+                fix=f"Give {mixed.split} the pairing of {reference}: every reordering or transform of an input applied to "
+                f"its label too (label maps resized with nearest-neighbour interpolation).",
+            ),
         )
     if alike and (wider := _wider_spread(comparison)) is not None:
         evidence |= {"spread_ratio": round(wider, 3)}
-        return Finding(
-            "warning",
-            "sanity check",
-            f"The inputs {data.name!r} vary more within each class of {label.name!r} in {option} than in train: the "
-            f"spread within the classes is {wider:.3g} times train's (the median over classes and features; at "
-            f"least {WIDER:g} times in 90% of them, each beyond {MIN_Z:g} standard errors). "
-            f"{option.capitalize()}'s pipeline adds variation that training never showed the model (noise, the aliasing of a resize without low-pass filtering, another decoder or resampler), or train's "
-            f"removes it (smoothing, filtering applied in training only){observed}.",
-            evidence=evidence,
-            where=where,
-            fix=f"Prepare {option} with train's pipeline: the same decoder, resizing (with its antialiasing) and "
-            f"filtering.",
+        return Pairing(
+            option,
+            Finding(
+                "warning",
+                "sanity check",
+                f"The inputs {data.name!r} vary more within each class of {label.name!r} in {option} than in train: the "
+                f"spread within the classes is {wider:.3g} times train's (the median over classes and features; at "
+                f"least {WIDER:g} times in 90% of them, each beyond {MIN_Z:g} standard errors). "
+                f"{option.capitalize()}'s pipeline adds variation that training never showed the model (noise, the aliasing of a resize without low-pass filtering, another decoder or resampler), or train's "
+                f"removes it (smoothing, filtering applied in training only){observed}.",
+                evidence=evidence,
+                where=where,
+                fix=f"Prepare {option} with train's pipeline: the same decoder, resizing (with its antialiasing) and "
+                f"filtering.",
+            ),
         )
     if not comparison.differs.any():
         return None
-    return Finding(
-        "note",
-        "sanity check",
-        f"The inputs {data.name!r} of the classes of {label.name!r} differ between train and {option}, not by one "
-        f"transform of the inputs or the labels (checked: a scale and offset per {named}, another {named} order, "
-        f"another class numbering, labels that disagree with their inputs in one split){observed}. A domain that "
-        f"differs by design shows so; if the splits come from one source, compare their pipelines (python "
-        f"tools/dump-dataset.py CONFIG --dataset {option}).",
-        evidence=evidence,
-        where=where,
+    return Pairing(
+        option,
+        Finding(
+            "note",
+            "sanity check",
+            f"The inputs {data.name!r} of the classes of {label.name!r} differ between train and {option}, not by one "
+            f"transform of the inputs or the labels (checked: a scale and offset per {named}, another {named} order, "
+            f"another class numbering, labels that disagree with their inputs in one split){observed}. A domain that "
+            f"differs by design shows so; if the splits come from one source, compare their pipelines (python "
+            f"tools/dump-dataset.py CONFIG --dataset {option}).",
+            evidence=evidence,
+            where=where,
+        ),
     )
 
 
 def _input_transform(
-    comparison: Comparison, option: str, data: DataKey, label: DataKey, features: np.ndarray, observed: str
-) -> Finding | None:
-    """A warning when one transform explains how the class means differ: a scale and offset per feature, another
-    feature order, another class numbering; else None."""
+    comparison: Comparison,
+    option: str,
+    data: DataKey,
+    label: DataKey,
+    features: np.ndarray,
+    feature_axis: bool,
+    observed: str,
+) -> Pairing | None:
+    """A warning, with the transform undone, when one transform explains how the class means differ: a scale and
+    offset per feature, another feature order, another class numbering; else None."""
     named = "id" if data.sparse_dim is not None else "feature"
     if data.sparse_dim is None and (affine := _affine(comparison)) is not None:
         a, b = affine
         moved = np.flatnonzero(comparison.differs.any(0))
-        return Finding(
-            "warning",
-            "sanity check",
-            f"The inputs {data.name!r} in {option} are those of train scaled and shifted per feature, for every class "
-            f"of {label.name!r} alike: {option} = a x train + b with a = {_numbers(a[moved])} and b = "
-            f"{_numbers(b[moved])} (features {', '.join(map(str, features[moved][:4]))}{', ...' if len(moved) > 4 else ''}), "
-            f"and the spread within the classes (pooled) is scaled by about the same |a|. That is what preparing the "
-            f"same inputs with other constants makes (a normalisation with other statistics, another unit, a scale "
-            f"or offset applied in one split only); a domain that differs by design, such as another sensor's gain, "
-            f"can look the same{observed}.{_scale_remark(a[moved]).format(option=option)}",
-            evidence={"scale": a[moved].round(6).tolist(), "offset": b[moved].round(6).tolist()},
-            where={},
-            fix=f"Prepare {option} exactly as train: the same scaling and normalisation, with the train set's statistics.",
+        undo = affine_undo(data.name, features[moved], a[moved], b[moved], feature_axis)
+        return Pairing(
+            option,
+            Finding(
+                "warning",
+                "sanity check",
+                f"The inputs {data.name!r} in {option} are those of train scaled and shifted per feature, for every class "
+                f"of {label.name!r} alike: {option} = a x train + b with a = {_numbers(a[moved])} and b = "
+                f"{_numbers(b[moved])} (features {', '.join(map(str, features[moved][:4]))}{', ...' if len(moved) > 4 else ''}), "
+                f"and the spread within the classes (pooled) is scaled by about the same |a|. That is what preparing the "
+                f"same inputs with other constants makes (a normalisation with other statistics, another unit, a scale "
+                f"or offset applied in one split only); a domain that differs by design, such as another sensor's gain, "
+                f"can look the same{observed}.{_scale_remark(a[moved]).format(option=option)}",
+                evidence={"scale": a[moved].round(6).tolist(), "offset": b[moved].round(6).tolist()},
+                where={},
+                fix=f"Prepare {option} exactly as train: the same scaling and normalisation, with the train set's statistics.",
+            ),
+            undo,
         )
     if (order := _feature_order(comparison)) is not None:
         pairs = ", ".join(f"{option}'s {features[g]} = train's {features[t]}" for g, t in enumerate(order) if t != g)
-        return Finding(
-            "warning",
-            "sanity check",
-            f"The {named}s of {data.name!r} come in another order in {option} than in train: for every class of "
-            f"{label.name!r}, {pairs} (the class means agree after reordering, up to sampling noise). Channels or ids "
-            f"swapped by one split's loader or preprocessing (a colour order, a transposed feature axis, a vocabulary "
-            f"built per split){observed}.",
-            evidence={"order": {str(features[g]): int(features[t]) for g, t in enumerate(order) if t != g}},
-            where={},
-            fix=f"Load and prepare {option} with the same channel, feature and id order as train.",
+        # an id key's features are its most frequent ids' shares, not values the batch holds: nothing to reorder
+        undo = feature_order_undo(data.name, features, order) if data.sparse_dim is None else None
+        return Pairing(
+            option,
+            Finding(
+                "warning",
+                "sanity check",
+                f"The {named}s of {data.name!r} come in another order in {option} than in train: for every class of "
+                f"{label.name!r}, {pairs} (the class means agree after reordering, up to sampling noise). Channels or ids "
+                f"swapped by one split's loader or preprocessing (a colour order, a transposed feature axis, a vocabulary "
+                f"built per split){observed}.",
+                evidence={"order": {str(features[g]): int(features[t]) for g, t in enumerate(order) if t != g}},
+                where={},
+                fix=f"Load and prepare {option} with the same channel, feature and id order as train.",
+            ),
+            undo,
         )
     if (classes := _class_order(comparison)) is not None:
         moved = [(comparison.classes[j], comparison.classes[i]) for j, i in enumerate(classes) if i != j]
         pairs = ", ".join(f"{option}'s {o} = train's {t}" for o, t in moved[:6])
-        return Finding(
-            "warning",
-            "sanity check",
-            f"The classes of {label.name!r} are numbered otherwise in {option} than in train: the inputs that {option} "
-            f"labels with one id are those that train labels with another ({pairs}; the class means agree after "
-            f"renumbering, up to sampling noise). An id mapping built separately for each split (a label encoder or "
-            f"vocabulary fit on each, another sort order of the class names){observed}.",
-            evidence={"class_order": {str(o): t for o, t in moved}},
-            where={},
-            fix="Build the label mapping once (on train) and apply it to every split.",
+        undo = class_order_undo(label.name, comparison.classes, classes, label.sparse_dim or 0)
+        return Pairing(
+            option,
+            Finding(
+                "warning",
+                "sanity check",
+                f"The classes of {label.name!r} are numbered otherwise in {option} than in train: the inputs that {option} "
+                f"labels with one id are those that train labels with another ({pairs}; the class means agree after "
+                f"renumbering, up to sampling noise). An id mapping built separately for each split (a label encoder or "
+                f"vocabulary fit on each, another sort order of the class names){observed}.",
+                evidence={"class_order": {str(o): t for o, t in moved}},
+                where={},
+                fix="Build the label mapping once (on train) and apply it to every split.",
+            ),
+            undo,
         )
     return None
 
@@ -576,9 +620,15 @@ def sample(loader: Any) -> list:
 
 
 class SplitPairing(Plugin):
-    """Compares, at startup, the inputs of each class between train and every other dataset."""
+    """Compares, at startup, the inputs of each class between train and every other dataset; a difference that one
+    transform explains is judged once the model has learned, by undoing it (``split_undo``)."""
 
     first_step_check = ("debug_split_pairing",)
+    needs = (CHANCE_LEVELS,)  # a model still at its chance level cannot tell whether a difference hurts
+    provides = (SPLITS_ON_TRIAL,)  # the differences it decides later: the startup data checks do not judge them
+
+    def __init__(self) -> None:
+        self.pending: list[Pairing] = []  # transforms found at startup, not yet decided
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> SplitPairing | None:
@@ -595,7 +645,7 @@ class SplitPairing(Plugin):
             with unseen():  # the global generators as they were, the user's output held (sample_batches keeps the
                 # generators the datasets hold)
                 samples = {option: sample(loader) for option, loader in state.loaders.items()}
-            found = []
+            found: list[Pairing] = []
             reported: set[frozenset[str]] = set()  # two id keys pair both ways: one finding for the pair
             for label, data in itertools.product(labels, inputs):
                 if data is not label and frozenset((data.name, label.name)) not in reported:
@@ -606,12 +656,79 @@ class SplitPairing(Plugin):
         except Exception as exc:  # noqa: BLE001 - data this comparison cannot read is the data checks' to report
             log.v5(f"Split comparison skipped: {type(exc).__name__}: {exc}")
             return
-        for finding in found:
-            finding.option = "debug_split_pairing = False"
+        # one process decides: ranks could disagree on the experiment
+        decidable = state.distributed is None
+        for pairing in found:
+            pairing.finding.option = "debug_split_pairing = False"
+            if pairing.undo is not None and decidable:
+                self.pending.append(pairing)
+                on_trial = state.store.get(SPLITS_ON_TRIAL) or set()
+                state.store.put(SPLITS_ON_TRIAL, on_trial | {(pairing.option, pairing.finding.where["key"])}, by=self)
+            else:
+                report(pairing.finding)
+
+    @on(Event.EPOCH_END)
+    def undo_differences(self, state: RunState) -> None:
+        """At the end of epochs 1, 2, 4, 8, ...: a difference that undoing shows to hurt is reported as it is found."""
+        if self.pending and state.epoch & (state.epoch - 1) == 0:
+            self._decide(state, final=False)
+
+    @on(Event.FINISH)
+    def decide_the_rest(self, state: RunState) -> None:
+        if self.pending:
+            self._decide(state, final=True)
+
+    def _decide(self, state: RunState, final: bool) -> None:
+        chance = state.store.get(CHANCE_LEVELS) or {}
+        for pairing in list(self.pending):
+            finding, undo = pairing.finding, pairing.undo
+            assert undo is not None
+            try:
+                scores = measure(state, pairing.option, undo) if state.epoch > 0 else []
+            except Exception as exc:  # noqa: BLE001 - a model that cannot be copied: the shape alone is the finding
+                log.v5(f"Split comparison's experiment skipped: {type(exc).__name__}: {exc}")
+                scores = []
+            verdicts = {s.loss: s.verdict(getattr(chance.get(s.loss), "value", None)) for s in scores}
+            hurt = [s for s in scores if verdicts[s.loss] == "hurts"]
+            if not hurt and not final:
+                continue
+            self.pending.remove(pairing)
+            if not scores:
+                report(finding)  # not measured (no epoch trained, or the experiment could not run)
+                continue
+            shown = hurt[0] if hurt else scores[0]
+            measured = f"{shown.text(pairing.option)} (epoch {state.epoch}, on a copy of the model)"
+            finding.evidence |= {
+                "experiment": undo.what + " undone",
+                "loss": shown.loss,
+                "as_prepared": shown.other,
+                "undone": shown.undone,
+                "train": shown.train,
+            }
+            if hurt:
+                finding.message += (
+                    f" It costs this model: with {undo.what} undone, {measured}, so undoing it closes "
+                    f"{shown.closed:.0%} of the gap to train."
+                )
+                report(finding)
+                continue
+            finding.severity, finding.fix = "note", ""
+            finding.evidence.pop("problem", None)  # a note is no record that a warning of the problem folds into
+            if all(v == "harmless" for v in verdicts.values()):
+                finding.message += (
+                    f" It does not hurt this model: with {undo.what} undone, {measured}; the model does not depend on "
+                    f"it (a difference by design, or one the model normalises away)."
+                )
+            else:
+                finding.message += (
+                    f" Not decided yet whether it hurts this model: with {undo.what} undone, {measured}. Next "
+                    f"experiment: train longer and rerun, or prepare {pairing.option} as train is and compare its "
+                    f"score."
+                )
             report(finding)
 
 
-def pairing_findings(samples: dict[str, list], data: DataKey, label: DataKey) -> list[Finding]:
+def pairing_findings(samples: dict[str, list], data: DataKey, label: DataKey) -> list[Pairing]:
     """How each dataset of ``samples`` (option -> raw batches) pairs ``data`` with ``label``, against train."""
     per_frame = bool(label.shape) and label.shape != (1,)
     featurize, feature_axis = _featurizer(data, samples["train"])
@@ -630,13 +747,15 @@ def pairing_findings(samples: dict[str, list], data: DataKey, label: DataKey) ->
         if option == "train" or not batches:
             continue
         other = _units(batches, data, label, per_frame, featurize, feature_axis)
-        finding = (
-            None if other is None else pairing_finding(option, data, label, train, select(other, features), features)
+        pairing = (
+            None
+            if other is None
+            else pairing_finding(option, data, label, train, select(other, features), features, feature_axis)
         )
-        if finding is not None:
-            if finding.severity == "warning":  # the learning watch's gap between dev and new train data is this too
-                finding.evidence["problem"] = splits_differ(option)
-            found.append(finding)
+        if pairing is not None:
+            if pairing.finding.severity == "warning":  # the learning watch's gap between dev and new train data
+                pairing.finding.evidence["problem"] = splits_differ(option)
+            found.append(pairing)
     return found
 
 
