@@ -63,7 +63,7 @@ def loss_findings(losses: dict[str, Any]) -> list[Finding]:
             "error" if len(detached) == len(optimized) else "warning",
             "sanity check",
             f"loss {names} does not depend on any parameter that requires grad (it has no grad_fn), so "
-            f"{'nothing' if len(detached) == len(optimized) else 'it'} can be trained. Look for .detach(), "
+            f"{'nothing can be trained' if len(detached) == len(optimized) else 'it trains nothing'}. Look for .detach(), "
             f".item(), .numpy(), torch.no_grad() or a tensor rebuilt with torch.tensor(...) between the model "
             f"output and mark_as_loss.",
             evidence={"detached": detached, "optimized": list(optimized)},
