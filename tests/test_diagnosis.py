@@ -285,6 +285,12 @@ BUGS = {
         r"WARNING sanity check \(first step\): The error score 'err' is 0\.\d+ for predictions that the loss calls "
         r"perfect: .* binary_cross_entropy_with_logits at .* \(\+30 where the target is 1 and -30 where it is 0\)",
     ),
+    "an error rate that compares [B] predictions with [B, 1] labels": (
+        ["classify.py", "cause_classify_error_broadcast.py"],
+        r"WARNING sanity check \(first step\): The error score 'err' is 0\.\d+ for predictions that the loss calls "
+        r"perfect .* it is computed from \S+ at .*cause_classify_error_broadcast\.py:\d+ .* \(shapes \[8\] and "
+        r"\[8, 1\] -> \[8, 8\]\): two tensors of one batch broadcast against each other",
+    ),
     "a cosine classifier whose scores are scaled by a temperature below 1": (
         ["classify.py", "cause_classify_cosine_scale.py"],
         r"WARNING sanity check \(first step\): The scores cross_entropy at .* gets span at most 0\.\d+ within a row "

@@ -99,10 +99,12 @@ def key_findings(
         return findings + _label_findings(where, at, key, values, batches)
     if values.dtype.kind in "iub" and np.dtype(key.dtype).kind in "iub":
         findings.append(
+            # a note: a step may read integer keys as it likes (class ids it indexes with, counts, positions)
             Finding(
-                "warning",
+                "note",
                 "sanity check",
-                f"{where} is integer data without sparse_dim. If these are class ids, declare "
+                f"{where} is integer data without sparse_dim, so the checks of class ids (values within the classes, "
+                f"class frequencies per split) do not run on it. If these are class ids, declare "
                 f"extern_data[{key.name!r}]['sparse_dim']; if they are features, declare dtype 'float32' and "
                 f"normalize them.",
                 evidence={"dtype": str(values.dtype), "declared_dtype": str(key.dtype)},

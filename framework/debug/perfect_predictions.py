@@ -83,10 +83,10 @@ class PerfectPredictions(Plugin):
         if session is None:
             return
         try:
-            scored, before = _run(session, state.batch, None)
+            scored, before, crossed = _run(session, state.batch, None)
             if not scored or not any(m.as_error for m in before.losses.values()):
                 return
-            checked, after = _run(session, state.batch, scored)
+            checked, after, _ = _run(session, state.batch, scored)
         except ProbeLimit as exc:
             log.v5(f"Perfect-predictions check skipped: a run failed ({exc}).")
             return
@@ -98,7 +98,7 @@ class PerfectPredictions(Plugin):
                 continue
             was, now = _value(marked), _value(after.losses[name])
             if 0 <= now < was <= 1 and now >= LEFT:
-                findings.append(_finding(name, was, now, scored))
+                findings.append(_finding(name, was, now, scored, crossed.get(name)))
         if findings:
             report_findings(
                 state, "first step", findings[:1], ModelCheckError, False, off="debug_perfect_predictions = False"
@@ -109,8 +109,24 @@ def _value(marked: Any) -> float:
     return float(marked.normalized().detach().float())
 
 
-def _finding(name: str, was: float, now: float, scored: list[_Scored]) -> Finding:
+def _finding(name: str, was: float, now: float, scored: list[_Scored], crossed: str | None) -> Finding:
     first = scored[0]
+    where: dict[str, Any] = {"error": name, "module": first.module[0], "line": first.where}
+    if crossed is not None:  # the experiment's run traced the score to an operation that paired every row with every
+        where["broadcast"] = crossed
+        return Finding(
+            "warning",
+            "sanity check",
+            f"The error score {name!r} is {now:.3g} for predictions that the loss calls perfect (on a copy, evaluated "
+            f"as dev is, with the scores of {first.loss} at {first.where} replaced by perfect ones; it went only from "
+            f"{was:.3g} to {now:.3g}), and it is computed from {crossed}: two tensors of one batch broadcast against "
+            f"each other, so every example is compared with every other example's target, not with its own (a "
+            f"[B] tensor against a [B, 1] one).",
+            evidence={"error_before": was, "error_perfect": now, "losses": [s.loss for s in scored]},
+            where=where,
+            fix="Give both sides of that comparison the same shape (squeeze the [B, 1] one, or compare [B, 1] with "
+            "[B, 1]).",
+        )
     losses = ", ".join(f"{s.loss} at {s.where}" for s in scored[:2])
     module = first.module[0]
     perfect = {
@@ -128,21 +144,29 @@ def _finding(name: str, was: float, now: float, scored: list[_Scored]) -> Findin
         f"match the loss, such as a softmax where the loss applies a sigmoid per label or another threshold; "
         f"positions the loss ignores counted as errors; targets in other units).",
         evidence={"error_before": was, "error_perfect": now, "losses": [s.loss for s in scored]},
-        where={"error": name, "module": module, "line": first.where},
+        where=where,
         fix=f"Compute {name!r} from the loss's own decisions (cross_entropy: argmax; binary_cross_entropy_with_logits: "
         "logit > 0) over the positions the loss scores.",
     )
 
 
-def _run(session: ProbeSession, batch: dict[str, Any], perfect: list[_Scored] | None) -> tuple[Any, RunCtx]:
+def _run(
+    session: ProbeSession, batch: dict[str, Any], perfect: list[_Scored] | None
+) -> tuple[Any, RunCtx, dict[str, str]]:
     """``train_step`` as dev is evaluated, on a copy: watching the losses (``perfect`` None: their scored calls), or
-    with their scores replaced by ``perfect`` (then: each watched loss's value)."""
+    with their scores replaced by ``perfect`` (then: each watched loss's value); and the error scores computed from
+    a batch crossed with itself (score name -> the operation and line)."""
     with session.isolated(CHECK) as model, torch.no_grad():
         watch = _Watch(model, batch, perfect)
         with watch:
             run_ctx = session.changed_run(CHECK, model, batch, stage="eval", optional=True)
         watch.remove()
-    return (watch.scored if perfect is None else watch.values), run_ctx
+    crossed = {
+        name: watch.crossed[id(marked.loss)]
+        for name, marked in run_ctx.losses.items()
+        if marked.as_error and id(marked.loss) in watch.crossed
+    }
+    return (watch.scored if perfect is None else watch.values), run_ctx, crossed
 
 
 class _Watch(TorchFunctionMode):
@@ -158,6 +182,12 @@ class _Watch(TorchFunctionMode):
         self.handles = [
             module.register_forward_hook(self._hook(path or "(model)")) for path, module in model.named_modules()
         ]
+        # Tensors computed from an elementwise operation that crossed the batch with itself (an output with two axes
+        # of the batch size, larger than each input), and everything computed from them: id -> the operation.
+        sizes = {t.shape[0] for t in self.batch if t.dim() > 0}
+        self.batch_size = sizes.pop() if len(sizes) == 1 else 0
+        self.crossed: dict[int, str] = {}
+        self._kept: list[torch.Tensor] = []  # the crossed tensors, alive so that their ids stay theirs
 
     def remove(self) -> None:
         for handle in self.handles:
@@ -181,6 +211,8 @@ class _Watch(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if self.batch_size > 1 and isinstance(out, torch.Tensor):
+            self._trace_crossing(func, [*args, *kwargs.values()], out)
         if func in _LOSSES:
             if self.perfect is None:
                 self._record(func, args, kwargs)
@@ -188,6 +220,19 @@ class _Watch(TorchFunctionMode):
                 self.values[self.loss_calls] = float(out)
             self.loss_calls += 1
         return out
+
+    def _trace_crossing(self, func: Any, args: list, out: torch.Tensor) -> None:
+        inputs = [a for a in args if isinstance(a, torch.Tensor)]
+        inputs += [t for a in args if isinstance(a, list | tuple) for t in a if isinstance(t, torch.Tensor)]
+        origin = next((self.crossed[id(t)] for t in inputs if id(t) in self.crossed), None)
+        if origin is None and len(inputs) >= 2 and list(out.shape).count(self.batch_size) >= 2:
+            if out.numel() > max(t.numel() for t in inputs) and all(t.dim() <= out.dim() for t in inputs):
+                shapes = " and ".join(str(list(t.shape)) for t in inputs)
+                name = getattr(func, "__name__", str(func))
+                origin = f"{name} at {format_frame(user_frame())} (shapes {shapes} -> {list(out.shape)})"
+        if origin is not None:
+            self.crossed[id(out)] = origin
+            self._kept.append(out)
 
     def _record(self, func: Any, args: tuple, kwargs: dict) -> None:
         scores = args[0] if args else kwargs.get("input")
