@@ -2,7 +2,7 @@
 numbering or labels that differ between the splits are each named by the shape that explains them; splits that agree
 (whatever their class frequencies, with noise added to train only, or too few examples to tell) are quiet. Also the
 learning watch's first-sight gap: a dev loss that rises after dev was already worse than new train data is not called
-overfitting."""
+overfitting, and an evaluation path that scores the train data worse is tested for reading the padding."""
 
 from __future__ import annotations
 
@@ -199,3 +199,16 @@ def test_dev_inputs_that_vary_more_within_every_class_are_named_and_train_only_v
     assert found and found[0][0] == "warning"
     assert "The inputs 'x' vary more within each class of 'y' in dev than in train" in found[0][1]
     assert _messages(noisy_dev, train) == []  # wider in train: augmentation in training, not judged
+
+
+def test_an_evaluation_path_that_reads_the_padding_is_named_when_it_scores_the_train_data_worse():
+    def run(*overrides: str) -> str:
+        files = [os.path.join(ZOO, "cause_eval_path_unmasked_pooling.py")]
+        with captured_log(4) as lines:
+            Engine(load_config(files, {"model": None, **dict(zip(overrides[::2], overrides[1::2]))})).run("train")
+        return "\n".join(lines)
+
+    bug = run()
+    assert "WARNING learning watch: dev_ce is " in bug
+    assert "the evaluation path scores the same train data worse, and it reads the padding: with 37 more padded" in bug
+    assert "WARNING" not in run("bug", False)

@@ -49,6 +49,7 @@ from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, C
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.diagnosis import Symptom, train_batch_losses
+from framework.debug.padding_probe import evaluation_reads_padding
 from framework.debug.split_pairing import splits_differ
 from framework.training.optim import base_learning_rate
 
@@ -870,6 +871,41 @@ class DevDivergenceWatch(Plugin):
                     f"first train batches score {trained:.4g} in training mode and {evaluated:.4g} evaluated as "
                     f"{dataset} is"
                 )
+                reads = None
+                if evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12):
+                    try:
+                        reads = evaluation_reads_padding(state, name)
+                    except Exception:  # noqa: BLE001 - a model that cannot be copied: the gap alone is the note
+                        reads = None
+                if reads is not None:
+                    key, added, before, after = reads
+                    _warn(
+                        state,
+                        f"{facts}: the evaluation path scores the same train data worse, and it reads the padding: "
+                        f"with {added} more padded frames after every sequence of {key!r} (as a longer batch-mate "
+                        f"brings), the first train batch evaluated as {dataset} is scores {name} {after:.4g} instead "
+                        f"of {before:.4g}. A sequence's result on that path depends on its batch-mates' lengths: a "
+                        f"mask or the lengths not passed where train_step evaluates (run_ctx.train_flag False), such "
+                        f"as an attention_mask left out of a prediction function.",
+                        option="debug_dev_divergence_epochs = 0",
+                        evidence={
+                            "dev": first,
+                            "unseen_train": unseen,
+                            "train_mode": trained,
+                            "evaluated": evaluated,
+                            "padding_key": key,
+                            "added_frames": added,
+                            "with_more_padding": after,
+                        },
+                        where={
+                            "score": f"{dataset}_{name}",
+                            "key": key,
+                            "path": "evaluation (run_ctx.train_flag False)",
+                        },
+                        fix=f"Pass the mask (or the lengths from {key + ':seq_len'!r}) on the evaluation path as "
+                        f"training does.",
+                    )
+                    continue
                 if evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12):
                     text = (
                         f"{facts}: the evaluation path scores the same train data worse, so the gap is between the "

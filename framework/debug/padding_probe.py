@@ -30,13 +30,15 @@ from framework.base.config import Config
 from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
-from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession, padding_mask
+from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession, model_copy, padding_mask, unseen
 from framework.check_library.tensors import named_tensors
 from framework.core.events import Event, Order
 from framework.core.measurements import IGNORED_LABELS
 from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
+from framework.core.step import run_step
+from framework.datasets.loader import to_device
 from framework.debug.sanity import report_findings
 
 register(
@@ -52,6 +54,7 @@ CHECK = "padding check"
 # Outputs on the real frames that move by more than this fraction of their largest magnitude with more padding
 # after them depend on it (a differently shaped batch may round a little differently: not that).
 MORE_PADDING_TOLERANCE = 1e-3
+READS_PADDING = 0.05  # a loss that moves by this share when padding is added depends on the batch-mates' lengths
 # A dependence on the amount of padding is a warning when it reaches more than this share of the real frames (a
 # mean or an attention over time reaches all of them); a local operator that reads the padding at a sequence's end
 # only (a convolution over padded embeddings) reaches a few frames at the edges, a widespread choice.
@@ -76,20 +79,23 @@ def perturbed(batch: dict[str, torch.Tensor], key: str, mask: torch.Tensor, spar
     return {**batch, key: values}
 
 
-def more_padding(batch: dict[str, torch.Tensor], key: str) -> tuple[dict[str, torch.Tensor], int]:
+def more_padding(
+    batch: dict[str, torch.Tensor], key: str, frames: int | None = None
+) -> tuple[dict[str, torch.Tensor], int]:
     """A copy of ``batch`` whose variable-length keys padded along with ``key`` (the same batch and time size) get
-    as many padded frames again after their frames, each with the value its padding already holds (0 where it has
-    none); how many frames were added. The real frames and the lengths stay as they are."""
+    as many padded frames again after their frames (or ``frames``), each with the value its padding already holds (0
+    where it has none); how many frames were added. The real frames and the lengths stay as they are."""
     batch_size, time = batch[key].shape[:2]
+    added = time if frames is None else frames
     extended = dict(batch)
     for name, values in batch.items():
         mask = padding_mask(batch, name)
         if mask is None or values.shape[:2] != (batch_size, time):
             continue
         fill = values[mask][0] if bool(mask.any()) else torch.zeros((), dtype=values.dtype, device=values.device)
-        tail = fill.expand(batch_size, time, *values.shape[2:]).to(values.dtype)
+        tail = fill.expand(batch_size, added, *values.shape[2:]).to(values.dtype)
         extended[name] = torch.cat([values, tail], dim=1)
-    return extended, time
+    return extended, added
 
 
 def _largest_move(
@@ -235,6 +241,41 @@ def _same_outputs(
     return True if compared else None
 
 
+def evaluation_reads_padding(state: RunState, loss: str) -> tuple[str, int, float, float] | None:
+    """The trained model's evaluation path against more padding (a symptom's experiment: dev scores worse through
+    that path than training mode does on the same data). On a copy evaluated as dev is (eval mode, run_ctx.train_flag
+    False), the first train batch as it is and with more padding after every sequence of each variable-length key:
+    (key, frames added, loss, loss with the padding) for the first key whose padding moves ``loss`` by more than
+    READS_PADDING; None when none does. Raises what copying the model or running the step raises."""
+    loader = state.loaders["train"]
+    epoch = max(state.epoch, 1)
+    plan = loader.plan(epoch)
+    if not plan:
+        return None
+    with unseen(), torch.no_grad():
+        copy = model_copy(state.model)
+        copy.eval()
+        batch = to_device(loader.tensor_batch(plan[0], epoch), state.device)
+
+        def score(b: dict[str, torch.Tensor]) -> float:
+            run_ctx = run_step(state.config, copy, b, "eval", epoch=epoch, step=state.global_step)
+            return float(run_ctx.losses[loss].normalized())
+
+        base = score(batch)
+        for key in [k for k in batch if (m := padding_mask(batch, k)) is not None and bool(m.any())]:
+            # as many frames again, or an eighth as many (a model with a fixed number of positions)
+            for frames in (None, max(1, batch[key].shape[1] // 8)):
+                extended, added = more_padding(batch, key, frames)
+                try:
+                    after = score(extended)
+                except Exception:  # noqa: BLE001 - too long for the model: try fewer frames, then the next key
+                    continue
+                if abs(after - base) > READS_PADDING * max(abs(base), 1e-12):
+                    return key, added, base, after
+                break
+    return None
+
+
 class PaddingProbe(Plugin):
     """Runs the padding probe on the first batch, before the first step."""
 
@@ -289,10 +330,9 @@ class PaddingProbe(Plugin):
         depends: dict[str, MorePadding | None] = {}
         base_trace: list[tuple[str, torch.Tensor]] = []
         for key in read:
-            extended, added = more_padding(state.batch, key)
             trace: list[tuple[str, torch.Tensor]] = []
             try:
-                losses, outputs = self._run(session, extended, trace)
+                extended, added, losses, outputs = self._longer(session, state.batch, key, trace)
                 if not base_trace:
                     self._run(session, state.batch, base_trace)
             except ProbeLimit as exc:  # a step that needs its keys' sizes to agree otherwise: not decided
@@ -496,6 +536,19 @@ class PaddingProbe(Plugin):
                 )
             )
         return findings
+
+    def _longer(
+        self, session: ProbeSession, batch: dict[str, torch.Tensor], key: str, trace: list[tuple[str, torch.Tensor]]
+    ) -> tuple[dict[str, torch.Tensor], int, dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
+        """The run with as many padded frames again after ``key``'s frames; when that fails, with an eighth as many
+        (a model with a fixed number of positions, such as BERT's 512, takes a little more padding but not double)."""
+        try:
+            extended, added = more_padding(batch, key)
+            return extended, added, *self._run(session, extended, trace, optional=True)
+        except ProbeLimit:
+            trace.clear()
+            extended, added = more_padding(batch, key, max(1, batch[key].shape[1] // 8))
+            return extended, added, *self._run(session, extended, trace)
 
     @staticmethod
     def _run(
