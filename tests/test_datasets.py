@@ -338,3 +338,20 @@ def test_class_counts_of_frames_differ_between_splits_by_chance_not_by_bug():
     assert missing.severity == "warning" and "class(es) 2 occur in train" in missing.message
     frames = balance_findings("data", {"train": (train, "train"), "dev": (dev, "dev")}, per_frame=True)
     assert frames and all(f.severity == "note" for f in frames)  # frames of a few sequences are alike
+
+
+def test_class_ids_wrapped_around_in_8_bits_are_named_and_a_split_by_label_is_not():
+    from framework.check_library.data_checks import balance_findings
+
+    rng = np.random.default_rng(0)
+    dev = rng.multinomial(3000, np.full(300, 1 / 300))
+    true = rng.multinomial(9000, np.full(300, 1 / 300))
+    wrapped = np.bincount(np.repeat(np.arange(300), true) % 256, minlength=300)  # train's ids stored as uint8
+    [missing] = balance_findings("classes", {"train": (wrapped, "train"), "dev": (dev, "dev")})
+    assert "class(es) 256, 257" in missing.message and "occur in dev" in missing.message
+    assert "stored in 8 unsigned bits (uint8) somewhere in train's pipeline and wrapped around" in missing.message
+    # The same classes missing from train without the doubled low ids: a split by label, no wrap-around claimed
+    cut = true.copy()
+    cut[256:] = 0
+    [missing] = balance_findings("classes", {"train": (cut, "train"), "dev": (dev, "dev")})
+    assert "class(es) 256, 257" in missing.message and "wrapped" not in missing.message

@@ -466,6 +466,36 @@ def split_keys(shifts: dict[str, bool]) -> set[str]:
     return {key for key, differs in shifts.items() if differs}
 
 
+def _wrap_around(missing: np.ndarray, lacking: np.ndarray, holding: np.ndarray) -> int | None:
+    """2**8 or 2**16 when the classes that one split (counts ``lacking``) misses are exactly those from that number
+    up, and the classes they would wrap onto (id modulo that number) are more frequent there than in the split that
+    holds them all (counts ``holding``): ids stored in 8 or 16 unsigned bits wrap around; else None."""
+    for limit in (256, 65536):
+        if int(missing.min()) != limit or lacking[limit:].any() or len(holding) <= limit:
+            continue
+        targets = np.unique(np.flatnonzero(holding[limit:] > 0) % limit)
+        others = np.setdiff1d(np.flatnonzero(holding[:limit] > 0), targets)
+        if not len(targets) or not len(others):
+            continue
+        share = lacking / max(lacking.sum(), 1) / np.maximum(holding / max(holding.sum(), 1), 1e-12)
+        # each target class holds its own examples and those of the class it wrapped from: about twice its share
+        if np.median(share[targets]) >= 1.5 * np.median(share[others]):
+            return limit
+    return None
+
+
+def _wrap_text(limit: int | None, wrapping: str, holding: str) -> str:
+    if limit is None:
+        return ""
+    bits = limit.bit_length() - 1
+    return (
+        f" Every id from {limit} up is missing from {wrapping}, and the ids those would become modulo {limit} are "
+        f"more frequent in {wrapping} than in {holding}: the ids were stored in {bits} unsigned bits (uint{bits}) "
+        f"somewhere in {wrapping}'s pipeline and wrapped around ({limit} became 0), so {wrapping} labels those "
+        f"examples with other classes."
+    )
+
+
 def _shift_findings(
     key: str, counts: dict[str, tuple[np.ndarray, str]], shift: str, split_along: bool
 ) -> list[Finding]:
@@ -482,25 +512,30 @@ def _shift_findings(
         only_train = np.flatnonzero((train > 0) & (other == 0) & (expected >= MIN_EXPECTED_COUNT))
         only_other = np.flatnonzero((other > 0) & (train == 0))
         if len(only_train):
+            wrapped = _wrap_around(only_train, other, train)
+            cause = _wrap_text(wrapped, option, "train") if wrapped else " Was the split made by label?"
             findings.append(
                 Finding(
                     shift,
                     "sanity check",
                     f"key {key!r}: class(es) {_list(only_train)} occur in train ({train_what}) but never in {option} "
-                    f"({other_what}), so the {option} score says nothing about them. Was the split made by label?",
-                    evidence={"classes": only_train[:10].tolist(), "train": train_what, option: other_what},
+                    f"({other_what}), so the {option} score says nothing about them.{cause}",
+                    evidence={"classes": only_train[:10].tolist(), "train": train_what, option: other_what}
+                    | ({"wraps_at": wrapped} if wrapped else {}),
                     where={"dataset": option, "key": key},
                     fix=f"Split the data so that {option} holds every class of train (a stratified split).",
                 )
             )
         if len(only_other):
+            wrapped = _wrap_around(only_other, train, other)
             findings.append(
                 Finding(
                     shift,
                     "sanity check",
                     f"key {key!r}: class(es) {_list(only_other)} occur in {option} ({other_what}) but never in train "
-                    f"({train_what}); the model cannot learn them.",
-                    evidence={"classes": only_other[:10].tolist(), "train": train_what, option: other_what},
+                    f"({train_what}); the model cannot learn them.{_wrap_text(wrapped, 'train', option)}",
+                    evidence={"classes": only_other[:10].tolist(), "train": train_what, option: other_what}
+                    | ({"wraps_at": wrapped} if wrapped else {}),
                     where={"dataset": option, "key": key},
                     fix=f"Split the data so that train holds every class of {option} (a stratified split).",
                 )
