@@ -263,6 +263,21 @@ def test_a_training_from_load_runs_as_returnns(tmp_path, saved_as):
     assert [line.rsplit(" ", 2)[0] for line in mine[3:]] == [line.rsplit(" ", 2)[0] for line in calls[3:]]
 
 
+# A forward_step that marks nothing (no model_outputs): RETURNN hands each sequence to process_seq with no outputs
+FORWARD_PART = """
+forward_data = {'class': 'Task12AXDataset', 'num_seqs': 4, 'fixed_random_seed': 5}
+from returnn.forward_iface import ForwardCallbackIface
+class Callback(ForwardCallbackIface):
+    def process_seq(self, *, seq_tag, outputs):
+        print('CALL process_seq', len(getattr(outputs, 'data', outputs)), flush=True)
+    def finish(self):
+        print('CALL finish', flush=True)
+forward_callback = Callback()
+def forward_step(*, model, extern_data, **_kwargs):
+    print('CALL forward_step', checksum(model), flush=True)
+"""
+
+
 @pytest.mark.slow
 def test_a_forward_with_load_runs_as_returnns(tmp_path):
     """task forward with load = a RETURNN checkpoint: the same get_model arguments, hook call, and parameters forwarding."""
@@ -272,19 +287,7 @@ def test_a_forward_with_load_runs_as_returnns(tmp_path):
     torch.save({"model": {f"linear.{k}": v for k, v in init.state_dict().items()}, "epoch": 12, "step": 96}, path)
     text = LOAD_CONFIG.replace("LOAD_PATH", repr(str(path)[: -len(".pt")]))
     text = text.replace('task = "train"', 'task = "forward"').replace("start_epoch = 1\n", "")
-    text += (  # the outputs themselves differ with the data (Task12AXDataset here is not RETURNN's): the parameters
-        "\nforward_data = {'class': 'Task12AXDataset', 'num_seqs': 4, 'fixed_random_seed': 5}\n"
-        "from returnn.forward_iface import ForwardCallbackIface\n"
-        "class Callback(ForwardCallbackIface):\n"
-        "    def process_seq(self, *, seq_tag, outputs):\n"
-        "        pass\n"
-        "forward_callback = Callback()\n"
-        "def forward_step(*, model, extern_data, **_kwargs):\n"
-        "    print('CALL forward_step', checksum(model), flush=True)\n"
-        "    if 'returnn.torch.engine' not in sys.modules:  # RETURNN takes a step that marks nothing; not here\n"
-        "        from framework import get_run_ctx\n"
-        "        get_run_ctx().mark_as_output(model(extern_data['data']), name='output')\n"
-    )
+    text += FORWARD_PART
     config = tmp_path / "forward.config"
     config.write_text(text)
     (tmp_path / "returnn").mkdir()
@@ -299,7 +302,74 @@ def test_a_forward_with_load_runs_as_returnns(tmp_path):
         f"CALL hook Model {round(float(sum(p.detach().double().abs().sum() for p in init.parameters())), 6)}",
     ]
     assert calls[2].startswith("CALL forward_step ") and calls[2] != calls[1].replace("hook Model", "forward_step")
+    assert calls.count("CALL process_seq 0") == 4 and calls[-1] == "CALL finish"  # each sequence, no outputs
     assert _calls(ours.stdout) == calls
+
+
+def _both(tmp_path, configs: list[str]) -> tuple[list[str], list[str]]:
+    """The CALL lines of RETURNN and of rnn.py running the config texts ``configs`` one after the other, each in its
+    own directory (a later run finds the checkpoints of the earlier ones); without checksums and dataset names,
+    which differ with the data (Task12AXDataset here is not RETURNN's)."""
+    results: dict[str, list[str]] = {"returnn": [], "here": []}
+    for who in results:
+        (tmp_path / who).mkdir()
+    for i, text in enumerate(configs):
+        config = tmp_path / f"c{i}.config"
+        config.write_text(text)
+        theirs = _returnn(config, tmp_path / "returnn")
+        assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
+        ours = run_rnn(str(config), "++report_html", "False", cwd=str(tmp_path / "here"), timeout=300)
+        assert ours.returncode == 0, ours.stdout + ours.stderr
+        for who, output in (("returnn", theirs.stdout), ("here", ours.stdout)):
+            for line in _calls(output):
+                words = line.split()
+                keep = {"get_model": 4, "epoch_start": 4, "hook": 3, "forward_step": 2}.get(words[1], len(words))
+                results[who].append(" ".join(words[:keep]))
+    return results["returnn"], results["here"]
+
+
+@pytest.mark.slow
+def test_resume_and_forward_from_the_model_prefix_get_returnns_model_arguments(tmp_path):
+    """2 epochs, a rerun with num_epochs = 3 that resumes the newest checkpoint, and a forward from the model prefix:
+    get_model gets RETURNN's arguments each time (the loaded checkpoint's epoch and its global step - 1), and the
+    resumed epoch starts at RETURNN's global step. 12 sequences of at most 4 per batch: 3 steps per epoch in both."""
+    train = LOAD_CONFIG.replace("load = LOAD_PATH\n", "").replace("start_epoch = 1\n", "")
+    more = train.replace("num_epochs = 2", "num_epochs = 3")
+    # RETURNN forwards from the newest checkpoint up to num_epochs (epoch 2 with num_epochs = 2): the forward says 3
+    forward = more.replace('task = "train"', 'task = "forward"') + FORWARD_PART
+    theirs, ours = _both(tmp_path, [train, more, forward])
+    assert theirs == [
+        "CALL get_model 1 0",
+        "CALL hook Model",
+        "CALL epoch_start 1 0",
+        "CALL epoch_start 2 3",
+        "CALL get_model 2 5",  # resumed after epoch 2 (6 steps): RETURNN's _load_model
+        "CALL hook Model",
+        "CALL epoch_start 3 6",
+        "CALL get_model 3 8",  # forward from the newest, epoch 3 (9 steps)
+        "CALL hook Model",
+        "CALL forward_step",
+        *["CALL process_seq 0"] * 4,
+        "CALL finish",
+    ], theirs
+    assert ours == theirs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("saved_as", ["returnn", "plain"])
+def test_a_training_from_import_model_train_epoch1_runs_as_returnns(tmp_path, saved_as):
+    """import_model_train_epoch1: RETURNN builds the model with get_model(epoch=0, step=<checkpoint step> - 1), loads
+    it, and trains epoch 1 on from the checkpoint's global step (1 for a plain state dict); so does rnn.py."""
+    torch.manual_seed(5)
+    init = torch.nn.Linear(9, 2)
+    state = {f"linear.{k}": v for k, v in init.state_dict().items()}
+    path = tmp_path / "imported.pt"
+    torch.save({"model": state, "epoch": 7, "step": 40} if saved_as == "returnn" else state, path)
+    text = LOAD_CONFIG.replace("load = LOAD_PATH\n", f"import_model_train_epoch1 = {str(path)!r}\n")
+    theirs, ours = _both(tmp_path, [text.replace("start_epoch = 1\n", "")])
+    step = 40 if saved_as == "returnn" else 1
+    assert theirs[:3] == [f"CALL get_model 0 {step - 1}", "CALL hook Model", f"CALL epoch_start 1 {step}"], theirs
+    assert ours == theirs
 
 
 def test_a_numbered_load_without_a_checkpoint_to_resume_stops_with_returnns_reason(tmp_path):
@@ -331,7 +401,7 @@ def test_start_epoch_continues_from_the_epoch_before_it(tmp_path):
     again = run_rnn(str(config), "++start_epoch", "3", "++report_html", "False", cwd=str(tmp_path), timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     calls = _calls(again.stdout)
-    assert calls[0] == f"CALL get_model 3 {starts[2].split()[3]}"
+    assert calls[0] == f"CALL get_model 2 {int(starts[2].split()[3]) - 1}"  # epoch 2's, as RETURNN's _load_model
     # the hook sees epoch 2's parameters, where the first run's epoch 3 started; epoch 3 starts at its step
     assert calls[1] == f"CALL hook Model {starts[2].split()[4]}"
     assert calls[2].split()[:4] == starts[2].split()[:4]

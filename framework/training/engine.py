@@ -149,7 +149,8 @@ class Engine:
             if task == "forward":  # after CLOSE
                 path, collector = result
                 log.v3(
-                    f"Forward: wrote {len(collector.seq_indices)} sequences ({', '.join(collector.outputs)}) to {path}"
+                    f"Forward: wrote {len(collector.seq_indices)} sequences "
+                    f"({', '.join(collector.outputs) or 'no outputs'}) to {path}"
                 )
                 return path
             return result
@@ -483,11 +484,14 @@ class Engine:
         seed_everything(self.config.int("random_seed"))
         # An interrupted checkpoint is mid-epoch: that epoch is continued, not skipped.
         next_epoch = 1 if saved is None else saved["epoch"] + ("next_step" not in saved)
-        loaded = start.load if start is not None else None  # RETURNN's 'load' starts this training
-        if loaded is not None:  # get_model gets the checkpoint's epoch and step (RETURNN's _load_model)
-            self.build_model(epoch=loaded[2] or 1, step=(1 if loaded[3] is None else loaded[3]) - 1)
-        else:
-            self.build_model(epoch=next_epoch, step=0 if saved is None else saved["global_step"])
+        # get_model gets what RETURNN's _load_model gives it (start_checkpoint's docstring): the loaded checkpoint's
+        # epoch and its global step - 1 (RETURNN stores the step after counting it), 1 and 0 from scratch.
+        if saved is not None:
+            model_epoch, model_step, start_step = saved["epoch"], saved["global_step"] - 1, saved["global_step"]
+        else:  # training_start says then what the new training starts from
+            assert start is not None
+            model_epoch, model_step, start_step = start.model_arguments()
+        self.build_model(epoch=model_epoch, step=model_step)
         build.materialize_lazy(self.config, state.model, state.loaders["train"])
         state.step_model = (
             state.model
@@ -502,8 +506,7 @@ class Engine:
         if saved is None:
             self.checkpoints.load_initial_parameters(start)
             self._after_model_loaded()
-            if loaded is not None:  # RETURNN continues the global train step of the checkpoint (1: a plain state dict)
-                state.global_step = 1 if loaded[3] is None else loaded[3]
+            state.global_step = start_step  # RETURNN continues the global train step of 'load' or the import
         else:
             self.checkpoints.restore(saved, path, next_epoch, after_model=self._after_model_loaded)
             state.epoch, state.global_step = next_epoch - 1, saved["global_step"]
@@ -528,6 +531,7 @@ class Engine:
         """Build the model and load the checkpoint that ``load_epoch`` (default: newest) names."""
         epoch, path, saved = self.checkpoints.inference_state()
         seed_everything(self.config.int("random_seed"))
+        # RETURNN's _load_model outside training: get_model and the steps get the checkpoint's global step - 1
         self.build_model(epoch=epoch, step=saved["global_step"])
         self.checkpoints.load_for_inference(saved, path)
         self.state.epoch, self.state.global_step = saved["epoch"], saved["global_step"]

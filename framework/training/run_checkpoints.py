@@ -24,14 +24,30 @@ from framework.core.state import RunState
 from framework.training import checkpoint, fsdp, preload, resume, start_checkpoint
 from framework.training.run_lock import RunLock
 
+# A checkpoint a new training starts from: (path, parameters, the epoch and global train step it stores; None: none)
+Loaded = tuple[str, dict[str, Any], int | None, int | None]
+
 
 @dataclasses.dataclass
 class StartFrom:
     """What a training that resumes no checkpoint starts from: ``import_model_train_epoch1`` where RETURNN applies it
-    (``imported``), or ``load``: (path, parameters, the epoch and global train step it stores)."""
+    (``imported``), or ``load``; neither: from scratch."""
 
-    imported: bool = False
-    load: tuple[str, dict[str, Any], int | None, int | None] | None = None
+    imported: Loaded | None = None
+    load: Loaded | None = None
+
+    def model_arguments(self) -> tuple[int, int, int]:
+        """(epoch, step) that ``get_model`` gets and the global train step the training starts at, as RETURNN's
+        ``_load_model`` gives them: the checkpoint's epoch (0 for an import: RETURNN's 'epoch 0' model; the stored
+        one, else 1, for ``load``) and its step minus one, as RETURNN stores the step after counting it (a checkpoint
+        without one counts as step 1); the training then continues at the stored step. From scratch: 1, 0, 0."""
+        if self.imported is not None:
+            step = 1 if self.imported[3] is None else self.imported[3]
+            return 0, step - 1, step
+        if self.load is not None:
+            step = 1 if self.load[3] is None else self.load[3]
+            return (1 if self.load[2] is None else self.load[2]), step - 1, step
+        return 1, 0, 0
 
 
 class RunCheckpoints:
@@ -108,16 +124,15 @@ class RunCheckpoints:
         config = self.config
         if not config.get("load") and start_checkpoint.start_epoch_value(config) is None:
             path, saved = self.newest_training_state()  # RETURNN's 'auto': the newest, or an interrupted one
-            return path, saved, None if saved is not None else StartFrom(imported=True)
+            return path, saved, None if saved is not None else self._new_training(imported=True)
         prefix = config.get("model")
         existing = checkpoint.list_checkpoints(prefix) if prefix else {}
         chosen = start_checkpoint.epoch_model(config, existing, "train")
         epoch, path = chosen
         if path is None or epoch == 0:  # from scratch, or import_model_train_epoch1 (epoch 0)
-            return None, None, StartFrom(imported=epoch == 0)
+            return None, None, self._new_training(imported=epoch == 0)
         if epoch is None:  # 'load' starts a new training
-            parameters, stored_epoch, step = start_checkpoint.read_load(path)
-            return None, None, StartFrom(load=(path, parameters, stored_epoch, step))
+            return None, None, StartFrom(load=(path, *start_checkpoint.read_load(path)))
         if existing.get(epoch) != path:
             start_checkpoint.refuse_numbered_load(config, chosen)
         if start_checkpoint.start_epoch_value(config) is None:
@@ -126,17 +141,23 @@ class RunCheckpoints:
         log.v3(f"start_epoch = {epoch + 1}: continuing from {path}.")
         return path, checkpoint.load_training_state(path), None
 
+    def _new_training(self, imported: bool) -> StartFrom:
+        """A training from scratch, or from ``import_model_train_epoch1``'s checkpoint where RETURNN applies it
+        (``imported``) and it is set."""
+        path = start_checkpoint.load_path(self.config, "import_model_train_epoch1") if imported else None
+        return StartFrom(imported=None if path is None else (path, *start_checkpoint.read_load(path)))
+
     def load_initial_parameters(self, start: StartFrom) -> None:
         """A new training run: the parameters of ``import_model_train_epoch1`` (where RETURNN applies it) or of
         ``load``, then ``preload_from_files`` (its init_for_train entries unless from ``load``, as in RETURNN)."""
-        imported = self.config.get("import_model_train_epoch1")
         if start.load is not None:
             path, parameters, _, _ = start.load
             checkpoint.load_model_state(self.state.model, parameters, path)
             log.v3(f"Training starts at epoch 1 from the parameters of {path} (load).")
-        elif imported and start.imported:
-            checkpoint.load_model_state(self.state.model, checkpoint.load_checkpoint(imported)["model"], imported)
-            log.v3(f"Training starts from the parameters of {imported} (import_model_train_epoch1).")
+        elif start.imported is not None:
+            path, parameters, _, _ = start.imported
+            checkpoint.load_model_state(self.state.model, parameters, path)
+            log.v3(f"Training starts from the parameters of {path} (import_model_train_epoch1).")
         if start.load is None or start.load[2] == 0:  # RETURNN: only a first train epoch (no stored epoch) preloads
             preload.preload_from_files(self.config, self.state.model, training=True)
 
@@ -202,7 +223,8 @@ class RunCheckpoints:
         return resume["next_step"]
 
     def inference_state(self) -> tuple[int, str | None, dict[str, Any]]:
-        """(epoch, path, saved) of the checkpoint that ``load`` or ``load_epoch`` (default: the newest) names."""
+        """(epoch, path, saved) of the checkpoint that ``load`` or ``load_epoch`` (default: the newest) names; saved's
+        ``global_step`` is the step that get_model and the steps get: the stored one minus one, as in RETURNN."""
         prefix = self.config.get("model")
         found = checkpoint.list_checkpoints(prefix) if prefix else {}
         if self.config.get("load") or start_checkpoint.start_epoch_value(self.config) is not None:
@@ -215,7 +237,9 @@ class RunCheckpoints:
         epoch = self.config.get("load_epoch") or max(found)
         if epoch not in found:
             raise ConfigError(f"load_epoch = {epoch}, but the checkpoints of {prefix!r} are epochs {sorted(found)}.")
-        return epoch, found[epoch], checkpoint.load_inference_state(found[epoch])
+        saved = checkpoint.load_inference_state(found[epoch])
+        # RETURNN's _load_model: outside training, get_model and the steps run at the checkpoint's step minus one
+        return epoch, found[epoch], {**saved, "global_step": saved["global_step"] - 1}
 
     def _returnn_inference_state(self, found: dict[int, str]) -> tuple[int, str | None, dict[str, Any]]:
         """RETURNN's choice for eval/forward with ``load`` or ``start_epoch`` set: get_model gets the checkpoint's

@@ -17,7 +17,14 @@ same decision for the same options and files, tests/test_returnn_load.py compare
 
 A training that starts from ``load``'s parameters starts as RETURNN's: epoch 1, a fresh optimizer, the global train
 step of the checkpoint (its ``step``; ``global_step`` in this framework's; 1 for a plain state dict), ``get_model``
-called with the checkpoint's epoch, and no ``preload_from_files`` entry with ``init_for_train`` applied.
+called with the checkpoint's epoch, and no ``preload_from_files`` entry with ``init_for_train`` applied. One from
+``import_model_train_epoch1`` likewise continues the checkpoint's global train step, with ``get_model(epoch=0)`` and
+the ``init_for_train`` entries applied.
+
+``get_model`` always gets what RETURNN's torch engine (``_load_model``) gives it: the epoch of the checkpoint loaded
+(0 for an import) and its global train step minus one, since RETURNN stores the step after counting it; a run
+without a checkpoint gets epoch 1 and step 0. This holds for a resumed training (the last finished epoch, not the one
+that starts), for eval and forward (whose steps then run at that step), and for an interrupted checkpoint (its epoch).
 """
 
 from __future__ import annotations
@@ -77,9 +84,10 @@ def start_epoch_value(config: Config) -> int | None:
     return number
 
 
-def load_path(config: Config) -> str | None:
-    """The file ``load`` names, as RETURNN finds it (a trailing '.pt' optional); ConfigError if there is none."""
-    value = config.get("load") or ""
+def load_path(config: Config, option: str = "load") -> str | None:
+    """The file ``option`` (``load`` or ``import_model_train_epoch1``) names, as RETURNN finds it (a trailing '.pt'
+    optional); ConfigError if there is none."""
+    value = config.get(option) or ""
     if not value:
         return None
     pattern = _pattern(value)
@@ -87,8 +95,8 @@ def load_path(config: Config) -> str | None:
         if os.path.isfile(path):
             return path
     raise ConfigError(
-        f"load = {value!r}: no file {pattern + '.pt'!r} (nor {pattern!r}); RETURNN stops on it too (config option "
-        f"load does not exist). Give the path of an existing checkpoint, or delete the line."
+        f"{option} = {value!r}: no file {pattern + '.pt'!r} (nor {pattern!r}); RETURNN stops on it too (config option "
+        f"{option} does not exist). Give the path of an existing checkpoint, or delete the line."
     )
 
 
