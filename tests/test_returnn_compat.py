@@ -182,3 +182,53 @@ def test_model_outputs_are_checked_against_the_marked_outputs():
             run_ctx.mark_as_output(tensor, name, seq_len=seq_len)
         with pytest.raises(Exception, match=message):
             check_outputs(declared, run_ctx.outputs)
+
+
+def test_a_forward_step_that_marks_nothing_is_handled_as_returnns_forward_with_callback():
+    """RETURNN (returnn/torch/engine.py forward_with_callback) checks a step's outputs only where model_outputs is set
+    (RunCtx.check_outputs_complete, run here); otherwise process_seq gets each sequence with the outputs marked, none
+    too, and they may differ from step to step. Ours: the same with a forward_callback; the output file (not
+    RETURNN's) needs outputs, and says so."""
+    import torch
+    from returnn.frontend import run_ctx as returnn_run_ctx
+    from returnn.tensor import Dim, Tensor, TensorDict
+
+    from framework.base.errors import ConfigError
+    from framework.core.run_ctx import RunCtx
+    from framework.datasets.extern_data import parse_extern_data
+    from framework.training.forward import CallbackSink, OutputCollector
+
+    feature = Dim(2, name="feature")
+    expected = TensorDict({"output": Tensor("output", dims=[Dim(None, name="batch"), feature], dtype="float32")})
+    for declared in (None, expected):
+        returnn_run_ctx.init_forward_step_run_ctx(expected_outputs=declared, step=0, epoch=1)
+        if declared is None:
+            returnn_run_ctx.get_run_ctx().check_outputs_complete()  # nothing marked: accepted
+        else:
+            with pytest.raises(AssertionError, match="expected outputs"):
+                returnn_run_ctx.get_run_ctx().check_outputs_complete()
+
+    class Callback:
+        def __init__(self):
+            self.seen: list[tuple[str, list[str]]] = []
+
+        def process_seq(self, *, seq_tag, outputs):
+            self.seen.append((seq_tag, sorted(outputs)))
+
+        def finish(self):
+            self.seen.append(("finish", []))
+
+    callback = Callback()
+    sink = CallbackSink(callback, None, None)
+    marked = RunCtx(stage="forward", epoch=1, step=1)
+    marked.mark_as_output(torch.zeros(1, 2), "output")
+    sink.add(np.array([0, 1]), RunCtx(stage="forward", epoch=1, step=0).outputs)
+    sink.add(np.array([2]), marked.outputs)
+    sink.add(np.array([3]), {})
+    sink.write("forward_callback", [])
+    assert callback.seen == [("seq-0", []), ("seq-1", []), ("seq-2", ["output"]), ("seq-3", []), ("finish", [])]
+    declared = parse_extern_data({"output": {"dim": 2}}, "model_outputs")
+    with pytest.raises(ConfigError, match="model_outputs declares"):
+        CallbackSink(Callback(), declared, None).add(np.array([0]), {})
+    with pytest.raises(ConfigError, match="forward_callback"):
+        OutputCollector(None).add(np.array([0]), {})

@@ -69,14 +69,20 @@ class OutputCollector:
         self.variable: dict[str, bool] = {}
 
     def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput]) -> None:
-        """Split a batch's outputs into sequences (cut to ``seq_len`` where given)."""
+        """Split a batch's outputs into sequences (cut to ``seq_len`` where given); the output file needs the same
+        outputs from every step, and at least one."""
         if not outputs:
             raise ConfigError(
-                "forward_step marked no output; call run_ctx.mark_as_output(tensor, name) or "
-                "run_ctx.mark_as_default_output(tensor)."
+                "forward_step marked no output, so the output file would hold nothing; call "
+                "run_ctx.mark_as_output(tensor, name) or run_ctx.mark_as_default_output(tensor), or give a "
+                "forward_callback (RETURNN's way: its process_seq gets each sequence, with whatever was marked)."
             )
         if self.outputs and set(outputs) != set(self.outputs):
             raise ConfigError(f"forward_step marked outputs {sorted(outputs)} but earlier {sorted(self.outputs)}.")
+        self._split(indices, outputs)
+
+    def _split(self, indices: np.ndarray, outputs: dict[str, MarkedOutput]) -> None:
+        """Check ``outputs`` against ``model_outputs`` where declared, and append them per sequence."""
         if self.declared is not None:
             check_outputs(self.declared, outputs)
         self.seq_indices.extend(int(i) for i in indices)
@@ -178,12 +184,15 @@ class CallbackSink(OutputCollector):
         self.dataset = dataset
 
     def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput]) -> None:
+        # RETURNN's forward_with_callback checks the outputs only against model_outputs (check_outputs_complete):
+        # without it, a step may mark any outputs, or none, and process_seq gets each sequence with what was marked.
         start = len(self.seq_indices)
-        super().add(indices, outputs)
+        self.outputs = {}
+        self._split(indices, outputs)
         tags = sequence_tags(self.dataset, self.seq_indices[start:])
         for row, tag in enumerate(tags):
             self.callback.process_seq(seq_tag=tag, outputs={name: rows[row] for name, rows in self.outputs.items()})
-        self.outputs = {name: [] for name in self.outputs}  # handed over: not kept
+        self.outputs = {name: [] for name in self.outputs}  # handed over: not kept (the names are, for the log)
 
     def write(self, path: str, tags: list[str]) -> None:
         self.callback.finish()
