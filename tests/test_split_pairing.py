@@ -212,3 +212,19 @@ def test_an_evaluation_path_that_reads_the_padding_is_named_when_it_scores_the_t
     assert "WARNING learning watch: dev_ce is " in bug
     assert "the evaluation path scores the same train data worse, and it reads the padding: with 37 more padded" in bug
     assert "WARNING" not in run("bug", False)
+
+
+def test_the_shorter_sequences_of_a_batch_run_with_and_without_the_padding_only_the_longest_needed():
+    import torch
+
+    from framework.debug.padding_probe import _shorter_sequences
+
+    batch = {
+        "data": torch.arange(4 * 6).view(4, 6),
+        "data:seq_len": torch.tensor([6, 3, 4, 6]),
+        "classes": torch.tensor([0, 1, 0, 1]),
+    }
+    padded, cropped, removed = _shorter_sequences(batch, "data")
+    assert removed == 2 and padded["data"].shape == (2, 6) and cropped["data"].shape == (2, 4)
+    assert padded["classes"].tolist() == [1, 0] and cropped["data:seq_len"].tolist() == [3, 4]
+    assert _shorter_sequences({**batch, "data:seq_len": torch.tensor([6, 6, 6, 3])}, "data") is None

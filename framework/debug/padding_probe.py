@@ -268,12 +268,39 @@ def evaluation_reads_padding(state: RunState, loss: str) -> tuple[str, int, floa
                 extended, added = more_padding(batch, key, frames)
                 try:
                     after = score(extended)
-                except Exception:  # noqa: BLE001 - too long for the model: try fewer frames, then the next key
+                except Exception:  # noqa: BLE001 - too long for the model: try fewer frames, then less padding
                     continue
                 if abs(after - base) > READS_PADDING * max(abs(base), 1e-12):
                     return key, added, base, after
                 break
+            else:  # a model that takes no more positions: the shorter sequences with less padding instead
+                shorter = _shorter_sequences(batch, key)
+                if shorter is not None:
+                    padded, cropped, removed = shorter
+                    with_padding, without = score(padded), score(cropped)
+                    if abs(with_padding - without) > READS_PADDING * max(abs(without), 1e-12):
+                        return key, removed, without, with_padding
     return None
+
+
+def _shorter_sequences(
+    batch: dict[str, torch.Tensor], key: str
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int] | None:
+    """The sequences of ``batch`` shorter than its longest (by ``key``), as padded as in the batch and with the padding
+    that only the longest needed removed (each key padded along with ``key`` cut to their longest); how many frames
+    that removes. None when fewer than two sequences are shorter."""
+    lengths = batch[key + ":seq_len"]
+    size, time = batch[key].shape[:2]
+    rows = torch.nonzero(lengths < time).flatten()
+    if len(rows) < 2:
+        return None
+    longest = int(lengths[rows].max())
+    padded = {k: t[rows.to(t.device)] if t.dim() and t.shape[0] == size else t for k, t in batch.items()}
+    cropped = {
+        k: t[:, :longest] if t.dim() > 1 and tuple(t.shape[:2]) == (len(rows), time) and k + ":seq_len" in batch else t
+        for k, t in padded.items()
+    }
+    return padded, cropped, time - longest
 
 
 class PaddingProbe(Plugin):
