@@ -283,6 +283,32 @@ def test_dummy_datasets_with_several_lengths_and_keys_equal_returnns():
     compare({**keys, "seq_len": 3, "input_shift": 1.0, "input_scale": 0.5}, keys=names)
 
 
+def test_dummy_generic_dataset_equals_returnns():
+    """RETURNN's DummyGenericDataset (what use_dummy_datasets builds) over extern_data dicts: dense float, sparse
+    ids, int data, raw audio (1000-8000 samples), several variable axes, seq_lens by key and for all; the same
+    values in epochs 1 and 2 (by epoch), 3, and with fixed_random_seed. (Templates of RETURNN Dim objects: RETURNN's
+    init_dataset recurses without end on them here, so that port is not compared.)"""
+    template = {
+        "data": {"dim": 9},
+        "classes": {"dim": 5, "sparse": True},
+        "alignment": {"shape": (None, 2), "dtype": "int64"},  # (RETURNN cannot take a scalar key here)
+        "image": {"shape": (None, None, 3), "dtype": "float16"},
+    }
+    ours = compare({"class": "DummyGenericDataset", "data_template": template, "num_seqs": 6}, epochs=(1, 2))
+    assert {tag for tag, _ in ours} == {f"seq-{i}" for i in range(6)}
+    lengths = [seq["data"].shape[0] for _, seq in ours]
+    assert min(lengths) >= 5 and max(lengths) <= 15 and len(set(lengths)) > 1
+    assert ours[0][1]["classes"].dtype == np.int32 and ours[0][1]["image"].dtype == np.float16
+    audio = {"audio": {"shape": (None, 1)}, "text": {"dim": 30, "sparse": True}}
+    heard = compare({"class": "DummyGenericDataset", "data_template": audio, "num_seqs": 3, "fixed_random_seed": 7})
+    assert all(1000 <= len(seq["audio"]) <= 8000 for _, seq in heard)
+    compare(
+        {"class": "DummyGenericDataset", "data_template": audio, "num_seqs": 4, "seq_lens": {"audio": (20, 30)}},
+        epochs=(3,),
+    )
+    compare({"class": "DummyGenericDataset", "data_template": template, "num_seqs": 3, "seq_lens": 4})
+
+
 def test_number_base_convert_and_episodic_copy_tasks_equal_returnns():
     convert = {"class": "TaskNumberBaseConvertDataset", "num_seqs": 6}
     ours = compare(convert, epochs=(1, 2))

@@ -125,8 +125,9 @@ ADVICE: dict[str, str] = {
     "not reproduced here: shuffle the frames in a PostprocessingDataset map_seq_stream, or delete it",
     "use_dummy_datasets": "RETURNN replaces train, dev, eval and forward data by DummyGenericDataset over extern_data "
     "(standard-normal floats, ids below the sparse dim, lengths drawn per key; returnn/__main__.py "
-    "setup_dummy_datasets), whose draws are not ported here; here: a synthetic dataset class (DummyDataset, "
-    "Task12AXDataset) as train and dev",
+    "setup_dummy_datasets); that replacement is not made here, the class is: give train (and dev) as "
+    "{'class': 'DummyGenericDataset', 'data_template': extern_data, 'num_seqs': N} (RETURNN's draws; its train "
+    "default N is 1000, dev's N/20 with fixed_random_seed), then delete it",
     "dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
     "train_dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
     "torch_batching": "RETURNN builds the batches with this callable (or a class of its torch data pipeline named in a "

@@ -285,6 +285,132 @@ class DummyDatasetMultipleDataKeys(EpochGeneratedDataset):
         return np.full(self.num_seqs, self.lengths[key], dtype=np.int64)
 
 
+class DummyGenericDataset(EpochGeneratedDataset):
+    """RETURNN's random data after a tensor dict such as ``extern_data`` (``data_template``): per key, ids below its
+    sparse dim (sparse), standard-normal values (float) or ids below 10 (int), of its dtype; each variable axis gets a
+    random length, ``seq_lens`` (an int, a (min, max) pair, or a dict of those by key, by RETURNN ``Dim`` or by None
+    for all), by default 1000-8000 for raw audio (float of shape (None,) or (None, 1)) and 5-15 otherwise.
+
+    The draws are RETURNN's (returnn/datasets/generating.py, returnn/tensor/utils.py): for each key, in the template's
+    order, one length for every variable axis of the template (each axis of a dict entry its own, a ``Dim`` shared
+    by the entries that name it), then the key's values, from the sequence's generator.
+    """
+
+    def __init__(
+        self,
+        data_template: dict[str, Any],
+        num_seqs: int,
+        *,
+        seq_lens: int | tuple[int, int] | dict[Any, int | tuple[int, int]] | None = None,
+        **kwargs: Any,
+    ):
+        from framework.datasets.extern_data import parse_extern_data
+
+        super().__init__(num_seqs=num_seqs, **kwargs)
+        if not isinstance(data_template, dict) or not data_template:
+            raise ConfigError(
+                f"DummyGenericDataset: data_template = {data_template!r}; give a dict of data keys as extern_data "
+                f"writes them (RETURNN's use_dummy_datasets passes extern_data)."
+            )
+        self.keys = parse_extern_data(data_template, "DummyGenericDataset data_template")
+        # the variable axes of each key, as ids shared where RETURNN shares a Dim (RETURNN draws them in this order)
+        self.key_axes: dict[str, list[Any]] = {}
+        self.axes: list[Any] = []
+        for key, entry in data_template.items():
+            self.key_axes[key] = [axis for axis in _variable_axes(key, entry, self.keys[key]) if axis is not None]
+            self.axes += [axis for axis in self.key_axes[key] if axis not in self.axes]
+        self.size_range = {
+            axis: _size_range(seq_lens, axis, key, self.keys[key]) for key in self.keys for axis in self.key_axes[key]
+        }
+        for key, info in self.keys.items():
+            if info.sparse_dim is None and not info.dtype.startswith(("float", "int", "uint")):
+                raise ConfigError(
+                    f"DummyGenericDataset: data_template[{key!r}] has dtype {info.dtype!r}; RETURNN generates only "
+                    f"sparse ids, floats and ints (NotImplementedError otherwise)."
+                )
+
+    def key_info(self) -> dict[str, dict[str, Any]]:
+        return {k: {"shape": v.shape, "dtype": v.dtype, "sparse_dim": v.sparse_dim} for k, v in self.keys.items()}
+
+    def generate(self, index: int, rng: np.random.RandomState) -> dict[str, np.ndarray]:
+        seq = {}
+        for key, info in self.keys.items():
+            # RETURNN draws the lengths of all the template's variable axes again for every key
+            lengths = {
+                axis: rng.randint(low, high + 1, size=[1], dtype=np.int32)
+                for axis, (low, high) in ((axis, self.size_range[axis]) for axis in self.axes)
+            }
+            variable = iter(self.key_axes[key])
+            shape = [int(lengths[next(variable)][0]) if size is None else size for size in info.shape]
+            if info.sparse_dim is not None:
+                seq[key] = rng.randint(0, info.sparse_dim, shape, dtype=info.dtype)
+            elif info.dtype.startswith("float"):
+                seq[key] = rng.standard_normal(shape).astype(info.dtype)
+            else:
+                seq[key] = rng.randint(0, 10, shape, dtype=info.dtype)
+        return seq
+
+    def _key_lengths(self) -> dict[str, np.ndarray]:
+        """The first axis's length of every key in every sequence of the current epoch (cached per epoch seed)."""
+        seed = self.epoch_seed(self.epoch)
+        cache = self.__dict__.setdefault("_generic_lengths", {})
+        if seed not in cache:
+            seqs = [self.get_seq(i) for i in range(self.num_seqs)]
+            cache.clear()
+            cache[seed] = {
+                key: np.array([seq[key].shape[0] if seq[key].ndim else 1 for seq in seqs], dtype=np.int64)
+                for key in self.keys
+            }
+        return cache[seed]
+
+    def seq_lengths(self) -> np.ndarray:
+        variable = [lengths for key, lengths in self._key_lengths().items() if self.keys[key].variable]
+        return np.max(variable, axis=0) if variable else np.ones(self.num_seqs, dtype=np.int64)
+
+    def lengths_of(self, key: str) -> np.ndarray:
+        return self._key_lengths()[key]
+
+
+def _variable_axes(key: str, entry: dict[str, Any], info: Any) -> list[Any]:
+    """Per axis of ``key`` (without the batch axis): an id of its variable-length axis (RETURNN ``Dim`` objects by
+    identity, so that entries naming the same Dim share it; else one of its own), None for a fixed one."""
+    dims = next((entry[k] for k in ("dims", "dim_tags") if isinstance(entry.get(k), (list, tuple))), None)
+    if dims is None or not all(hasattr(d, "is_batch_dim") for d in dims):
+        return [None if size is not None else (key, axis) for axis, size in enumerate(info.shape)]
+    axes = []
+    for dim in (d for d in dims if not d.is_batch_dim()):
+        if dim.dimension is None and getattr(dim, "derived_from_op", None) is not None:
+            raise ConfigError(
+                f"DummyGenericDataset: data_template[{key!r}] has the derived dim {dim} (computed from other dims); "
+                f"its lengths are not generated here: give it its own dim."
+            )
+        axes.append(None if dim.dimension is not None else ("dim", id(dim)))
+    return axes
+
+
+def _size_range(seq_lens: Any, axis: Any, key: str, info: Any) -> tuple[int, int]:
+    """RETURNN's (min, max) length of variable axis ``axis`` of ``key`` (tensor_dict_dims_random_seq_len_min_max)."""
+    table = seq_lens if isinstance(seq_lens, dict) else {} if seq_lens is None else {None: seq_lens}
+    by_dim = {("dim", id(k)): v for k, v in table.items() if k is not None and not isinstance(k, str)}
+    if axis in by_dim:
+        size = by_dim[axis]
+    elif key in table:
+        size = table[key]
+    elif None in table:
+        size = table[None]
+    elif info.shape in ((None,), (None, 1)) and info.dtype.startswith("float"):
+        return 1_000, 8_000  # RETURNN: raw audio samples at 16 kHz
+    else:
+        return 5, 15
+    if isinstance(size, int) and not isinstance(size, bool):
+        size = (size, size)
+    if not (isinstance(size, (tuple, list)) and len(size) == 2 and all(isinstance(v, int) for v in size)) or not (
+        0 <= size[0] <= size[1]
+    ):
+        raise ConfigError(f"DummyGenericDataset: seq_lens gives {size!r} for {key!r}; give an int or (min, max).")
+    return int(size[0]), int(size[1])
+
+
 class TaskNumberBaseConvertDataset(EpochGeneratedDataset):
     """RETURNN's number conversion task: ``data`` the digits of a random number in ``input_base`` (int64 ids,
     ``min_input_seq_len`` to ``max_input_seq_len`` digits), ``classes`` its digits in ``output_base``."""
@@ -385,6 +511,7 @@ DATASETS = (
     DummyDataset,
     DummyDatasetMultipleSequenceLength,
     DummyDatasetMultipleDataKeys,
+    DummyGenericDataset,
     TaskNumberBaseConvertDataset,
     TaskEpisodicCopyDataset,
 )
