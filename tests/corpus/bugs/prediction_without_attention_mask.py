@@ -1,7 +1,7 @@
 # Corpus bug (oliverguhr/german-sentiment#11): the prediction code of a BERT sentiment classifier (transformers)
 # tokenises a batch of texts with padding=True but passes only the input_ids to the model, not the attention_mask, so
 # the short texts of a batch attend to the padding and their predictions change with the longest text of the batch.
-# Training fed the masks. Task: texts of 6 to 40 tokens whose sentiment is whether positive words (3, 4) outnumber
+# Training fed the masks. Task: texts of 6 to 15 tokens (one in ten of 60 to 100) whose sentiment is whether positive words (3, 4) outnumber
 # negative ones (5, 6); BertForSequenceClassification from a tiny config (no download). Evaluation runs the prediction
 # path. Twin: ++bug False (the prediction path passes the attention mask).
 import numpy as np
@@ -19,7 +19,7 @@ class Reviews(NumpyDataset):
         rng = np.random.default_rng(0 if split == "train" else 1)
         texts, labels = [], []
         for _ in range(3000 if split == "train" else 500):
-            length = int(rng.integers(6, 41))
+            length = int(rng.integers(60, 101)) if rng.random() < 0.1 else int(rng.integers(6, 16))
             words = rng.integers(7, VOCAB, size=length)
             n_pos, n_neg = rng.integers(0, 4), rng.integers(0, 4)
             while n_pos == n_neg:
@@ -38,7 +38,7 @@ extern_data = {
     "data": {"shape": (None,), "dtype": "int64", "sparse_dim": VOCAB},
     "classes": {"shape": (), "dtype": "int64", "sparse_dim": 2},
 }
-batch_size = 32 * 41
+batch_size = 32 * 101
 max_seqs = 32
 num_epochs = 4
 learning_rate = 1e-3
@@ -53,7 +53,7 @@ def get_model(**_kwargs):
         num_hidden_layers=2,
         num_attention_heads=4,
         intermediate_size=128,
-        max_position_embeddings=48,
+        max_position_embeddings=104,
         pad_token_id=PAD,
         num_labels=2,
         hidden_dropout_prob=0.0,
