@@ -121,6 +121,9 @@ def installed(tmp_path_factory) -> str:
     return str(target)
 
 
+# pip installs the package and a fresh interpreter runs (a forked run has read the entry points already): the
+# full suite runs the two tests of the installed package, the fast subset does not
+@pytest.mark.slow
 def test_an_installed_package_adds_a_check_and_a_dataset_that_a_run_uses(installed, tmp_path):
     config = write_config(tmp_path, CONFIG)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [installed, os.environ.get("PYTHONPATH")]))}
@@ -139,6 +142,7 @@ def test_an_installed_package_adds_a_check_and_a_dataset_that_a_run_uses(install
     assert len(ours) == 1 and ours[0]["evidence"] == {"share": 1.0}, found
 
 
+@pytest.mark.slow
 def test_the_options_of_an_installed_plugin_are_known_and_documented(installed):
     env = {**os.environ, "PYTHONPATH": installed}
     run = subprocess.run(

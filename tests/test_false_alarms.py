@@ -58,10 +58,19 @@ IN_THE_HEALTHY_CORPUS = {
 }
 
 
+# The longest of these runs (BERT at the defaults: twice the next one) is left to the full suite; the fast
+# subset keeps BERT with the check at every update.
+SLOW = {("Hugging Face BertForSequenceClassification", 100)}
+
+
+def _slow_if(slow: bool) -> tuple:
+    return (pytest.mark.slow,) if slow else ()
+
+
 @pytest.mark.parametrize(
     "name, grad_health",
     [
-        pytest.param(name, grad_health, id=f"{name}-{label}")
+        pytest.param(name, grad_health, id=f"{name}-{label}", marks=_slow_if((name, grad_health) in SLOW))
         for name in HEALTHY
         for grad_health, label in ((100, "defaults"), (1, "grad_health_every_update"))
         if not (grad_health == 100 and name in IN_THE_HEALTHY_CORPUS)
@@ -128,6 +137,7 @@ def test_a_dead_block_is_named_among_blocks_that_start_at_zero_by_design(output)
     assert "'layers.0." not in line and "'layers.2." not in line  # zero at step 0 only: by design
 
 
+@pytest.mark.slow
 def test_a_truly_vanishing_gradient_is_named_in_a_short_run(output):
     _run(["classify.py", "deep_sigmoid.py"], num_epochs=1)
     lines = [w for w in _warnings(output()) if "vanishing gradients" in w]

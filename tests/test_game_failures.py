@@ -88,6 +88,7 @@ FAKE_LABEL = (
 )
 
 
+@pytest.mark.slow
 def test_a_generator_trained_toward_the_fake_label_cooperates_with_its_judge(tmp_path):
     bug = run_rnn(_variant(tmp_path, GAN_RING, FAKE_LABEL), "++model", "", "++num_epochs", "1")
     assert bug.returncode == 0, bug.stderr

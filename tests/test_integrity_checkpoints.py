@@ -58,6 +58,7 @@ def _one_paragraph(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow  # 400 loads of a flipped checkpoint
 def test_bit_flips_in_a_real_checkpoint_are_refused_or_harmless_and_plain_torch_load_is_not(trained):
     tool = os.path.join(ROOT, "tools", "checkpoint-bitflips.py")
     verified = run_script(tool, f"{trained}.002.pt", "--flips", "200", "--seed", "3")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from conftest import ROOT, run_rnn, write_config
 from framework.base import findings
 from framework.base.findings import Finding, standing
@@ -74,6 +76,7 @@ def _summary(stdout: str) -> list[str]:
     return stdout[stdout.index("Run summary:") :].splitlines()
 
 
+@pytest.mark.slow  # an epoch of the GAN and its page
 def test_an_optimizer_no_loss_is_marked_for_is_one_record(tmp_path):
     with open(GAN, encoding="utf-8") as f:
         text = f.read()

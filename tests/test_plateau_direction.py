@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from conftest import ROOT, captured_log
 from framework.assembly import Engine
 from framework.base.config import load_config
@@ -18,6 +20,7 @@ def _train(**overrides) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow  # two runs of 6 epochs of 250 steps
 def test_an_accuracy_given_to_a_plateau_schedule_in_mode_min_is_named_and_mode_max_is_quiet():
     bug = _train()
     assert (

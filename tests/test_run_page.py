@@ -54,6 +54,7 @@ def test_a_failed_run_writes_its_page_with_the_failure_as_a_finding(tmp_path):
     assert "run failed" in page and "raise RuntimeError(&#x27;boom in user code: &#x27; + secret_local)" in page
 
 
+@pytest.mark.slow  # two runs and their pages
 def test_a_completed_run_writes_its_page_and_its_resumed_run_shows_on_it(tmp_path):
     args = [TINY_CONFIG, "++model", str(tmp_path / "model"), *PAGE]
     assert run_rnn(*args, "++num_epochs", "1").returncode == 0
@@ -73,6 +74,7 @@ def test_a_completed_run_writes_its_page_and_its_resumed_run_shows_on_it(tmp_pat
     assert page.count(">resumed</text>") == 4  # marked on every picture: scores, learning rate, gradients, memory
 
 
+@pytest.mark.slow  # a run drawn at each epoch end
 def test_the_page_is_refreshed_at_each_epoch_end_and_written_after_ctrl_c(tmp_path):
     page = tmp_path / "report.html"
     run = start_rnn(
@@ -102,6 +104,7 @@ def _run_dir(tmp_path) -> str:
     return str(directory)
 
 
+@pytest.mark.slow  # twelve report commands
 def test_report_reads_no_link_no_special_file_and_names_the_damaged_line(tmp_path):
     directory = _run_dir(tmp_path)
     metrics = os.path.join(directory, "metrics.jsonl")

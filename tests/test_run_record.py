@@ -158,6 +158,7 @@ def test_report_draws_the_run_with_its_findings_on_one_self_contained_page(tmp_p
     assert nothing.returncode == 2 and "holds no metrics.jsonl and no findings.jsonl" in nothing.stderr
 
 
+@pytest.mark.slow  # an attention model's run and its page
 def test_report_attention_keeps_the_weights_of_the_first_dev_batch_for_heatmaps(tmp_path):
     config = os.path.join(ROOT, "tests", "zoo", "lib_transformer.py")  # nn.TransformerEncoder, the tutorial's way
     result = run_rnn(config, "++model", str(tmp_path / "model"), "++report_attention", "True")
