@@ -33,6 +33,6 @@ def _cosine_to_zero(*, epoch_continuous, learning_rate, **_kwargs):
 def test_an_epoch_of_zero_rates_after_training_is_named_once_and_a_decay_to_zero_at_the_end_is_not():
     text = _run(_step_decay_by_zero)
     assert text.count("WARNING learning watch: The learning rate applied was 0 in every update of epoch 3") == 1
-    assert "(up to 0.01 in epoch 2): the updates stopped" in text and "the 1 epochs left will not change" in text
+    assert "(up to 0.01 in epoch 2): the updates stopped" in text and "the 1 epochs left will not change it either unless" in text
     assert "applied was 0 in every update of epoch 4" not in text
     assert "WARNING learning watch: The learning rate applied was 0" not in _run(_cosine_to_zero)

@@ -883,8 +883,9 @@ class DevDivergenceWatch(Plugin):
                         state,
                         f"{facts}: the evaluation path scores the same train data worse, and it reads the padding: "
                         f"with {added} more padded frames after every sequence of {key!r} (as a longer batch-mate "
-                        f"brings), the same train sequences evaluated as {dataset} is score {name} {after:.4g} instead "
-                        f"of {before:.4g}. A sequence's result on that path depends on its batch-mates' lengths: a "
+                        f"brings), the sequences of the first train batch evaluated as {dataset} is score {name} "
+                        f"{after:.4g} instead of {before:.4g}, while through the training path (on the same copy) "
+                        f"they hardly move. A sequence's result on that path depends on its batch-mates' lengths: a "
                         f"mask or the lengths not passed where train_step evaluates (run_ctx.train_flag False), such "
                         f"as an attention_mask left out of a prediction function.",
                         option="debug_dev_divergence_epochs = 0",

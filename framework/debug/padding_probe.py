@@ -30,6 +30,7 @@ from framework.base.config import Config
 from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
+from framework.base.rng import objects_random_state_kept
 from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession, model_copy, padding_mask, unseen
 from framework.check_library.tensors import named_tensors
 from framework.core.events import Event, Order
@@ -243,43 +244,55 @@ def _same_outputs(
 
 def evaluation_reads_padding(state: RunState, loss: str) -> tuple[str, int, float, float] | None:
     """The trained model's evaluation path against more padding (a symptom's experiment: dev scores worse through
-    that path than training mode does on the same data). On a copy evaluated as dev is (eval mode, run_ctx.train_flag
-    False), the first train batch as it is and with more padding after every sequence of each variable-length key:
-    (key, frames added, loss, loss with the padding) for the first key whose padding moves ``loss`` by more than
-    READS_PADDING; None when none does. Raises what copying the model or running the step raises."""
+    that path than training mode does on the same data). On a copy in eval mode, the first train batch as it is and
+    with more padding after every sequence of each variable-length key, through the evaluation path (run_ctx.train_flag
+    False) and through the training path: (key, frames added, loss, loss with the padding) on the evaluation path for
+    the first key whose padding moves ``loss`` there by more than READS_PADDING while it moves it on the training path
+    by at most a fifth as much (the paths differ in reading the padding); None when none does. Raises what copying the
+    model or running the step raises."""
     loader = state.loaders["train"]
     epoch = max(state.epoch, 1)
     plan = loader.plan(epoch)
     if not plan:
         return None
-    with unseen(), torch.no_grad():
+    with unseen(), torch.no_grad(), objects_random_state_kept(loader.dataset):
         copy = model_copy(state.model)
         copy.eval()
         batch = to_device(loader.tensor_batch(plan[0], epoch), state.device)
 
-        def score(b: dict[str, torch.Tensor]) -> float:
-            run_ctx = run_step(state.config, copy, b, "eval", epoch=epoch, step=state.global_step)
-            return float(run_ctx.losses[loss].normalized())
+        def moves(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> tuple[float, float, float]:
+            """(eval loss before, after, the training path's relative move over the eval path's)."""
+            losses = {
+                stage: [
+                    float(
+                        run_step(state.config, copy, b, stage, epoch=epoch, step=state.global_step)
+                        .losses[loss]
+                        .normalized()
+                    )
+                    for b in (before, after)
+                ]
+                for stage in ("eval", "train")
+            }
+            (e0, e1), (t0, t1) = losses["eval"], losses["train"]
+            relative = abs(e1 - e0) / max(abs(e0), 1e-12)
+            return e0, e1, (abs(t1 - t0) / max(abs(t0), 1e-12)) / max(relative, 1e-12)
 
-        base = score(batch)
         for key in [k for k in batch if (m := padding_mask(batch, k)) is not None and bool(m.any())]:
-            # as many frames again, or an eighth as many (a model with a fixed number of positions)
-            for frames in (None, max(1, batch[key].shape[1] // 8)):
+            runs = []  # (frames added, the batch without and with the extra padding)
+            for frames in (None, max(1, batch[key].shape[1] // 8)):  # a model with a fixed number of positions
                 extended, added = more_padding(batch, key, frames)
+                runs.append((added, extended, batch))
+            if (shorter := _shorter_sequences(batch, key)) is not None:  # ... that takes no more: less padding
+                padded, cropped, removed = shorter
+                runs.append((removed, padded, cropped))
+            for added, padded, plain in runs:
                 try:
-                    after = score(extended)
-                except Exception:  # noqa: BLE001 - too long for the model: try fewer frames, then less padding
+                    before, after, train_share = moves(plain, padded)
+                except Exception:  # noqa: BLE001 - too long for the model: the next way
                     continue
-                if abs(after - base) > READS_PADDING * max(abs(base), 1e-12):
-                    return key, added, base, after
+                if abs(after - before) > READS_PADDING * max(abs(before), 1e-12) and train_share <= 0.2:
+                    return key, added, before, after
                 break
-            else:  # a model that takes no more positions: the shorter sequences with less padding instead
-                shorter = _shorter_sequences(batch, key)
-                if shorter is not None:
-                    padded, cropped, removed = shorter
-                    with_padding, without = score(padded), score(cropped)
-                    if abs(with_padding - without) > READS_PADDING * max(abs(without), 1e-12):
-                        return key, removed, without, with_padding
     return None
 
 
@@ -294,13 +307,12 @@ def _shorter_sequences(
     rows = torch.nonzero(lengths < time).flatten()
     if len(rows) < 2:
         return None
-    longest = int(lengths[rows].max())
     padded = {k: t[rows.to(t.device)] if t.dim() and t.shape[0] == size else t for k, t in batch.items()}
-    cropped = {
-        k: t[:, :longest] if t.dim() > 1 and tuple(t.shape[:2]) == (len(rows), time) and k + ":seq_len" in batch else t
-        for k, t in padded.items()
-    }
-    return padded, cropped, time - longest
+    cropped = dict(padded)
+    for name, values in padded.items():  # each padded key cut to its own longest sequence among these
+        if name + ":seq_len" in padded and values.dim() > 1:
+            cropped[name] = values[:, : int(padded[name + ":seq_len"].max())]
+    return padded, cropped, time - int(lengths[rows].max())
 
 
 class PaddingProbe(Plugin):

@@ -225,11 +225,10 @@ class _Watch(TorchFunctionMode):
         inputs = [a for a in args if isinstance(a, torch.Tensor)]
         inputs += [t for a in args if isinstance(a, list | tuple) for t in a if isinstance(t, torch.Tensor)]
         origin = next((self.crossed[id(t)] for t in inputs if id(t) in self.crossed), None)
-        if origin is None and len(inputs) >= 2 and list(out.shape).count(self.batch_size) >= 2:
-            if out.numel() > max(t.numel() for t in inputs) and all(t.dim() <= out.dim() for t in inputs):
-                shapes = " and ".join(str(list(t.shape)) for t in inputs)
-                name = getattr(func, "__name__", str(func))
-                origin = f"{name} at {format_frame(user_frame())} (shapes {shapes} -> {list(out.shape)})"
+        if origin is None and len(inputs) >= 2 and _crosses(inputs, out, self.batch_size):
+            shapes = " and ".join(str(list(t.shape)) for t in inputs)
+            name = getattr(func, "__name__", str(func))
+            origin = f"{name} at {format_frame(user_frame())} (shapes {shapes} -> {list(out.shape)})"
         if origin is not None:
             self.crossed[id(out)] = origin
             self._kept.append(out)
@@ -257,6 +256,24 @@ class _Watch(TorchFunctionMode):
         view = (tuple(scores.shape), tuple(scores.stride()), offset)
         where = format_frame(user_frame())
         self.scored.append(_Scored(func.__name__, self.loss_calls, where, producer, view, perfect.detach()))
+
+
+def _crosses(inputs: list[torch.Tensor], out: torch.Tensor, size: int) -> bool:
+    """Whether ``out`` is the broadcast of ``inputs`` in which two axes of the batch ``size`` meet: one input holds
+    the batch along one of them (and 1 along the other), another input the other way round ([B] against [B, 1])."""
+    try:
+        if torch.broadcast_shapes(*(t.shape for t in inputs)) != out.shape:
+            return False  # not an elementwise broadcast (a matmul, a reduction, a cat)
+    except RuntimeError:
+        return False
+    aligned = [(1,) * (out.dim() - t.dim()) + tuple(t.shape) for t in inputs]
+    axes = [i for i, n in enumerate(out.shape) if n == size]
+    return any(
+        any(a[i] == size and a[j] == 1 for a in aligned) and any(a[j] == size and a[i] == 1 for a in aligned)
+        for i in axes
+        for j in axes
+        if i != j
+    )
 
 
 def _same_values(target: torch.Tensor, value: torch.Tensor) -> bool:

@@ -626,6 +626,8 @@ class SplitPairing(Plugin):
     first_step_check = ("debug_split_pairing",)
     needs = (CHANCE_LEVELS,)  # a model still at its chance level cannot tell whether a difference hurts
     provides = (SPLITS_ON_TRIAL,)  # the differences it decides later: the startup data checks do not judge them
+    # a decided difference is the record of its problem: the learning watch's vaguer dev warnings fold into it
+    before = ("DevDivergenceWatch",)
 
     def __init__(self) -> None:
         self.pending: list[Pairing] = []  # transforms found at startup, not yet decided
@@ -677,6 +679,14 @@ class SplitPairing(Plugin):
     def decide_the_rest(self, state: RunState) -> None:
         if self.pending:
             self._decide(state, final=True)
+
+    @on(Event.CLOSE)
+    def report_undecided(self, state: RunState) -> None:
+        """A run that ends before the experiment (an exception, Ctrl-C, a stop) still reports what startup found."""
+        for pairing in self.pending:
+            pairing.finding.message += " Not decided whether it hurts this model: the run ended before the experiment."
+            report(pairing.finding)
+        self.pending = []
 
     def _decide(self, state: RunState, final: bool) -> None:
         chance = state.store.get(CHANCE_LEVELS) or {}

@@ -149,10 +149,11 @@ def _losses(state: RunState, model: torch.nn.Module, option: str, arrays: Arrays
 
 
 def _first_batches(state: RunState, option: str) -> list[Arrays]:
-    """The first batches of ``option``'s epoch-1 plan, read without moving the generators its dataset holds."""
-    loader = state.loaders[option]
+    """The first batches of ``option``'s plan of this epoch (the one the loader keeps), read without moving the
+    generators its dataset holds."""
+    loader, epoch = state.loaders[option], max(state.epoch, 1)
     with objects_random_state_kept(loader.dataset):
-        return [loader.numpy_batch(indices) for indices in loader.plan(1)[:BATCHES]]
+        return [loader.numpy_batch(indices, epoch) for indices in loader.plan(epoch)[:BATCHES]]
 
 
 def measure(state: RunState, option: str, undo: Undo) -> list[Scores]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from framework.base.config import Config
 from framework.base.findings import Finding, report
 from framework.base.options import register
-from framework.check_library.schedule_trace import ZERO_RATE
 from framework.core.events import Event
 from framework.core.measurements import APPLIED_LEARNING_RATES
 from framework.core.plugin import Plugin, on
@@ -27,6 +26,10 @@ register(
     "epoch applied more (a schedule that ended the updates).",
     __name__,
 )
+
+
+# Its own problem: a rate of 0 from the start (another record, at startup) folds nothing of a stop after training
+STOPPED = "a schedule ended the updates (a learning rate of 0 after training)"
 
 
 class StoppedUpdates(Plugin):
@@ -52,7 +55,7 @@ class StoppedUpdates(Plugin):
         self.warned = True
         last = max(trained)
         left = self.num_epochs - state.epoch
-        rest = f"; the {left} epochs left will not change the model either" if left > 0 else ""
+        rest = f"; the {left} epochs left will not change it either unless the schedule raises the rate" if left else ""
         report(
             Finding(
                 "warning",
@@ -65,7 +68,7 @@ class StoppedUpdates(Plugin):
                     "epoch": state.epoch,
                     "highest_before": trained[last],
                     "epoch_of_it": last,
-                    "problem": ZERO_RATE,
+                    "problem": STOPPED,
                 },
                 where={"option": "learning rate schedule"},
                 fix="Make the schedule keep a rate above 0 until the run ends (a decay factor of 1 for no decay).",
