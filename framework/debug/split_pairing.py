@@ -681,7 +681,7 @@ class SplitPairing(Plugin):
             self._decide(state, final=True)
 
     @on(Event.CLOSE)
-    def report_undecided(self, state: RunState) -> None:
+    def report_pending(self, state: RunState) -> None:
         """A run that ends before the experiment (an exception, Ctrl-C, a stop) still reports what startup found."""
         for pairing in self.pending:
             pairing.finding.message += " Not decided whether it hurts this model: the run ended before the experiment."
