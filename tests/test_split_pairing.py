@@ -36,6 +36,13 @@ def _split(seed: int, n: int = 600, priors=None) -> tuple[np.ndarray, np.ndarray
     return CENTRES[y] + rng.normal(size=(n, 6)), y
 
 
+def _train(*zoo_files: str, **overrides) -> str:
+    """The log of a training of the zoo configs ``zoo_files`` with ``overrides``."""
+    with captured_log(4) as lines:
+        Engine(load_config([os.path.join(ZOO, f) for f in zoo_files], {"model": None, **overrides})).run("train")
+    return "\n".join(lines)
+
+
 def _messages(train, dev, data=DATA, label=LABEL) -> list[tuple[str, str]]:
     samples = {"train": _batches(*train), "dev": _batches(*dev)}
     return [(p.finding.severity, p.finding.message) for p in pairing_findings(samples, data, label)]
@@ -147,19 +154,13 @@ def test_dev_texts_reordered_without_their_labels_are_named_and_too_few_examples
 
 
 def test_a_run_names_dev_rescaled_once_undoing_it_helps_and_notes_a_scale_the_model_normalises_away():
-    def run(*overrides: str) -> str:
-        files = [os.path.join(ZOO, "classify.py"), os.path.join(ZOO, "cause_classify_dev_rescaled.py")]
-        with captured_log(4) as lines:
-            Engine(load_config(files, {"model": None, **dict(zip(overrides[::2], overrides[1::2]))})).run("train")
-        return "\n".join(lines)
-
-    bug = run()
+    bug = _train("classify.py", "cause_classify_dev_rescaled.py")
     assert "WARNING sanity check: The inputs 'data' in dev are those of train scaled and shifted per feature" in bug
     assert "It costs this model: with the scale and offset of 'data' undone, ce on dev's first 8 batches is" in bug
-    twin = run("bug", False)
+    twin = _train("classify.py", "cause_classify_dev_rescaled.py", bug=False)
     assert "in dev are those of train" not in twin and "WARNING" not in twin
     # dev x 10, and a model that standardises each example first: the same shape, and no harm
-    harmless = run("normalised_inside", True)
+    harmless = _train("classify.py", "cause_classify_dev_rescaled.py", normalised_inside=True)
     assert "Note sanity check: The inputs 'data' in dev are those of train scaled and shifted" in harmless
     assert "It does not hurt this model: with the scale and offset of 'data' undone" in harmless
     assert "WARNING" not in harmless
@@ -178,10 +179,7 @@ def test_undoing_a_difference_decides_only_once_the_model_has_learned():
 
 
 def test_dev_worse_than_new_train_data_in_epoch_1_is_not_called_overfitting_and_is_one_problem():
-    files = [os.path.join(ZOO, "classify.py"), os.path.join(ZOO, "cause_classify_train_relabelled_by_rule.py")]
-    with captured_log(4) as lines:
-        Engine(load_config(files, {"model": None})).run("train")
-    text = "\n".join(lines)
+    text = _train("classify.py", "cause_classify_train_relabelled_by_rule.py")
     assert "WARNING sanity check: The labels 'classes' of train disagree with their inputs" in text
     assert "WARNING learning watch: dev_ce rose for 2 epochs" in text
     assert "Not decided yet, and not shown to be overfitting: already in epoch 1" in text
@@ -202,16 +200,10 @@ def test_dev_inputs_that_vary_more_within_every_class_are_named_and_train_only_v
 
 
 def test_an_evaluation_path_that_reads_the_padding_is_named_when_it_scores_the_train_data_worse():
-    def run(*overrides: str) -> str:
-        files = [os.path.join(ZOO, "cause_eval_path_unmasked_pooling.py")]
-        with captured_log(4) as lines:
-            Engine(load_config(files, {"model": None, **dict(zip(overrides[::2], overrides[1::2]))})).run("train")
-        return "\n".join(lines)
-
-    bug = run()
+    bug = _train("cause_eval_path_unmasked_pooling.py")
     assert "WARNING learning watch: dev_ce is " in bug
     assert "the evaluation path scores the same train data worse, and it reads the padding: with 37 more padded" in bug
-    assert "WARNING" not in run("bug", False)
+    assert "WARNING" not in _train("cause_eval_path_unmasked_pooling.py", bug=False)
 
 
 def test_the_shorter_sequences_of_a_batch_run_with_and_without_the_padding_only_the_longest_needed():

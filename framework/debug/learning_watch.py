@@ -872,7 +872,8 @@ class DevDivergenceWatch(Plugin):
                     f"{dataset} is"
                 )
                 reads = None
-                if evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12):
+                paths_differ = evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12)
+                if paths_differ:
                     try:
                         reads = evaluation_reads_padding(state, name)
                     except Exception:  # noqa: BLE001 - a model that cannot be copied: the gap alone is the note
@@ -907,7 +908,7 @@ class DevDivergenceWatch(Plugin):
                         f"training does.",
                     )
                     continue
-                if evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12):
+                if paths_differ:
                     text = (
                         f"{facts}: the evaluation path scores the same train data worse, so the gap is between the "
                         f"paths (eval mode, or what train_step does when run_ctx.train_flag is False), not between the "

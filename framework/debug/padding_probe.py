@@ -99,6 +99,12 @@ def more_padding(
     return extended, added
 
 
+def longer_batches(batch: dict[str, torch.Tensor], key: str) -> list[tuple[dict[str, torch.Tensor], int]]:
+    """``more_padding`` in the sizes to try, in order: as many frames again, then an eighth as many (a model with a
+    fixed number of positions, such as BERT's 512, takes a little more padding but not double)."""
+    return [more_padding(batch, key, frames) for frames in (None, max(1, batch[key].shape[1] // 8))]
+
+
 def _largest_move(
     base: list[tuple[str, torch.Tensor]],
     mask: torch.Tensor,
@@ -278,10 +284,8 @@ def evaluation_reads_padding(state: RunState, loss: str) -> tuple[str, int, floa
             return e0, e1, (abs(t1 - t0) / max(abs(t0), 1e-12)) / max(relative, 1e-12)
 
         for key in [k for k in batch if (m := padding_mask(batch, k)) is not None and bool(m.any())]:
-            runs = []  # (frames added, the batch without and with the extra padding)
-            for frames in (None, max(1, batch[key].shape[1] // 8)):  # a model with a fixed number of positions
-                extended, added = more_padding(batch, key, frames)
-                runs.append((added, extended, batch))
+            # (frames added, the batch with and without the extra padding)
+            runs = [(added, extended, batch) for extended, added in longer_batches(batch, key)]
             if (shorter := _shorter_sequences(batch, key)) is not None:  # ... that takes no more: less padding
                 padded, cropped, removed = shorter
                 runs.append((removed, padded, cropped))
@@ -579,15 +583,13 @@ class PaddingProbe(Plugin):
     def _longer(
         self, session: ProbeSession, batch: dict[str, torch.Tensor], key: str, trace: list[tuple[str, torch.Tensor]]
     ) -> tuple[dict[str, torch.Tensor], int, dict[str, torch.Tensor], list[tuple[str, torch.Tensor]]]:
-        """The run with as many padded frames again after ``key``'s frames; when that fails, with an eighth as many
-        (a model with a fixed number of positions, such as BERT's 512, takes a little more padding but not double)."""
+        """The run with more padded frames after ``key``'s frames: the first of ``longer_batches`` the model takes."""
+        (extended, added), (fewer, fewer_added) = longer_batches(batch, key)
         try:
-            extended, added = more_padding(batch, key)
             return extended, added, *self._run(session, extended, trace, optional=True)
         except ProbeLimit:
             trace.clear()
-            extended, added = more_padding(batch, key, max(1, batch[key].shape[1] // 8))
-            return extended, added, *self._run(session, extended, trace)
+            return fewer, fewer_added, *self._run(session, fewer, trace)
 
     @staticmethod
     def _run(

@@ -112,6 +112,7 @@ def _value(marked: Any) -> float:
 def _finding(name: str, was: float, now: float, scored: list[_Scored], crossed: str | None) -> Finding:
     first = scored[0]
     where: dict[str, Any] = {"error": name, "module": first.module[0], "line": first.where}
+    evidence = {"error_before": was, "error_perfect": now, "losses": [s.loss for s in scored]}
     if crossed is not None:  # the experiment's run traced the score to an operation that paired every row with every
         where["broadcast"] = crossed
         return Finding(
@@ -122,13 +123,12 @@ def _finding(name: str, was: float, now: float, scored: list[_Scored], crossed: 
             f"{was:.3g} to {now:.3g}), and it is computed from {crossed}: two tensors of one batch broadcast against "
             f"each other, so every example is compared with every other example's target, not with its own (a "
             f"[B] tensor against a [B, 1] one).",
-            evidence={"error_before": was, "error_perfect": now, "losses": [s.loss for s in scored]},
+            evidence=evidence,
             where=where,
             fix="Give both sides of that comparison the same shape (squeeze the [B, 1] one, or compare [B, 1] with "
             "[B, 1]).",
         )
     losses = ", ".join(f"{s.loss} at {s.where}" for s in scored[:2])
-    module = first.module[0]
     perfect = {
         "cross_entropy": f"+{MARGIN:g} at each target class and 0 elsewhere",
         "binary_cross_entropy_with_logits": f"+{MARGIN:g} where the target is 1 and -{MARGIN:g} where it is 0",
@@ -137,13 +137,13 @@ def _finding(name: str, was: float, now: float, scored: list[_Scored], crossed: 
         "warning",
         "sanity check",
         f"The error score {name!r} is {now:.3g} for predictions that the loss calls perfect: on a copy, evaluated as "
-        f"dev is, the scores that {losses} gets (the output of module {module!r}) were replaced by perfect ones "
+        f"dev is, the scores that {losses} gets (the output of module {where['module']!r}) were replaced by perfect ones "
         f"({perfect}) and the loss "
         f"fell to its minimum, but {name!r} went only from {was:.3g} to {now:.3g}. An error score of predictions equal "
         f"to the targets is 0: {name!r} measures something else than the loss trains (a decision rule that does not "
         f"match the loss, such as a softmax where the loss applies a sigmoid per label or another threshold; "
         f"positions the loss ignores counted as errors; targets in other units).",
-        evidence={"error_before": was, "error_perfect": now, "losses": [s.loss for s in scored]},
+        evidence=evidence,
         where=where,
         fix=f"Compute {name!r} from the loss's own decisions (cross_entropy: argmax; binary_cross_entropy_with_logits: "
         "logit > 0) over the positions the loss scores.",
