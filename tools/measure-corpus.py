@@ -25,7 +25,8 @@ Usage::
 
     tools/measure-corpus.py --split dev --jobs 1            # the development half
     tools/measure-corpus.py --split all --out docs/corpus_results.txt
-    tools/measure-corpus.py --only lstm --only mha --keep   # some cases; keep their run directories
+    tools/measure-corpus.py --only lstm --only mha           # some cases
+    tools/measure-corpus.py --kind twin --seed 1 --jobs 2     # false alarms at another seed (twins only)
 """
 
 from __future__ import annotations
@@ -155,19 +156,20 @@ def verdict(entry: dict, run: Run) -> str:
     return "wrong cause" if run.alarms else "silent"
 
 
-def measure(case: Case, timeout: float) -> dict:
-    """Run a case (a bug and its twin, or a healthy setup) and describe the outcome."""
+def measure(case: Case, timeout: float, extra: list[str], twin_only: bool = False) -> dict:
+    """Run a case (a bug and its twin, or a healthy setup) and describe the outcome; ``extra`` is appended to every
+    command line (``++random_seed 1``); ``twin_only`` leaves out the bug's run (its verdict is then "-")."""
     key = case.entry.get("error_key", "err")
     if case.kind == "healthy":
-        run = run_config(case.config, [], key, timeout)
+        run = run_config(case.config, extra, key, timeout)
         return {"case": case, "run": run, "false_alarm": bool(run.alarms)}
-    bug = run_config(case.config, [], key, timeout)
-    twin = run_config(case.config, ["++bug", "False"], key, timeout)
+    twin = run_config(case.config, ["++bug", "False", *extra], key, timeout)
+    bug = Run(0, [], None, 0.0) if twin_only else run_config(case.config, extra, key, timeout)
     return {
         "case": case,
         "bug": bug,
         "twin": twin,
-        "verdict": verdict(case.entry, bug),
+        "verdict": "-" if twin_only else verdict(case.entry, bug),
         "false_alarm": bool(twin.alarms),
     }
 
@@ -190,13 +192,18 @@ def report(results: list[dict], splits: list[str], missing: list[Case], verbose:
         healthy = [r for r in results if r["case"].kind == "healthy" and r["case"].split == split]
         counts = {v: sum(r["verdict"] == v for r in bugs) for v in VERDICTS}
         lines.append(f"== split {split}: {len(bugs)} bugs, {len(healthy)} healthy setups ==")
-        lines.append("  bugs: " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS))
-        undecided = sum(r["verdict"] == "wrong cause" and _undecided(r["bug"]) for r in bugs)
-        lines.append(f"  of the wrong causes, warnings that name no cause and say 'Not decided yet': {undecided}")
+        twins_only = bool(bugs) and all(r["verdict"] == "-" for r in bugs)
+        if twins_only:
+            lines.append("  bugs: not run (--kind twin)")
+        else:
+            lines.append("  bugs: " + ", ".join(f"{v} {counts[v]}" for v in VERDICTS))
+            undecided = sum(r["verdict"] == "wrong cause" and _undecided(r["bug"]) for r in bugs)
+            lines.append(f"  of the wrong causes, warnings that name no cause and say 'Not decided yet': {undecided}")
         lines.append(f"  false alarms on fixed twins: {sum(r['false_alarm'] for r in bugs)} of {len(bugs)}")
         lines.append(f"  false alarms on healthy setups: {sum(r['false_alarm'] for r in healthy)} of {len(healthy)}")
-        hurt = [r for r in bugs if _hurts(r)]
-        lines.append(f"  bugs whose dev error is worse than their twin's: {len(hurt)} of {len(bugs)}")
+        if not twins_only:
+            hurt = [r for r in bugs if _hurts(r)]
+            lines.append(f"  bugs whose dev error is worse than their twin's: {len(hurt)} of {len(bugs)}")
         lines.append("")
     lines.append("== cases ==")
     for r in results:
@@ -232,7 +239,15 @@ def main() -> int:
     parser = ToolParser(__file__, __doc__, takes_config=False)
     parser.add_argument("--split", choices=["dev", "heldout", "all"], default="dev", help="which half (default dev)")
     parser.add_argument("--only", action="append", default=[], help="only cases whose id contains this (repeatable)")
-    parser.add_argument("--kind", choices=["bug", "healthy", "all"], default="all", help="bugs, healthy setups or both")
+    parser.add_argument(
+        "--kind",
+        choices=["bug", "twin", "healthy", "all"],
+        default="all",
+        help="bugs (each with its twin), the twins alone (false alarms only), healthy setups, or bugs and healthy",
+    )
+    parser.add_argument(
+        "--seed", type=int, help="run every config with ++random_seed SEED (robustness of the verdicts)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="cases run at once (default 1: the machine may be shared)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per rnn.py run before it counts as broke")
     parser.add_argument("--out", help="also write the report to this file")
@@ -243,14 +258,15 @@ def main() -> int:
         c
         for c in load_cases()
         if c.split in splits
-        and args.kind in ("all", c.kind)
+        and args.kind in ("all", c.kind, "twin" if c.kind == "bug" else "")
         and (not args.only or any(part in c.id for part in args.only))
     ]
+    extra = [] if args.seed is None else ["++random_seed", str(args.seed)]
     written = [c for c in selected if os.path.exists(c.config)]
     missing = [c for c in selected if not os.path.exists(c.config)]
 
     def measured(case: Case) -> dict:
-        result = measure(case, args.timeout)
+        result = measure(case, args.timeout, extra, twin_only=args.kind == "twin")
         print(report([result], [], [], verbose=False).splitlines()[-1], file=sys.stderr, flush=True)  # progress
         return result
 
