@@ -585,8 +585,7 @@ def test_returnns_tensorflow_era_dataset_parameters_are_accepted_at_their_defaul
     defaults = {"window": 1, "context_window": None, "chunking": None, "min_chunk_size": 0, "chunking_variance": 0}
     accepted = {**hdf, **defaults, "shuffle_frames_of_nseqs": 0, "estimated_num_seqs": 100, "cache_byte_size": 0}
     assert [tag for tag, _ in our_epoch(accepted)] == [f"a/{i}" for i in range(5)]
-    for name, value, hint in (
-        ("window", 3, "unfold"),
+    for name, value, hint in (  # window: tests/test_returnn_window.py (HDFDataset stacks frames, as RETURNN's)
         ("chunking", "100:50", "config's chunking"),
         ("context_window", 2, "pad"),
     ):

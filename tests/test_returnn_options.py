@@ -151,7 +151,6 @@ def test_a_returnn_config_trains_with_its_options_as_returnn_runs_them_and_forwa
         "target",
         "num_inputs",
         "cache_size",
-        "window",
         "use_horovod",
         "rf_att_dropout_broadcast",
     ):
@@ -194,7 +193,7 @@ def test_refused_returnn_options_are_named_in_one_message_each_with_its_way_forw
     config = _write(
         tmp_path,
         "train = {'class': 'Task12AXDataset', 'num_seqs': 20}\n"
-        "window = 3\nuse_horovod = True\ngrad_clip = 1.5\npacked_batch_cost = {'cells': len}\n"
+        "pretrain = 'default'\nuse_horovod = True\ngrad_clip = 1.5\npacked_batch_cost = {'cells': len}\n"
         "network = {}\n",
     )
     with pytest.raises(ConfigError) as error:
@@ -208,7 +207,6 @@ def test_refused_returnn_options_are_named_in_one_message_each_with_its_way_forw
 def test_options_at_their_off_value_or_ignored_by_returnns_torch_engine_are_accepted(tmp_path):
     accepted = {
         "use_horovod": False,
-        "window": 1,
         "use_train_proc_manager": True,  # RETURNN acts on it, but the trained model is the same
         "stop_for_resubmission_when_low_time_left": True,
         "dry_run": True,

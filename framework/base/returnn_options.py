@@ -43,7 +43,7 @@ HONOURED = (
     "optimizer output_file packed_batch_size preload_from_files random_seed save_interval "
     "start_epoch startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
     "torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
-    "watch_memory debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp "
+    "watch_memory window debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp "
     "grad_scaler"
 ).split()
 
@@ -116,8 +116,6 @@ ADVICE: dict[str, str] = {
     "pretrain_repetitions": _NETWORK,
     "use_horovod": "Horovod is RETURNN's TensorFlow multi-GPU training; here: torchrun with torch_distributed = {} (docs/distributed.rst)",
     "use_tensorflow": "a TensorFlow config: write get_model and train_step (see docs/from_returnn.rst)",
-    "window": "RETURNN stacks each frame with its neighbours (a context window) before the model sees it; here: "
-    "stack them in your dataset class or model, then delete it",
     "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
     "shuffle_frames_of_nseqs": "RETURNN's train dataset shuffles the frames of each N consecutive sequences "
     "among them (dev/eval never); of its datasets only HDFDataset (CachedDataset) implements it, its generating "
@@ -263,7 +261,6 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
         "it changes RETURNN's own layers and frontend only, which ported model code does not use",
     ),
     "cache_size": (None, "the sizes of RETURNN's cache of RASR feature archives; no RASR here"),
-    "window": (_off(1, 0, None), "1 is off (no context window)"),
     "use_last_best_model": (None, "read by RETURNN's TensorFlow engine only"),
     "stop_for_resubmission_safety_factor": (None, "used only with stop_for_resubmission_when_low_time_left"),
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),

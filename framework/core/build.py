@@ -170,8 +170,15 @@ def init_data(
     specs.update(config.get("eval_datasets") or {})
     if required and required not in specs:
         raise ConfigError(f"task={config.get('task')!r} needs the {required!r} dataset option.")
+    # RETURNN gives the config's window to train, dev and eval (Dataset.kwargs_update_from_config), not eval_datasets
     datasets = {
-        option: init_dataset(spec, option=option, random_seed=seed, train_ordering=config.get("batching"))
+        option: init_dataset(
+            spec,
+            option=option,
+            random_seed=seed,
+            train_ordering=config.get("batching"),
+            window=config.get("window") if option in ("train", "dev", "eval") and option in options else None,
+        )
         for option, spec in specs.items()
     }
     if config.get("chunking"):  # RETURNN's torch engine cuts the sequences of every dataset it trains or scores on
@@ -205,7 +212,8 @@ def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[s
             f"task='forward' runs on dataset {option!r} (option forward_data), which is not set: {fix}, "
             f"or define {option} = {{...}}."
         )
-    dataset = init_dataset(spec, option=option, random_seed=config.int("random_seed"))
+    window = config.get("window") if option != "forward_data" else None  # RETURNN forwards its train/dev/eval data
+    dataset = init_dataset(spec, option=option, random_seed=config.int("random_seed"), window=window)
     have = dataset.key_info()
     # Targets may be absent from the data to forward; inputs needed for inference may not.
     extern_data = {

@@ -46,6 +46,11 @@ class Dataset:
     #: rank's batches, not to be split again; see ``BatchLoader.plan``).
     sharded_by_rank = False
 
+    #: What RETURNN's class of this name does with its ``window`` parameter (``context_window``): "stacks" the frames
+    #: of its ``data`` ("stacks one-hot": of its one-hot ``data``, given as ids here), "ignores" it, or None: RETURNN
+    #: stops on it, or the class is no RETURNN class (then a window other than 1 is refused).
+    returnn_window: str | None = None
+
     def __init__(
         self,
         *,

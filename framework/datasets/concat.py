@@ -21,6 +21,8 @@ class ConcatDataset(Dataset):
         another ``seq_ordering`` (here only) orders the concatenation itself and the parts' own orders are not used.
     """
 
+    returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(self, datasets: list[Any], **kwargs: Any):
         super().__init__(**kwargs)
         if not datasets:

@@ -53,6 +53,8 @@ class DistributeFilesDataset(Dataset):
         ``buffer_size``): accepted, no effect on what is read.
     """
 
+    returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(
         self,
         files: list[Any] | str | os.PathLike | Callable[[], list[Any]],

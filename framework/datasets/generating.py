@@ -144,6 +144,8 @@ class DummyDataset(EpochGeneratedDataset):
     :param input_shift: None: ``-input_max_value / 2``; ``input_scale`` None: ``1 / input_max_value``.
     """
 
+    returnn_window = "stacks"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(
         self,
         input_dim: int,
@@ -452,6 +454,8 @@ class TaskNumberBaseConvertDataset(EpochGeneratedDataset):
 class TaskEpisodicCopyDataset(EpochGeneratedDataset):
     """RETURNN's episodic copy task over ``" .01234567"``: 1-9 random digits, 1-99 blanks, then delimiters while the
     target recalls the digits. ``data`` one-hot [T, 10] float32 (as RETURNN gives it), ``classes`` [T] int64."""
+
+    returnn_window = "stacks"  # what RETURNN's class does with window (context_window.py)
 
     SYMBOLS = " .01234567"
 

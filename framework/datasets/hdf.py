@@ -36,6 +36,8 @@ class HDFDataset(Dataset):
     :param cache_byte_size: RETURNN's cache of loaded sequences in memory; no effect (read on demand here).
     """
 
+    returnn_window = "stacks"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(
         self,
         files: str | list[str],

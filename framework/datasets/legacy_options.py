@@ -14,7 +14,12 @@ from framework.base.errors import ConfigError
 
 #: parameter -> (its default, what to do instead of another value)
 LEGACY_PARAMETERS: dict[str, tuple[Any, str]] = {
-    "window": (1, "stack neighbouring frames in the model (torch.nn.functional.unfold, or a Conv1d)"),
+    "window": (
+        1,
+        "RETURNN stacks frames for it only in HDFDataset and its generating datasets with dense inputs (this class "
+        "stops on it in RETURNN, or is no RETURNN class); stack neighbouring frames in the model "
+        "(torch.nn.functional.unfold, or a Conv1d)",
+    ),
     "context_window": (None, "pad and stack the context frames in the model"),
     "chunking": (None, "set the config's chunking option, which cuts the batches' sequences as RETURNN does"),
     "min_chunk_size": (0, "set it in the config's chunking option"),

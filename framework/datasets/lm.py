@@ -88,6 +88,8 @@ class LmDataset(Dataset):
     :param use_cache_manager: RETURNN's cluster file cache; the files are read in place here (said once).
     """
 
+    returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(
         self,
         corpus_file: Any,

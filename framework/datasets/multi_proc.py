@@ -36,6 +36,8 @@ class MultiProcDataset(Dataset):
         its "dedicated" (each worker orders its own shard, which changes the order) is refused.
     """
 
+    returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(
         self,
         dataset: dict[str, Any],

@@ -53,6 +53,8 @@ class OggZipDataset(Dataset):
         the shortest sequences (by duration in centiseconds), see ``EpochWiseFilter``.
     """
 
+    returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(
         self,
         path: str | list[str],

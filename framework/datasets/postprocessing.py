@@ -45,6 +45,8 @@ class PostprocessingDataset(Dataset):
     :param fixed_random_seed: seed ``rng`` with this in every epoch; ``random_seed_offset``: added to the epoch.
     """
 
+    returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(
         self,
         *,

@@ -18,6 +18,7 @@ from framework.base.errors import ConfigError
 from framework.base.options import register
 from framework.base.util import accepted_kwargs, check_kwargs, import_by_name
 from framework.datasets.base import SEQ_ORDERINGS, Dataset, valid_seq_ordering
+from framework.datasets.context_window import window_size, with_window
 
 register(
     "dataset_random_seed_offset",
@@ -26,6 +27,19 @@ register(
     "RETURNN's option: the random_seed_offset of every dataset that does not set its own (its shuffling seed is "
     "shifted by it), sub-datasets included.",
     __name__,
+)
+
+register(
+    "window",
+    "int | None",
+    None,
+    "RETURNN's context window: the window of every train, dev and eval dataset dict that sets none (a dict's "
+    "'window': None takes it too); where the dataset's class stacks frames (HDFDataset, DummyDataset, "
+    "Task12AXDataset, TaskEpisodicCopyDataset), each frame of its 'data' [T, F] becomes the window's frames around "
+    "it, [T, window * F], zeros beyond the ends, as RETURNN's Dataset._sliding_window (an even window grows by one); "
+    "RETURNN's eval_datasets and forward_data dicts do not get it. None, 0 or 1: off.",
+    __name__,
+    range="[0, inf)",
 )
 
 _CLASSES: dict[str, type[Dataset]] = {}
@@ -90,15 +104,20 @@ def _default_seed_offset() -> int:
         return 0
 
 
-def init_dataset(spec: Any, *, option: str, random_seed: int, train_ordering: str | None = None) -> Dataset:
+def init_dataset(
+    spec: Any, *, option: str, random_seed: int, train_ordering: str | None = None, window: int | None = None
+) -> Dataset:
     """Build the dataset that option ``option`` (train, dev, ...) describes.
 
-    ``train_ordering`` (RETURNN's ``batching``) is the train dataset's seq_ordering unless it sets its own.
+    ``train_ordering`` (RETURNN's ``batching``) is the train dataset's seq_ordering unless it sets its own;
+    ``window`` (the config's, for train, dev and eval) is a dataset dict's window unless it sets its own.
     """
     if isinstance(spec, Dataset):
         dataset = spec
     elif isinstance(spec, str):
-        return init_dataset({"class": spec}, option=option, random_seed=random_seed, train_ordering=train_ordering)
+        return init_dataset(
+            {"class": spec}, option=option, random_seed=random_seed, train_ordering=train_ordering, window=window
+        )
     elif callable(spec) and not isinstance(spec, dict):
         dataset = spec()
     elif isinstance(spec, dict):
@@ -111,13 +130,19 @@ def init_dataset(spec: Any, *, option: str, random_seed: int, train_ordering: st
         accepted = accepted_kwargs(cls)
         if accepted is not None and "name" not in accepted:
             kwargs.pop("name", None)  # RETURNN's Dataset(name=...) labels its log lines only
+        if kwargs.get("window", 0) is None:
+            del kwargs["window"]  # RETURNN's kwargs_update_from_config: None takes the config's
+        if window not in (None, 0, 1) and "window" not in kwargs and (accepted is None or "window" in accepted):
+            kwargs["window"] = window
         check_kwargs(cls, kwargs, option)
+        mode = getattr(cls, "returnn_window", None)
+        frames = window_size(kwargs.pop("window"), f"{option} ({cls.__name__})") if mode and "window" in kwargs else 1
         if accepted is not None and "random_seed" in accepted:
             kwargs.setdefault("random_seed", random_seed)
         if accepted is not None and "random_seed_offset" in accepted and _default_seed_offset():
             # RETURNN's Dataset reads it from the global config when the dataset gives none (sub-datasets too)
             kwargs.setdefault("random_seed_offset", _default_seed_offset())
-        dataset = _construct(cls, kwargs, option)
+        dataset = with_window(_construct(cls, kwargs, option), mode, frames, option)
     else:
         raise ConfigError(f"{option} must be a dataset dict, a Dataset or a callable returning one, got {spec!r}.")
     if not isinstance(dataset, Dataset):

@@ -24,6 +24,8 @@ class StaticDataset(NumpyDataset):
     :param input_dim: RETURNN's feature dimension of ``data`` (checked).
     """
 
+    returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+
     def __init__(
         self,
         data: list[dict[str, Any]],

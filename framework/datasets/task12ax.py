@@ -38,6 +38,8 @@ class Task12AXDataset(NumpyDataset):
     :param min_len: shortest sequence length; ``max_len`` the longest.
     """
 
+    returnn_window = "stacks one-hot"  # what RETURNN's class does with window (context_window.py)
+
     labels = {"data": list(SYMBOLS), "classes": ["no", "yes"]}  # by class id, as RETURNN's Dataset.labels
 
     def __init__(
