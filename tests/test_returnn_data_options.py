@@ -175,3 +175,26 @@ def test_packed_batch_size_gives_returnns_batches():
         )
         differ_from_unpacked += [list(map(int, b)) for b in unpacked.plan(1)] != ours
     assert differ_from_unpacked > 50  # the packed budget decides many of the cases
+
+
+def test_a_dataset_dicts_own_chunking_and_context_window_leave_returnns_torch_batches_as_they_are():
+    """A dataset dict's chunking, context_window, min_chunk_size and chunking_variance set the dataset's own chunking,
+    which only RETURNN's TensorFlow batch generator reads: RETURNN's torch engine gives the same dev batches with them
+    (cut by the config's chunking). Here they are accepted, with a log line, and the batches are the same too."""
+    from framework.datasets import init_dataset
+
+    dev = {"class": "Task12AXDataset", "num_seqs": 6, "fixed_random_seed": 1}
+    own = [
+        {"chunking": "3:2"},
+        {"context_window": 3},
+        {"context_window": ({"data": 1}, {"data": 2}), "chunking": 4, "min_chunk_size": 2, "chunking_variance": 0.5},
+    ]
+    plain = _returnn_dev_batches({})
+    for options in own:
+        assert _returnn_dev_batches({"dev": {**dev, **options}}) == plain, options
+        ours = init_dataset({**dev, **options}, option="dev", random_seed=1)
+        base = init_dataset(dev, option="dev", random_seed=1)
+        order = base.get_seq_order(1)
+        assert (ours.get_seq_order(1) == order).all()
+        for i in order:
+            assert all((ours.get_seq(int(i))[k] == base.get_seq(int(i))[k]).all() for k in ("data", "classes"))
