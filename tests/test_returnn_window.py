@@ -4,6 +4,8 @@ and the same refusals where RETURNN stops."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -107,9 +109,10 @@ def _returnn_loaded(options: dict) -> dict[str, list[tuple[str, dict[str, np.nda
     got = {}
     with global_config_ctx(config):
         returnn_main.config = config
-        for name in ("train", "dev"):
+        cache_sizes = returnn_main.get_cache_byte_sizes()  # RETURNN's HDF cache: by default 70% of the memory
+        for number, name in enumerate(("train", "dev")):
             kwargs = ReturnnDataset.get_default_kwargs_eval(config=config) if name == "dev" else {}
-            dataset, _ = returnn_main.load_data(config, 0, name, **kwargs)
+            dataset, _ = returnn_main.load_data(config, cache_sizes[number], name, **kwargs)
             got[name] = None if dataset is None else _read(dataset)
         for name, spec in options.get("eval_datasets", {}).items():
             got[name] = _read(returnn_init_dataset(spec, default_kwargs={"name": name}))
@@ -121,6 +124,9 @@ def _read(dataset) -> list[tuple[str, dict[str, np.ndarray]]]:
     seqs, i = [], 0
     while dataset.is_less_than_num_seqs(i):
         dataset.load_seqs(i, i + 1)
+        for thread in threading.enumerate():  # RETURNN's HDF cache: its preload thread's work done (or failed)
+            if thread.name.endswith("(_preload_seqs)"):
+                thread.join()
         seqs.append((dataset.get_tag(i), {k: dataset.get_data(i, k) for k in dataset.get_data_keys()}))
         i += 1
     return sorted(seqs, key=lambda item: item[0])
@@ -171,3 +177,32 @@ def test_window_is_refused_where_returnn_stops_on_it(hdfs):
         _ours({**hdf, "window": -1})
     with pytest.raises(AssertionError):
         returnn_init_dataset({**hdf, "window": 0}).initialize()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # RETURNN's preload thread
+def test_shuffle_frames_of_nseqs_is_refused_as_returnns_torch_path_misaligns_frames_and_targets(hdfs):
+    """Why shuffle_frames_of_nseqs stays refused: RETURNN gives the config's value to the train dataset; its
+    HDFDataset (with the cache __main__.load_data gives it) shuffles the input frames of each 2 sequences but fails
+    on the targets in its preload thread (TypeError), so they stay in order, no longer aligned with their frames; a
+    generating dataset stops on it (AssertionError). Here the config stops with that reason."""
+    from framework.base.config import load_config
+
+    whole = write_returnn_hdf(hdfs[0] + ".4", [f"c/{i}" for i in range(4)], [4, 2, 6, 3], seed=3)
+    hdf = {"class": "HDFDataset", "files": [whole]}
+    theirs = _returnn_loaded({"shuffle_frames_of_nseqs": 2, "train": hdf})["train"]
+    plain = sorted(returnn_epoch(hdf), key=lambda item: item[0])
+    assert [tag for tag, _ in theirs] == [tag for tag, _ in plain]
+    moved = [not np.array_equal(a["data"], b["data"]) for (_, a), (_, b) in zip(theirs, plain, strict=True)]
+    assert any(moved)  # the frames moved within their pairs of sequences ...
+    assert all(np.array_equal(a["classes"], b["classes"]) for (_, a), (_, b) in zip(theirs, plain, strict=True))
+    pooled = lambda seqs, i, j: np.sort(np.concatenate([seqs[i][1]["data"], seqs[j][1]["data"]]), axis=0)  # noqa: E731
+    assert np.array_equal(pooled(theirs, 0, 1), pooled(plain, 0, 1))  # ... of the same pair; the targets did not
+    with pytest.raises(AssertionError):
+        returnn_epoch({"class": "Task12AXDataset", "num_seqs": 4, "shuffle_frames_of_nseqs": 2})
+    config = hdfs[0] + ".py"
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(f"train = {hdf!r}\nshuffle_frames_of_nseqs = 2\n")
+    with pytest.raises(ConfigError, match="shuffle_frames_of_nseqs.*targets"):
+        load_config([config])
+    with pytest.raises(ConfigError, match="shuffle_frames_of_nseqs = 2"):
+        _ours({**hdf, "shuffle_frames_of_nseqs": 2})

@@ -117,10 +117,12 @@ ADVICE: dict[str, str] = {
     "use_horovod": "Horovod is RETURNN's TensorFlow multi-GPU training; here: torchrun with torch_distributed = {} (docs/distributed.rst)",
     "use_tensorflow": "a TensorFlow config: write get_model and train_step (see docs/from_returnn.rst)",
     "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
-    "shuffle_frames_of_nseqs": "RETURNN's train dataset shuffles the frames of each N consecutive sequences "
-    "among them (dev/eval never); of its datasets only HDFDataset (CachedDataset) implements it, its generating "
-    "datasets assert it is 0 and the others raise OptionalNotImplementedError (returnn/datasets/basic.py load_seqs); "
-    "not reproduced here: shuffle the frames in a PostprocessingDataset map_seq_stream, or delete it",
+    "shuffle_frames_of_nseqs": "RETURNN gives it to the train dataset, meant to shuffle the frames of each N "
+    "consecutive sequences among them; in its torch engine only HDFDataset reads it, and with its default cache it "
+    "shuffles the input frames but fails on the targets (TypeError in its preload thread), which stay in order, no "
+    "longer aligned with their frames (it stops when nothing is cached or the sequences are not a multiple of N; its "
+    "other datasets stop on it: AssertionError or OptionalNotImplementedError; tests/test_returnn_window.py); not "
+    "reproduced here: shuffle frames with their targets in a PostprocessingDataset map_seq_stream, or delete it",
     "use_dummy_datasets": "RETURNN replaces train, dev, eval and forward data by DummyGenericDataset over extern_data "
     "(standard-normal floats, ids below the sparse dim, lengths drawn per key; returnn/__main__.py "
     "setup_dummy_datasets); that replacement is not made here, the class is: give train (and dev) as "
