@@ -147,7 +147,6 @@ def test_a_returnn_config_trains_with_its_options_as_returnn_runs_them_and_forwa
     notes = [line for line in out.splitlines() if line.startswith("RETURNN options without effect here")]
     assert len(notes) == 1  # one note lists them all
     for name in (
-        "behavior_version",
         "target",
         "num_inputs",
         "cache_size",

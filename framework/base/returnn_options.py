@@ -40,7 +40,8 @@ HONOURED = (
     "load load_epoch load_model_post_hooks log log_batch_size log_verbosity max_seq_length max_seqs min_learning_rate min_seq_length model "
     "model_outputs newbob_learning_rate_decay newbob_learning_rate_growth newbob_multi_num_epochs "
     "newbob_multi_update_interval newbob_relative_error_grow_threshold newbob_relative_error_threshold num_epochs "
-    "optimizer output_file packed_batch_size preload_from_files random_seed save_interval "
+    "optimizer output_file packed_batch_size preload_from_files random_seed save_interval behavior_version "
+    "torch_dataloader_shard_workers "
     "start_epoch startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
     "torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
     "watch_memory window debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp "
@@ -137,10 +138,6 @@ ADVICE: dict[str, str] = {
     "packed_batch_cost": "RETURNN bounds a batch's sum of per-sequence costs, each function called with a "
     "NumbersDict of the sequence's lengths, by the packed_batch_size entry of its name; not reproduced here: "
     "packed_batch_size {key: frames} limits each key's summed frames",
-    "torch_dataloader_shard_workers": "with torch_dataloader_opts num_workers > 1 RETURNN batches each worker's "
-    "shard of the sequences (every num_workers-th) separately and interleaves the workers' batches (True), or gives "
-    "every worker all sequences, so each is trained num_workers times (False); here the batches are planned once "
-    "for all workers: delete it",
     "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
     "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
     "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "
@@ -258,17 +255,12 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
         None,
         "RETURNN's old declaration of the output dimensions; extern_data (or the dataset) declares them",
     ),
-    "behavior_version": (
-        None,
-        "it changes RETURNN's own layers and frontend only, which ported model code does not use",
-    ),
     "cache_size": (None, "the sizes of RETURNN's cache of RASR feature archives; no RASR here"),
     "use_last_best_model": (None, "read by RETURNN's TensorFlow engine only"),
     "stop_for_resubmission_safety_factor": (None, "used only with stop_for_resubmission_when_low_time_left"),
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),
     "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
     "use_dummy_datasets": (_off(None, False, 0), "off"),
-    "torch_dataloader_shard_workers": (_off(None, False), "off"),
     **{name: (_off(None, 0, 0.0, False), "off") for name in _UPDATER_OPTIONS_TORCH_REFUSES},
     # chunk_eval and on_size_limit = 'chunk' set the dev/eval datasets' own ``chunking`` parameter
     # (returnn/datasets/basic.py get_default_kwargs_eval), context_window their ``ctx_left``/``ctx_right``

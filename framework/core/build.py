@@ -135,6 +135,7 @@ def make_loader(
         packed_batch_size=config.get("packed_batch_size"),
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
+        shard_workers=shard_workers(config),
         labels_checked=labels_checked,
         # a chunked dataset left out whole sequences before it cut them (RETURNN's order)
         seq_length_limits=(None, None)
@@ -143,6 +144,18 @@ def make_loader(
         shuffle_batches=shuffle,
         float_dtype=float_dtype(config),
     )
+
+
+def shard_workers(config: Config) -> bool | None:
+    """RETURNN's torch_dataloader_shard_workers; not set: in a RETURNN config (one that sets backend or
+    behavior_version), True from behavior_version 37 on (ReturnnDatasetIterDataPipe), else False; in a config for this
+    framework None: the batches are planned once, whatever the workers."""
+    value = config.get("torch_dataloader_shard_workers")
+    if value is not None:
+        return bool(value)
+    if config.has("behavior_version") or config.has("backend"):
+        return (config.get("behavior_version") or 0) >= 37
+    return None
 
 
 def online_shuffle_batches(config: Config) -> tuple[int, int] | None:

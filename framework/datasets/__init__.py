@@ -109,6 +109,25 @@ register(
     "Options for torch.utils.data.DataLoader, e.g. {'num_workers': 2, 'pin_memory': True}; None: load in the main process.",
     __name__,
 )
+register(
+    "torch_dataloader_shard_workers",
+    "bool | None",
+    None,
+    "RETURNN's: with torch_dataloader_opts num_workers N > 1, each worker batches its own shard of the sequences (the "
+    "sub-epoch's N contiguous pieces, as RETURNN's Dataset.set_sharding cuts them) and the batches come from the "
+    "workers in turn (True), or every worker batches all sequences, so every batch comes N times (False). None: in "
+    "a RETURNN config (one that sets backend or behavior_version) True from behavior_version 37 on, as in RETURNN; "
+    "in a config for this framework the batches are planned once and the workers only read them.",
+    __name__,
+)
+register(
+    "behavior_version",
+    "int | None",
+    None,
+    "RETURNN's behavior version. Here it gives torch_dataloader_shard_workers' default (37 or more: True); what else "
+    "it changes is RETURNN's own layers and frontend, which ported model code does not use.",
+    __name__,
+)
 
 
 __all__ = [

@@ -51,6 +51,10 @@ class Dataset:
     #: stops on it, or the class is no RETURNN class (then a window other than 1 is refused).
     returnn_window: str | None = None
 
+    #: Whether RETURNN's class of this name shards its sequences over DataLoader workers (``supports_sharding``) and
+    #: ``get_seq_order``'s ``shard`` gives RETURNN's shard here (torch_dataloader_shard_workers).
+    returnn_worker_shards = False
+
     def __init__(
         self,
         *,
@@ -165,11 +169,17 @@ class Dataset:
         seqs = [self.get_seq(int(i)) for i in indices]
         return collate(seqs, self.key_info())
 
-    def get_seq_order(self, epoch: int) -> np.ndarray:
-        """The sequence indices of (sub-)epoch ``epoch`` (1-based), in the order they are used."""
+    def get_seq_order(self, epoch: int, shard: tuple[int, int] = (0, 1)) -> np.ndarray:
+        """The sequence indices of (sub-)epoch ``epoch`` (1-based), in the order they are used.
+
+        ``shard`` (index, count): RETURNN's shard of a DataLoader worker (``Dataset.set_sharding``), for a class with
+        ``returnn_worker_shards``: the full epoch's order cut into partition_epoch x count pieces, the sub-epoch's
+        count pieces one per shard (``_apply_partition_epoch_and_sharding``); (0, 1) is the whole sub-epoch.
+        """
         full_epoch, part = divmod(epoch - 1, self.partition_epoch)
         order = self._full_epoch_order(full_epoch + 1)
-        return self.filtered(np.array_split(order, self.partition_epoch)[part])
+        index, count = shard
+        return self.filtered(np.array_split(order, self.partition_epoch * count)[part * count + index])
 
     def filtered(self, order: np.ndarray) -> np.ndarray:
         """A (sub-)epoch's ``order`` with RETURNN's ``repeat_epoch`` and ``seq_list_filter_file`` applied, in RETURNN's

@@ -145,8 +145,12 @@ class ChunkedDataset(Dataset):
             return np.ones(self.num_seqs, dtype=np.int64)
         return np.max([self.lengths_of(key) for key in variable], axis=0)
 
-    def get_seq_order(self, epoch: int) -> np.ndarray:
+    @property
+    def returnn_worker_shards(self) -> bool:  # type: ignore[override]  # RETURNN shards the sequences, then cuts them
+        return self.inner.returnn_worker_shards
+
+    def get_seq_order(self, epoch: int, shard: tuple[int, int] = (0, 1)) -> np.ndarray:
         first = self._first_chunk
-        order = self.inner.get_seq_order(epoch)
+        order = self.inner.get_seq_order(epoch, shard)
         order = order[self._kept[order]]
         return np.concatenate([np.arange(first[i], first[i + 1]) for i in order] or [np.zeros(0, dtype=np.int64)])

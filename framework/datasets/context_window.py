@@ -124,8 +124,12 @@ class ContextWindowDataset(Dataset):
     def use_epoch(self, epoch: int) -> None:
         self.inner.use_epoch(epoch)
 
-    def get_seq_order(self, epoch: int) -> np.ndarray:
-        return self.inner.get_seq_order(epoch)
+    @property
+    def returnn_worker_shards(self) -> bool:  # type: ignore[override]
+        return self.inner.returnn_worker_shards
+
+    def get_seq_order(self, epoch: int, shard: tuple[int, int] = (0, 1)) -> np.ndarray:
+        return self.inner.get_seq_order(epoch, shard)
 
     def seq_lengths(self) -> np.ndarray:
         return self.inner.seq_lengths()

@@ -26,6 +26,8 @@ class EpochGeneratedDataset(Dataset):
     :param random_seed_offset: RETURNN's offset added to the epoch's seed.
     """
 
+    returnn_worker_shards = True  # RETURNN's GeneratingDataset shards over DataLoader workers (supports_sharding)
+
     def __init__(
         self,
         *,
@@ -62,9 +64,9 @@ class EpochGeneratedDataset(Dataset):
     def use_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def get_seq_order(self, epoch: int) -> np.ndarray:
+    def get_seq_order(self, epoch: int, shard: tuple[int, int] = (0, 1)) -> np.ndarray:
         self.use_epoch(epoch)  # the lengths the batches are planned with are this epoch's
-        return super().get_seq_order(epoch)
+        return super().get_seq_order(epoch, shard)
 
     def get_seq(self, index: int) -> dict[str, np.ndarray]:
         rng = np.random.RandomState((self.epoch_seed(self.epoch), index))

@@ -37,6 +37,7 @@ class HDFDataset(Dataset):
     """
 
     returnn_window = "stacks"  # what RETURNN's class does with window (context_window.py)
+    returnn_worker_shards = True  # RETURNN's class shards over DataLoader workers (supports_sharding)
 
     def __init__(
         self,

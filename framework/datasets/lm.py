@@ -89,6 +89,7 @@ class LmDataset(Dataset):
     """
 
     returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+    returnn_worker_shards = True  # RETURNN's class shards over DataLoader workers (supports_sharding)
 
     def __init__(
         self,
@@ -305,8 +306,8 @@ class LmDataset(Dataset):
     def order_lengths(self) -> np.ndarray:
         return self.corpus.sort_lengths
 
-    def get_seq_order(self, epoch: int) -> np.ndarray:
-        order = super().get_seq_order(epoch)
+    def get_seq_order(self, epoch: int, shard: tuple[int, int] = (0, 1)) -> np.ndarray:
+        order = super().get_seq_order(epoch, shard)
         if self.error_on_invalid_seq:
             return order
         self._scan()

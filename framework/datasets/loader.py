@@ -49,6 +49,7 @@ class BatchLoader:
         seq_length_limits: tuple[Any, Any] = (None, None),
         shuffle_batches: tuple[int, int] | None = None,
         float_dtype: torch.dtype | None = None,
+        shard_workers: bool | None = None,
     ):
         self.dataset = dataset
         self.extern_data = extern_data
@@ -63,6 +64,7 @@ class BatchLoader:
         self.seq_length_limits = seq_length_limits  # RETURNN's (min_seq_length, max_seq_length)
         self.shuffle_batches = shuffle_batches  # RETURNN's online_shuffle_batches: (buffer size, seed)
         self.float_dtype = float_dtype  # RETURNN's default_float_dtype: floating-point data are given in it
+        self.shard_workers = shard_workers  # RETURNN's torch_dataloader_shard_workers (worker_plans; None: off)
         self._check_limit_keys()
         self._left_out_logged = False
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
@@ -80,13 +82,38 @@ class BatchLoader:
         The latest epoch's plan is kept: the startup checks and the epoch itself ask for the same one.
         """
         if self._last_plan is None or self._last_plan[0] != epoch:
-            order = self.within_length_limits(self.dataset.get_seq_order(epoch))
-            batches = make_batches(order, self.batch_lengths(), self.batch_size, self.max_seqs, self.packed_budgets())
-            if self.shuffle_batches is not None and not self.dataset.sharded_by_rank:
-                batches = shuffled_in_blocks(batches, *self.shuffle_batches, epoch)
+            batches = interleaved(self.worker_plans(epoch))
             self._last_plan = epoch, RankPlan(batches) if self.dataset.sharded_by_rank else batches
         self.dataset.use_epoch(epoch)  # the batches of this plan are what get_batch reads now
         return self._last_plan[1]
+
+    def worker_plans(self, epoch: int) -> list[list[np.ndarray]]:
+        """The batches of ``epoch`` that each DataLoader worker of RETURNN's torch engine makes (one list without
+        workers, or with one): with ``num_workers`` N > 1, RETURNN's DataLoader runs its batching in each worker, on
+        the worker's shard of the sequences (``torch_dataloader_shard_workers``; ``get_seq_order``'s ``shard``), or
+        on all of them (then every batch comes N times), and takes the workers' batches in turn (``interleaved``).
+        ``shard_workers`` None (a config for this framework): one plan, the workers only read its batches."""
+        workers = int(self.dataloader_opts.get("num_workers") or 0) if self.shard_workers is not None else 0
+        count = workers if workers > 1 and self.shard_workers else 1
+        if count > 1 and not self.dataset.returnn_worker_shards:
+            raise ConfigError(
+                f"torch_dataloader_opts num_workers = {workers} with torch_dataloader_shard_workers (RETURNN's "
+                f"default from behavior_version 37): RETURNN gives each DataLoader worker its shard of the sequences "
+                f"of dataset {self.option!r}, which {self.dataset.name} cannot give here (RETURNN's StaticDataset, "
+                f"ConcatDataset, CombinedDataset and MultiProcDataset stop on it; its MetaDataset, "
+                f"PostprocessingDataset and DistributeFilesDataset shard in their own way, not reproduced). Set "
+                f"num_workers to 1, or torch_dataloader_shard_workers = False (every worker reads all sequences)."
+            )
+        plans = []
+        for index in range(count):
+            order = self.within_length_limits(
+                self.dataset.get_seq_order(epoch, (index, count)) if count > 1 else self.dataset.get_seq_order(epoch)
+            )
+            batches = make_batches(order, self.batch_lengths(), self.batch_size, self.max_seqs, self.packed_budgets())
+            if self.shuffle_batches is not None and not self.dataset.sharded_by_rank:
+                batches = shuffled_in_blocks(batches, *self.shuffle_batches, epoch + 7919 * index)
+            plans.append(batches)
+        return plans * workers if workers > 1 and not self.shard_workers else plans
 
     def batch_lengths(self) -> np.ndarray | dict[str, np.ndarray]:
         """What ``batch_size`` counts: the sequences' lengths, or per key for a per-key ``batch_size`` dict."""
@@ -268,6 +295,12 @@ def within_limits(dataset: Any, limits: tuple[Any, Any]) -> np.ndarray:
         elif limit is not None:
             kept &= ~too_far(dataset.seq_lengths(), limit)
     return kept
+
+
+def interleaved(plans: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """The workers' batches as a DataLoader over an iterable dataset yields them: one of each worker in turn, a
+    worker that has none left skipped."""
+    return [plan[i] for i in range(max(map(len, plans), default=0)) for plan in plans if i < len(plan)]
 
 
 def shuffled_in_blocks(batches: list[np.ndarray], buffer_size: int, seed: int, epoch: int) -> list[np.ndarray]:

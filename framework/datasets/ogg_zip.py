@@ -54,6 +54,7 @@ class OggZipDataset(Dataset):
     """
 
     returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+    returnn_worker_shards = True  # RETURNN's class shards over DataLoader workers (supports_sharding)
 
     def __init__(
         self,
@@ -150,9 +151,9 @@ class OggZipDataset(Dataset):
         full_epoch = (self._epoch - 1) // self.partition_epoch + 1
         return np.random.RandomState([self.random_seed % 2**32, full_epoch, index])
 
-    def get_seq_order(self, epoch: int) -> np.ndarray:
+    def get_seq_order(self, epoch: int, shard: tuple[int, int] = (0, 1)) -> np.ndarray:
         self.use_epoch(epoch)
-        order = super().get_seq_order(epoch)
+        order = super().get_seq_order(epoch, shard)
         if self.epoch_wise_filter is None:
             return order
         return self.epoch_wise_filter.apply(epoch, order, self.order_lengths())

@@ -39,6 +39,7 @@ class Task12AXDataset(NumpyDataset):
     """
 
     returnn_window = "stacks one-hot"  # what RETURNN's class does with window (context_window.py)
+    returnn_worker_shards = True  # RETURNN's class shards over DataLoader workers (supports_sharding)
 
     labels = {"data": list(SYMBOLS), "classes": ["no", "yes"]}  # by class id, as RETURNN's Dataset.labels
 
