@@ -198,3 +198,51 @@ def test_a_dataset_dicts_own_chunking_and_context_window_leave_returnns_torch_ba
         assert (ours.get_seq_order(1) == order).all()
         for i in order:
             assert all((ours.get_seq(int(i))[k] == base.get_seq(int(i))[k]).all() for k in ("data", "classes"))
+
+
+def test_packed_batch_cost_gives_returnns_batches():
+    """RETURNN's BatchingIterDataPipe with packed_batch_cost (per-sequence costs of its lengths, each bounded by the
+    packed_batch_size entry of its name) against this loader's plan on the same sequences: 120 random cases with
+    integer and float costs, with and without a data key's packed limit and max_seqs, batch by batch."""
+    import numpy as np
+    import torch
+    from returnn.torch.data.pipeline import BatchingIterDataPipe
+
+    from framework.base.errors import ConfigError
+    from framework.datasets.loader import BatchLoader
+    from framework.datasets.numpy_dataset import NumpyDataset
+
+    costs = [
+        {"cells": lambda lengths: lengths["data"] * lengths["classes"]},
+        {"frac": lambda lengths: lengths["data"] / 3.0 + 0.5, "cells": lambda lengths: lengths["classes"] ** 2},
+    ]
+    rng = np.random.default_rng(1)
+    differ = 0
+    for case in range(120):
+        n = int(rng.integers(1, 40))
+        frames, labels = rng.integers(1, 60, n), rng.integers(1, 30, n)
+        sequences = {
+            "data": [np.full((t, 2), i, np.float32) for i, t in enumerate(frames)],
+            "classes": [np.zeros(t, np.int32) for t in labels],
+        }
+        cost = costs[case % 2]
+        packed = {name: int(rng.choice([300, 900, 3000])) for name in cost}
+        if case % 3 == 0:
+            packed["data"] = int(rng.choice([80, 200]))
+        batch_size, max_seqs = int(rng.choice([300, 5000])), int(rng.choice([3, 1000]))
+        dicts = [{key: sequences[key][i] for key in sequences} for i in range(n)]
+        pipe = BatchingIterDataPipe(
+            dicts, batch_size=batch_size, max_seqs=max_seqs, packed_batch_size=packed, packed_batch_cost=cost
+        )
+        theirs = [[int(seq["data"][0, 0]) for seq in batch] for batch in pipe]
+        dataset = NumpyDataset(sequences, sparse_dims={"classes": 5}, seq_ordering="default")
+        options = dict(option="train", batch_size=batch_size, max_seqs=max_seqs, device=torch.device("cpu"))
+        loader = BatchLoader(dataset, {}, packed_batch_size=packed, packed_batch_cost=cost, **options)
+        ours = [list(map(int, batch)) for batch in loader.plan(1)]
+        assert ours == theirs, (case, frames, labels, batch_size, max_seqs, packed)
+        plain = BatchLoader(dataset, {}, **options)
+        differ += [list(map(int, b)) for b in plain.plan(1)] != ours
+    assert differ > 40  # the costs decide many of the cases
+    no_limit = BatchLoader(dataset, {}, packed_batch_size=100, packed_batch_cost=costs[0], **options)
+    with pytest.raises(ConfigError, match=r"explicit packed_batch_size\['cells'\] entry"):
+        no_limit.plan(1)

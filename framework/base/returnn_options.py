@@ -40,7 +40,8 @@ HONOURED = (
     "load load_epoch load_model_post_hooks log log_batch_size log_verbosity max_seq_length max_seqs min_learning_rate min_seq_length model "
     "model_outputs newbob_learning_rate_decay newbob_learning_rate_growth newbob_multi_num_epochs "
     "newbob_multi_update_interval newbob_relative_error_grow_threshold newbob_relative_error_threshold num_epochs "
-    "optimizer output_file packed_batch_size preload_from_files random_seed save_interval behavior_version "
+    "optimizer output_file packed_batch_cost packed_batch_size preload_from_files random_seed save_interval "
+    "behavior_version "
     "torch_dataloader_shard_workers "
     "start_epoch startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
     "torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
@@ -135,9 +136,6 @@ ADVICE: dict[str, str] = {
     "dict), called with the stream of the sequences' data dicts while they are read (returnn/torch/data/pipeline.py "
     "get_batching_iterable_dataset_from_config); here the batches are planned from the lengths before the epoch: "
     "batch_size (padded frames), max_seqs and packed_batch_size (summed frames)",
-    "packed_batch_cost": "RETURNN bounds a batch's sum of per-sequence costs, each function called with a "
-    "NumbersDict of the sequence's lengths, by the packed_batch_size entry of its name; not reproduced here: "
-    "packed_batch_size {key: frames} limits each key's summed frames",
     "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
     "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
     "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "

@@ -133,6 +133,7 @@ def make_loader(
         batch_size=config.get("batch_size"),
         max_seqs=config.get("max_seqs"),
         packed_batch_size=config.get("packed_batch_size"),
+        packed_batch_cost=config.get("packed_batch_cost"),
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
         shard_workers=shard_workers(config),

@@ -96,6 +96,15 @@ register(
     __name__,
 )
 register(
+    "packed_batch_cost",
+    "dict | None",
+    None,
+    "RETURNN's per-sequence costs: {name: function}, each called with a sequence's lengths (RETURNN's NumbersDict of "
+    "every key's first axis), a batch's sum of each cost bounded by the packed_batch_size entry of its name (which "
+    "must be given), as RETURNN's torch engine bounds it. None: no costs.",
+    __name__,
+)
+register(
     "batching",
     "str | None",
     None,

@@ -28,7 +28,7 @@ def make_batches(
     if any(size < 1 for _, size in budgets):
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     cap = max_seqs if max_seqs and max_seqs > 0 else len(order) or 1
-    sums = [(np.asarray(seq_lens)[order], int(size)) for seq_lens, size in packed]
+    sums = [(np.asarray(seq_lens)[order], size) for seq_lens, size in packed]
     if any(size < 1 for _, size in sums):
         raise ValueError(f"packed_batch_size must be >= 1, got {[size for _, size in sums]}")
     if len(order) and len(budgets) == 1 and budgets[0][0].max() == 1 and not sums:  # fixed-shape data: plain chunks
@@ -38,14 +38,14 @@ def make_batches(
     start, longest, summed = 0, [0] * len(budgets), [0] * len(sums)
     for i in range(len(order)):
         longest_if_added = [max(top, int(seq_lens[i])) for top, (seq_lens, _) in zip(longest, budgets, strict=True)]
-        summed_if_added = [total + int(seq_lens[i]) for total, (seq_lens, _) in zip(summed, sums, strict=True)]
+        summed_if_added = [total + seq_lens[i].item() for total, (seq_lens, _) in zip(summed, sums, strict=True)]
         count_if_added = i - start + 1
         over = any(top * count_if_added > size for top, (_, size) in zip(longest_if_added, budgets, strict=True))
         over = over or any(total > size for total, (_, size) in zip(summed_if_added, sums, strict=True))
         if i > start and (over or count_if_added > cap):
             batches.append(order[start:i])
             start, longest_if_added = i, [int(seq_lens[i]) for seq_lens, _ in budgets]
-            summed_if_added = [int(seq_lens[i]) for seq_lens, _ in sums]
+            summed_if_added = [seq_lens[i].item() for seq_lens, _ in sums]
         longest, summed = longest_if_added, summed_if_added
     if start < len(order):
         batches.append(order[start:])

@@ -44,6 +44,7 @@ class BatchLoader:
         max_seqs: int | None,
         device: torch.device,
         packed_batch_size: int | dict[str, int] | None = None,
+        packed_batch_cost: dict[str, Any] | None = None,
         dataloader_opts: dict[str, Any] | None = None,
         labels_checked: AbstractSet[str] = frozenset(),
         seq_length_limits: tuple[Any, Any] = (None, None),
@@ -57,6 +58,7 @@ class BatchLoader:
         self.batch_size = batch_size
         self.max_seqs = max_seqs
         self.packed_batch_size = packed_batch_size  # RETURNN's limit on summed frames (packed_budgets)
+        self.packed_batch_cost = dict(packed_batch_cost or {})  # RETURNN's per-sequence costs (packed_budgets)
         self.device = device
         self.dataloader_opts = dict(dataloader_opts or {})
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
@@ -132,10 +134,12 @@ class BatchLoader:
         for each key of the dataset with an axis (a number: all of them, as RETURNN sums every key's first axis,
         fixed-shape ones too; a dict: the keys it names)."""
         limit = self.packed_batch_size
-        if limit is None:
+        if limit is None and not self.packed_batch_cost:
             return []
         info = self.dataset.key_info()
         named = limit if isinstance(limit, dict) else {key: limit for key in info if info[key]["shape"]}
+        costs = self.cost_budgets(named if isinstance(limit, dict) else {})
+        named = {key: size for key, size in named.items() if key not in self.packed_batch_cost}
         unknown = sorted(set(named) - {key for key in info if info[key]["shape"]}, key=str)
         if unknown:
             raise ConfigError(
@@ -148,7 +152,33 @@ class BatchLoader:
             first = info[key]["shape"][0]
             frames = self.dataset.lengths_of(key) if first is None else np.full(self.dataset.num_seqs, first)
             budgets.append((frames, size))
-        return budgets
+        return budgets + costs
+
+    def cost_budgets(self, limits: dict[str, Any]) -> list[tuple[np.ndarray, Any]]:
+        """RETURNN's ``packed_batch_cost`` as ``make_batches`` budgets: each function called with every sequence's
+        lengths (a NumbersDict of each key's first axis, as RETURNN's BatchingIterDataPipe gives it), bounded by the
+        ``packed_batch_size`` entry of its name."""
+        if not self.packed_batch_cost:
+            return []
+        for name, cost in self.packed_batch_cost.items():
+            if not callable(cost) or name not in limits:
+                raise ConfigError(
+                    f"packed_batch_cost[{name!r}] = {cost!r}: RETURNN needs a function of a sequence's lengths and an "
+                    f"explicit packed_batch_size[{name!r}] entry (its limit; RETURNN stops without one: "
+                    f"AssertionError). Give packed_batch_size = {{{name!r}: N, ...}}."
+                )
+        info = self.dataset.key_info()
+        lengths = {}
+        for key, entry in info.items():
+            if entry["shape"]:
+                first = entry["shape"][0]
+                lengths[key] = self.dataset.lengths_of(key) if first is None else np.full(self.dataset.num_seqs, first)
+        per_seq = [
+            numbers_dict({key: int(value[i]) for key, value in lengths.items()}) for i in range(self.dataset.num_seqs)
+        ]
+        return [
+            (np.array([cost(seq) for seq in per_seq]), limits[name]) for name, cost in self.packed_batch_cost.items()
+        ]
 
     def _check_limit_keys(self) -> None:
         """ConfigError if a min_seq_length / max_seq_length dict names a key neither the dataset nor extern_data has
@@ -295,6 +325,16 @@ def within_limits(dataset: Any, limits: tuple[Any, Any]) -> np.ndarray:
         elif limit is not None:
             kept &= ~too_far(dataset.seq_lengths(), limit)
     return kept
+
+
+def numbers_dict(lengths: dict[str, int]) -> Any:
+    """A sequence's lengths as RETURNN's cost functions get them: RETURNN's NumbersDict where RETURNN is installed,
+    else the dict."""
+    try:
+        from returnn.util.basic import NumbersDict
+    except ImportError:
+        return dict(lengths)
+    return NumbersDict(dict(lengths))
 
 
 def interleaved(plans: list[list[np.ndarray]]) -> list[np.ndarray]:
