@@ -167,3 +167,18 @@ def test_an_imbalance_is_a_note_and_a_label_that_differs_only_along_the_split_to
     found = balance_findings("domain", domain, split_along=True)
     assert found and all(f.severity == "note" and "by design" in f.message for f in found)
     assert split_keys({"classes": True}) == set()  # the only label differs: a bad split, still a warning
+
+
+def test_labels_masked_by_value_are_told_from_another_key_of_as_many_classes():
+    from framework.debug.loss_inputs import _made_from
+
+    rng = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 24, (4, 12), generator=rng)
+    labels = tokens.clone()
+    labels[tokens == 3] = -100  # a pad id that is also a real token, masked by value
+    assert _made_from(labels, {"data": tokens}, "data", -100)
+    assert _made_from(labels[:, 1:], {"data": tokens}, "data", -100)  # shifted for a next-token loss
+    # a link prediction's head entity beside its target entity: as many classes, other values
+    head, tail = torch.randint(0, 24, (64,), generator=rng), torch.randint(0, 24, (64,), generator=rng)
+    assert not _made_from(tail, {"head": head, "classes": tail}, "head", -100)
+    assert _made_from(tail, {"head": head, "classes": tail}, "classes", -100)

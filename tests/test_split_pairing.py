@@ -166,6 +166,42 @@ def test_a_run_names_dev_rescaled_once_undoing_it_helps_and_notes_a_scale_the_mo
     assert "WARNING" not in harmless
 
 
+def test_a_difference_no_transform_explains_warns_when_moving_the_class_means_back_closes_the_gap():
+    bug = _train("classify.py", "cause_classify_dev_rectified.py", num_epochs=1)
+    assert (
+        "WARNING sanity check: The inputs 'data' of the classes of 'classes' differ between train and dev, not" in bug
+    )
+    assert "It costs this model: with the difference of the class means of 'data' (" in bug
+    assert "So the gap between dev and train is in the data the model is given" in bug
+    assert "WARNING sanity check" not in _train(
+        "classify.py", "cause_classify_dev_rectified.py", bug=False, num_epochs=1
+    )
+    # the same difference in features the model does not read: a note that it does not hurt
+    ignored = _train("classify.py", "cause_classify_dev_rectified.py", reads_first_half=True, num_epochs=1)
+    assert "Note sanity check: The inputs 'data' of the classes of 'classes' differ between train and dev" in ignored
+    assert "It does not hurt this model: with the difference of the class means of 'data'" in ignored
+    assert "WARNING sanity check" not in ignored
+
+
+def test_moving_the_class_means_back_moves_each_example_by_its_own_class_and_leaves_padding_alone():
+    from framework.debug.split_undo import class_mean_undo
+
+    shift = np.array([[1.0, 0.0], [0.0, -2.0]])  # class 0: feature 3 by +1; class 1: feature 5 by -2
+    images = class_mean_undo("x", "y", np.array([3, 5]), [0, 1], shift, feature_axis=True)
+    x = np.zeros((2, 1, 4, 6), dtype=np.float32)
+    moved = images.apply({"x": x, "y": np.array([0, 1])})["x"]
+    assert moved.dtype == np.float32 and (moved[0, ..., 3] == 1).all() and (moved[1, ..., 5] == -2).all()
+    assert moved.sum() == 4 * 1 - 4 * 2  # nothing else moved
+    frames = class_mean_undo("x", "y", np.array([3, 5]), [0, 1], shift, feature_axis=True)
+    arrays = {"x": np.zeros((1, 3, 6)), "y": np.array([[0, 1, 0]]), "x:seq_len": np.array([2])}
+    moved = frames.apply(arrays)["x"]
+    assert moved[0, 0, 3] == 1 and moved[0, 1, 5] == -2 and (moved[0, 2] == 0).all()  # frame 2 is padding
+    wave = class_mean_undo("x", "y", np.array([0]), [0, 1], np.array([[0.5], [0.0]]), feature_axis=False)
+    moved = wave.apply({"x": np.zeros((2, 4)), "y": np.array([0, 1]), "x:seq_len": np.array([4, 2])})["x"]
+    assert (moved[0] == 0.5).all() and (moved[1] == 0).all()
+    assert (wave.apply({"x": np.zeros(2), "y": np.array([0, 1])})["x"] == [0.5, 0]).all()
+
+
 def test_undoing_a_difference_decides_only_once_the_model_has_learned():
     hurts = Scores("ce", other=[2.0, 2.1, 1.9, 2.0], undone=[0.2, 0.3, 0.1, 0.2], train=0.1)
     assert hurts.verdict(chance=1.386) == "hurts" and round(hurts.closed, 2) == 0.95

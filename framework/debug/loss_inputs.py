@@ -66,6 +66,7 @@ from framework.core.state import RunState
 from framework.datasets.extern_data import VOID_LABELS
 from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
+from framework.debug.target_leakage import AGREEMENT, agreement, layouts, sequence_lengths
 
 CHECK = "loss-input check"
 # A class this share of a key's real frames that a class loss over that key never scores is no accident of the batch.
@@ -307,6 +308,8 @@ class _FirstStepWatch(TorchFunctionMode):
                 counts = torch.bincount(labels, minlength=classes)
                 if bool(((kept_counts > 0) & (counts == 0)).any()):
                     continue  # the targets hold classes this key lacks: they do not come from it
+                if not _made_from(target, self.batch, key, ignore_index):
+                    continue  # another key's labels, of as many classes (an entity id beside the target entity)
                 # A sequence's first frame is never the target of a next-token loss: only later frames must be scored.
                 later = _later_labels(self.batch, key).to(kept.device)
                 later_counts = torch.bincount(later, minlength=classes) if later.numel() else counts
@@ -828,6 +831,29 @@ def _error_chance_levels(
                 f"the error of always predicting the most frequent {key!r} label ({what})",
             )
     return levels
+
+
+def _made_from(target: torch.Tensor, batch: dict[str, torch.Tensor], key: str, ignore_index: int) -> bool:
+    """Whether the targets the loss keeps are ``key``'s values where they sit (at the same position or a neighbour's,
+    in the usual layouts): labels made from that key, some of them turned into ``ignore_index``. A key that merely
+    has as many classes holds other values there."""
+    flat = target.detach().reshape(-1).cpu().clone()
+    flat[flat == ignore_index] = -1
+    values = batch[key].detach().cpu()
+    if values.dim() == 1:
+        kept = flat >= 0
+        return (
+            flat.numel() == values.numel()
+            and bool(kept.any())
+            and bool((flat[kept] == values[kept]).float().mean() >= AGREEMENT)
+        )
+    lengths = sequence_lengths(batch, key)
+    for seqs, positions in layouts(flat.numel(), values.shape[0], lengths):
+        for offset in (0, 1, -1):
+            agreed = agreement(flat, values, lengths, seqs, positions + offset)
+            if agreed is not None and agreed >= AGREEMENT:
+                return True
+    return False
 
 
 PLUGINS = (LossInputsCheck,)

@@ -42,7 +42,14 @@ from framework.core.measurements import CHANCE_LEVELS, SPLITS_ON_TRIAL
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.datasets.extern_data import DataKey
-from framework.debug.split_undo import Undo, affine_undo, class_order_undo, feature_order_undo, measure
+from framework.debug.split_undo import (
+    Undo,
+    affine_undo,
+    class_mean_undo,
+    class_order_undo,
+    feature_order_undo,
+    measure,
+)
 
 register(
     "debug_split_pairing",
@@ -430,6 +437,7 @@ class Pairing:
     option: str
     finding: Finding
     undo: Undo | None = None
+    if_hurts: str = ""  # what a note becomes a warning with, when the experiment shows that it hurts
 
 
 def pairing_finding(
@@ -517,6 +525,13 @@ def pairing_finding(
         )
     if not comparison.differs.any():
         return None
+    shift = np.where(comparison.differs, comparison.train.mean - comparison.other.mean, 0.0)
+    # an id key's features are shares of its ids, not values a batch holds: nothing to move
+    undo = (
+        class_mean_undo(data.name, label.name, features, comparison.classes, shift, feature_axis)
+        if data.sparse_dim is None
+        else None
+    )
     return Pairing(
         option,
         Finding(
@@ -530,6 +545,10 @@ def pairing_finding(
             evidence=evidence,
             where=where,
         ),
+        undo,
+        if_hurts=f" So the gap between {option} and train is in the data the model is given, not a model that fails "
+        f"to carry over what it learned: {option}'s inputs are prepared otherwise than train's (a resize, crop, "
+        f"filter, normalisation or decoder of one split only), or come from another domain.",
     )
 
 
@@ -664,8 +683,10 @@ class SplitPairing(Plugin):
             pairing.finding.option = "debug_split_pairing = False"
             if pairing.undo is not None and decidable:
                 self.pending.append(pairing)
-                on_trial = state.store.get(SPLITS_ON_TRIAL) or set()
-                state.store.put(SPLITS_ON_TRIAL, on_trial | {(pairing.option, pairing.finding.where["key"])}, by=self)
+                if pairing.finding.severity == "warning":  # a note cannot overrule the data checks' warnings
+                    on_trial = state.store.get(SPLITS_ON_TRIAL) or set()
+                    on_trial |= {(pairing.option, pairing.finding.where["key"])}
+                    state.store.put(SPLITS_ON_TRIAL, on_trial, by=self)
             else:
                 report(pairing.finding)
 
@@ -718,8 +739,17 @@ class SplitPairing(Plugin):
             if hurt:
                 finding.message += (
                     f" It costs this model: with {undo.what} undone, {measured}, so undoing it closes "
-                    f"{shown.closed:.0%} of the gap to train."
+                    f"{shown.closed:.0%} of the gap to train.{pairing.if_hurts}"
                 )
+                if finding.severity == "note" and not shown.material(getattr(chance.get(shown.loss), "value", None)):
+                    finding.message += " The gap is small against what the model learned: no warning."
+                elif finding.severity == "note":
+                    finding.severity = "warning"
+                    finding.evidence["problem"] = splits_differ(pairing.option)
+                    finding.fix = (
+                        f"Prepare {pairing.option} with train's pipeline (compare them: python tools/dump-dataset.py "
+                        f"CONFIG --dataset {pairing.option}), or, for a domain that differs by design, train on it too."
+                    )
                 report(finding)
                 continue
             finding.severity, finding.fix = "note", ""

@@ -28,8 +28,9 @@ BATCHES = 8  # batches of each split scored (the first of its plan)
 CLOSES = 0.5  # undoing the transform closes at least this share of the gap to train: it hurts
 LEAVES = 0.1  # ... at most this share (or the gap is at most this share of the split's loss): it does not
 LEARNED = 0.2  # the model has learned when train's loss is this share below its chance level
-CONSISTENT = 0.75
-COMMON_SCALE = 0.25  # scales within this fraction of their median are one scale (applied to every feature)  # the share of batches that must score better with the transform undone, for "it hurts"
+CONSISTENT = 0.75  # the share of batches that must score better with the transform undone, for "it hurts"
+COMMON_SCALE = 0.25  # scales within this fraction of their median are one scale (applied to every feature)
+MATERIAL = 0.1  # a difference found without a shape that explains it warns when its gap is this share of the learning
 
 Arrays = dict[str, np.ndarray]
 
@@ -102,6 +103,38 @@ def class_order_undo(key: str, classes: list[int], order: list[int], sparse_dim:
     return Undo(f"the class numbering of {key!r}", apply)
 
 
+def class_mean_undo(
+    key: str, label: str, features: np.ndarray, classes: list[int], shift: np.ndarray, feature_axis: bool
+) -> Undo:
+    """Each example (or frame) of class ``classes[k]`` in the other split moved by ``shift[k]`` (train's class mean
+    minus the other split's, 0 where they agree) on the compared ``features`` of ``key``: what is left of a difference
+    that no one transform explains. It uses the labels, so it is run only on a difference already measured, and it
+    changes nothing where the splits agree."""
+    table = np.zeros((max(classes) + 1, len(features)))
+    table[classes] = shift
+
+    def apply(arrays: Arrays) -> Arrays:
+        x = np.array(arrays[key], dtype=np.float64)
+        y = np.asarray(arrays[label]).astype(np.int64)
+        y = y.reshape(len(y), -1)
+        known = (y >= 0) & (y < len(table))
+        offset = np.where(known[..., None], table[np.clip(y, 0, len(table) - 1)], 0.0)  # [B, 1 or T, F]
+        if not feature_axis:  # one value per frame
+            offset = offset[..., 0]
+            offset = offset.reshape((len(x),) + (1,) * (x.ndim - 1)) if offset.shape[1] == 1 else offset
+            x += np.where(_valid(arrays, key, x.shape), offset, 0.0)
+            return arrays | {key: x.astype(arrays[key].dtype)}
+        if y.shape[1] == 1:  # one label per sequence: every frame of it moves
+            offset = offset.reshape((len(x),) + (1,) * (x.ndim - 2) + (len(features),))
+        elif x.shape[:-1] != y.shape:
+            raise ValueError(f"{key!r} {x.shape} and its labels {label!r} {y.shape} do not pair frame by frame")
+        valid = _valid(arrays, key, x.shape[:-1])[..., None]
+        x[..., features] = np.where(valid, x[..., features] + offset, x[..., features])
+        return arrays | {key: x.astype(arrays[key].dtype)}
+
+    return Undo(f"the difference of the class means of {key!r} ({int((shift != 0).sum())} class-feature means)", apply)
+
+
 @dataclass
 class Scores:
     """One loss on the first batches: the other split as prepared and with the transform undone (per batch), and
@@ -133,6 +166,12 @@ class Scores:
         if self.gap <= LEAVES * abs(other) or self.closed <= LEAVES:
             return "harmless"
         return "undecided"
+
+    def material(self, chance: float | None) -> bool:
+        """Whether the gap to train is a real share of what the model learned: at least ``MATERIAL`` of the way from
+        the loss's chance level (where known) down to train's. A difference that costs a model which scores both
+        splits near perfectly a thousandth of a nat is true and not worth a warning."""
+        return chance is None or self.gap >= MATERIAL * (chance - self.train)
 
     def text(self, option: str) -> str:
         return (

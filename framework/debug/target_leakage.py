@@ -154,13 +154,13 @@ class _Watch(TorchFunctionMode):
         return out
 
 
-def _lengths(batch: dict[str, torch.Tensor], key: str) -> torch.Tensor:
+def sequence_lengths(batch: dict[str, torch.Tensor], key: str) -> torch.Tensor:
     real = real_frames(batch, key)
     values = batch[key]
     return real.sum(1).cpu() if real is not None else torch.full((values.shape[0],), values.shape[1])
 
 
-def _layouts(numel: int, batch_size: int, lengths: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def layouts(numel: int, batch_size: int, lengths: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(sequence, position) of each flattened row, for the layouts a loss's targets are usually in."""
     if numel % batch_size == 0:
         width = numel // batch_size
@@ -175,7 +175,7 @@ def _layouts(numel: int, batch_size: int, lengths: torch.Tensor) -> Iterator[tup
             yield seqs, torch.arange(numel) - starts[seqs]
 
 
-def _agreement(target: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, seqs, positions) -> float | None:
+def agreement(target: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor, seqs, positions) -> float | None:
     """The share of the valid targets equal to ``values`` at (seq, position) (None: too few to compare)."""
     valid = (target >= 0) & (positions >= 0) & (positions < lengths[seqs]) & (positions < values.shape[1])
     compared = target[valid]
@@ -188,14 +188,14 @@ def _agreement(target: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor
 def align(target: torch.Tensor, batch: dict[str, torch.Tensor], key: str, others: list[str]) -> _Alignment | None:
     """Where in ``key`` the targets come from, or None (no offset fits, or another key provides them as they are)."""
     target = target.reshape(-1).cpu()
-    values, lengths = batch[key].cpu(), _lengths(batch, key)
-    for seqs, positions in _layouts(target.numel(), values.shape[0], lengths):
+    values, lengths = batch[key].cpu(), sequence_lengths(batch, key)
+    for seqs, positions in layouts(target.numel(), values.shape[0], lengths):
         for other in others:
-            agreed = _agreement(target, batch[other].cpu(), _lengths(batch, other), seqs, positions)
+            agreed = agreement(target, batch[other].cpu(), sequence_lengths(batch, other), seqs, positions)
             if agreed is not None and agreed >= AGREEMENT:
                 return None  # the dataset's own targets: a tagging or copying task as defined
         for offset in OFFSETS:
-            agreed = _agreement(target, values, lengths, seqs, positions + offset)
+            agreed = agreement(target, values, lengths, seqs, positions + offset)
             if agreed is not None and agreed >= AGREEMENT:
                 valid = (target >= 0) & (positions + offset >= 0) & (positions + offset < lengths[seqs])
                 rows = valid.nonzero().squeeze(1)
@@ -209,7 +209,7 @@ def input_shift(tokens: torch.Tensor, values: torch.Tensor, lengths: torch.Tenso
     positions = torch.arange(tokens.shape[1]).repeat(tokens.shape[0])
     flat = tokens.reshape(-1).cpu()
     for shift in (0, -1, 1):
-        agreed = _agreement(flat, values, lengths, seqs, positions + shift)
+        agreed = agreement(flat, values, lengths, seqs, positions + shift)
         if agreed is not None and agreed >= AGREEMENT:
             return shift
     return None
@@ -371,7 +371,7 @@ class TargetLeakage(SharedRunCheck):
         # right by one, so that a prediction reads only earlier answers.
         for entry in watch.entries[-1:]:
             for key in sparse:
-                shift = input_shift(entry.tokens, state.batch[key].cpu(), _lengths(state.batch, key))
+                shift = input_shift(entry.tokens, state.batch[key].cpu(), sequence_lengths(state.batch, key))
                 if shift is None:
                     continue
                 for call in watch.calls:
