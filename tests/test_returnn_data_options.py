@@ -5,6 +5,7 @@ without them), and those implemented here with RETURNN's meaning."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from framework.base.config import load_config
 from framework.base.returnn_options import status
@@ -246,3 +247,114 @@ def test_packed_batch_cost_gives_returnns_batches():
     no_limit = BatchLoader(dataset, {}, packed_batch_size=100, packed_batch_cost=costs[0], **options)
     with pytest.raises(ConfigError, match=r"explicit packed_batch_size\['cells'\] entry"):
         no_limit.plan(1)
+
+
+class _PairsByLength(torch.utils.data.IterableDataset):
+    """A batching callable as RETURNN configs write them: the stream's sequences sorted by length within a buffer of
+    6, in pairs (RETURNN calls it as cls(dataset, train=..., **kwargs) and wants a torch IterableDataset)."""
+
+    def __init__(self, dataset, *, train, **_kwargs):
+        super().__init__()
+        self.dataset, self.train = dataset, train
+
+    def __iter__(self):
+        buffer = []
+        for seq in self.dataset:
+            buffer.append(seq)
+            if len(buffer) == 6:
+                yield from self._pairs(buffer)
+                buffer = []
+        yield from self._pairs(buffer)
+
+    @staticmethod
+    def _pairs(buffer):
+        ordered = sorted(buffer, key=lambda seq: (seq["data"].shape[0], int(seq["seq_idx"])))
+        for i in range(0, len(ordered), 2):
+            yield ordered[i : i + 2]
+
+
+def test_torch_batching_gives_returnns_batches():
+    """RETURNN's torch engine with torch_batching (a callable; RETURNN's BucketOrderingIterDataPipe named in a dict)
+    against this framework's plan on the same dev data (Task12AX, 30 sequences, as RETURNN's __main__ builds it):
+    the same batches, batch by batch, with and without the config's chunking."""
+    import returnn.__main__ as returnn_main
+    import torch
+    from returnn.config import Config as ReturnnConfig
+    from returnn.config import global_config_ctx
+    from returnn.datasets.basic import Dataset as ReturnnDataset
+    from returnn.torch.engine import Engine
+
+    from framework.base.config import Config
+    from framework.core.build import init_data
+
+    cases = [
+        {"torch_batching": _PairsByLength},
+        {
+            "torch_batching": {
+                "class": "BucketOrderingIterDataPipe",
+                "buckets": [(20, 4), (35, 2), (60, 1)],
+                "length_key": "data",
+            }
+        },
+        {"torch_batching": _PairsByLength, "chunking": "10:7"},
+    ]
+    for options in cases:
+        config = ReturnnConfig(
+            {
+                "backend": "torch",
+                "device": "cpu",
+                "task": "train",
+                "behavior_version": 21,
+                "torch_dataloader_opts": {"num_workers": 0},
+                "dev": {"class": "Task12AXDataset", "num_seqs": 30, "fixed_random_seed": 1},
+                **options,
+            }
+        )
+        with global_config_ctx(config):
+            returnn_main.config = config
+            data, _ = returnn_main.load_data(config, 0, "dev", **ReturnnDataset.get_default_kwargs_eval(config=config))
+            engine = Engine(config)
+            engine._epoch_mp_shared.value = 1
+            theirs = [[str(tag) for tag in b["seq_tag"]] for b in engine._create_data_loader(data, train=False)]
+            # the same sequences here: RETURNN's draws, written to an HDF file by RETURNN's own writer
+            path = _dump_hdf(data, config)
+        ours_config = Config.from_dict(
+            {
+                "dev": {"class": "HDFDataset", "files": [path]},
+                "extern_data": {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}},
+                **options,
+            }
+        )
+        _, loaders = init_data(ours_config, ["dev"], "dev", torch.device("cpu"))
+        loader = loaders["dev"]
+        ours = [[loader.dataset.seq_tag(int(i)) for i in batch] for batch in loader.plan(1)]
+        if "chunking" in options:  # chunk tags: RETURNN repeats the sequence's tag, here it names the chunk's start
+            ours = [[tag.split("[")[0] for tag in batch] for batch in ours]
+        assert ours == theirs, options
+        assert len(theirs) > 5 and any(len(batch) > 1 for batch in theirs)
+
+
+def _dump_hdf(dataset, config) -> str:
+    """RETURNN's dataset's epoch-1 sequences, in its order, written by RETURNN's SimpleHDFWriter."""
+    import os
+    import tempfile
+
+    import numpy as np
+    from returnn.datasets.hdf import SimpleHDFWriter
+
+    path = os.path.join(tempfile.mkdtemp(), "dev.hdf")
+    writer = SimpleHDFWriter(path, dim=9, ndim=2, extra_type={"classes": (2, 1, "int32")})
+    dataset.init_seq_order(epoch=1)
+    i = 0
+    while dataset.is_less_than_num_seqs(i):
+        dataset.load_seqs(i, i + 1)
+        data, classes = dataset.get_data(i, "data"), dataset.get_data(i, "classes")
+        writer.insert_batch(
+            data[None].astype(np.float32),
+            seq_len=[len(data)],
+            seq_tag=[dataset.get_tag(i)],
+            extra={"classes": classes[None].astype(np.int32)},
+        )
+        i += 1
+    writer.close()
+    return path

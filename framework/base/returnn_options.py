@@ -44,7 +44,7 @@ HONOURED = (
     "behavior_version "
     "torch_dataloader_shard_workers "
     "start_epoch startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
-    "torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
+    "torch_batching torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
     "watch_memory window debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp "
     "grad_scaler"
 ).split()
@@ -132,10 +132,6 @@ ADVICE: dict[str, str] = {
     "default N is 1000, dev's N/20 with fixed_random_seed), then delete it",
     "dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
     "train_dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
-    "torch_batching": "RETURNN builds the batches with this callable (or a class of its torch data pipeline named in a "
-    "dict), called with the stream of the sequences' data dicts while they are read (returnn/torch/data/pipeline.py "
-    "get_batching_iterable_dataset_from_config); here the batches are planned from the lengths before the epoch: "
-    "batch_size (padded frames), max_seqs and packed_batch_size (summed frames)",
     "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
     "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
     "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "

@@ -134,6 +134,7 @@ def make_loader(
         max_seqs=config.get("max_seqs"),
         packed_batch_size=config.get("packed_batch_size"),
         packed_batch_cost=config.get("packed_batch_cost"),
+        torch_batching=config.get("torch_batching"),
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
         shard_workers=shard_workers(config),

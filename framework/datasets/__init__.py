@@ -105,6 +105,16 @@ register(
     __name__,
 )
 register(
+    "torch_batching",
+    "any",
+    None,
+    "RETURNN's custom batching: a callable (dataset, *, train, **kwargs) that yields the batches (lists of the "
+    "sequences' data dicts) of the stream of the epoch's sequences, or a dict naming a class of RETURNN's torch data "
+    "pipeline ({'class': 'BucketOrderingIterDataPipe', ...}); it replaces batch_size, max_seqs and the packed limits, "
+    "as in RETURNN (framework.datasets.custom_batching). None: those options batch.",
+    __name__,
+)
+register(
     "batching",
     "str | None",
     None,

@@ -17,6 +17,7 @@ from framework.base.errors import ConfigError, DataError
 from framework.base.host_syncs import mark_host_side
 from framework.datasets.base import Dataset
 from framework.datasets.batching import make_batches
+from framework.datasets.custom_batching import custom_batches
 from framework.datasets.extern_data import DataKey, bad_labels, label_error, one_hot_keys
 from framework.datasets.worker_seeding import worker_init
 
@@ -45,6 +46,7 @@ class BatchLoader:
         device: torch.device,
         packed_batch_size: int | dict[str, int] | None = None,
         packed_batch_cost: dict[str, Any] | None = None,
+        torch_batching: Any = None,
         dataloader_opts: dict[str, Any] | None = None,
         labels_checked: AbstractSet[str] = frozenset(),
         seq_length_limits: tuple[Any, Any] = (None, None),
@@ -59,6 +61,7 @@ class BatchLoader:
         self.max_seqs = max_seqs
         self.packed_batch_size = packed_batch_size  # RETURNN's limit on summed frames (packed_budgets)
         self.packed_batch_cost = dict(packed_batch_cost or {})  # RETURNN's per-sequence costs (packed_budgets)
+        self.torch_batching = torch_batching  # RETURNN's batching callable or pipeline class (custom_batching)
         self.device = device
         self.dataloader_opts = dict(dataloader_opts or {})
         self.one_hot = one_hot_keys(extern_data, dataset.key_info())
@@ -111,7 +114,14 @@ class BatchLoader:
             order = self.within_length_limits(
                 self.dataset.get_seq_order(epoch, (index, count)) if count > 1 else self.dataset.get_seq_order(epoch)
             )
-            batches = make_batches(order, self.batch_lengths(), self.batch_size, self.max_seqs, self.packed_budgets())
+            if self.torch_batching is not None:
+                batches = custom_batches(
+                    self.dataset, order, self.torch_batching, train=self.option == "train", epoch=epoch
+                )
+            else:
+                batches = make_batches(
+                    order, self.batch_lengths(), self.batch_size, self.max_seqs, self.packed_budgets()
+                )
             if self.shuffle_batches is not None and not self.dataset.sharded_by_rank:
                 batches = shuffled_in_blocks(batches, *self.shuffle_batches, epoch + 7919 * index)
             plans.append(batches)
