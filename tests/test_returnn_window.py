@@ -206,3 +206,52 @@ def test_shuffle_frames_of_nseqs_is_refused_as_returnns_torch_path_misaligns_fra
         load_config([config])
     with pytest.raises(ConfigError, match="shuffle_frames_of_nseqs = 2"):
         _ours({**hdf, "shuffle_frames_of_nseqs": 2})
+
+
+def test_use_dummy_datasets_replaces_the_datasets_as_returnns_setup_dummy_datasets(tmp_path):
+    """RETURNN's __main__.setup_dummy_datasets rewrites the config's datasets to DummyGenericDataset dicts; here the
+    same dicts are built (counts from dummy_dataset_num_seqs / train_dummy_dataset_num_seqs, crc32 seeds), and the
+    datasets give RETURNN's sequences: the same tags, order and values (max abs difference 0)."""
+    import returnn.__main__ as returnn_main
+    from returnn.config import Config as ReturnnConfig
+
+    from framework.core.build import dummy_datasets, init_forward_data
+
+    extern_data = {"data": {"dim": 3}, "classes": {"dim": 5, "sparse": True}}
+    base = {"extern_data": extern_data, "use_dummy_datasets": True, "batching": "default"}
+    hdf_like = {"class": "NoSuchDataset"}  # never built: replaced
+    cases = [
+        ({"train": hdf_like, "dev": hdf_like, "train_dummy_dataset_num_seqs": 40}, {"train": 40, "dev": 2}),
+        ({"train": hdf_like, "eval_datasets": {"other": hdf_like}, "dummy_dataset_num_seqs": 7}, {"train": 7}),
+        ({"train": hdf_like, "dev": hdf_like}, {"train": 1000, "dev": 50}),
+    ]
+    compared = 0
+    for options, counts in cases:
+        config = ReturnnConfig({"backend": "torch", **base, **options})
+        returnn_main.config = config
+        returnn_main.setup_dummy_datasets()
+        ours_config = Config.from_dict({**base, **options})
+        get = dummy_datasets(ours_config)
+        for name in ("train", "dev", "eval_datasets"):
+            assert get(name) == config.typed_value(name), name
+        _, loaders = init_data(ours_config, ["train", "dev"], "train", torch.device("cpu"))
+        theirs_specs = {"train": config.typed_value("train"), "dev": config.typed_value("dev")}
+        theirs_specs.update(config.typed_value("eval_datasets") or {})
+        for name, loader in loaders.items():
+            spec = theirs_specs[name]
+            if name in counts:
+                assert spec["num_seqs"] == counts[name], name
+            dataset = loader.dataset
+            ours = [(dataset.seq_tag(int(i)), dataset.get_seq(int(i))) for i in dataset.get_seq_order(1)][:60]
+            assert assert_same(ours, returnn_epoch(spec)[:60]) == 0.0, name
+            compared += len(ours)
+    forward = Config.from_dict({**base, "forward_data": "dev", "dev": hdf_like, "dummy_dataset_num_seqs": 5})
+    dataset, _, _ = init_forward_data(forward, torch.device("cpu"))
+    config = ReturnnConfig({**base, "forward_data": "dev", "dev": hdf_like, "dummy_dataset_num_seqs": 5})
+    returnn_main.config = config
+    returnn_main.setup_dummy_datasets()
+    mine = [(dataset.seq_tag(int(i)), dataset.get_seq(int(i))) for i in dataset.get_seq_order(1)]
+    assert assert_same(mine, returnn_epoch(config.typed_value("forward_data"))) == 0.0
+    assert compared > 100
+    with pytest.raises(ConfigError, match="define extern_data"):
+        dummy_datasets(Config.from_dict({"use_dummy_datasets": True, "train": hdf_like}))("train")

@@ -44,7 +44,8 @@ HONOURED = (
     "behavior_version "
     "torch_dataloader_shard_workers "
     "start_epoch startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
-    "torch_batching torch_log_memory_usage torch_profile train train_step use_lovely_tensors use_tensorboard tensorboard_opts "
+    "torch_batching torch_log_memory_usage torch_profile train train_step use_dummy_datasets dummy_dataset_num_seqs "
+    "train_dummy_dataset_num_seqs use_lovely_tensors use_tensorboard tensorboard_opts "
     "watch_memory window debug_add_check_numerics_ops debug_grad_summaries debug_shell_in_runner tf_log_dir torch_amp "
     "grad_scaler"
 ).split()
@@ -125,13 +126,6 @@ ADVICE: dict[str, str] = {
     "longer aligned with their frames (it stops when nothing is cached or the sequences are not a multiple of N; its "
     "other datasets stop on it: AssertionError or OptionalNotImplementedError; tests/test_returnn_window.py); not "
     "reproduced here: shuffle frames with their targets in a PostprocessingDataset map_seq_stream, or delete it",
-    "use_dummy_datasets": "RETURNN replaces train, dev, eval and forward data by DummyGenericDataset over extern_data "
-    "(standard-normal floats, ids below the sparse dim, lengths drawn per key; returnn/__main__.py "
-    "setup_dummy_datasets); that replacement is not made here, the class is: give train (and dev) as "
-    "{'class': 'DummyGenericDataset', 'data_template': extern_data, 'num_seqs': N} (RETURNN's draws; its train "
-    "default N is 1000, dev's N/20 with fixed_random_seed), then delete it",
-    "dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
-    "train_dummy_dataset_num_seqs": "used with use_dummy_datasets, which is not reproduced here: delete it",
     "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
     "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
     "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "
@@ -254,7 +248,6 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
     "stop_for_resubmission_safety_factor": (None, "used only with stop_for_resubmission_when_low_time_left"),
     "decouple_constraints": (_off(True), "True is what RETURNN's torch engine requires"),
     "newbob_error_threshold": (None, "read by learning_rate_control = 'newbob_abs' only, which is refused here"),
-    "use_dummy_datasets": (_off(None, False, 0), "off"),
     **{name: (_off(None, 0, 0.0, False), "off") for name in _UPDATER_OPTIONS_TORCH_REFUSES},
     # chunk_eval and on_size_limit = 'chunk' set the dev/eval datasets' own ``chunking`` parameter
     # (returnn/datasets/basic.py get_default_kwargs_eval), context_window their ``ctx_left``/``ctx_right``

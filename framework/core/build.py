@@ -26,6 +26,7 @@ from framework.core.step import run_step
 from framework.datasets import init_dataset
 from framework.datasets.chunking import ChunkedDataset
 from framework.datasets.extern_data import DataKey, check_dataset, extern_data_from_dataset, parse_extern_data
+from framework.datasets.generating import dummy_dataset_specs
 from framework.datasets.loader import BatchLoader
 
 register(
@@ -181,8 +182,9 @@ def init_data(
 ) -> tuple[dict[str, DataKey], dict[str, BatchLoader]]:
     """The datasets of ``options`` plus ``eval_datasets``: their ``extern_data`` and batch loaders."""
     seed = config.int("random_seed")
-    specs = {o: config.get(o) for o in options if config.get(o) is not None}
-    specs.update(config.get("eval_datasets") or {})
+    get = dummy_datasets(config)
+    specs = {o: get(o) for o in options if get(o) is not None}
+    specs.update(get("eval_datasets") or {})
     if required and required not in specs:
         raise ConfigError(f"task={config.get('task')!r} needs the {required!r} dataset option.")
     # RETURNN gives the config's window to train, dev and eval (Dataset.kwargs_update_from_config), not eval_datasets
@@ -211,15 +213,24 @@ def init_data(
     return extern_data, loaders
 
 
+def dummy_datasets(config: Config) -> Callable[[str], Any]:
+    """The config's values, with RETURNN's use_dummy_datasets' DummyGenericDataset dicts in place of its datasets."""
+    if not config.get("use_dummy_datasets"):
+        return config.get
+    specs = dummy_dataset_specs(lambda name: config.typed_value(name, None))  # search_data: RETURNN's, no option
+    return lambda name: specs[name] if name in specs else config.get(name)
+
+
 def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[str, DataKey], BatchLoader]:
     """task=forward's dataset (option ``forward_data``), its ``extern_data`` and its batch loader."""
-    option = config.get("forward_data")
+    get = dummy_datasets(config)
+    option = get("forward_data")
     if isinstance(option, dict):  # RETURNN's notation: the dataset itself
         spec, option = option, "forward_data"
     elif option not in ("train", "dev", "eval"):
         raise ConfigError(f"forward_data = {option!r}: give train, dev or eval, or a dataset dict.")
     else:
-        spec = config.get(option)
+        spec = get(option)
     if spec is None:
         others = [name for name in ("dev", "eval", "train") if name != option and config.get(name) is not None]
         fix = f"add ++forward_data {others[0]} (or set forward_data in the config)" if others else "set it"

@@ -115,6 +115,29 @@ register(
     __name__,
 )
 register(
+    "use_dummy_datasets",
+    "bool",
+    False,
+    "RETURNN's: replace the train, dev, eval, forward_data and eval_datasets data by DummyGenericDataset over "
+    "extern_data (RETURNN's random data), as RETURNN's setup_dummy_datasets does (generating.dummy_dataset_specs).",
+    __name__,
+)
+register(
+    "dummy_dataset_num_seqs",
+    "int | None",
+    None,
+    "With use_dummy_datasets: the sequences of the dev/eval/forward dummy datasets (None: train's / 20, or 100), and "
+    "of train where train_dummy_dataset_num_seqs is not set.",
+    __name__,
+)
+register(
+    "train_dummy_dataset_num_seqs",
+    "int | None",
+    None,
+    "With use_dummy_datasets: the sequences of the train dummy dataset (None: dummy_dataset_num_seqs, else 1000).",
+    __name__,
+)
+register(
     "batching",
     "str | None",
     None,

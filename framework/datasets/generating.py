@@ -512,6 +512,43 @@ def _classes_dim(output_dim: Any) -> int:
     return value
 
 
+def dummy_dataset_specs(get: Any) -> dict[str, Any]:
+    """RETURNN's ``use_dummy_datasets`` (returnn/__main__.py ``setup_dummy_datasets``): the dataset options the config
+    sets (``get(name)``), each replaced by a DummyGenericDataset over ``extern_data``: train with
+    ``train_dummy_dataset_num_seqs`` (else ``dummy_dataset_num_seqs``, else 1000) sequences; dev, eval, forward_data,
+    search_data and each of eval_datasets with ``dummy_dataset_num_seqs`` (else train's / 20 (at least 1) where train
+    is set, else 100), ``fixed_random_seed`` the crc32 of the option's (or eval_datasets key's) name."""
+    from binascii import crc32
+
+    extern_data = get("extern_data")
+    if not extern_data:
+        raise ConfigError(
+            "use_dummy_datasets: RETURNN builds the dummy datasets after extern_data; define extern_data."
+        )
+    num_seqs = get("dummy_dataset_num_seqs")
+    specs: dict[str, Any] = {}
+    if get("train"):
+        train_num = get("train_dummy_dataset_num_seqs")
+        train_num = (num_seqs if train_num is None else train_num) or 1000
+        num_seqs = num_seqs or max(train_num // 20, 1)
+        specs["train"] = {"class": "DummyGenericDataset", "data_template": extern_data, "num_seqs": train_num}
+    num_seqs = num_seqs or 100
+
+    def dummy(name: str) -> dict[str, Any]:
+        seed = crc32(name.encode("utf8"))
+        return {
+            "class": "DummyGenericDataset",
+            "data_template": extern_data,
+            "num_seqs": num_seqs,
+            "fixed_random_seed": seed,
+        }
+
+    specs.update({name: dummy(name) for name in ("dev", "eval", "forward_data", "search_data") if get(name)})
+    if get("eval_datasets"):
+        specs["eval_datasets"] = {name: dummy(name) for name in get("eval_datasets")}
+    return specs
+
+
 DATASETS = (
     CopyTaskDataset,
     DummyDataset,
