@@ -161,3 +161,55 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=corpus)
             items[:] = [item for item in items if item.get_closest_marker("corpus") is None]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _tree_cpu_seconds() -> float:
+    """CPU seconds of this process, its waited-for children and every live descendant (with theirs): the forked runs
+    are children of the forkserver, a live child of this process, whose ``cutime`` holds them once they end. What a
+    grandchild's parent never waited for is lost: tools/check-docs.py's own forkserver and its runs (measure the docs'
+    commands apart, under a child subreaper)."""
+    import resource
+
+    total = sum(
+        getattr(resource.getrusage(who), field)
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for field in ("ru_utime", "ru_stime")
+    )
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(name)] = int(fields[1])
+        times[int(name)] = sum(int(v) for v in fields[11:15]) / tick  # utime stime cutime cstime
+    mine = {os.getpid()}
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in mine and pid not in mine:
+                mine.add(pid)
+                grew = True
+    return total + sum(times[pid] for pid in mine if pid != os.getpid())
+
+
+# FRAMEWORK_TEST_CPU_LOG=FILE: each test appends 'CPU seconds<TAB>wall seconds<TAB>node id' to FILE (its worker's and
+# its runs' CPU: what a suite on 2 idle cores would take, measured on a busy machine); nothing is measured without it.
+if os.environ.get("FRAMEWORK_TEST_CPU_LOG"):
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+        import time
+
+        cpu, wall = _tree_cpu_seconds(), time.monotonic()
+        try:
+            return (yield)
+        finally:
+            with open(os.environ["FRAMEWORK_TEST_CPU_LOG"], "a", encoding="utf-8") as f:
+                f.write(f"{_tree_cpu_seconds() - cpu:.2f}\t{time.monotonic() - wall:.2f}\t{item.nodeid}\n")

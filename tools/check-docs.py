@@ -13,8 +13,11 @@ without its command (``.. doc-test: printed by tests/test_x.py``) is compared by
 Commands marked
 ``.. doc-test: illustrative`` are listed, not run (see tools/devkit/doc_commands.py). With ``--fork``
 (the test suite's choice), plain ``python SCRIPT ARGS`` commands (also after ``NAME=value`` words) run forked from an interpreter
-that has imported torch, which saves some 5 s of imports per command. Exit status: 0 all passed,
-1 one failed, 2 bad usage.
+that has imported torch, which saves some 5 s of imports per command, and such a training run draws no
+``report.html`` unless its config or command sets ``report_html``, as the tests' runs (devkit's ``NO_PAGE``; the
+arguments stay as written, since a run prints some back): the page is a process of about 2.5 s of CPU after the first
+epoch and at the run's end, which no quoted line reads (tests/test_run_page.py and tests/test_run_record.py draw it).
+Exit status: 0 all passed, 1 one failed, 2 bad usage.
 """
 
 import argparse
@@ -31,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the framework, and the harness in tools/devkit
 
 from devkit.doc_commands import Command, FileBlock, OutputBlock, extract, missing_lines, prose_quotes, unprinted_quotes  # noqa: E402
-from devkit.preloaded import run_script  # noqa: E402
+from devkit.preloaded import NO_PAGE, run_script  # noqa: E402
 
 from framework.tool_args import ToolParser  # noqa: E402
 
@@ -53,7 +56,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--fork",
         action="store_true",
         help="run plain 'python SCRIPT ARGS' commands forked from an interpreter that has imported torch "
-        "(tools/devkit/preloaded.py): the same runs without 5 s of imports each; the others still go to bash",
+        "(tools/devkit/preloaded.py): the same runs without 5 s of imports each, and without report.html unless "
+        "they set report_html; the others still go to bash",
     )
     return parser.parse_tool_args(argv)
 
@@ -137,7 +141,7 @@ def run(command: Command, directory: str, env: dict[str, str], timeout: float, f
                 *words[2:],
                 cwd=directory,
                 timeout=timeout,
-                env={**env, **assignments},
+                env={**env, **assignments, NO_PAGE: "1"},  # no report.html (see the docstring)
             )
             result = subprocess.CompletedProcess(words, forked.returncode, forked.stdout + forked.stderr)
         else:

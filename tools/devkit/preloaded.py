@@ -51,6 +51,8 @@ PRELOAD = [
     "devkit.warm_server",  # the plugin modules and their declared options; last: it freezes what is there
 ]  # torch.optim imports _dynamo on first use
 _context = None
+# Set to "1" in a forked run's environment: no report.html unless its config sets report_html (_no_page_unless_asked).
+NO_PAGE = "FRAMEWORK_TEST_NO_PAGE"
 # A forked torchrun job's signal handlers and process name, before its agent set its own.
 _fresh_signal_handlers: dict[int, object] = {}
 _fresh_process_name = ""
@@ -65,10 +67,12 @@ def run_rnn(
 
 def without_page(args: tuple[str, ...]) -> tuple[str, ...]:
     """``args`` of a training run plus ``++report_html False``, unless they set report_html themselves: a run's
-    page costs a process of about a second of CPU at its end, which the tests of other things need not pay."""
+    page costs a process of about 2.5 s of CPU at its end (matplotlib), which the tests of other things need not pay.
+    A run of a config file: ``.py``, or RETURNN's ``.config``."""
     if any("report_html" in a for a in args) or any(a.startswith("-") for a in args):  # rnn.py --help-options...
         return args
-    return (*args, "++report_html", "False") if any(a.endswith(".py") for a in args) else args
+    configs = any(a.endswith((".py", ".config")) for a in args)
+    return (*args, "++report_html", "False") if configs else args
 
 
 def run_script(
@@ -338,9 +342,25 @@ def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err, stdi
     """Become ``python SCRIPT ARGS``: directory, environment, output files (paths or pipe ends), the file ``stdin``
     as standard input if given (else /dev/null, multiprocessing's), then run it as the interpreter would."""
     _become_process(cwd, env, out, err)
+    if env.get(NO_PAGE) == "1":
+        _no_page_unless_asked()
     if stdin is not None:
         _open_stdin(stdin)
     _exit_as_interpreter(_script_as_main(argv))
+
+
+def _no_page_unless_asked() -> None:
+    """In this child, a training run draws no report.html unless its config sets ``report_html`` (as
+    tests/conftest.py's ``no_page_unless_asked`` does in process): for a command whose arguments must stay as written,
+    where ``without_page`` would add one (the overrides a run prints back, in a replay command, say)."""
+    from framework.debug.run_page import RunPage
+
+    drawn = RunPage.from_config.__func__
+
+    def from_config(cls, config, state):
+        return drawn(cls, config, state) if config.has("report_html") else None
+
+    RunPage.from_config = classmethod(from_config)
 
 
 def _open_stdin(path: str) -> None:
