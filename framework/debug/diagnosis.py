@@ -67,6 +67,7 @@ from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.datasets.loader import to_device
+from framework.debug.mode_switch import evaluation_switch
 
 CHECK = "diagnosis"
 
@@ -461,6 +462,16 @@ def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
             "Make the evaluation path compute as training mode does (batch-norm running statistics, eval-only "
             "branches, run_ctx.train_flag)."
         )
+        try:  # which modules: each class in turn in training mode inside the evaluation
+            switched = evaluation_switch(state, symptom.loss)
+        except Exception:  # noqa: BLE001 - a model that cannot be copied: the paths' gap is the cause as it stands
+            switched = None
+        if switched is not None:
+            ruling.cause += f"; {switched.text(symptom.loss, symptom.dev or 'dev')}".rstrip(".")
+            ruling.fix = switched.fix
+            ruling.where = {"path": "evaluation", "module": switched.modules[0]}
+            ruling.evidence |= {"module_class": switched.cls, "switched": switched.switched}
+            ruling.evidence["problem"] = switched.problem
     elif evaluated < level.value * (1 - AT_CHANCE):
         ruling.observed = (
             f"{facts}: the model fits the training data evaluated as dev is, and what it learned does not carry over "

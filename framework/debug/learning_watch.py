@@ -49,6 +49,7 @@ from framework.core.measurements import CHANCE_LEVELS, DIAGNOSE, UPDATE_RATIO, C
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.debug.diagnosis import Symptom, train_batch_losses
+from framework.debug.mode_switch import evaluation_switch
 from framework.debug.padding_probe import evaluation_reads_padding
 from framework.debug.split_pairing import splits_differ
 from framework.training.optim import base_learning_rate
@@ -906,6 +907,36 @@ class DevDivergenceWatch(Plugin):
                         },
                         fix=f"Pass the mask (or the lengths from {key + ':seq_len'!r}) on the evaluation path as "
                         f"training does.",
+                    )
+                    continue
+                switched = None
+                if paths_differ:
+                    try:
+                        switched = evaluation_switch(state, name)
+                    except Exception:  # noqa: BLE001 - a model that cannot be copied: the gap alone is the note
+                        switched = None
+                if switched is not None:
+                    _warn(
+                        state,
+                        f"{facts}: the evaluation path scores the same train data worse, and "
+                        f"{switched.text(name, dataset)}",
+                        option="debug_dev_divergence_epochs = 0",
+                        evidence={
+                            "dev": first,
+                            "unseen_train": unseen,
+                            "train_mode": trained,
+                            "evaluated": evaluated,
+                            "module_class": switched.cls,
+                            "switched": switched.switched,
+                            "initial_running_statistics": switched.stale,
+                            "problem": switched.problem,
+                        },
+                        where={
+                            "score": f"{dataset}_{name}",
+                            "module": switched.modules[0],
+                            "path": "evaluation (eval mode)",
+                        },
+                        fix=switched.fix,
                     )
                     continue
                 if paths_differ:
