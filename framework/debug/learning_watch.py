@@ -765,6 +765,7 @@ class DevDivergenceWatch(Plugin):
 
     def __init__(self, epochs: int):
         self.epochs = epochs
+        self.apart: set[str] = set()  # datasets a score showed further from train than new train data in epoch 1
         self.warned: set[tuple[str, str]] = set()
         self.errors: set[str] = set()  # the names of the as_error losses that evaluation marked
         # Each train loss over the last quarter of epoch 1: batches scored before their update, none of them trained
@@ -800,6 +801,7 @@ class DevDivergenceWatch(Plugin):
             "errors": sorted(self.errors),
             "unseen": dict(self.unseen),
             "quarter": quarter,
+            "apart": sorted(self.apart),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -807,6 +809,7 @@ class DevDivergenceWatch(Plugin):
         self.warned = {tuple(key) for key in state["warned"]}
         self.errors = set(state["errors"])
         self.unseen = dict(state.get("unseen", {}))
+        self.apart = set(state.get("apart", []))
         self._quarter = state.get("quarter")
 
     @on(Event.EPOCH_END)
@@ -832,7 +835,7 @@ class DevDivergenceWatch(Plugin):
                 for name, value in losses.items()
                 if name not in self.errors
             )
-            for name in losses:
+            for name in sorted(losses, key=lambda n: n in self.errors):  # the losses first: they show a gap best
                 if dataset == "train" or name not in recent[-1].get("train", {}) or (dataset, name) in self.warned:
                     continue
                 dev = [s.get(dataset, {}).get(name) for s in recent]
@@ -1014,8 +1017,15 @@ class DevDivergenceWatch(Plugin):
         evidence: dict[str, Any] = {"dev": dev, "train": train, "epochs": self.epochs}
         if devtrain is not None:
             evidence["devtrain"] = devtrain
-        if (unseen := self._apart(name, first)) is not None:
-            dataset = key[: -len(name) - 1] if name and key.endswith("_" + name) else key
+        dataset = key[: -len(name) - 1] if name and key.endswith("_" + name) else key
+        unseen = self._apart(name, first)
+        if unseen is None and dataset in self.apart:
+            # another score of this dataset showed it apart from new train data in epoch 1: the same run does not
+            # call the dataset's rise overfitting on a score that cannot show it (an error rate of noisy train labels)
+            log.v5(f"Dev divergence: {rose} Not called overfitting: {dataset} was apart from train in epoch 1.")
+            return
+        if unseen is not None:
+            self.apart.add(dataset)
             evaluated = f"; the train data evaluated as dev is gives {devtrain:.4g} now" if devtrain is not None else ""
             experiment = (
                 f"compare the splits: the startup sanity check's comparison of the inputs of each class "
