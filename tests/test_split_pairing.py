@@ -202,6 +202,19 @@ def test_moving_the_class_means_back_moves_each_example_by_its_own_class_and_lea
     assert (wave.apply({"x": np.zeros(2), "y": np.array([0, 1])})["x"] == [0.5, 0]).all()
 
 
+def test_an_input_constant_in_one_split_is_no_evidence_of_labels_that_disagree():
+    # domain-adversarial training: train holds labelled source examples (domain 0) and target examples with a
+    # placeholder label 0 (domain 1); dev is the target domain, every example domain 1, with its real labels
+    rng = np.random.default_rng(0)
+    source = rng.integers(0, 2, size=400)
+    order = rng.permutation(800)  # interleaved
+    train_y, train_d = np.concatenate([source, np.zeros(400, dtype=np.int64)])[order], np.repeat([0, 1], 400)[order]
+    dev_y, dev_d = rng.integers(0, 2, size=300), np.ones(300, dtype=np.int64)
+    domain, label = DataKey("x", (), "int64", 2), DataKey("y", (), "int64", 2)
+    found = _messages((train_d, train_y), (dev_d, dev_y), data=domain, label=label)
+    assert found and all(severity == "note" for severity, _ in found)  # the domain differs, and that is a note
+
+
 def test_undoing_a_difference_decides_only_once_the_model_has_learned():
     hurts = Scores("ce", other=[2.0, 2.1, 1.9, 2.0], undone=[0.2, 0.3, 0.1, 0.2], train=0.1)
     assert hurts.verdict(chance=1.386) == "hurts" and round(hurts.closed, 2) == 0.95
