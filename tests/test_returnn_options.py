@@ -223,8 +223,12 @@ def test_defaults_that_differ_from_returnns_are_named_for_returnn_configs_only()
     returnn_style = Config.from_dict({"backend": "torch", "train": {"class": "Task12AXDataset"}})
     notes = "\n".join(returnn_options.default_notes(returnn_style))
     assert "learning_rate is not set: 0.001 is used here; RETURNN's default is 1.0 (learning_rate = 1.0" in notes
-    assert "optimizer is not set" in notes and "num_epochs is not set" in notes and "batching is not set" in notes
+    assert "optimizer is not set" in notes and "num_epochs is not set" in notes
+    assert "batching is not set" not in notes  # a RETURNN config gets RETURNN's default order (test_returnn_orderings)
     assert returnn_options.default_notes(Config.from_dict({"train": {"class": "Task12AXDataset"}})) == []
+    # RETURNN options without backend or behavior_version: the framework's orders, and the note says RETURNN's
+    unmarked = Config.from_dict({"debug_runtime_sanity_checks": True, "train": {"class": "Task12AXDataset"}})
+    assert "batching is not set" in "\n".join(returnn_options.default_notes(unmarked))
     scaled = Config.from_dict({"dynamic_learning_rate": lambda **kw: kw["learning_rate"]})
     assert [note.split(":")[0] for note in returnn_options.default_notes(scaled)] == ["learning_rate is not set"]
 

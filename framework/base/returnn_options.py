@@ -353,6 +353,13 @@ DIFFERENT_DEFAULTS: dict[str, tuple[str, str, str]] = {
 }
 
 
+def is_returnn_config(config: Any) -> bool:
+    """Whether ``config`` is a RETURNN config (it sets ``backend`` or ``behavior_version``, as every RETURNN torch
+    config does and no config for this framework needs to): it gets RETURNN's behaviour where the framework's own
+    differs, e.g. RETURNN's dataset orders (``datasets.registry.init_dataset``) and DataLoader worker shards."""
+    return bool(config.has("backend") or config.has("behavior_version"))
+
+
 def default_notes(config: Any) -> list[str]:
     """Startup lines for the options a RETURNN config leaves out whose default here differs from RETURNN's.
 
@@ -366,7 +373,8 @@ def default_notes(config: Any) -> list[str]:
         if not config.has(name) and (returnn_style or scaled):
             notes.append(f"{name} is not set: {here} is used here; RETURNN's default is {theirs} ({line} gives it).")
     train = config.get("train")
-    if returnn_style and not config.has("batching") and isinstance(train, dict) and "seq_ordering" not in train:
+    shuffled = returnn_style and not is_returnn_config(config)  # a RETURNN config gets RETURNN's default order
+    if shuffled and not config.has("batching") and isinstance(train, dict) and "seq_ordering" not in train:
         notes.append(
             "batching is not set: the train set is shuffled here ('random'); RETURNN keeps the dataset's order by "
             "default (batching = 'default' gives it)."

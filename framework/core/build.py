@@ -22,6 +22,7 @@ from framework.base.accelerator import is_accelerator
 from framework.base.config import Config
 from framework.base.errors import ConfigError
 from framework.base.options import register
+from framework.base.returnn_options import is_returnn_config
 from framework.core.step import run_step
 from framework.datasets import init_dataset
 from framework.datasets.chunking import ChunkedDataset
@@ -156,9 +157,16 @@ def shard_workers(config: Config) -> bool | None:
     value = config.get("torch_dataloader_shard_workers")
     if value is not None:
         return bool(value)
-    if config.has("behavior_version") or config.has("backend"):
+    if is_returnn_config(config):
         return (config.get("behavior_version") or 0) >= 37
     return None
+
+
+def dataset_seed(config: Config) -> int | None:
+    """The ``random_seed`` the datasets shuffle with: the config's; None for a RETURNN config, whose datasets order
+    their sequences as RETURNN's, seeded by the epoch and ``random_seed_offset`` (RETURNN's datasets never see the
+    config's ``random_seed``), and whose train dataset keeps its default order when it sets none."""
+    return None if is_returnn_config(config) else config.int("random_seed")
 
 
 def online_shuffle_batches(config: Config) -> tuple[int, int] | None:
@@ -181,7 +189,7 @@ def init_data(
     config: Config, options: list[str], required: str | None, device: torch.device
 ) -> tuple[dict[str, DataKey], dict[str, BatchLoader]]:
     """The datasets of ``options`` plus ``eval_datasets``: their ``extern_data`` and batch loaders."""
-    seed = config.int("random_seed")
+    seed = dataset_seed(config)
     get = dummy_datasets(config)
     specs = {o: get(o) for o in options if get(o) is not None}
     specs.update(get("eval_datasets") or {})
@@ -239,7 +247,7 @@ def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[s
             f"or define {option} = {{...}}."
         )
     window = config.get("window") if option != "forward_data" else None  # RETURNN forwards its train/dev/eval data
-    dataset = init_dataset(spec, option=option, random_seed=config.int("random_seed"), window=window)
+    dataset = init_dataset(spec, option=option, random_seed=dataset_seed(config), window=window)
     have = dataset.key_info()
     # Targets may be absent from the data to forward; inputs needed for inference may not.
     extern_data = {

@@ -141,7 +141,9 @@ register(
     "batching",
     "str | None",
     None,
-    "RETURNN's name for the train dataset's seq_ordering (random, sorted, laplace:N, ...) when its dict sets none.",
+    "RETURNN's name for the train dataset's seq_ordering (random, sorted, laplace:N, sort_bin_shuffle:.N, ...) when "
+    "its dict sets none. Neither set: a RETURNN config's train dataset keeps its default order, as in RETURNN; a "
+    "config for this framework's is shuffled ('random').",
     __name__,
 )
 register(

@@ -16,8 +16,9 @@ from framework.base import log
 from framework.base.errors import ConfigError, DataError
 from framework.datasets.legacy_options import check_legacy_parameters
 from framework.datasets.seq_lists import read_seq_lens, read_seq_list
+from framework.datasets.seq_order import ORDERING_FAMILIES, parse_ordering, returnn_order, returnn_seed
 
-SEQ_ORDERINGS = ("default", "random", "sorted", "sorted_reverse", "laplace:N", "laplace:.N")
+SEQ_ORDERINGS = ORDERING_FAMILIES
 
 
 class Dataset:
@@ -25,12 +26,16 @@ class Dataset:
 
     :param seq_ordering: "default" (dataset order), "random" (reshuffled every epoch), "sorted",
         "sorted_reverse" (by length), or, as in RETURNN, "laplace:N" (N random buckets, each sorted by
-        length, alternating direction: little padding, still shuffled) and "laplace:.N" (buckets of
-        about N sequences). None: "random" for
-        the train dataset, "default" otherwise.
+        length, alternating direction: little padding, still shuffled), "laplace:.N" (buckets of
+        about N sequences), "sort_bin_shuffle[_x2][:N|:.N]", "random_sample", "reverse", "default_every_n:N", each
+        drawing one with an optional ":nth" (the same draw for nth epochs); see ``seq_order``. None: "random" for
+        the train dataset of a config for this framework, "default" otherwise.
     :param partition_epoch: split each pass over the data into this many sub-epochs.
-    :param random_seed: shuffling seed; the engine passes the config's ``random_seed``.
-    :param fixed_random_seed: RETURNN's parameter: shuffle with this seed, whatever ``random_seed`` is.
+    :param random_seed: shuffling seed; the engine passes the config's ``random_seed``. None: RETURNN's orders, draw
+        for draw (what a RETURNN config gets): ``numpy.random.RandomState`` seeded with the full epoch plus
+        ``random_seed_offset`` (or ``fixed_random_seed``), as RETURNN's ``get_seq_order_for_epoch``.
+    :param fixed_random_seed: RETURNN's parameter: shuffle with this seed, whatever ``random_seed`` is (with
+        ``random_seed`` None the same order every epoch, as in RETURNN).
     :param repeat_epoch: RETURNN's parameter: each (sub-)epoch goes through its sequences this many times.
     :param seq_list_filter_file: RETURNN's parameter: only the sequences whose tags this file lists (a text file,
         one tag per line, or a pickled list; optionally gzipped), kept where they are in each (sub-)epoch's order.
@@ -60,7 +65,7 @@ class Dataset:
         *,
         seq_ordering: str | None = None,
         partition_epoch: int = 1,
-        random_seed: int = 0,
+        random_seed: int | None = 0,
         fixed_random_seed: int | None = None,
         repeat_epoch: int = 1,
         seq_list_filter_file: str | None = None,
@@ -83,7 +88,11 @@ class Dataset:
             raise ConfigError(f"{type(self).__name__}: partition_epoch must be >= 1, got {partition_epoch}.")
         self.seq_ordering = seq_ordering
         self.partition_epoch = partition_epoch
-        self.random_seed = random_seed + random_seed_offset if fixed_random_seed is None else fixed_random_seed
+        #: RETURNN's seeding and draws (random_seed None); else this framework's, seeded with the run's random_seed
+        self.returnn_seeding = random_seed is None
+        self.random_seed_offset = random_seed_offset
+        self.fixed_random_seed = fixed_random_seed
+        self.random_seed = (random_seed or 0) + random_seed_offset if fixed_random_seed is None else fixed_random_seed
         self.name = type(self).__name__
         legacy = {"window": window, "context_window": context_window, "chunking": chunking}
         legacy.update(min_chunk_size=min_chunk_size, chunking_variance=chunking_variance)
@@ -230,16 +239,25 @@ class Dataset:
         gives the n lengths that sorting uses (called only by orderings that sort): a dataset that combines others
         orders its epoch's sequences with it."""
         ordering = self.seq_ordering or "default"
+        if self.returnn_seeding:  # RETURNN's generator and seed (Dataset._get_random_seed_for_epoch)
+            offset, fixed = self.random_seed_offset, self.fixed_random_seed
+            return returnn_order(
+                ordering,
+                n,
+                lengths_of_all,
+                lambda nth: np.random.RandomState(returnn_seed(full_epoch, nth, offset, fixed)),
+            )
+        # This framework's own configs keep their orders: "random" and "laplace:N" as they always were drawn; the
+        # other orderings are RETURNN's, drawn from the same generator.
+        if not (ordering == "random" or (ordering.startswith("laplace:") and ordering.count(":") == 1)):
+            seed = self.random_seed
+            return returnn_order(
+                ordering, n, lengths_of_all, lambda nth: np.random.default_rng([seed, (full_epoch - 1) // nth + 1])
+            )
         rng = np.random.default_rng([self.random_seed, full_epoch])
-        if ordering == "default":
-            return np.arange(n)
         if ordering == "random":
             return rng.permutation(n)
         lengths = lengths_of_all()
-        if ordering == "sorted":
-            return np.argsort(lengths, kind="stable")
-        if ordering == "sorted_reverse":
-            return np.argsort(-lengths, kind="stable")
         count = ordering.split(":")[1]
         buckets = max(n // int(count[1:]), 2) if count.startswith(".") else int(count)
         order = rng.permutation(n)
@@ -255,15 +273,8 @@ class Dataset:
 
 
 def valid_seq_ordering(ordering: Any) -> bool:
-    """Whether ``ordering`` is one of ``SEQ_ORDERINGS``."""
-    if not isinstance(ordering, str):
-        return False
-    if ordering in ("default", "random", "sorted", "sorted_reverse"):
-        return True
-    if ordering.startswith("laplace:"):
-        count = ordering.split(":", 1)[1].removeprefix(".")
-        return count.isdigit() and int(count) > 0
-    return False
+    """Whether ``ordering`` is one of ``SEQ_ORDERINGS`` (RETURNN's orderings, ``seq_order.parse_ordering``)."""
+    return parse_ordering(ordering) is not None
 
 
 def collate(seqs: list[dict[str, np.ndarray]], key_info: dict[str, dict[str, Any]]) -> dict[str, np.ndarray]:

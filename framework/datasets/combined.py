@@ -74,7 +74,9 @@ class CombinedDataset(Dataset):
         self.data_map = _check_data_map(data_map, datasets)
         self.names = sorted({name for name, _ in self.data_map})  # RETURNN's dataset order: by name
         self.datasets: list[Dataset] = [
-            init_dataset(datasets[name], option=f"CombinedDataset datasets[{name!r}]", random_seed=self.random_seed)
+            init_dataset(
+                datasets[name], option=f"CombinedDataset datasets[{name!r}]", random_seed=self.random_seed, parent=self
+            )
             for name in self.names
         ]
         self.keys = {name: {} for name in self.names}  # per dataset: {this dataset's key: its key}

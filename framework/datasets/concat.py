@@ -28,7 +28,7 @@ class ConcatDataset(Dataset):
         if not datasets:
             raise ConfigError("ConcatDataset: 'datasets' is empty; give at least one dataset dict.")
         self.datasets = [
-            init_dataset(spec, option=f"ConcatDataset datasets[{i}]", random_seed=self.random_seed)
+            init_dataset(spec, option=f"ConcatDataset datasets[{i}]", random_seed=self.random_seed, parent=self)
             for i, spec in enumerate(datasets)
         ]
         info = self.datasets[0].key_info()

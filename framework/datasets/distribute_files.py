@@ -2,7 +2,7 @@
 
 Each full epoch (``partition_epoch`` sub-epochs) the list of files is shuffled with a seed of the
 config's ``random_seed`` and the full epoch (``seq_ordering="random"``; "default" keeps the listed
-order), then cut into ``partition_epoch`` consecutive pieces of about equal size on disk, and each
+order; in a RETURNN config RETURNN's shuffle, seeded by the full epoch and ``random_seed_offset``), then cut into ``partition_epoch`` consecutive pieces of about equal size on disk, and each
 piece is dealt to the ranks by size: every file once per full epoch, each by one rank. The files
 of a sub-epoch follow from the epoch number alone, so a run resumed at epoch k reads what an
 uninterrupted run reads there. Only the current sub-epoch's files are opened:
@@ -29,6 +29,7 @@ from framework.base.errors import ConfigError
 from framework.base.safe_create import refuse_special
 from framework.datasets.base import Dataset
 from framework.datasets.registry import init_dataset
+from framework.datasets.seq_order import returnn_seed
 
 FILE_ORDERINGS = ("default", "random")
 
@@ -110,7 +111,12 @@ class DistributeFilesDataset(Dataset):
                 f"the dataset that get_sub_epoch_dataset returns."
             )
         order = np.arange(len(self.files))
-        if self.seq_ordering == "random":
+        if self.seq_ordering == "random" and self.returnn_seeding:  # RETURNN's shuffle of its file list
+            seed = returnn_seed(full_epoch, 1, self.random_seed_offset, self.fixed_random_seed)
+            shuffled = list(range(len(self.files)))
+            np.random.RandomState(seed).shuffle(shuffled)
+            order = np.array(shuffled, dtype=np.int64)
+        elif self.seq_ordering == "random":
             order = np.random.default_rng([self.random_seed, full_epoch]).permutation(len(self.files))
         sub_epochs = []
         for piece in split_by_size([self.sizes[i] for i in order], self.partition_epoch, self.world_size):
@@ -150,7 +156,9 @@ class DistributeFilesDataset(Dataset):
                     f"DistributeFilesDataset's), e.g. {{'class': 'HDFDataset', 'files': files, 'seq_ordering': "
                     f"'random'}}."
                 )
-            self._sub_datasets[self._epoch] = init_dataset(spec, option=option, random_seed=self.random_seed)
+            self._sub_datasets[self._epoch] = init_dataset(
+                spec, option=option, random_seed=self.random_seed, parent=self
+            )
         return self._sub_datasets[self._epoch]
 
     @property

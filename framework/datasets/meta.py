@@ -72,7 +72,9 @@ class MetaDataset(Dataset):
         spec = datasets[self.control]
         self._control_orders_itself = not isinstance(spec, dict) or "seq_ordering" in spec
         self.datasets: dict[str, Dataset] = {
-            name: init_dataset(datasets[name], option=f"MetaDataset datasets[{name!r}]", random_seed=self.random_seed)
+            name: init_dataset(
+                datasets[name], option=f"MetaDataset datasets[{name!r}]", random_seed=self.random_seed, parent=self
+            )
             for name in used
         }
         for key, (name, sub_key) in self.data_map.items():

@@ -62,7 +62,7 @@ class MultiProcDataset(Dataset):
             raise ConfigError(f"MultiProcDataset: 'dataset' must be a dataset dict, got {dataset!r}.")
         spec = {**given, **dataset}
         self._inherits_ordering = "seq_ordering" not in spec
-        self.inner = init_dataset(spec, option="MultiProcDataset dataset", random_seed=self.random_seed)
+        self.inner = init_dataset(spec, option="MultiProcDataset dataset", random_seed=self.random_seed, parent=self)
         self.partition_epoch = self.inner.partition_epoch
         self.sharded_by_rank = self.inner.sharded_by_rank  # a DistributeFilesDataset's files of this rank
         self.num_workers, self.buffer_size = num_workers, buffer_size

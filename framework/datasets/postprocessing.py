@@ -90,7 +90,9 @@ class PostprocessingDataset(Dataset):
             map_seq_stream_preserves_num_seqs = getattr(map_seq_stream, "preserves_num_seqs", None)
         self.preserves_num_seqs = map_seq is not None or bool(map_seq_stream_preserves_num_seqs)
         self.data_seed, self.random_seed_offset = fixed_random_seed, random_seed_offset
-        self.dataset = init_dataset(dataset, option="PostprocessingDataset dataset", random_seed=self.random_seed)
+        self.dataset = init_dataset(
+            dataset, option="PostprocessingDataset dataset", random_seed=self.random_seed, parent=self
+        )
         self._in_info = self.dataset.key_info()
         self._info = self._in_info if map_outputs is None else _outputs_info(map_outputs)
         self._epoch: int | None = None

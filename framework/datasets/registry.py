@@ -105,18 +105,36 @@ def _default_seed_offset() -> int:
 
 
 def init_dataset(
-    spec: Any, *, option: str, random_seed: int, train_ordering: str | None = None, window: int | None = None
+    spec: Any,
+    *,
+    option: str,
+    random_seed: int | None,
+    train_ordering: str | None = None,
+    window: int | None = None,
+    parent: Dataset | None = None,
 ) -> Dataset:
     """Build the dataset that option ``option`` (train, dev, ...) describes.
 
+    ``random_seed``: the run's, for a config for this framework; None for a RETURNN config: the datasets order their
+    sequences as RETURNN's (seeded by the epoch and ``random_seed_offset``, ``Dataset``), and a train dataset that
+    sets no ``seq_ordering`` (nor ``batching``) keeps its default order, as in RETURNN (here otherwise "random").
     ``train_ordering`` (RETURNN's ``batching``) is the train dataset's seq_ordering unless it sets its own;
     ``window`` (the config's, for train, dev and eval) is a dataset dict's window unless it sets its own.
+    ``parent``: the dataset that builds this one from its dict; with RETURNN's seeding, its ``random_seed_offset``
+    is this one's unless it sets its own (RETURNN's ``init_dataset(parent_dataset=...)``).
     """
+    if parent is not None and parent.returnn_seeding:
+        random_seed = None
     if isinstance(spec, Dataset):
         dataset = spec
     elif isinstance(spec, str):
         return init_dataset(
-            {"class": spec}, option=option, random_seed=random_seed, train_ordering=train_ordering, window=window
+            {"class": spec},
+            option=option,
+            random_seed=random_seed,
+            train_ordering=train_ordering,
+            window=window,
+            parent=parent,
         )
     elif callable(spec) and not isinstance(spec, dict):
         dataset = spec()
@@ -139,6 +157,8 @@ def init_dataset(
         frames = window_size(kwargs.pop("window"), f"{option} ({cls.__name__})") if mode and "window" in kwargs else 1
         if accepted is not None and "random_seed" in accepted:
             kwargs.setdefault("random_seed", random_seed)
+        if random_seed is None and parent is not None and accepted is not None and "random_seed_offset" in accepted:
+            kwargs.setdefault("random_seed_offset", parent.random_seed_offset)
         if accepted is not None and "random_seed_offset" in accepted and _default_seed_offset():
             # RETURNN's Dataset reads it from the global config when the dataset gives none (sub-datasets too)
             kwargs.setdefault("random_seed_offset", _default_seed_offset())
@@ -156,5 +176,7 @@ def init_dataset(
     if dataset.seq_ordering is None:
         if option == "train" and train_ordering is not None and not valid_seq_ordering(train_ordering):
             raise ConfigError(f"batching = {train_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)}.")
-        dataset.seq_ordering = (train_ordering or "random") if option == "train" else "default"
+        # RETURNN's train default is the dataset's own order ("default"); a config for this framework shuffles
+        shuffled = "random" if random_seed is not None else "default"
+        dataset.seq_ordering = (train_ordering or shuffled) if option == "train" else "default"
     return dataset

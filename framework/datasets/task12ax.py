@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from framework.base.config import get_global_config
+from framework.base.errors import ConfigError
 from framework.datasets.numpy_dataset import NumpyDataset
 
 SYMBOLS = "123ABCXYZ"
@@ -50,12 +52,14 @@ class Task12AXDataset(NumpyDataset):
         min_len: int = 10,
         max_len: int = 50,
         fixed_random_seed: int | None = None,
-        random_seed: int = 0,
+        random_seed: int | None = 0,
         **kwargs: Any,
     ):
         # Not default_rng(random_seed): a seed written in a config (fixed_random_seed=1) must never draw
-        # the same sequences as a run's random_seed=1.
-        seed = fixed_random_seed if fixed_random_seed is not None else np.random.SeedSequence([random_seed, 0x12A])
+        # the same sequences as a run's random_seed=1. A RETURNN config (random_seed None: RETURNN's orders) draws
+        # them from its random_seed all the same.
+        drawn_from = _run_seed() if random_seed is None else random_seed
+        seed = fixed_random_seed if fixed_random_seed is not None else np.random.SeedSequence([drawn_from, 0x12A])
         rng = np.random.default_rng(seed)
         inputs, targets = [], []
         for _ in range(num_seqs):
@@ -87,3 +91,11 @@ def _generate(rng: np.random.Generator, length: int) -> str:
 
 
 DATASETS = (Task12AXDataset,)
+
+
+def _run_seed() -> int:
+    """The run's ``random_seed`` (0 outside a run: a dataset built by a test or a tool)."""
+    try:
+        return get_global_config().int("random_seed")
+    except ConfigError:  # no config loaded
+        return 0

@@ -81,7 +81,13 @@ register(
     range="[1, inf)",
 )
 register(
-    "random_seed", "int", 42, "Seed for torch, numpy, random and dataset shuffling.", __name__, range="[0, 4294967295]"
+    "random_seed",
+    "int",
+    42,
+    "Seed for torch, numpy, random and dataset shuffling. A RETURNN config's datasets shuffle as RETURNN's do, seeded "
+    "by the epoch and random_seed_offset, not by random_seed.",
+    __name__,
+    range="[0, 4294967295]",
 )
 register(
     "eval_datasets",
