@@ -4,11 +4,10 @@ tools/extract-returnn-options.py) and what each is here (implemented, no effect,
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
+from conftest import run_script
 from framework.base import returnn_keys, returnn_options
 from framework.base.config import Config, import_plugin_modules, load_config
 from framework.base.errors import ConfigError
@@ -19,12 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_the_key_table_is_what_the_installed_returnn_reads():
     pytest.importorskip("returnn")
-    run = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "extract-returnn-options.py"), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = run_script(os.path.join(ROOT, "tools", "extract-returnn-options.py"), "--check", timeout=120)
     assert run.returncode == 0, run.stderr
 
 

@@ -78,8 +78,10 @@ def test_an_unknown_option_is_not_taken_for_a_config_file():
 
 
 @pytest.mark.slow  # seconds of real runs: the full suite runs it, the fast subset does not
-def test_a_negative_override_value_is_not_an_option():
-    result = _tool("dump-dataset.py", TINY_CONFIG, "++learning_rate", "-1", "--batches", "1")
+def test_a_negative_override_value_is_not_an_option():  # a run, not a question of imports: forked
+    result = run_script(
+        os.path.join(ROOT, "tools", "dump-dataset.py"), TINY_CONFIG, "++learning_rate", "-1", "--batches", "1"
+    )
     assert result.returncode == 2
     assert "must be in [0, inf), but got -1 (from ++learning_rate)" in result.stderr, result.stderr
 

@@ -53,8 +53,9 @@ def test_synthetic_data_tells_a_data_problem_from_a_model_bug(tmp_path):
 
 
 def _check_determinism(*args):
-    # The tool's own process is forked from the preloaded server; the two rnn.py runs it compares stay fresh.
-    return run_script(os.path.join(ROOT, "tools", "check-determinism.py"), *args)
+    # The tool's own process is forked from the preloaded server; the two rnn.py runs it compares stay fresh
+    # interpreters (fresh_runs): the tool is about two independent processes (hash seeds, import order).
+    return run_script(os.path.join(ROOT, "tools", "check-determinism.py"), *args, fresh_runs=True)
 
 
 @pytest.mark.slow

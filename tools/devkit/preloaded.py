@@ -20,6 +20,7 @@ interpreter itself ends needs a fresh one (``python -m pdb`` runs forked as pdb'
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import fcntl
 import io
@@ -41,6 +42,9 @@ from devkit import hang_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RNN = os.path.join(ROOT, "rnn.py")
+# What a forked run's own ``python SCRIPT ...`` children run forked too (_fork_rnn_runs): rnn.py, and the framework's
+# command that the tools start (framework.commands.RNN_SCRIPT).
+RUN_SCRIPTS = {os.path.realpath(path) for path in (RNN, os.path.join(ROOT, "framework", "__main__.py"))}
 TOOLS = os.path.join(ROOT, "tools")
 PRELOAD = [
     "torch",
@@ -53,6 +57,8 @@ PRELOAD = [
 _context = None
 # Set to "1" in a forked run's environment: no report.html unless its config sets report_html (_no_page_unless_asked).
 NO_PAGE = "FRAMEWORK_TEST_NO_PAGE"
+# Set to "1" in a forked tool's environment: its own rnn.py runs start as fresh interpreters (run_script's fresh_runs).
+FRESH_RUNS = "FRAMEWORK_TEST_FRESH_RUNS"
 # A forked torchrun job's signal handlers and process name, before its agent set its own.
 _fresh_signal_handlers: dict[int, object] = {}
 _fresh_process_name = ""
@@ -82,10 +88,17 @@ def run_script(
     timeout: float = 120,
     env: dict[str, str] | None = None,
     input: str | None = None,
+    fresh_runs: bool = False,
 ) -> subprocess.CompletedProcess:
     """Run ``python SCRIPT ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output; its
-    standard input is ``input`` (as ``subprocess.run(..., input=input)`` gives it), or /dev/null without one."""
+    standard input is ``input`` (as ``subprocess.run(..., input=input)`` gives it), or /dev/null without one.
+
+    A tool's own ``python rnn.py ...`` runs (subprocess.Popen/run with ``sys.executable`` and this checkout's
+    rnn.py) are forked from the tool's process too (``_fork_rnn_runs``), unless ``fresh_runs``: for a tool whose runs
+    must be independent interpreters (tools/check-determinism.py: each its own hash seed)."""
     command = [sys.executable, script, *args]
+    if fresh_runs:
+        env = {**(os.environ if env is None else env), FRESH_RUNS: "1"}
     if _fresh_processes():
         return _run_fresh(command, cwd, env, timeout, input)
     return _run_forked(_run_in_child, command[1:], command, cwd, env, timeout, input)
@@ -346,6 +359,11 @@ def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err, stdi
         _no_page_unless_asked()
     if stdin is not None:
         _open_stdin(stdin)
+    else:
+        _open_std_stream(0, sys.stdout.encoding, sys.stdout.errors, line_buffering=False)  # /dev/null, fd 0
+    _as_a_fresh_interpreter()
+    if env.get(FRESH_RUNS) != "1":
+        _fork_rnn_runs()
     _exit_as_interpreter(_script_as_main(argv))
 
 
@@ -375,6 +393,8 @@ def _open_stdin(path: str) -> None:
 def _launch_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
     """Become ``python -m torch.distributed.run ARGV``, its workers forked from this interpreter (see run_torchrun)."""
     _become_process(cwd, env, out, err)
+    _open_std_stream(0, sys.stdout.encoding, sys.stdout.errors, line_buffering=False)  # /dev/null, fd 0
+    _as_a_fresh_interpreter(first_path_entry=os.getcwd())  # ``python -m``: the directory it starts in
     global _fresh_signal_handlers, _fresh_process_name
     _fresh_signal_handlers = {signum: signal.getsignal(signum) for signum in signal.valid_signals()}
     with open("/proc/self/comm", encoding="utf-8") as f:
@@ -398,6 +418,8 @@ def _rank_main(script: str, *args: str) -> None:
         if handler is not None and signal.getsignal(signum) is not handler:
             signal.signal(signum, handler)
     faulthandler.disable()  # torch's ``record`` wrapper turned it on; a fresh ``python`` starts without it
+    _reseed()  # each rank a fresh interpreter's random states, not the launcher's
+    sys.path[:] = _fresh_sys_path()
     for name, fd in (("stdout", 1), ("stderr", 2)):  # ``-u``: unbuffered, as torchrun runs its workers
         stream = getattr(sys, name)
         stream.flush()
@@ -437,6 +459,7 @@ def _run_in_terminal(argv: list[str], cwd: str, env: dict[str, str], terminal) -
     _become_process(cwd, env, terminal.fileno(), terminal.fileno())
     terminal.close()
     _open_stdio_on_terminal()
+    _as_a_fresh_interpreter()
     _exit_as_interpreter(_script_as_main(argv))
 
 
@@ -464,6 +487,234 @@ def _open_std_stream(fd: int, encoding: str, errors: str, line_buffering: bool, 
     stream.mode = "w" if fd else "r"
     setattr(sys, name, stream)
     setattr(sys, f"__{name}__", stream)
+
+
+def _as_a_fresh_interpreter(first_path_entry: str | None = None) -> None:
+    """Put back what a forked child inherits from the server (and, through multiprocessing, from the test process)
+    where a fresh ``python SCRIPT`` starts otherwise; after ``_become_process`` and ``sys.std*`` on descriptors 0-2.
+
+    - The descriptors above 2 (the forkserver's pipes, multiprocessing's /dev/null): closed.
+    - The random states of numpy's global generator and torch's default generators: every child of the server
+      had the server's (Python's ``random`` reseeds itself after a fork); drawn anew, as at a fresh import.
+    - torch's intra-op threads: the server's (its OMP_NUM_THREADS), now this run's OMP_NUM_THREADS or the default.
+    - ``sys.path``: the test process's (multiprocessing hands it over: the checkout, tools/, the tests' folder),
+      now a fresh interpreter's (``_script_as_main`` then puts the script's directory and PYTHONPATH first).
+    - multiprocessing's idea of this process: the forkserver's child 'ForkServerProcess-N' with a parent process,
+      now the main process of its own, as ``python SCRIPT`` is.
+    What stays: the modules the server imported (torch, the framework: a run imports them anyway, the tests of a
+    first import start a fresh interpreter), gc.freeze's frozen objects, and the hash seed of str and bytes (fixed
+    at the server's start: a test whose runs must hash differently starts them fresh, as check-determinism's)."""
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    _reseed()
+    _fresh_threads()
+    sys.path[:] = _fresh_sys_path(first_path_entry)
+    _main_process()
+
+
+def _main_process() -> None:
+    """multiprocessing's record of this process as a fresh interpreter's (process.py's ``_MainProcess``, which the
+    module deletes after making its one instance): 'MainProcess', no parent, no children, a new authentication key,
+    and its children numbered from 1 (Process-1, not Process-3:1)."""
+    import itertools
+    from multiprocessing import process
+
+    main = object.__new__(process.BaseProcess)
+    main._identity = ()
+    main._name = "MainProcess"
+    main._parent_pid = None
+    main._popen = None
+    main._closed = False
+    main._config = {"authkey": process.AuthenticationString(os.urandom(32)), "semprefix": "/mp"}
+    process._current_process = main
+    process._parent_process = None
+    process._children = set()
+    process._process_counter = itertools.count(1)
+
+
+def _reseed() -> None:
+    """numpy's global RandomState and torch's default generators drawn anew from the system's entropy, as a fresh
+    import seeds them (Python's ``random`` reseeds itself in every forked child: os.register_at_fork)."""
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    import torch
+
+    torch.seed()
+
+
+def _fresh_threads() -> None:
+    """torch's intra-op threads as a fresh import in this environment sets them: OMP_NUM_THREADS, else a thread per
+    core this process may run on."""
+    import torch
+
+    try:
+        threads = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        threads = 0
+    threads = threads if threads > 0 else len(os.sched_getaffinity(0))
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def _fresh_sys_path(first_path_entry: str | None = None) -> list[str]:
+    """A fresh interpreter's sys.path before its script's directory (``first_path_entry``, when given, instead) and
+    PYTHONPATH's entries (warm_server.FRESH_SYS_PATH: the server's own, recorded before any child)."""
+    warm = sys.modules.get("devkit.warm_server")
+    base = list(warm.FRESH_SYS_PATH) if warm is not None else list(sys.path)
+    if first_path_entry is None:
+        return base
+    extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    return [first_path_entry, *extra, *base]
+
+
+def _fork_rnn_runs() -> None:
+    """In a forked run's process (a tool's): its ``python rnn.py ...`` children (``subprocess.Popen`` and so ``run``,
+    with ``sys.executable`` and RUN_SCRIPTS, no shell, no user or group change) are forked from this process
+    instead of exec'd, saving the imports of torch (seconds each). Each is still a process of its own, this process's
+    child as ``subprocess`` makes it (pid, pipes or files as stdin/stdout/stderr, cwd, env, umask,
+    ``start_new_session``, ``process_group``, ``preexec_fn``, ``close_fds``/``pass_fds``, the exit status or ``-N``
+    of a signal), then given a fresh interpreter's state: the signal dispositions an exec leaves (handlers back to
+    the default, ignored signals still ignored) and Python's start-up sets, what the tool added since it started
+    (its modules outside the libraries and the framework, its atexit functions and weakref finalizers, handlers on
+    the loggers) taken away, and ``_as_a_fresh_interpreter``'s resets."""
+    import logging
+    import weakref
+
+    execute = subprocess.Popen._execute_child
+    modules = set(sys.modules)
+    finalizers = set(weakref.finalize._registry)
+    handlers = {name: list(logger.handlers) for name, logger in _loggers(logging).items()}
+    registered: list[Callable] = []
+    register = atexit.register
+
+    def recording_register(func, *args, **kwargs):
+        registered.append(func)
+        return register(func, *args, **kwargs)
+
+    atexit.register = recording_register
+
+    def forget_the_tool() -> None:
+        atexit.register = register
+        for func in registered:
+            atexit.unregister(func)
+        for finalizer in set(weakref.finalize._registry) - finalizers:
+            finalizer.detach()
+        for name, logger in _loggers(logging).items():
+            for handler in list(logger.handlers):
+                if handler not in handlers.get(name, ()):
+                    logger.removeHandler(handler)
+        libraries = tuple(
+            os.path.join(os.path.realpath(where), "")
+            for where in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.join(ROOT, "framework")}
+        )
+        for name in set(sys.modules) - modules:
+            where = getattr(sys.modules[name], "__file__", None)
+            if where is None or not os.path.realpath(where).startswith(libraries):
+                del sys.modules[name]
+
+    def execute_child(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags,
+                      shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids,
+                      uid, umask, start_new_session, process_group):  # fmt: skip
+        rnn = (
+            not shell
+            and executable is None
+            and isinstance(args, (list, tuple))
+            and len(args) > 1
+            and args[0] == sys.executable
+            and isinstance(args[1], str)
+            and os.path.realpath(args[1]) in RUN_SCRIPTS
+            and (gid, gids, uid) == (None, None, None)
+        )
+        if not rnn:
+            return execute(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
+                           creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite,
+                           restore_signals, gid, gids, uid, umask, start_new_session, process_group)  # fmt: skip
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for fd, source in ((0, p2cread), (1, c2pwrite), (2, errwrite)):
+                    if source == fd:
+                        os.set_inheritable(fd, True)
+                    elif source != -1:
+                        os.dup2(source, fd)
+                if cwd is not None:
+                    os.chdir(cwd)
+                if umask >= 0:
+                    os.umask(umask)
+                if restore_signals:
+                    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+                        signal.signal(signum, signal.SIG_DFL)
+                if start_new_session:
+                    os.setsid()
+                if process_group is not None and process_group >= 0:
+                    os.setpgid(0, process_group)
+                if preexec_fn is not None:
+                    preexec_fn()
+                keep = set(pass_fds)
+                for fd in range(3, os.sysconf("SC_OPEN_MAX")):  # what the exec would close
+                    if fd not in keep and (close_fds or not _inheritable(fd)):
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                _exec_signal_dispositions()
+                os.environ.clear()
+                os.environ.update({os.fsdecode(k): os.fsdecode(v) for k, v in (env or {}).items()} if env is not None
+                                  else dict(os.environ))  # fmt: skip
+                forget_the_tool()
+                _open_std_streams()
+                _as_a_fresh_interpreter()
+                _exit_as_interpreter(_script_as_main([os.fsdecode(a) for a in args[1:]]))
+            finally:
+                os._exit(127)
+        self.pid = pid
+        self._child_created = True
+        self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
+
+    subprocess.Popen._execute_child = execute_child
+
+
+def _loggers(logging) -> dict:
+    """The root logger and every named one, by name."""
+    named = {
+        name: logger for name, logger in logging.root.manager.loggerDict.items() if isinstance(logger, logging.Logger)
+    }
+    return {"": logging.root, **named}
+
+
+def _inheritable(fd: int) -> bool:
+    try:
+        return os.get_inheritable(fd)
+    except OSError:
+        return True
+
+
+def _exec_signal_dispositions() -> None:
+    """The signal dispositions of ``python SCRIPT`` exec'd from this process: handled signals back to the default
+    (ignored ones stay ignored), then Python's start-up: SIGPIPE and SIGXFSZ ignored, SIGINT's handler raising
+    KeyboardInterrupt unless SIGINT is ignored."""
+    for signum in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            if signal.getsignal(signum) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+                signal.signal(signum, signal.SIG_DFL)
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_IGN)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_DFL:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _open_std_streams() -> None:
+    """``sys.std*`` on descriptors 0-2 as Python opens them at start-up (pylifecycle.c, create_stdio): stderr and a
+    terminal line-buffered, unbuffered output with PYTHONUNBUFFERED."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    encoding, errors = (
+        sys.stdout.encoding,
+        (sys.stdin.errors if sys.stdin else "strict", sys.stdout.errors, sys.stderr.errors),
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd in (0, 1, 2):
+        line_buffering = (os.isatty(fd) or fd == 2) and not unbuffered  # stderr: line-buffered since Python 3.9
+        _open_std_stream(fd, encoding, errors[fd], line_buffering=line_buffering, unbuffered=fd > 0 and unbuffered)
 
 
 def _script_as_main(argv: list[str]) -> Callable[[], object]:
