@@ -22,7 +22,7 @@ def _train(*zoo_files: str, **overrides) -> str:
 
 def test_a_batch_norm_whose_running_statistics_never_move_is_named_with_its_momentum():
     bug = _train("classify.py", "cause_classify_bn_momentum_zero.py", num_epochs=1)
-    assert "the difference is in the eval-mode behaviour of the 1 BatchNorm1d module(s) ('0')" in bug
+    assert "the paths part in the eval-mode behaviour of the 1 BatchNorm1d module(s) ('0')" in bug
     assert "still hold their initial running statistics (running_mean 0, running_var 1)" in bug
     assert "their momentum is 0, so the running mean and variance are never updated" in bug
     assert "findings: 1 warning" in bug  # the chance-level diagnosis and the first-sight gap: one record

@@ -166,13 +166,13 @@ def test_a_run_names_dev_rescaled_once_undoing_it_helps_and_notes_a_scale_the_mo
     assert "WARNING" not in harmless
 
 
-def test_a_difference_no_transform_explains_warns_when_moving_the_class_means_back_closes_the_gap():
+def test_a_difference_no_transform_explains_is_measured_by_moving_the_class_means_back_and_stays_a_note():
+    # the experiment uses dev's labels: it shows how much of the gap the difference accounts for, not that it is a bug
     bug = _train("classify.py", "cause_classify_dev_rectified.py", num_epochs=1)
-    assert (
-        "WARNING sanity check: The inputs 'data' of the classes of 'classes' differ between train and dev, not" in bug
-    )
+    assert "Note sanity check: The inputs 'data' of the classes of 'classes' differ between train and dev, not" in bug
     assert "It costs this model: with the difference of the class means of 'data' (" in bug
     assert "So the gap between dev and train is in the data the model is given" in bug
+    assert "Not decided whether dev's inputs are prepared otherwise than train's" in bug
     assert "WARNING sanity check" not in _train(
         "classify.py", "cause_classify_dev_rectified.py", bug=False, num_epochs=1
     )

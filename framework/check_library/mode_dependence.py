@@ -45,7 +45,8 @@ def reads_training_flag(cls: type) -> bool:
         return False
 
 
-def _differs_by_mode(module: nn.Module) -> bool:
+def differs_by_mode(module: nn.Module) -> bool:
+    """Whether ``module``'s own forward computes differently in training and in eval mode."""
     if isinstance(module, (nn.modules.dropout._DropoutNd, nn.RNNBase, nn.MultiheadAttention)):
         return getattr(module, "p", getattr(module, "dropout", 0.0)) > 0
     return statistics_of(module) is not None or reads_training_flag(type(module))
@@ -56,7 +57,7 @@ def mode_dependent_parts(module: nn.Module, limit: int = 3) -> list[str]:
     ``BatchNorm1d 'net.1'`` or ``Dropout(p=0.1) 'net.2'`` (relative to ``module``), at most ``limit``."""
     parts = []
     for name, sub in module.named_modules():
-        if _differs_by_mode(sub):
+        if differs_by_mode(sub):
             rate = getattr(sub, "p", None) if isinstance(sub, nn.modules.dropout._DropoutNd) else None
             kind = type(sub).__name__ + (f"(p={rate:g})" if rate is not None else "")
             parts.append(f"{kind} {name!r}" if name else kind)

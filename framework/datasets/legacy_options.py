@@ -37,7 +37,9 @@ def check_legacy_parameters(owner: str, values: dict[str, Any]) -> None:
     """ConfigError for the first legacy parameter in ``values`` that is not at its default; a log line for those
     without effect in RETURNN's torch engine."""
     ignored = {
-        name: value for name, value in values.items() if name in WITHOUT_EFFECT and value not in (WITHOUT_EFFECT[name], "0")
+        name: value
+        for name, value in values.items()
+        if name in WITHOUT_EFFECT and value not in (WITHOUT_EFFECT[name], "0")
     }
     if ignored:
         log.v3(

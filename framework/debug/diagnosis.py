@@ -462,16 +462,15 @@ def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
             "Make the evaluation path compute as training mode does (batch-norm running statistics, eval-only "
             "branches, run_ctx.train_flag)."
         )
-        try:  # which modules: each class in turn in training mode inside the evaluation
-            switched = evaluation_switch(state, symptom.loss)
-        except Exception:  # noqa: BLE001 - a model that cannot be copied: the paths' gap is the cause as it stands
-            switched = None
+        # where the paths part: each mode-dependent module class in turn in training mode inside the evaluation
+        switched = evaluation_switch(state, symptom.loss)
         if switched is not None:
             ruling.cause += f"; {switched.text(symptom.loss, symptom.dev or 'dev')}".rstrip(".")
-            ruling.fix = switched.fix
             ruling.where = {"path": "evaluation", "module": switched.modules[0]}
             ruling.evidence |= {"module_class": switched.cls, "switched": switched.switched}
-            ruling.evidence["problem"] = switched.problem
+            if switched.never_updated:  # the configuration names the cause: one record with the learning watch's
+                ruling.fix = switched.fix
+                ruling.evidence["problem"] = switched.problem
     elif evaluated < level.value * (1 - AT_CHANCE):
         ruling.observed = (
             f"{facts}: the model fits the training data evaluated as dev is, and what it learned does not carry over "

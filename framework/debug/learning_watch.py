@@ -765,7 +765,6 @@ class DevDivergenceWatch(Plugin):
 
     def __init__(self, epochs: int):
         self.epochs = epochs
-        self.apart: set[str] = set()  # datasets a score showed further from train than new train data in epoch 1
         self.warned: set[tuple[str, str]] = set()
         self.errors: set[str] = set()  # the names of the as_error losses that evaluation marked
         # Each train loss over the last quarter of epoch 1: batches scored before their update, none of them trained
@@ -801,7 +800,6 @@ class DevDivergenceWatch(Plugin):
             "errors": sorted(self.errors),
             "unseen": dict(self.unseen),
             "quarter": quarter,
-            "apart": sorted(self.apart),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -809,7 +807,6 @@ class DevDivergenceWatch(Plugin):
         self.warned = {tuple(key) for key in state["warned"]}
         self.errors = set(state["errors"])
         self.unseen = dict(state.get("unseen", {}))
-        self.apart = set(state.get("apart", []))
         self._quarter = state.get("quarter")
 
     @on(Event.EPOCH_END)
@@ -912,13 +909,8 @@ class DevDivergenceWatch(Plugin):
                         f"training does.",
                     )
                     continue
-                switched = None
-                if paths_differ:
-                    try:
-                        switched = evaluation_switch(state, name)
-                    except Exception:  # noqa: BLE001 - a model that cannot be copied: the gap alone is the note
-                        switched = None
-                if switched is not None:
+                switched = evaluation_switch(state, name) if paths_differ else None
+                if switched is not None and switched.never_updated:
                     _warn(
                         state,
                         f"{facts}: the evaluation path scores the same train data worse, and "
@@ -943,11 +935,12 @@ class DevDivergenceWatch(Plugin):
                     )
                     continue
                 if paths_differ:
+                    where = f"; {switched.text(name, dataset)}" if switched is not None else ""
                     text = (
                         f"{facts}: the evaluation path scores the same train data worse, so the gap is between the "
                         f"paths (eval mode, or what train_step does when run_ctx.train_flag is False), not between the "
-                        f"data. Intended for decoding without the targets; otherwise make the evaluation compute as "
-                        f"training does."
+                        f"data{where.rstrip('.')}. Intended for decoding without the targets, EMA weights or an "
+                        f"eval-only branch; otherwise make the evaluation compute as training does."
                     )
                 else:
                     text = (
@@ -1019,13 +1012,13 @@ class DevDivergenceWatch(Plugin):
             evidence["devtrain"] = devtrain
         dataset = key[: -len(name) - 1] if name and key.endswith("_" + name) else key
         unseen = self._apart(name, first)
-        if unseen is None and dataset in self.apart:
-            # another score of this dataset showed it apart from new train data in epoch 1: the same run does not
-            # call the dataset's rise overfitting on a score that cannot show it (an error rate of noisy train labels)
+        epoch_1 = state.lr_control.scores.get(1, {}).get(dataset, {})
+        if unseen is None and any(self._apart(n, value) is not None for n, value in epoch_1.items()):
+            # another score of this dataset shows it apart from new train data in epoch 1: the run does not call its
+            # rise overfitting on a score that cannot show that (an error rate over noisy train labels)
             log.v5(f"Dev divergence: {rose} Not called overfitting: {dataset} was apart from train in epoch 1.")
             return
         if unseen is not None:
-            self.apart.add(dataset)
             evaluated = f"; the train data evaluated as dev is gives {devtrain:.4g} now" if devtrain is not None else ""
             experiment = (
                 f"compare the splits: the startup sanity check's comparison of the inputs of each class "

@@ -3,11 +3,11 @@
 A symptom asks for it: at the end of epoch 1 the first train batches score far worse evaluated as dev is (eval mode,
 no gradient) than in training mode (``learning_watch``). On the trained model, every module class in turn runs its
 own forward in training mode inside that evaluation (a copy, its buffers restored after each run), everything else as
-before. The class whose switch closes most of the gap is where the paths part: dropout makes an evaluation better, not
-worse, so the usual culprits are normalisation layers whose running statistics do not describe the data, and a
-model's own eval-mode branch. For normalisation layers, what the modules were configured with is compared with what
-their running statistics hold: statistics still at their initial values after an epoch of training, with a momentum
-of 0, are never updated.
+before; the classes tried are those that compute differently by mode (``mode_dependence.differs_by_mode``: dropout,
+normalisation with running statistics, spectral norm, user code that reads ``self.training``). The class whose switch
+closes most of the gap is where the paths part. That alone says where, not that it is unintended (free-running
+decoding, EMA weights or an eval-only branch are choices); for normalisation layers the configuration can say more:
+running statistics still at their initial values after an epoch of training, with a momentum of 0, are never updated.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import torch
 from torch import nn
 
 from framework.base.rng import objects_random_state_kept
+from framework.check_library.mode_dependence import differs_by_mode
 from framework.check_library.probe import model_copy, unseen
 from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.datasets.loader import to_device
 
 CLOSES = 0.5  # a switch that closes at least this share of the gap between the paths explains it
-MAX_CLASSES = 32  # module classes tried, in the order they first appear in the model
 
 
 @dataclass
@@ -40,12 +40,19 @@ class Switched:
     momentum: float | None  # their momentum, when they share one
 
     @property
+    def never_updated(self) -> bool:
+        """Whether the configuration contradicts itself: normalisation that evaluates with statistics training never
+        updated. Only then is the switch a cause; otherwise it says where the paths part."""
+        return bool(self.stale)
+
+    @property
     def problem(self) -> str:
         """The problem key (``evidence["problem"]``) shared by the checks that run this experiment."""
         return f"the eval-mode behaviour of {self.cls}"
 
     @property
     def fix(self) -> str:
+        """What to do about it."""
         if self.momentum == 0 and self.stale:
             return "A non-zero momentum (torch's default 0.1), so that training updates the running statistics."
         return (
@@ -55,15 +62,16 @@ class Switched:
 
     @property
     def closed(self) -> float:
+        """The share of the gap between the paths that the switch closes."""
         return (self.evaluated - self.switched) / max(self.evaluated - self.trained, 1e-12)
 
     def text(self, loss: str, dataset: str) -> str:
         """What the experiment showed, and the cause where the configuration names it."""
         shown = ", ".join(repr(m) for m in self.modules[:3]) + (", ..." if len(self.modules) > 3 else "")
         said = (
-            f"the difference is in the eval-mode behaviour of the {len(self.modules)} {self.cls} module(s) ({shown}): "
-            f"with only their own forward in training mode, the first train batch evaluated as {dataset} is scores "
-            f"{loss} {self.switched:.4g} instead of {self.evaluated:.4g} (training mode: {self.trained:.4g}; "
+            f"the paths part in the eval-mode behaviour of the {len(self.modules)} {self.cls} module(s) ({shown}): "
+            f"with only their own forward in training mode, {loss} on the first train batch is {self.switched:.4g} "
+            f"instead of {self.evaluated:.4g} when evaluated as {dataset} is (training mode: {self.trained:.4g}; "
             f"{self.closed:.0%} of the gap closed)"
         )
         if not self.stale:
@@ -88,22 +96,28 @@ def _stale(module: nn.Module) -> bool:
     return bool((mean == 0).all()) and bool((var == 1).all())
 
 
-_latest: dict[tuple[int, int, str], Switched | None] = {}  # the experiment at one step, for the checks that ask
+# the latest experiment, for the checks that ask at the same step: (run state, step, loss) and its result
+_latest: list[tuple[RunState, int, str, Switched | None]] = []
 
 
 def evaluation_switch(state: RunState, loss: str) -> Switched | None:
     """On the first train batch of this epoch: the module class whose forward in training mode, inside the
     evaluation path, closes at least ``CLOSES`` of the gap to the training path (the class that closes most); None
-    when none does. Run once per step and loss, however many checks ask. Raises what copying the model or running
-    the step raises."""
-    key = (id(state), state.global_step, loss)
-    if key not in _latest:
-        _latest.clear()
-        _latest[key] = _experiment(state, loss)
-    return _latest[key]
+    when none does, or when the experiment cannot run (a model that cannot be copied, a step that fails on the copy).
+    Run once per step and loss, however many checks ask."""
+    for run, step, name, result in _latest:
+        if run is state and step == state.global_step and name == loss:
+            return result
+    try:
+        result = _experiment(state, loss)
+    except Exception:  # noqa: BLE001 - the callers report the gap between the paths as it stands
+        result = None
+    _latest[:] = [(state, state.global_step, loss, result)]
+    return result
 
 
 def _experiment(state: RunState, loss: str) -> Switched | None:
+    """``evaluation_switch``'s experiment; raises what copying the model or running the step raises."""
     loader = state.loaders["train"]
     epoch = max(state.epoch, 1)
     plan = loader.plan(epoch)
@@ -112,7 +126,8 @@ def _experiment(state: RunState, loss: str) -> Switched | None:
     with unseen(), torch.no_grad(), objects_random_state_kept(loader.dataset):
         copy = model_copy(state.model)
         batch = to_device(loader.tensor_batch(plan[0], epoch), state.device)
-        saved = {name: value.clone() for name, value in copy.state_dict().items()}
+        # the copy shares the user's parameters; only its own buffers (running statistics) change in training mode
+        saved = {name: value.clone() for name, value in copy.named_buffers()}
 
         def score(stage: str, switch: type | None = None) -> float:
             copy.train(stage == "train")
@@ -124,18 +139,21 @@ def _experiment(state: RunState, loss: str) -> Switched | None:
                 run_ctx = run_step(state.config, copy, batch, stage, epoch=epoch, step=state.global_step)
                 return float(run_ctx.losses[loss].normalized())
             finally:
-                copy.load_state_dict(saved)  # running statistics updated in training mode are put back
+                for name, value in copy.named_buffers():
+                    value.copy_(saved[name])
 
         evaluated = score("eval")
         trained = score("train")
         if not evaluated > trained:
             return None
-        classes = list(dict.fromkeys(type(m) for m in copy.modules()))[:MAX_CLASSES]
+        classes = list(dict.fromkeys(type(m) for m in copy.modules() if differs_by_mode(m)))
         best: tuple[float, type] | None = None
         for cls in classes:
             # a class that cannot run in training mode here (a batch norm given one sequence) is not the answer
             try:
                 switched = score("eval", cls)
+            except torch.cuda.OutOfMemoryError:
+                raise
             except Exception:  # noqa: BLE001
                 continue
             if evaluated - switched >= CLOSES * (evaluated - trained) and (best is None or switched < best[0]):

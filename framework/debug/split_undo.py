@@ -30,7 +30,6 @@ LEAVES = 0.1  # ... at most this share (or the gap is at most this share of the 
 LEARNED = 0.2  # the model has learned when train's loss is this share below its chance level
 CONSISTENT = 0.75  # the share of batches that must score better with the transform undone, for "it hurts"
 COMMON_SCALE = 0.25  # scales within this fraction of their median are one scale (applied to every feature)
-MATERIAL = 0.1  # a difference found without a shape that explains it warns when its gap is this share of the learning
 
 Arrays = dict[str, np.ndarray]
 
@@ -108,8 +107,9 @@ def class_mean_undo(
 ) -> Undo:
     """Each example (or frame) of class ``classes[k]`` in the other split moved by ``shift[k]`` (train's class mean
     minus the other split's, 0 where they agree) on the compared ``features`` of ``key``: what is left of a difference
-    that no one transform explains. It uses the labels, so it is run only on a difference already measured, and it
-    changes nothing where the splits agree."""
+    that no one transform explains. It uses the labels, so it is run only on a difference already measured, it changes
+    nothing where the splits agree, and its result is a note (how much of the gap the difference accounts for), never
+    the evidence of a bug."""
     table = np.zeros((max(classes) + 1, len(features)))
     table[classes] = shift
 
@@ -119,7 +119,7 @@ def class_mean_undo(
         y = y.reshape(len(y), -1)
         known = (y >= 0) & (y < len(table))
         offset = np.where(known[..., None], table[np.clip(y, 0, len(table) - 1)], 0.0)  # [B, 1 or T, F]
-        if not feature_axis:  # one value per frame
+        if not feature_axis:  # one value per frame: a dense key without a feature axis has width 1
             offset = offset[..., 0]
             offset = offset.reshape((len(x),) + (1,) * (x.ndim - 1)) if offset.shape[1] == 1 else offset
             x += np.where(_valid(arrays, key, x.shape), offset, 0.0)
@@ -166,12 +166,6 @@ class Scores:
         if self.gap <= LEAVES * abs(other) or self.closed <= LEAVES:
             return "harmless"
         return "undecided"
-
-    def material(self, chance: float | None) -> bool:
-        """Whether the gap to train is a real share of what the model learned: at least ``MATERIAL`` of the way from
-        the loss's chance level (where known) down to train's. A difference that costs a model which scores both
-        splits near perfectly a thousandth of a nat is true and not worth a warning."""
-        return chance is None or self.gap >= MATERIAL * (chance - self.train)
 
     def text(self, option: str) -> str:
         return (

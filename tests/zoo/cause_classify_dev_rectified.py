@@ -1,6 +1,8 @@
-# Zoo bug, over classify.py: dev's pipeline takes the magnitude of features 4 to 7 (as a magnitude or rectification
-# applied in one split only does), which no scale and offset per feature explains; train is read as generated. Twin: ++bug False (both splits alike). With ++reads_first_half True the model reads features 0 to 3 only:
-# the same difference then costs it nothing, and the split comparison says so in a note.
+# Zoo case, over classify.py: dev's pipeline takes the magnitude of features 4 to 7 (as a magnitude or rectification
+# applied in one split only does), which no scale and offset per feature explains; train is read as generated. Twin:
+# ++bug False (both splits alike). The split comparison measures how much of the gap the difference accounts for (a
+# note: a domain can differ by design). With ++reads_first_half True the model reads features 0 to 3 only: the same
+# difference then costs it nothing, and the note says so.
 import numpy as np
 from torch import nn
 
