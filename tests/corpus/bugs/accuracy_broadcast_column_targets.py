@@ -5,7 +5,6 @@
 # pattern of channel powers), an MLP; the labels come from the annotation table as one column per example.
 # Twin: ++bug False (the targets squeezed to (B,) before the comparison).
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset

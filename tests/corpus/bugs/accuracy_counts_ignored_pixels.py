@@ -6,7 +6,6 @@
 # network. The error is 1 - the reported pixel accuracy on dev. Twin: ++bug False (divide by the pixels whose label
 # is not ignore_index).
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset

@@ -5,7 +5,6 @@
 # green, blue, yellow); a small CNN. The dev set is scored through the inference path. Twin: ++bug False
 # (preprocess() converts to RGB as training does).
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset
@@ -58,9 +57,14 @@ learning_rate = 2e-3
 
 def get_model(**_kwargs):
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(32, CLASSES),
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, CLASSES),
     )
 
 

@@ -5,7 +5,6 @@
 # classifier on top of a small MLP; the training set is written by the conversion tool, the dev set's labels come
 # from the annotation table. Twin: ++bug False (the tool stores int64).
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset

@@ -41,7 +41,9 @@ class CGAN(nn.Module):
     def __init__(self):
         super().__init__()
         self.g = nn.Sequential(nn.Linear(1 + NOISE, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
-        self.d = nn.Sequential(nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
+        self.d = nn.Sequential(
+            nn.Linear(2, 64), nn.LeakyReLU(0.2), nn.Linear(64, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1)
+        )
 
     def generate(self, c):
         return self.g(torch.cat([c, torch.randn(len(c), NOISE, device=c.device)], -1))
@@ -57,7 +59,10 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     # the discriminator's step
     d_real = model.d(torch.cat([c, real], -1))
     d_fake = model.d(torch.cat([c, fake_spec.detach()], -1))
-    d_loss = 0.5 * (nn.functional.mse_loss(d_real, torch.ones_like(d_real)) + nn.functional.mse_loss(d_fake, torch.zeros_like(d_fake)))
+    d_loss = 0.5 * (
+        nn.functional.mse_loss(d_real, torch.ones_like(d_real))
+        + nn.functional.mse_loss(d_fake, torch.zeros_like(d_fake))
+    )
     run_ctx.mark_as_loss(name="d", loss=d_loss, optimizer="d")
     # the generator's step
     d_fake2 = model.d(torch.cat([c, fake_spec.detach() if bug else fake_spec], -1))

@@ -28,7 +28,9 @@ class Windows(NumpyDataset):
         amplitude = AMPLITUDE[labels][:, :, None] * rng.uniform(0.8, 1.2, size=(n, AXES, 1))
         phase = rng.uniform(0, 2 * np.pi, size=(n, AXES, 1))
         x = amplitude * np.sin(freq * t + phase) + 0.4 * rng.normal(size=(n, AXES, SAMPLES))
-        super().__init__({"data": x.astype(np.float32), "classes": labels}, sparse_dims={"classes": ACTIVITIES}, **kwargs)
+        super().__init__(
+            {"data": x.astype(np.float32), "classes": labels}, sparse_dims={"classes": ACTIVITIES}, **kwargs
+        )
 
 
 train = {"class": Windows, "split": "train"}

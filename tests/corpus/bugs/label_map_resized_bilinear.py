@@ -41,7 +41,9 @@ class Scenes(NumpyDataset):
             labels = np.rint(resize(labels[:, None].astype(np.float32), "bilinear")[:, 0]).astype(np.int64)
         else:
             labels = resize(labels[:, None].astype(np.float32), "nearest")[:, 0].astype(np.int64)
-        super().__init__({"data": images.astype(np.float32), "classes": labels}, sparse_dims={"classes": CLASSES}, **kwargs)
+        super().__init__(
+            {"data": images.astype(np.float32), "classes": labels}, sparse_dims={"classes": CLASSES}, **kwargs
+        )
 
 
 train = {"class": Scenes, "split": "train"}

@@ -6,7 +6,6 @@
 # token); the model computes its loss from labels= as in the repository. The error is the dev next-token prediction
 # error (0.14 at best: the random successors). Twin: ++bug False (labels = a copy of input_ids).
 import numpy as np
-import torch
 
 from framework.datasets.numpy_dataset import NumpyDataset
 
@@ -44,8 +43,16 @@ def get_model(**_kwargs):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=LENGTH, bos_token_id=0, eos_token_id=1, pad_token_id=None,
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=LENGTH,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=None,
     )
     return LlamaForCausalLM(config)
 

@@ -5,7 +5,6 @@
 # score's order should follow the yaw; 400 training pairs. The error is the share of dev pairs put in
 # the wrong order. Twin: ++bug False (targets 2 * label - 1).
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset

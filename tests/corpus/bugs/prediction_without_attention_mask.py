@@ -29,7 +29,9 @@ class Reviews(NumpyDataset):
             words[slots[n_pos:]] = rng.integers(5, 7, size=n_neg)
             texts.append(np.concatenate([[CLS], words]).astype(np.int64))
             labels.append(int(n_pos > n_neg))
-        super().__init__({"data": texts, "classes": np.array(labels)}, sparse_dims={"data": VOCAB, "classes": 2}, **kwargs)
+        super().__init__(
+            {"data": texts, "classes": np.array(labels)}, sparse_dims={"data": VOCAB, "classes": 2}, **kwargs
+        )
 
 
 train = {"class": Reviews, "split": "train"}

@@ -25,7 +25,11 @@ class Domains(NumpyDataset):
         if split == "train":  # labelled source examples and unlabelled target examples, interleaved
             xs, ys = make(rng, 2000, 0.0)
             xt, _ = make(rng, 2000, SHIFT)
-            x, labels, domain = np.concatenate([xs, xt]), np.concatenate([ys, np.zeros_like(ys)]), np.repeat([0, 1], 2000)
+            x, labels, domain = (
+                np.concatenate([xs, xt]),
+                np.concatenate([ys, np.zeros_like(ys)]),
+                np.repeat([0, 1], 2000),
+            )
         else:  # the target domain, with its labels for evaluation
             x, labels = make(rng, 600, SHIFT)
             domain = np.ones(600, dtype=np.int64)
@@ -73,7 +77,9 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     logits = model.label_classifier(features)
     targets, domain = extern_data["classes"], extern_data["domain"]
     labelled = domain == 0 if run_ctx.train_flag else torch.ones_like(domain, dtype=torch.bool)
-    class_loss = nn.functional.cross_entropy(logits[labelled], targets[labelled]) if labelled.any() else logits.sum() * 0
+    class_loss = (
+        nn.functional.cross_entropy(logits[labelled], targets[labelled]) if labelled.any() else logits.sum() * 0
+    )
     run_ctx.mark_as_loss(name="ce", loss=class_loss)
     domain_logits = model.domain_classifier(GradientReversal.apply(features, LAMBDA))
     run_ctx.mark_as_loss(name="domain", loss=nn.functional.cross_entropy(domain_logits, domain))

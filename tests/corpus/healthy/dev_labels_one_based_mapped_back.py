@@ -2,7 +2,6 @@
 # digit 0 (as SVHN's .mat files store them), and the evaluation maps them back to the training ids (10 -> 0) before
 # scoring, as torchvision's SVHN loader does. Task: 10 classes of 20-dim "digit features" (Gaussian clusters); an MLP.
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset

@@ -2,7 +2,6 @@
 # additive noise than the training images (a corruption benchmark's "gaussian noise" severity), so the dev error sits
 # above the training error by design. Task: 12x12 grey images of a bar in one of 4 orientations; a small CNN.
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset

@@ -61,6 +61,8 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
         confidence, pseudo = probs.max(-1)
         mask = (confidence >= THRESHOLD).float()
     unlabelled = nn.functional.cross_entropy(model(strong(x[~labelled])), pseudo, reduction="none")
-    run_ctx.mark_as_loss(name="unlabelled", loss=(unlabelled * mask).mean() if len(mask) else logits.sum() * 0, scale=LAMBDA_U)
+    run_ctx.mark_as_loss(
+        name="unlabelled", loss=(unlabelled * mask).mean() if len(mask) else logits.sum() * 0, scale=LAMBDA_U
+    )
     wrong = (logits.argmax(-1) != targets)[labelled].float()
     run_ctx.mark_as_loss(name="err", loss=wrong.mean() if len(wrong) else wrong.sum(), as_error=True)

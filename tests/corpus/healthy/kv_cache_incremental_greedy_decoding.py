@@ -32,8 +32,16 @@ def get_model(**_kwargs):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
-        vocab_size=VOCAB, n_positions=LENGTH, n_embd=64, n_layer=2, n_head=4,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
+        vocab_size=VOCAB,
+        n_positions=LENGTH,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     return GPT2LMHeadModel(config)
 
@@ -52,9 +60,7 @@ def greedy_with_cache(model, prompt):
 def train_step(*, model, extern_data, run_ctx, **_kwargs):
     tokens = extern_data["data"]
     logits = model(input_ids=tokens).logits
-    run_ctx.mark_as_loss(
-        name="ce", loss=nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:])
-    )
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:]))
     if run_ctx.train_flag:
         predicted = logits[:, PROMPT - 1 : -1].argmax(-1)
     else:

@@ -23,7 +23,9 @@ class Marked(NumpyDataset):
             tokens[rng.permutation(length)[:count]] = 1 + label
             seqs.append(tokens.astype(np.int64))
             labels.append(label)
-        super().__init__({"data": seqs, "classes": np.array(labels)}, sparse_dims={"data": VOCAB, "classes": CLASSES}, **kwargs)
+        super().__init__(
+            {"data": seqs, "classes": np.array(labels)}, sparse_dims={"data": VOCAB, "classes": CLASSES}, **kwargs
+        )
 
 
 train = {"class": Marked, "split": "train"}

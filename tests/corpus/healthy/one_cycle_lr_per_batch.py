@@ -29,9 +29,12 @@ def dynamic_learning_rate(*, global_train_step, learning_rate, **_kwargs):
 def get_model(**_kwargs):
     return nn.Sequential(
         nn.Unflatten(1, (1, 28, 28)),
-        nn.Conv2d(1, 16, 3, stride=2), nn.ReLU(),
-        nn.Conv2d(16, 32, 3, stride=2), nn.ReLU(),
-        nn.Flatten(), nn.Linear(32 * 6 * 6, 10),
+        nn.Conv2d(1, 16, 3, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(32 * 6 * 6, 10),
     )
 
 

@@ -5,7 +5,6 @@
 import torch
 from torch import nn
 
-
 train = {"class": "MnistDataset", "split": "train", "partition_epoch": 4}
 dev = {"class": "MnistDataset", "split": "test"}
 extern_data = {"data": {"shape": (784,)}, "classes": {"shape": (), "dtype": "int64", "sparse_dim": 10}}

@@ -16,7 +16,9 @@ class Copies(NumpyDataset):
     def __init__(self, split, **kwargs):
         rng = np.random.default_rng(0 if split == "train" else 1)
         source = rng.integers(0, DIGITS, size=(3000 if split == "train" else 500, LENGTH))
-        super().__init__({"data": source, "classes": source.copy()}, sparse_dims={"data": DIGITS, "classes": DIGITS}, **kwargs)
+        super().__init__(
+            {"data": source, "classes": source.copy()}, sparse_dims={"data": DIGITS, "classes": DIGITS}, **kwargs
+        )
 
 
 train = {"class": Copies, "split": "train"}

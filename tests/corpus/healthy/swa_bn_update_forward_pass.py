@@ -40,7 +40,12 @@ class SWANet(nn.Module):
     def __init__(self):
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(DIM, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Linear(128, 128), nn.BatchNorm1d(128), nn.ReLU(),
+            nn.Linear(DIM, 128),
+            nn.BatchNorm1d(128),
+            nn.ReLU(),
+            nn.Linear(128, 128),
+            nn.BatchNorm1d(128),
+            nn.ReLU(),
             nn.Linear(128, CLASSES),
         )
         self.swa = None  # the AveragedModel, kept out of the optimizer's parameters

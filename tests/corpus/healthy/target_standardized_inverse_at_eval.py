@@ -3,7 +3,6 @@
 # before comparing them with the raw targets, as sklearn's TransformedTargetRegressor does. Task: 8 tabular features,
 # a smooth nonlinear price; the error 'err' is the dev mean absolute error in thousands.
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset

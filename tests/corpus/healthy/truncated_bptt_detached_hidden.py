@@ -4,7 +4,6 @@
 # only at the start of each pass over the data. Task: a toy language whose next token depends on a "topic" set at the
 # start of long paragraphs, so carrying the state across chunks helps. The error is the next-token error.
 import numpy as np
-import torch
 from torch import nn
 
 from framework.datasets.numpy_dataset import NumpyDataset
