@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 task = "train"
-train = {"class": "NumpyDataset", "arrays": {"data": torch.randn(64, 3).numpy()}}
+train = {"class": "NumpyDataset", "arrays": {"data": torch.randn(64, 3, generator=torch.Generator().manual_seed(0)).numpy()}}
 extern_data = {"data": {"shape": (3,)}}
 batch_size = 16
 num_epochs = 1
