@@ -17,12 +17,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from framework.base.rng import objects_random_state_kept
 from framework.check_library.mode_dependence import differs_by_mode
-from framework.check_library.probe import model_copy, unseen
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.datasets.loader import to_device
+from framework.debug.padding_probe import first_train_batch
 
 CLOSES = 0.5  # a switch that closes at least this share of the gap between the paths explains it
 
@@ -118,14 +116,10 @@ def evaluation_switch(state: RunState, loss: str) -> Switched | None:
 
 def _experiment(state: RunState, loss: str) -> Switched | None:
     """``evaluation_switch``'s experiment; raises what copying the model or running the step raises."""
-    loader = state.loaders["train"]
-    epoch = max(state.epoch, 1)
-    plan = loader.plan(epoch)
-    if not plan:
-        return None
-    with unseen(), torch.no_grad(), objects_random_state_kept(loader.dataset):
-        copy = model_copy(state.model)
-        batch = to_device(loader.tensor_batch(plan[0], epoch), state.device)
+    with first_train_batch(state) as setting:
+        if setting is None:
+            return None
+        copy, batch, epoch = setting
         # the copy shares the user's parameters; only its own buffers (running statistics) change in training mode
         saved = {name: value.clone() for name, value in copy.named_buffers()}
 

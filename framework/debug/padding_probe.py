@@ -20,6 +20,8 @@ tensor): a GPT-2 given ``labels=input_ids`` with padding counts the padding in t
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,6 +250,21 @@ def _same_outputs(
     return True if compared else None
 
 
+@contextlib.contextmanager
+def first_train_batch(state: RunState) -> Iterator[tuple[torch.nn.Module, dict[str, torch.Tensor], int] | None]:
+    """The symptom experiments' setting: a copy of the model (sharing its parameters), the first train batch of this
+    epoch's plan on the run's device, and the epoch; the global generators and the dataset's own kept, no gradient.
+    None when the epoch plans no batch."""
+    loader = state.loaders["train"]
+    epoch = max(state.epoch, 1)
+    plan = loader.plan(epoch)
+    if not plan:
+        yield None
+        return
+    with unseen(), torch.no_grad(), objects_random_state_kept(loader.dataset):
+        yield model_copy(state.model), to_device(loader.tensor_batch(plan[0], epoch), state.device), epoch
+
+
 def evaluation_reads_padding(state: RunState, loss: str) -> tuple[str, int, float, float] | None:
     """The trained model's evaluation path against more padding (a symptom's experiment: dev scores worse through
     that path than training mode does on the same data). On a copy in eval mode, the first train batch as it is and
@@ -256,15 +273,11 @@ def evaluation_reads_padding(state: RunState, loss: str) -> tuple[str, int, floa
     the first key whose padding moves ``loss`` there by more than READS_PADDING while it moves it on the training path
     by at most a fifth as much (the paths differ in reading the padding); None when none does. Raises what copying the
     model or running the step raises."""
-    loader = state.loaders["train"]
-    epoch = max(state.epoch, 1)
-    plan = loader.plan(epoch)
-    if not plan:
-        return None
-    with unseen(), torch.no_grad(), objects_random_state_kept(loader.dataset):
-        copy = model_copy(state.model)
+    with first_train_batch(state) as setting:
+        if setting is None:
+            return None
+        copy, batch, epoch = setting
         copy.eval()
-        batch = to_device(loader.tensor_batch(plan[0], epoch), state.device)
 
         def moves(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> tuple[float, float, float]:
             """(eval loss before, after, the training path's relative move over the eval path's)."""
