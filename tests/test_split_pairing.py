@@ -213,6 +213,12 @@ def test_an_input_constant_in_one_split_is_no_evidence_of_labels_that_disagree()
     domain, label = DataKey("x", (), "int64", 2), DataKey("y", (), "int64", 2)
     found = _messages((train_d, train_y), (dev_d, dev_y), data=domain, label=label)
     assert found and all(severity == "note" for severity, _ in found)  # the domain differs, and that is a note
+    # the flag as one column of a dense key beside a feature that carries the labels: that column is left out
+    x_train = np.stack([train_d, train_y + rng.normal(size=800)], axis=1).astype(np.float32)
+    x_dev = np.stack([dev_d, dev_y + rng.normal(size=300)], axis=1).astype(np.float32)
+    dense = DataKey("x", (2,), "float32")
+    found = _messages((x_train, train_y), (x_dev, dev_y), data=dense, label=label)
+    assert not any(severity == "warning" and "disagree" in message for severity, message in found)
 
 
 def test_undoing_a_difference_decides_only_once_the_model_has_learned():

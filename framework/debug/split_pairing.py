@@ -389,12 +389,15 @@ def _mixed_labels(train: Units, other: Units, comparison: Comparison, option: st
     threshold = np.sqrt(2 * np.log(2 * len(classes) / FAMILY_RATE))
     found = []
     for split, judged, reference in (("train", train, other), (option, other, train)):
-        if np.all(np.ptp(judged.frames, axis=0) <= 1e-9 * (1 + np.abs(judged.frames).max(0))):
-            continue  # an input constant in a split (a domain flag) says nothing about how its labels are paired
-        fit, held = reference.part(False), reference.part(True)
+        # a feature constant in the judged split (a domain flag) says nothing about how its labels are paired
+        varying = np.flatnonzero(np.ptp(judged.frames, axis=0) > 1e-9 * (1 + np.abs(judged.frames).max(0)))
+        if not len(varying):
+            continue
+        judged, kept = select(judged, varying), select(reference, varying)
+        fit, held = kept.part(False), kept.part(True)
         if any((fit.labels == c).sum() == 0 or (held.labels == c).sum() == 0 for c in classes):
             continue
-        across, own = _nearest(fit, judged, classes, scale), _nearest(fit, held, classes, scale)
+        across, own = _nearest(fit, judged, classes, scale[varying]), _nearest(fit, held, classes, scale[varying])
         for i, c in enumerate(classes):
             nearest, distance = across[c]
             wrong = nearest != i
