@@ -43,6 +43,18 @@ def captured_log(verbosity: int, stdout: bool = True) -> Iterator[list[str]]:
         log.logger.removeHandler(handler)
 
 
+def zoo_log(*zoo_files: str, **overrides) -> str:
+    """The log (verbosity 4) of an in-process training of the configs ``zoo_files`` of tests/zoo, loaded in that
+    order, with ``overrides`` and no checkpoints."""
+    from framework.assembly import Engine
+    from framework.base.config import load_config
+
+    with captured_log(4) as lines:
+        files = [os.path.join(ROOT, "tests", "zoo", f) for f in zoo_files]
+        Engine(load_config(files, {"model": None, **overrides})).run("train")
+    return "\n".join(lines)
+
+
 @pytest.fixture
 def output():
     """Log at verbosity 4; return a function that gives (and forgets) what was logged so far."""

@@ -17,8 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conftest import ROOT, captured_log
-from framework.assembly import Engine
+from conftest import ROOT, zoo_log
 from framework.base.config import load_config
 from framework.check_library.can_learn import fingerprint, fit_one_batch, identical_units, unchanged
 from framework.check_library.dependency_map import dependency_map
@@ -340,24 +339,18 @@ HEALTHY = {
 }
 
 
-def _train(files: list[str]) -> str:
-    with captured_log(4) as lines:
-        Engine(load_config([os.path.join(ZOO, f) for f in files], {"model": None})).run("train")
-    return "\n".join(lines)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(BUGS))
 def test_the_cause_is_named(name):
     files, pattern = BUGS[name]
-    text = _train(files)
+    text = zoo_log(*files)
     assert re.search(pattern, text), f"{name}: no match for {pattern!r} in:\n{text[-4000:]}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(HEALTHY))
 def test_the_healthy_twin_is_quiet(name):
-    text = _train(HEALTHY[name])
+    text = zoo_log(*HEALTHY[name])
     assert [line for line in text.splitlines() if "WARNING" in line] == [], name
 
 

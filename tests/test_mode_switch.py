@@ -5,25 +5,13 @@ running statistics at their initial values."""
 
 from __future__ import annotations
 
-import os
-
-from conftest import ROOT, captured_log
-from framework.assembly import Engine
-from framework.base.config import load_config
-
-ZOO = os.path.join(ROOT, "tests", "zoo")
-
-
-def _train(*zoo_files: str, **overrides) -> str:
-    with captured_log(4) as lines:
-        Engine(load_config([os.path.join(ZOO, f) for f in zoo_files], {"model": None, **overrides})).run("train")
-    return "\n".join(lines)
+from conftest import zoo_log
 
 
 def test_a_batch_norm_whose_running_statistics_never_move_is_named_with_its_momentum():
-    bug = _train("classify.py", "cause_classify_bn_momentum_zero.py", num_epochs=1)
+    bug = zoo_log("classify.py", "cause_classify_bn_momentum_zero.py", num_epochs=1)
     assert "the paths part in the eval-mode behaviour of the 1 BatchNorm1d module(s) ('0')" in bug
     assert "still hold their initial running statistics (running_mean 0, running_var 1)" in bug
     assert "their momentum is 0, so the running mean and variance are never updated" in bug
     assert "findings: 1 warning" in bug  # the chance-level diagnosis and the first-sight gap: one record
-    assert "WARNING" not in _train("classify.py", "cause_classify_bn_momentum_zero.py", bug=False, num_epochs=1)
+    assert "WARNING" not in zoo_log("classify.py", "cause_classify_bn_momentum_zero.py", bug=False, num_epochs=1)

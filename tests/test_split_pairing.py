@@ -6,18 +6,13 @@ overfitting, and an evaluation path that scores the train data worse is tested f
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from conftest import ROOT, captured_log
-from framework.assembly import Engine
-from framework.base.config import load_config
+from conftest import zoo_log
 from framework.datasets.extern_data import DataKey
 from framework.debug.split_pairing import pairing_findings
 from framework.debug.split_undo import Scores
 
-ZOO = os.path.join(ROOT, "tests", "zoo")
 DATA = DataKey("x", (6,), "float32")
 LABEL = DataKey("y", (), "int64", 5)
 CENTRES = np.random.default_rng(9).normal(size=(5, 6)) * 2
@@ -34,13 +29,6 @@ def _split(seed: int, n: int = 600, priors=None) -> tuple[np.ndarray, np.ndarray
     rng = np.random.default_rng(seed)
     y = rng.choice(5, size=n, p=priors)
     return CENTRES[y] + rng.normal(size=(n, 6)), y
-
-
-def _train(*zoo_files: str, **overrides) -> str:
-    """The log of a training of the zoo configs ``zoo_files`` with ``overrides``."""
-    with captured_log(4) as lines:
-        Engine(load_config([os.path.join(ZOO, f) for f in zoo_files], {"model": None, **overrides})).run("train")
-    return "\n".join(lines)
 
 
 def _messages(train, dev, data=DATA, label=LABEL) -> list[tuple[str, str]]:
@@ -154,13 +142,13 @@ def test_dev_texts_reordered_without_their_labels_are_named_and_too_few_examples
 
 
 def test_a_run_names_dev_rescaled_once_undoing_it_helps_and_notes_a_scale_the_model_normalises_away():
-    bug = _train("classify.py", "cause_classify_dev_rescaled.py")
+    bug = zoo_log("classify.py", "cause_classify_dev_rescaled.py")
     assert "WARNING sanity check: The inputs 'data' in dev are those of train scaled and shifted per feature" in bug
     assert "It costs this model: with the scale and offset of 'data' undone, ce on dev's first 8 batches is" in bug
-    twin = _train("classify.py", "cause_classify_dev_rescaled.py", bug=False)
+    twin = zoo_log("classify.py", "cause_classify_dev_rescaled.py", bug=False)
     assert "in dev are those of train" not in twin and "WARNING" not in twin
     # dev x 10, and a model that standardises each example first: the same shape, and no harm
-    harmless = _train("classify.py", "cause_classify_dev_rescaled.py", normalised_inside=True)
+    harmless = zoo_log("classify.py", "cause_classify_dev_rescaled.py", normalised_inside=True)
     assert "Note sanity check: The inputs 'data' in dev are those of train scaled and shifted" in harmless
     assert "It does not hurt this model: with the scale and offset of 'data' undone" in harmless
     assert "WARNING" not in harmless
@@ -168,16 +156,16 @@ def test_a_run_names_dev_rescaled_once_undoing_it_helps_and_notes_a_scale_the_mo
 
 def test_a_difference_no_transform_explains_is_measured_by_moving_the_class_means_back_and_stays_a_note():
     # the experiment uses dev's labels: it shows how much of the gap the difference accounts for, not that it is a bug
-    bug = _train("classify.py", "cause_classify_dev_rectified.py", num_epochs=1)
+    bug = zoo_log("classify.py", "cause_classify_dev_rectified.py", num_epochs=1)
     assert "Note sanity check: The inputs 'data' of the classes of 'classes' differ between train and dev, not" in bug
     assert "It costs this model: with the difference of the class means of 'data' (" in bug
     assert "So the gap between dev and train is in the data the model is given" in bug
     assert "Not decided whether dev's inputs are prepared otherwise than train's" in bug
-    assert "WARNING sanity check" not in _train(
+    assert "WARNING sanity check" not in zoo_log(
         "classify.py", "cause_classify_dev_rectified.py", bug=False, num_epochs=1
     )
     # the same difference in features the model does not read: a note that it does not hurt
-    ignored = _train("classify.py", "cause_classify_dev_rectified.py", reads_first_half=True, num_epochs=1)
+    ignored = zoo_log("classify.py", "cause_classify_dev_rectified.py", reads_first_half=True, num_epochs=1)
     assert "Note sanity check: The inputs 'data' of the classes of 'classes' differ between train and dev" in ignored
     assert "It does not hurt this model: with the difference of the class means of 'data'" in ignored
     assert "WARNING sanity check" not in ignored
@@ -234,7 +222,7 @@ def test_undoing_a_difference_decides_only_once_the_model_has_learned():
 
 
 def test_dev_worse_than_new_train_data_in_epoch_1_is_not_called_overfitting_and_is_one_problem():
-    text = _train("classify.py", "cause_classify_train_relabelled_by_rule.py")
+    text = zoo_log("classify.py", "cause_classify_train_relabelled_by_rule.py")
     assert "WARNING sanity check: The labels 'classes' of train disagree with their inputs" in text
     assert "WARNING learning watch: dev_ce rose for 2 epochs" in text
     assert "Not decided yet, and not shown to be overfitting: already in epoch 1" in text
@@ -255,10 +243,10 @@ def test_dev_inputs_that_vary_more_within_every_class_are_named_and_train_only_v
 
 
 def test_an_evaluation_path_that_reads_the_padding_is_named_when_it_scores_the_train_data_worse():
-    bug = _train("cause_eval_path_unmasked_pooling.py")
+    bug = zoo_log("cause_eval_path_unmasked_pooling.py")
     assert "WARNING learning watch: dev_ce is " in bug
     assert "the evaluation path scores the same train data worse, and it reads the padding: with 37 more padded" in bug
-    assert "WARNING" not in _train("cause_eval_path_unmasked_pooling.py", bug=False)
+    assert "WARNING" not in zoo_log("cause_eval_path_unmasked_pooling.py", bug=False)
 
 
 def test_the_shorter_sequences_of_a_batch_run_with_and_without_the_padding_only_the_longest_needed():

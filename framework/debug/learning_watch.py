@@ -872,6 +872,7 @@ class DevDivergenceWatch(Plugin):
                     f"first train batches score {trained:.4g} in training mode and {evaluated:.4g} evaluated as "
                     f"{dataset} is"
                 )
+                observed = {"dev": first, "unseen_train": unseen, "train_mode": trained, "evaluated": evaluated}
                 reads = None
                 paths_differ = evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12)
                 if paths_differ:
@@ -891,11 +892,8 @@ class DevDivergenceWatch(Plugin):
                         f"mask or the lengths not passed where train_step evaluates (run_ctx.train_flag False), such "
                         f"as an attention_mask left out of a prediction function.",
                         option="debug_dev_divergence_epochs = 0",
-                        evidence={
-                            "dev": first,
-                            "unseen_train": unseen,
-                            "train_mode": trained,
-                            "evaluated": evaluated,
+                        evidence=observed
+                        | {
                             "padding_key": key,
                             "added_frames": added,
                             "with_more_padding": after,
@@ -916,11 +914,8 @@ class DevDivergenceWatch(Plugin):
                         f"{facts}: the evaluation path scores the same train data worse, and "
                         f"{switched.text(name, dataset)}",
                         option="debug_dev_divergence_epochs = 0",
-                        evidence={
-                            "dev": first,
-                            "unseen_train": unseen,
-                            "train_mode": trained,
-                            "evaluated": evaluated,
+                        evidence=observed
+                        | {
                             "module_class": switched.cls,
                             "switched": switched.switched,
                             "initial_running_statistics": switched.stale,
@@ -953,7 +948,7 @@ class DevDivergenceWatch(Plugin):
                         "note",
                         "learning watch",
                         text,
-                        evidence={"dev": first, "unseen_train": unseen, "train_mode": trained, "evaluated": evaluated},
+                        evidence=observed,
                         where={"score": f"{dataset}_{name}"},
                         epoch=state.epoch,
                         step=state.global_step,

@@ -156,7 +156,9 @@ def _experiment(state: RunState, loss: str) -> Switched | None:
         return None
     switched, cls = best
     members = [(name or "the model", m) for name, m in state.model.named_modules() if type(m) is cls]
-    stale = [name for name, m in members if _stale(m)]
-    momenta = {getattr(m, "momentum", None) for _, m in members if _stale(m)}
+    stale = [(name, m) for name, m in members if _stale(m)]
+    momenta = {getattr(m, "momentum", None) for _, m in stale}
     momentum = next(iter(momenta)) if len(momenta) == 1 else None
-    return Switched(cls.__name__, [name for name, _ in members], evaluated, switched, trained, stale, momentum)
+    return Switched(
+        cls.__name__, [name for name, _ in members], evaluated, switched, trained, [name for name, _ in stale], momentum
+    )
