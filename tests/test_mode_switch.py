@@ -1,7 +1,8 @@
-"""The evaluation path against the training path on the trained model (framework.debug.mode_switch): when the same
-train batches score far worse evaluated as dev is, each module class in turn runs in training mode inside the
-evaluation, and the class that closes the gap is named, with a momentum of 0 named as the configuration that leaves
-running statistics at their initial values."""
+"""The evaluation path against the training path on the trained model (framework.debug.mode_switch and
+step_branch): when the same train batches score far worse evaluated as dev is, each module class in turn runs in
+training mode inside the evaluation, and the class that closes the gap is named, with a momentum of 0 named as the
+configuration that leaves running statistics at their initial values; and train_step runs with run_ctx.train_flag True
+in eval mode, which names the step's own evaluation branch, with how it rearranges the model's inputs."""
 
 from __future__ import annotations
 
@@ -15,3 +16,13 @@ def test_a_batch_norm_whose_running_statistics_never_move_is_named_with_its_mome
     assert "their momentum is 0, so the running mean and variance are never updated" in bug
     assert "findings: 1 warning" in bug  # the chance-level diagnosis and the first-sight gap: one record
     assert "WARNING" not in zoo_log("classify.py", "cause_classify_bn_momentum_zero.py", bug=False, num_epochs=1)
+
+
+def test_an_evaluation_branch_that_pads_on_the_left_is_named_with_the_moved_argument():
+    bug = zoo_log("cause_eval_left_padded.py", num_epochs=1)
+    assert "the paths part in train_step's own branch for evaluation (run_ctx.train_flag read at " in bug
+    assert "cause_eval_left_padded.py:64 in train_step" in bug
+    assert "the model's argument 'symbols' holds, for 15 of 16 sequences, the values the training branch gives" in bug
+    assert "the sequences are padded on the left" in bug
+    assert "findings: 1 warning" in bug  # the chance-level diagnosis and the first-sight gap: one record
+    assert "WARNING" not in zoo_log("cause_eval_left_padded.py", bug=False, num_epochs=1)

@@ -60,12 +60,13 @@ def run_step(
     epoch: int = 0,
     step: int = 0,
     summaries: Any = None,
+    context: type[RunCtx] = RunCtx,
 ) -> RunCtx:
     """Run the config's step function of ``stage`` on ``batch`` in a fresh run context (under the
-    config's ``torch_amp``); return the context."""
+    config's ``torch_amp``; ``context``: a subclass of RunCtx that observes the step); return the context."""
 
     device = next(iter(model.parameters()), torch.empty(0)).device
     autocast = autocast_factory(precision_from_config(config, device))
-    run_ctx = RunCtx(stage=stage, epoch=epoch, step=step, batch=batch, summaries=summaries, autocast=autocast)
+    run_ctx = context(stage=stage, epoch=epoch, step=step, batch=batch, summaries=summaries, autocast=autocast)
     call_step(step_function(config, stage), model, run_ctx)
     return run_ctx

@@ -68,6 +68,7 @@ from framework.core.state import RunState
 from framework.core.step import run_step
 from framework.datasets.loader import to_device
 from framework.debug.mode_switch import evaluation_switch
+from framework.debug.step_branch import evaluation_branch
 
 CHECK = "diagnosis"
 
@@ -471,6 +472,15 @@ def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
             if switched.never_updated:  # the configuration names the cause: one record with the learning watch's
                 ruling.fix = switched.fix
                 ruling.evidence["problem"] = switched.problem
+        # or the step's own branch for evaluation (run_ctx.train_flag False), with what it gives the model
+        branch = evaluation_branch(state, symptom.loss) if switched is None else None
+        if branch is not None:
+            ruling.cause += f"; {branch.text(symptom.loss, symptom.dev or 'dev')}"
+            ruling.where = {"path": "evaluation (run_ctx.train_flag False)"}
+            ruling.evidence |= {"train_flag_true_in_eval_mode": branch.flagged}
+            if branch.rearranges:  # the same values moved: one record with the learning watch's
+                ruling.fix = branch.fix
+                ruling.evidence["problem"] = branch.problem
     elif evaluated < level.value * (1 - AT_CHANCE):
         ruling.observed = (
             f"{facts}: the model fits the training data evaluated as dev is, and what it learned does not carry over "

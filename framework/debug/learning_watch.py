@@ -52,6 +52,7 @@ from framework.debug.diagnosis import Symptom, train_batch_losses
 from framework.debug.mode_switch import evaluation_switch
 from framework.debug.padding_probe import evaluation_reads_padding
 from framework.debug.split_pairing import splits_differ
+from framework.debug.step_branch import evaluation_branch
 from framework.training.optim import base_learning_rate
 
 register(
@@ -875,6 +876,29 @@ class DevDivergenceWatch(Plugin):
                 observed = {"dev": first, "unseen_train": unseen, "train_mode": trained, "evaluated": evaluated}
                 reads = None
                 paths_differ = evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12)
+                branch = evaluation_branch(state, name) if paths_differ else None
+                if branch is not None and branch.rearranges:
+                    _warn(
+                        state,
+                        f"{facts}: the evaluation path scores the same train data worse, and "
+                        f"{branch.text(name, dataset)}. The model is not trained on its inputs so arranged: "
+                        f"evaluation measures it on data it never saw in that form.",
+                        option="debug_dev_divergence_epochs = 0",
+                        evidence=observed
+                        | {
+                            "train_flag_true_in_eval_mode": branch.flagged,
+                            "moved": [vars(m) for m in branch.moved],
+                            "flag_read_at": branch.read_at,
+                            "problem": branch.problem,
+                        },
+                        where={
+                            "score": f"{dataset}_{name}",
+                            "path": "evaluation (run_ctx.train_flag False)",
+                            "argument": branch.moved[0].argument,
+                        },
+                        fix=branch.fix,
+                    )
+                    continue
                 if paths_differ:
                     try:
                         reads = evaluation_reads_padding(state, name)
@@ -931,6 +955,7 @@ class DevDivergenceWatch(Plugin):
                     continue
                 if paths_differ:
                     where = f"; {switched.text(name, dataset)}" if switched is not None else ""
+                    where += f"; {branch.text(name, dataset)}" if branch is not None else ""
                     text = (
                         f"{facts}: the evaluation path scores the same train data worse, so the gap is between the "
                         f"paths (eval mode, or what train_step does when run_ctx.train_flag is False), not between the "
