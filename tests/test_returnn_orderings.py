@@ -138,3 +138,180 @@ def test_a_wrapping_datasets_offset_reaches_its_datasets_as_in_returnn(hdf):
     }
     assert our_tags(spec, range(1, 5)) == returnn_tags(spec, range(1, 5))
     assert our_tags(spec, (1,)) != our_tags({**spec, "random_seed_offset": 0}, (1,))
+
+
+def _returnn_main_dataset(options: dict, name: str):
+    """The ``name`` dataset (dev, eval, train) as RETURNN's ``__main__.init_data`` builds it for a config with
+    ``options``, under that config."""
+    import returnn.__main__ as returnn_main
+    from returnn.config import Config as ReturnnConfig
+    from returnn.datasets.basic import Dataset as ReturnnDataset
+
+    config = ReturnnConfig({"backend": "torch", **options})
+    returnn_main.config = config
+    kwargs = ReturnnDataset.get_default_kwargs_train if name == "train" else ReturnnDataset.get_default_kwargs_eval
+    dataset, _ = returnn_main.load_data(config, 0, name, **kwargs(config=config))
+    return config, dataset
+
+
+def _epoch_tags(dataset, epoch: int) -> list[str]:
+    dataset.init_seq_order(epoch=epoch)
+    tags, i = [], 0
+    while dataset.is_less_than_num_seqs(i):
+        dataset.load_seqs(i, i + 1)
+        tags.append(dataset.get_tag(i))
+        i += 1
+    return tags
+
+
+def test_dev_and_eval_datasets_of_a_returnn_config_are_ordered_as_returnns_load_data_orders_them(hdf):
+    """RETURNN's __main__.load_data gives dev and eval seq_ordering "sorted" (get_default_kwargs_eval) unless the
+    dict sets one; the config's batching then does not apply, but does to a dict that sets seq_ordering None. Its
+    engine builds eval_datasets without that default (the dataset's order). Compared through the engine's dataset
+    setup here against RETURNN's own load_data on the same files, epochs 1 and 2."""
+    from returnn.config import global_config_ctx
+    from returnn.datasets.basic import init_dataset as returnn_init_dataset
+
+    meta = {
+        "class": "MetaDataset",
+        "datasets": {"h": hdf},
+        "data_map": {"data": ("h", "data"), "classes": ("h", "classes")},
+        "seq_order_control_dataset": "h",
+    }
+    combined = {
+        "class": "CombinedDataset",
+        "datasets": {"x": {**hdf, "files": hdf["files"][:1]}, "y": {**hdf, "files": hdf["files"][1:]}},
+        "data_map": {("x", "data"): "data", ("y", "data"): "data"},
+    }
+    cases = [
+        ("dev", {"dev": hdf}),
+        ("dev", {"dev": hdf, "batching": "random"}),  # batching is the train dataset's only
+        ("eval", {"eval": {**hdf, "seq_ordering": None}, "batching": "laplace:.4"}),
+        ("dev", {"dev": {**hdf, "seq_ordering": "random", "partition_epoch": 2}}),
+        ("dev", {"dev": meta}),  # RETURNN's MetaDataset leaves its controlling dataset's order
+        ("dev", {"dev": combined}),
+    ]
+    sorted_seen = False
+    for name, options in cases:
+        config, dataset = _returnn_main_dataset(options, name)
+        with global_config_ctx(config):
+            theirs = [_epoch_tags(dataset, epoch) for epoch in (1, 2)]
+        _, loaders = init_data(
+            Config.from_dict({"backend": "torch", "batch_size": 1000, **options}), [name], None, torch.device("cpu")
+        )
+        ours = loaders[name].dataset
+        assert [[ours.seq_tag(int(i)) for i in ours.get_seq_order(epoch)] for epoch in (1, 2)] == theirs, options
+        sorted_seen |= theirs[0] == returnn_tags({**hdf, "seq_ordering": "sorted"}, (1,))[0]
+    assert sorted_seen
+    # eval_datasets: RETURNN's engine builds them with init_dataset(opts, default_kwargs={"name": name})
+    spec = {**hdf}
+    theirs = _epoch_tags(returnn_init_dataset(dict(spec), default_kwargs={"name": "other"}), 1)
+    _, loaders = init_data(
+        Config.from_dict({"backend": "torch", "batch_size": 1000, "eval_datasets": {"other": spec}}),
+        [],
+        None,
+        torch.device("cpu"),
+    )
+    ours = loaders["other"].dataset
+    assert [ours.seq_tag(int(i)) for i in ours.get_seq_order(1)] == theirs == returnn_tags(spec, (1,))[0]
+    # a config for this framework keeps the dataset's order for dev
+    _, loaders = init_data(Config.from_dict({"batch_size": 1000, "dev": hdf}), ["dev"], None, torch.device("cpu"))
+    assert [loaders["dev"].dataset.seq_tag(int(i)) for i in loaders["dev"].dataset.get_seq_order(1)] == theirs
+
+
+FORWARD_CONFIG = """
+import torch
+from returnn.forward_iface import ForwardCallbackIface
+
+backend = "torch"
+task = "forward"
+device = "cpu"
+batch_size = 12
+torch_dataloader_opts = {"num_workers": 0}  # RETURNN's batches without a worker process to start
+extern_data = {"data": {"dim": 3}, "classes": {"dim": 5, "sparse": True}}
+
+
+def get_model(**_kwargs):
+    return torch.nn.Linear(3, 5)
+
+
+def forward_step(**_kwargs):
+    pass  # nothing marked: the callback gets each sequence's tag, in the order of the run
+
+
+class Tags(ForwardCallbackIface):
+    def init(self, *, model):
+        self.tags = []
+
+    def process_seq(self, *, seq_tag, outputs):
+        self.tags.append(seq_tag)
+
+    def finish(self):
+        with open(TAGS_FILE, "a") as f:
+            f.write(" ".join(self.tags) + "\\n")
+
+
+forward_callback = Tags
+"""
+
+
+def test_a_returnn_configs_forward_runs_its_data_in_returnns_order(hdf, tmp_path):
+    """RETURNN's Engine.forward_with_callback orders the forward data longest first ("sorted_reverse") where the
+    dataset's class sorts, whatever its dict set, unless sort_dataset = False, and for the loaded checkpoint's epoch.
+    RETURNN's engine runs each case on the same files and checkpoint (epoch 3) as a forward run here."""
+    from returnn.config import Config as ReturnnConfig
+    from returnn.config import global_config_ctx
+    from returnn.datasets.basic import init_dataset as returnn_init_dataset
+    from returnn.torch.engine import Engine as ReturnnEngine
+
+    from framework.assembly import Engine
+    from framework.base.config import load_config
+
+    checkpoint = tmp_path / "model.pt"
+    torch.save({"model": torch.nn.Linear(3, 5).state_dict(), "epoch": 3, "step": 10}, checkpoint)
+    cases = [
+        {"forward_data": {**hdf, "seq_ordering": "random"}},
+        {"forward_data": "dev", "dev": hdf},
+        {"forward_data": {**hdf, "seq_ordering": "random"}, "sort_dataset": False},  # the checkpoint's epoch
+    ]
+    for i, options in enumerate(cases):
+        path = tmp_path / f"c{i}.py"
+        tags_file = tmp_path / f"tags{i}.txt"
+        common = {"load": str(checkpoint), "TAGS_FILE": str(tags_file)}
+        path.write_text(FORWARD_CONFIG + "".join(f"\n{k} = {v!r}" for k, v in {**options, **common}.items()))
+        config = ReturnnConfig()
+        config.load_file(str(path))
+        if options["forward_data"] == "dev":
+            config, data = _returnn_main_dataset(config.typed_dict, "dev")
+        else:
+            data = returnn_init_dataset(config.typed_value("forward_data"))
+        with global_config_ctx(config):
+            engine = ReturnnEngine(config)
+            engine.init_network_from_config(config)
+            engine.forward_with_callback(dataset=data, callback=config.typed_value("forward_callback")())
+        Engine(load_config([str(path)], {"model": None})).run("forward")
+        theirs, ours = tags_file.read_text().splitlines()
+        assert ours == theirs, options
+        if "sort_dataset" not in options:
+            assert theirs.split() == returnn_tags({**hdf, "seq_ordering": "sorted_reverse"}, (1,))[0]
+        else:
+            assert theirs.split() == returnn_tags(options["forward_data"], (3,))[0]
+
+
+def _by_epoch(*, epoch, **_kwargs):
+    return "laplace:.4" if epoch % 3 else "sorted_reverse"
+
+
+def test_a_seq_ordering_function_is_called_as_returnn_calls_it(hdf, tmp_path):
+    """A function as a dataset's seq_ordering gets each (sub-)epoch (epoch=, and a keyword RETURNN adds, so a
+    function without **kwargs stops) and returns the ordering: the same tags in the same order as RETURNN's
+    HDFDataset, partition_epoch 1 and 2, six (sub-)epochs; a function that returns no ordering stops the run."""
+    from framework.base.errors import ConfigError
+
+    for partition in (1, 2):
+        spec = {**hdf, "seq_ordering": _by_epoch, "partition_epoch": partition}
+        assert our_tags(spec, range(1, 7)) == returnn_tags(spec, range(1, 7)), partition
+    with pytest.raises(ConfigError, match=r"\*\*kwargs"):
+        our_tags({**hdf, "seq_ordering": lambda epoch: "random"}, (1,))
+    with pytest.raises(ConfigError, match="returned 'shuffled' for epoch 1"):
+        our_tags({**hdf, "seq_ordering": lambda **_: "shuffled"}, (1,))

@@ -41,7 +41,7 @@ HONOURED = (
     "model_outputs newbob_learning_rate_decay newbob_learning_rate_growth newbob_multi_num_epochs "
     "newbob_multi_update_interval newbob_relative_error_grow_threshold newbob_relative_error_threshold num_epochs "
     "optimizer output_file packed_batch_cost packed_batch_size preload_from_files random_seed save_interval "
-    "behavior_version "
+    "behavior_version sort_dataset "
     "torch_dataloader_shard_workers "
     "start_epoch startup_callback stop_on_nonfinite_train_score task torch_dataloader_opts torch_distributed "
     "torch_batching torch_log_memory_usage torch_profile train train_step use_dummy_datasets dummy_dataset_num_seqs "
@@ -162,8 +162,6 @@ SAME_MODEL: dict[str, str] = {
     "torch_cuda_graph": f"RETURNN replays the step as a CUDA graph (speed); {_SAME}",
     "torch_optimizer_step": "RETURNN compiles the optimizer's step and replays it as a CUDA graph (speed, "
     f"returnn/torch/util/optimizer_step.py: the same updates up to rounding); {_SAME}",
-    "sort_dataset": "read by RETURNN's task 'forward' only: it orders the forward data by length (longest first, "
-    f"for memory); {_SAME}, and each sequence's output too",
     "torch_watch_stall": f"RETURNN reports a stalled step; {_SAME}; here: SIGUSR1 shows a hang (docs/debugging.rst)",
     "reset_dev_memory_caches": f"RETURNN empties the device memory cache; {_SAME}",
     "PYTORCH_CUDA_ALLOC_CONF": f"RETURNN sets this environment variable; {_SAME}; set it before starting rnn.py",

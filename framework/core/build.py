@@ -38,6 +38,16 @@ register(
     "floating-point data reach the step in it ('bfloat16', 'float16', 'float64'; None: float32).",
     __name__,
 )
+register(
+    "sort_dataset",
+    "bool",
+    True,
+    "RETURNN's, for task 'forward' of a RETURNN config (one that sets backend or behavior_version): the forward data "
+    "are ordered longest first ('sorted_reverse', as RETURNN's torch engine orders them for memory) where RETURNN's "
+    "dataset class sorts (HDFDataset, StaticDataset, LmDataset, OggZipDataset); False keeps the dataset's own order. "
+    "A config for this framework forwards in the dataset's order.",
+    __name__,
+)
 
 
 def float_dtype(config: Config) -> torch.dtype | None:
@@ -192,7 +202,8 @@ def init_data(
     seed = dataset_seed(config)
     get = dummy_datasets(config)
     specs = {o: get(o) for o in options if get(o) is not None}
-    specs.update(get("eval_datasets") or {})
+    extra = get("eval_datasets") or {}
+    specs.update(extra)
     if required and required not in specs:
         raise ConfigError(f"task={config.get('task')!r} needs the {required!r} dataset option.")
     # RETURNN gives the config's window to train, dev and eval (Dataset.kwargs_update_from_config), not eval_datasets
@@ -203,6 +214,8 @@ def init_data(
             random_seed=seed,
             train_ordering=config.get("batching"),
             window=config.get("window") if option in ("train", "dev", "eval") and option in options else None,
+            # RETURNN's load_data orders dev and eval as eval data; its engine builds eval_datasets without that
+            returnn_eval=option in ("dev", "eval") and option not in extra,
         )
         for option, spec in specs.items()
     }
@@ -247,7 +260,17 @@ def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[s
             f"or define {option} = {{...}}."
         )
     window = config.get("window") if option != "forward_data" else None  # RETURNN forwards its train/dev/eval data
-    dataset = init_dataset(spec, option=option, random_seed=dataset_seed(config), window=window)
+    dataset = init_dataset(
+        spec,
+        option=option,
+        random_seed=dataset_seed(config),
+        window=window,
+        train_ordering=config.get("batching"),
+        returnn_eval=option in ("dev", "eval"),
+    )
+    if is_returnn_config(config) and config.bool("sort_dataset") and dataset.returnn_sortable:
+        # RETURNN's Engine.forward_with_callback: longest first where the dataset's class sorts, whatever it set
+        dataset.seq_ordering = "sorted_reverse"
     have = dataset.key_info()
     # Targets may be absent from the data to forward; inputs needed for inference may not.
     extern_data = {

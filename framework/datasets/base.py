@@ -7,6 +7,8 @@ RETURNN. Subclasses implement ``num_seqs``, ``get_seq`` and ``key_info``; ``get_
 
 from __future__ import annotations
 
+import functools
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +22,10 @@ from framework.datasets.seq_order import ORDERING_FAMILIES, parse_ordering, retu
 
 SEQ_ORDERINGS = ORDERING_FAMILIES
 
+# RETURNN's get_fwd_compat_kwargs draws the keyword's name from a generator of its own: so here, leaving the
+# run's random generators as they are
+_FWD_COMPAT = random.Random()
+
 
 class Dataset:
     """Base class of all datasets.
@@ -29,7 +35,9 @@ class Dataset:
         length, alternating direction: little padding, still shuffled), "laplace:.N" (buckets of
         about N sequences), "sort_bin_shuffle[_x2][:N|:.N]", "random_sample", "reverse", "default_every_n:N", each
         drawing one with an optional ":nth" (the same draw for nth epochs); see ``seq_order``. None: "random" for
-        the train dataset of a config for this framework, "default" otherwise.
+        the train dataset of a config for this framework, "default" otherwise. A function, as RETURNN takes it:
+        called with ``epoch=`` the (sub-)epoch (and RETURNN's forward-compatibility keyword) each time the epoch's
+        order is computed, it returns one of these strings.
     :param partition_epoch: split each pass over the data into this many sub-epochs.
     :param random_seed: shuffling seed; the engine passes the config's ``random_seed``. None: RETURNN's orders, draw
         for draw (what a RETURNN config gets): ``numpy.random.RandomState`` seeded with the full epoch plus
@@ -60,6 +68,22 @@ class Dataset:
     #: ``get_seq_order``'s ``shard`` gives RETURNN's shard here (torch_dataloader_shard_workers).
     returnn_worker_shards = False
 
+    #: RETURNN's ``supports_seq_order_sorting`` of its class of this name: RETURNN's forward run (``sort_dataset``)
+    #: orders such a dataset "sorted_reverse" (longest first). False, as RETURNN's base class, where its class does not
+    #: sort (the generated and combining datasets) or the class is this framework's own.
+    returnn_sortable = False
+
+    #: Whether RETURNN's class of this name orders a dev/eval dataset by length when its dict sets no ``seq_ordering``
+    #: (RETURNN's ``__main__.load_data`` gives it "sorted", ``Dataset.get_default_kwargs_eval``). False where RETURNN's
+    #: class ignores "sorted" (its generated datasets: the default order) or stops on it (ConcatDataset,
+    #: PostprocessingDataset, DistributeFilesDataset: here the default order).
+    returnn_eval_sorted = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "get_seq_order" in cls.__dict__:
+            cls.get_seq_order = _recording_epoch(cls.__dict__["get_seq_order"])
+
     def __init__(
         self,
         *,
@@ -80,9 +104,10 @@ class Dataset:
         chunking_variance: float = 0,
         shuffle_frames_of_nseqs: int = 0,
     ):
-        if seq_ordering is not None and not valid_seq_ordering(seq_ordering):
+        if seq_ordering is not None and not callable(seq_ordering) and not valid_seq_ordering(seq_ordering):
             raise ConfigError(
-                f"{type(self).__name__}: seq_ordering {seq_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)}."
+                f"{type(self).__name__}: seq_ordering {seq_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)} (or a "
+                f"function of the epoch returning one, as RETURNN takes it)."
             )
         if partition_epoch < 1:
             raise ConfigError(f"{type(self).__name__}: partition_epoch must be >= 1, got {partition_epoch}.")
@@ -238,7 +263,7 @@ class Dataset:
         """The positions 0 .. n - 1 in this dataset's ``seq_ordering`` for ``full_epoch``, where ``lengths_of_all()``
         gives the n lengths that sorting uses (called only by orderings that sort): a dataset that combines others
         orders its epoch's sequences with it."""
-        ordering = self.seq_ordering or "default"
+        ordering = self.ordering_name()
         if self.returnn_seeding:  # RETURNN's generator and seed (Dataset._get_random_seed_for_epoch)
             offset, fixed = self.random_seed_offset, self.fixed_random_seed
             return returnn_order(
@@ -268,8 +293,50 @@ class Dataset:
             sorted_chunks.append(chunk if k % 2 == 0 else chunk[::-1])
         return np.concatenate(sorted_chunks) if sorted_chunks else order
 
+    def ordering_name(self) -> str:
+        """The ``seq_ordering`` string of the epoch being ordered: a function's value for that (sub-)epoch, called as
+        RETURNN's ``Dataset.get_seq_order_for_epoch`` calls it (``epoch=`` and a randomly named keyword, so that a
+        function without ``**kwargs`` fails as it does in RETURNN); "default" when none is set."""
+        ordering = self.seq_ordering
+        if not callable(ordering):
+            return ordering or "default"
+        epoch = self.__dict__.get("_ordering_epoch", 1)
+        name = getattr(ordering, "__name__", repr(ordering))
+        try:
+            value = ordering(epoch=epoch, **{f"__fwd_compat_random_arg_{_FWD_COMPAT.randrange(100):03}": None})
+        except TypeError as exc:
+            if "argument" not in str(exc):  # the function's own error, not how it was called
+                raise
+            raise ConfigError(
+                f"{self.name}: seq_ordering function {name!r} cannot be called as RETURNN calls it, with epoch= and "
+                f"**kwargs ({exc}): define it as def {name}(*, epoch, **_kwargs) returning the epoch's ordering "
+                f"string (RETURNN stops on it too)."
+            ) from None
+        if not isinstance(value, str) or not valid_seq_ordering(value):
+            raise ConfigError(
+                f"{self.name}: seq_ordering function {name!r} returned {value!r} for "
+                f"epoch {epoch}; it must return one of {', '.join(SEQ_ORDERINGS)} (RETURNN stops on it too: a "
+                f"TypeError for anything but a str)."
+            )
+        return value
+
     def __repr__(self) -> str:
         return f"<{self.name}: {self.num_seqs} seqs>"
+
+
+def _recording_epoch(get_seq_order: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """``get_seq_order`` that first notes its (sub-)epoch on the dataset: a ``seq_ordering`` function gets it, as
+    RETURNN passes the epoch of ``init_seq_order`` (not the full epoch the order is drawn for)."""
+
+    @functools.wraps(get_seq_order)
+    def recording(self: Dataset, epoch: int, *args: Any, **kwargs: Any) -> np.ndarray:
+        self.__dict__["_ordering_epoch"] = epoch
+        return get_seq_order(self, epoch, *args, **kwargs)
+
+    return recording
+
+
+Dataset.get_seq_order = _recording_epoch(Dataset.get_seq_order)  # type: ignore[method-assign]
 
 
 def valid_seq_ordering(ordering: Any) -> bool:

@@ -104,6 +104,14 @@ class ContextWindowDataset(Dataset):
         return self.inner.sharded_by_rank
 
     @property
+    def returnn_sortable(self) -> bool:  # type: ignore[override]
+        return self.inner.returnn_sortable
+
+    @property
+    def returnn_eval_sorted(self) -> bool:  # type: ignore[override]
+        return self.inner.returnn_eval_sorted
+
+    @property
     def num_seqs(self) -> int:
         return self.inner.num_seqs
 

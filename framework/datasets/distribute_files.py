@@ -55,6 +55,7 @@ class DistributeFilesDataset(Dataset):
     """
 
     returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+    returnn_eval_sorted = False  # RETURNN stops on a dev/eval "sorted" (its only order here: the default)
 
     def __init__(
         self,

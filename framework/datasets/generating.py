@@ -27,6 +27,7 @@ class EpochGeneratedDataset(Dataset):
     """
 
     returnn_worker_shards = True  # RETURNN's GeneratingDataset shards over DataLoader workers (supports_sharding)
+    returnn_eval_sorted = False  # RETURNN's generated datasets reset a dev/eval "sorted" to "default"
 
     def __init__(
         self,

@@ -38,6 +38,7 @@ class HDFDataset(Dataset):
 
     returnn_window = "stacks"  # what RETURNN's class does with window (context_window.py)
     returnn_worker_shards = True  # RETURNN's class shards over DataLoader workers (supports_sharding)
+    returnn_sortable = True  # RETURNN's class supports_seq_order_sorting: its forward run sorts it
 
     def __init__(
         self,

@@ -111,6 +111,17 @@ class MetaDataset(Dataset):
     def num_seqs(self) -> int:
         return len(self._tags)
 
+    @property
+    def returnn_sortable(self) -> bool:  # type: ignore[override]
+        # RETURNN's class says it sorts when its controlling dataset does, but then that dataset's own order applies
+        # (its init_seq_order ignores MetaDataset's): a forward run's "sorted_reverse" changes nothing there. Without
+        # one it sorts by a seq_lens_file only.
+        return not self.controlled and bool(self.seq_lens_file or self.seq_order_seq_lens_file)
+
+    @property
+    def returnn_eval_sorted(self) -> bool:  # type: ignore[override]
+        return self.returnn_sortable  # a dev/eval "sorted" likewise
+
     def key_info(self) -> dict[str, dict[str, Any]]:
         return {key: self.datasets[name].key_info()[sub_key] for key, (name, sub_key) in self.data_map.items()}
 

@@ -55,6 +55,7 @@ class OggZipDataset(Dataset):
 
     returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
     returnn_worker_shards = True  # RETURNN's class shards over DataLoader workers (supports_sharding)
+    returnn_sortable = True  # RETURNN's class supports_seq_order_sorting: its forward run sorts it
 
     def __init__(
         self,

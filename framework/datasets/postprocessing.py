@@ -46,6 +46,7 @@ class PostprocessingDataset(Dataset):
     """
 
     returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+    returnn_eval_sorted = False  # RETURNN stops on a dev/eval "sorted" (its only order here: the default)
 
     def __init__(
         self,

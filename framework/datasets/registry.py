@@ -112,6 +112,7 @@ def init_dataset(
     train_ordering: str | None = None,
     window: int | None = None,
     parent: Dataset | None = None,
+    returnn_eval: bool = False,
 ) -> Dataset:
     """Build the dataset that option ``option`` (train, dev, ...) describes.
 
@@ -122,6 +123,10 @@ def init_dataset(
     ``window`` (the config's, for train, dev and eval) is a dataset dict's window unless it sets its own.
     ``parent``: the dataset that builds this one from its dict; with RETURNN's seeding, its ``random_seed_offset``
     is this one's unless it sets its own (RETURNN's ``init_dataset(parent_dataset=...)``).
+    ``returnn_eval``: the config's ``dev`` or ``eval`` dataset; with RETURNN's seeding it is ordered as RETURNN's
+    ``__main__.load_data`` gives it (``Dataset.get_default_kwargs_eval``): "sorted" when its dict sets no
+    ``seq_ordering`` (where RETURNN's class sorts, ``Dataset.returnn_eval_sorted``; ``batching`` does not apply then),
+    ``batching`` (else "default") when the dict sets ``seq_ordering`` None.
     """
     if parent is not None and parent.returnn_seeding:
         random_seed = None
@@ -135,6 +140,7 @@ def init_dataset(
             train_ordering=train_ordering,
             window=window,
             parent=parent,
+            returnn_eval=returnn_eval,
         )
     elif callable(spec) and not isinstance(spec, dict):
         dataset = spec()
@@ -173,10 +179,24 @@ def init_dataset(
             f"dataset can do: an evaluation splits its batches over the ranks itself. Leave distrib_shard_files out of "
             f"{option}."
         )
+    given = spec.get("seq_ordering", _ABSENT) if isinstance(spec, dict) else _ABSENT
+    if returnn_eval and random_seed is None and given is _ABSENT and dataset.seq_ordering is None:
+        # RETURNN's load_data gives a dev/eval dataset seq_ordering="sorted" before the dict's own options and the
+        # config's batching (which then no longer applies: RETURNN sets it only where the key is missing)
+        dataset.seq_ordering = "sorted" if dataset.returnn_eval_sorted else "default"
     if dataset.seq_ordering is None:
-        if option == "train" and train_ordering is not None and not valid_seq_ordering(train_ordering):
-            raise ConfigError(f"batching = {train_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)}.")
+        # the train dataset takes batching; so does a RETURNN dev/eval dict that sets seq_ordering None (RETURNN's
+        # kwargs_update_from_config drops the None, then fills the key from batching)
+        takes_batching = option == "train" or (returnn_eval and random_seed is None)
+        if takes_batching and train_ordering is not None and not valid_seq_ordering(train_ordering):
+            raise ConfigError(
+                f"batching = {train_ordering!r} is not one of {', '.join(SEQ_ORDERINGS)} (RETURNN takes a function "
+                f"only as a dataset dict's seq_ordering)."
+            )
         # RETURNN's train default is the dataset's own order ("default"); a config for this framework shuffles
-        shuffled = "random" if random_seed is not None else "default"
-        dataset.seq_ordering = (train_ordering or shuffled) if option == "train" else "default"
+        shuffled = "random" if random_seed is not None and option == "train" else "default"
+        dataset.seq_ordering = (train_ordering or shuffled) if takes_batching else "default"
     return dataset
+
+
+_ABSENT = object()  # a dataset dict without the key (RETURNN tells it apart from one that sets it None)

@@ -25,6 +25,7 @@ class StaticDataset(NumpyDataset):
     """
 
     returnn_window = "ignores"  # what RETURNN's class does with window (context_window.py)
+    returnn_sortable = True  # RETURNN's class supports_seq_order_sorting: its forward run sorts it
 
     def __init__(
         self,

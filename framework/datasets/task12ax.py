@@ -42,6 +42,7 @@ class Task12AXDataset(NumpyDataset):
 
     returnn_window = "stacks one-hot"  # what RETURNN's class does with window (context_window.py)
     returnn_worker_shards = True  # RETURNN's class shards over DataLoader workers (supports_sharding)
+    returnn_eval_sorted = False  # RETURNN's generated datasets reset a dev/eval "sorted" to "default"
 
     labels = {"data": list(SYMBOLS), "classes": ["no", "yes"]}  # by class id, as RETURNN's Dataset.labels
 

@@ -24,6 +24,7 @@ from framework.base.config import Config
 from framework.base.errors import ConfigError, FrameworkError, TrainingInterrupted
 from framework.base.findings import Finding
 from framework.base.options import register
+from framework.base.returnn_options import is_returnn_config
 from framework.base.rng import get_rng_state, seed_everything
 from framework.check_library.freezes import record_freezes
 from framework.core import accumulation, build
@@ -452,7 +453,9 @@ class Engine:
         collector = forward.output_collector(self.config, dataset, state.model)
         self._start_plugins()
         state.model.eval()
-        plan = loader.plan(1)
+        # RETURNN's forward orders its data for the loaded checkpoint's epoch (Engine.forward_with_callback's
+        # init_seq_order(epoch=self.epoch)); a config for this framework forwards epoch 1's order
+        plan = loader.plan(max(state.epoch or 1, 1) if is_returnn_config(self.config) else 1)
         state.dataset, state.steps_in_epoch = loader.option, len(plan)
         with torch.no_grad():
             for _, indices, run_ctx in self._batches("forward", loader, plan):
