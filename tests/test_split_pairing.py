@@ -110,6 +110,8 @@ def test_per_frame_labels_blended_between_classes_in_train_only_are_named_with_b
     assert found and found[0].severity == "warning", found
     assert "The labels 'y' of train disagree with their inputs" in found[0].message
     assert "They look like classes on both sides of" in found[0].message
+    # train's labels follow its inputs by a rule of their own: not reordered apart
+    assert "Within train its labels agree with its inputs" in found[0].message
     assert pairing_findings({"train": tagged(0, False), "dev": tagged(1, False)}, data, label) == []
 
 
@@ -127,6 +129,8 @@ def test_dev_texts_reordered_without_their_labels_are_named_and_too_few_examples
 
     found = pairing_findings({"train": texts(0, 600), "dev": texts(1, 400, shuffled=True)}, data, label)
     assert found and "The labels 'y' of dev disagree with their inputs" in found[0].finding.message
+    # dev's own halves tell the two causes apart: its labels are independent of its inputs (reordered apart)
+    assert "Within dev too its labels are independent of its inputs" in found[0].finding.message
     assert pairing_findings({"train": texts(0, 600), "dev": texts(1, 400)}, data, label) == []
     # A vocabulary seen a few times per word: the rule is only as good on dev as on held-out train data
     sparse = DataKey("t", (6,), "int64", 400)

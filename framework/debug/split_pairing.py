@@ -376,6 +376,38 @@ class Mixed:
     reference_share: float
     like: list[int]
     both_sides: bool
+    own: Agreement | None = None  # the mixed split's labels judged by its own other half
+    reference_own: Agreement | None = None  # ... and the other split's
+
+
+@dataclass
+class Agreement:
+    """How often the nearest class mean of half of a split's sequences gives the labels of the other half, against
+    how often it would if the labels were independent of the inputs (the product of the label and prediction
+    shares), over ``seqs`` judged sequences."""
+
+    right: float
+    independent: float
+    seqs: int
+
+    @property
+    def at_chance(self) -> bool:
+        """No better than labels independent of their inputs, beyond three standard errors."""
+        noise = np.sqrt(max(self.independent * (1 - self.independent), 0.01) / max(self.seqs, 1))
+        return self.right <= self.independent + 3 * noise
+
+
+def _own_agreement(units: Units, classes: list[int], scale: np.ndarray) -> Agreement | None:
+    """The nearest class mean of one half of ``units``' sequences judged on the other half (None when a class is
+    missing from a half)."""
+    fit, held = units.part(False), units.part(True)
+    if any((fit.labels == c).sum() == 0 for c in classes) or len(held.labels) == 0:
+        return None
+    centres = np.array([fit.frames[fit.labels == c].mean(0) for c in classes]) / scale
+    predicted = np.asarray(classes)[_distances(held.frames / scale, centres).argmin(1)]
+    shares = [(float((held.labels == c).mean()), float((predicted == c).mean())) for c in classes]
+    seqs = len(np.unique(held.frame_seqs))
+    return Agreement(float((predicted == held.labels).mean()), sum(a * b for a, b in shares), seqs)
 
 
 def _mixed_labels(train: Units, other: Units, comparison: Comparison, option: str) -> Mixed | None:
@@ -419,7 +451,15 @@ def _mixed_labels(train: Units, other: Units, comparison: Comparison, option: st
                 found.append((excess, Mixed(split, c, share, baseline, like, both)))
     splits = {mixed.split for _, mixed in found}
     # labels that disagree in both splits alike say nothing about one of them
-    return max(found, key=lambda item: item[0])[1] if len(splits) == 1 else None
+    if len(splits) != 1:
+        return None
+    mixed = max(found, key=lambda item: item[0])[1]
+    # within each split: labels that its own inputs do not predict were paired with other inputs (reordered apart);
+    # labels that they predict, but as another class than the other split, were numbered or transformed otherwise
+    judged, reference = (train, other) if mixed.split == "train" else (other, train)
+    mixed.own = _own_agreement(judged, classes, scale)
+    mixed.reference_own = _own_agreement(reference, classes, scale)
+    return mixed
 
 
 def _numbers(values: np.ndarray, limit: int = 4) -> str:
@@ -432,6 +472,28 @@ def _scale_remark(a: np.ndarray) -> str:
         if np.all(np.abs(np.abs(a) / factor - 1) < 0.2):
             return f" A scale of about {'1/255' if factor < 1 else '255'}: pixel values {text} in {{option}}."
     return ""
+
+
+def _within_text(mixed: Mixed, reference: str) -> str:
+    """What each split's own halves say of its labels: independent of the inputs in the mixed split alone (paired with
+    other inputs), or consistent within it (numbered or transformed otherwise than the other split)."""
+    own, theirs = mixed.own, mixed.reference_own
+    if own is None or theirs is None or theirs.at_chance:
+        return ""
+    rule = f"the nearest class mean of half of {mixed.split}'s own sequences"
+    if own.at_chance:
+        return (
+            f" Within {mixed.split} too its labels are independent of its inputs: {rule} is right on {own.right:.0%} "
+            f"of the other half, as often as labels independent of the inputs would be ({own.independent:.0%}), where "
+            f"on {reference}'s own halves it is right on {theirs.right:.0%}: {mixed.split}'s labels belong to other "
+            f"inputs than their own (inputs and labels shuffled or reordered apart, labels of another file)."
+        )
+    return (
+        f" Within {mixed.split} its labels agree with its inputs ({rule} is right on {own.right:.0%} of the other "
+        f"half; labels independent of the inputs: {own.independent:.0%}): the same inputs carry another class there "
+        f"than in {reference}, consistently (another class numbering, or a transform of the inputs or labels in one "
+        f"pipeline)."
+    )
 
 
 @dataclass
@@ -491,6 +553,21 @@ def pairing_finding(
             if mixed.both_sides
             else ""
         )
+        within = _within_text(mixed, reference)
+        tail = (
+            f" Measured{observed.removeprefix('; measured')}."
+            if within and observed
+            else ""
+            if within
+            else " Inputs and labels paired otherwise by one split's pipeline (inputs reordered without their labels, "
+            "a transform of the inputs whose labels were not changed with them, a resized or remapped label map)"
+            f"{observed}."
+        )
+        if mixed.own is not None:
+            evidence |= {
+                "own_half_right": round(mixed.own.right, 4),
+                "independent_right": round(mixed.own.independent, 4),
+            }
         return Pairing(
             option,
             Finding(
@@ -501,9 +578,7 @@ def pairing_finding(
                 f"{', '.join(map(str, mixed.like))} (against {mixed.reference_share:.0%} of {reference}'s own examples of "
                 f"{mixed.cls}, by the same rule: the nearest of the class means of half of {reference}'s sequences, "
                 f"judged on the other half), so {mixed.split} labels part "
-                f"of these inputs with another class than {reference} does.{between} Inputs and labels paired otherwise "
-                f"by one split's pipeline (inputs reordered without their labels, a transform of the inputs whose labels "
-                f"were not changed with them, a resized or remapped label map){observed}.",
+                f"of these inputs with another class than {reference} does.{between}{within}{tail}",
                 evidence=evidence,
                 where=where,
                 fix=f"Give {mixed.split} the pairing of {reference}: every reordering or transform of an input applied to "
