@@ -78,6 +78,29 @@ def test_colour_channels_in_another_order_are_named_with_the_channels():
     assert _messages((xt, yt), (xd, yd), data=data) == []
 
 
+def test_channels_first_images_with_label_maps_are_compared_per_pixel_and_undone_in_their_layout():
+    # torch's layout: images [3, H, W], label maps [H, W]; dev's loader reverses the colour channels
+    data, label = DataKey("x", (3, 6, 6), "float32"), DataKey("y", (6, 6), "int64", 4)
+    colours = np.random.default_rng(3).uniform(0, 1, size=(4, 3))
+
+    def scenes(seed):
+        r = np.random.default_rng(seed)
+        y = r.integers(0, 4, size=(400, 6, 6))
+        x = colours[y].transpose(0, 3, 1, 2) + r.normal(size=(400, 3, 6, 6)) * 0.1
+        return [(np.arange(i, i + 20), {"x": x[i : i + 20], "y": y[i : i + 20]}) for i in range(0, 400, 20)]
+
+    train, dev = scenes(0), scenes(1)
+    swapped = [(i, raw | {"x": raw["x"][:, ::-1]}) for i, raw in dev]
+    found = pairing_findings({"train": train, "dev": swapped}, data, label)
+    assert found and found[0].finding.severity == "warning", found
+    assert "The features of 'x' come in another order in dev than in train" in found[0].finding.message
+    assert "dev's 0 = train's 2, dev's 2 = train's 0" in found[0].finding.message
+    # the experiment that decides whether it hurts puts the channels back in the arrays the step is given
+    undone = found[0].undo.apply(swapped[0][1])
+    assert undone["x"].shape == (20, 3, 6, 6) and np.array_equal(undone["x"], dev[0][1]["x"])
+    assert pairing_findings({"train": train, "dev": dev}, data, label) == []
+
+
 def test_classes_numbered_by_a_mapping_built_per_split_are_named():
     (xt, yt), (xd, yd) = _split(0), _split(1)
     renumbered = np.array([0, 1, 3, 4, 2])[yd]  # class names sorted otherwise in dev

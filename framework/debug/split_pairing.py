@@ -45,6 +45,7 @@ from framework.datasets.extern_data import DataKey
 from framework.debug.split_undo import (
     Undo,
     affine_undo,
+    channels_last_undo,
     class_mean_undo,
     class_order_undo,
     feature_order_undo,
@@ -842,9 +843,26 @@ class SplitPairing(Plugin):
             report(finding)
 
 
+def _channels_first(data: DataKey, label: DataKey) -> bool:
+    """Whether ``data``'s first axis is its feature axis (channels first, as torch lays out images) and the rest is
+    the shape of ``label``'s per-frame labels, where the last axis is not."""
+    if data.sparse_dim is not None or len(data.shape) != len(label.shape) + 1 or not isinstance(data.shape[0], int):
+        return False
+    return data.shape[1:] == label.shape and data.shape[:-1] != label.shape
+
+
+def _channels_last(batches: list, key: str) -> list:
+    """Raw batches with ``key``'s first axis after the batch axis moved last."""
+    return [(indices, raw | {key: np.moveaxis(raw[key], 1, -1)} if key in raw else raw) for indices, raw in batches]
+
+
 def pairing_findings(samples: dict[str, list], data: DataKey, label: DataKey) -> list[Pairing]:
     """How each dataset of ``samples`` (option -> raw batches) pairs ``data`` with ``label``, against train."""
     per_frame = bool(label.shape) and label.shape != (1,)
+    channels = per_frame and _channels_first(data, label)
+    if channels:  # [C, H, W] images with [H, W] label maps: compared as [H, W, C]
+        data = dataclasses.replace(data, shape=data.shape[1:] + data.shape[:1])
+        samples = {option: _channels_last(batches, data.name) for option, batches in samples.items()}
     featurize, feature_axis = _featurizer(data, samples["train"])
     train = _units(samples["train"], data, label, per_frame, featurize, feature_axis)
     if train is None:
@@ -867,6 +885,8 @@ def pairing_findings(samples: dict[str, list], data: DataKey, label: DataKey) ->
             else pairing_finding(option, data, label, train, select(other, features), features, feature_axis)
         )
         if pairing is not None:
+            if channels and pairing.undo is not None:
+                pairing.undo = channels_last_undo(pairing.undo, data.name)
             if pairing.finding.severity == "warning":  # the learning watch's gap between dev and new train data
                 pairing.finding.evidence["problem"] = splits_differ(option)
             found.append(pairing)

@@ -78,6 +78,17 @@ def affine_undo(key: str, features: np.ndarray, a: np.ndarray, b: np.ndarray, fe
     return Undo(f"the scale and offset of {key!r}", apply)
 
 
+def channels_last_undo(undo: Undo, key: str) -> Undo:
+    """``undo``, found on ``key`` with its channels (the first axis after the batch) moved last, applied to the
+    channels-first arrays the step is given."""
+
+    def apply(arrays: Arrays) -> Arrays:
+        moved = undo.apply(arrays | {key: np.moveaxis(np.asarray(arrays[key]), 1, -1)})
+        return moved | {key: np.moveaxis(moved[key], -1, 1)}
+
+    return Undo(undo.what, apply)
+
+
 def feature_order_undo(key: str, features: np.ndarray, order: list[int]) -> Undo:
     """The other split's feature ``features[g]`` holds train's ``features[order[g]]``: put each back in its place."""
 
