@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_rnn, tiny_config_with
+from conftest import run_module, run_rnn, tiny_config_with
 from framework.base import returnn_options
 from framework.base.config import Config, load_config
 from framework.base.errors import ConfigError
@@ -189,25 +189,20 @@ def _calls(output: str) -> list[str]:
 @pytest.mark.slow
 def test_epoch_functions_are_called_where_returnns_torch_engine_calls_them(tmp_path):
     """The same config in RETURNN and here: the same calls, in the same order, with the same arguments."""
-    import subprocess
-    import sys
+    import os
 
     (tmp_path / "returnn").mkdir()
     (tmp_path / "here").mkdir()
     config = tmp_path / "epoch_functions.config"
     config.write_text(EPOCH_FUNCTIONS_CONFIG)
-    # RETURNN's data loaders in its own process (a copy of the config for RETURNN only): its default worker is a
-    # spawned interpreter importing torch and RETURNN, ~5 s of CPU for each of the 3 datasets; the epoch functions
-    # are called in the main process either way (the same CALL lines with a worker or without: measured)
+    # The installed RETURNN forked from the preloaded server (without importing torch again), its data loaders in its
+    # own process (a copy of the config for RETURNN only): its default worker is a spawned interpreter importing torch
+    # and RETURNN, ~5 s of CPU for each of the 3 datasets. The CALL lines are a fresh RETURNN's with its workers
+    # (compared).
     own = tmp_path / "epoch_functions.returnn.config"
     own.write_text(EPOCH_FUNCTIONS_CONFIG + "\ntorch_dataloader_opts = {'num_workers': 0}\n")
-    theirs = subprocess.run(
-        [sys.executable, "-m", "returnn", str(own)],
-        cwd=tmp_path / "returnn",
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    theirs = run_module(
+        "returnn", str(own), cwd=str(tmp_path / "returnn"), timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
     )
     assert theirs.returncode == 0, theirs.stdout[-3000:] + theirs.stderr[-3000:]
     ours = run_rnn(str(config), cwd=str(tmp_path / "here"), timeout=300)
@@ -299,3 +294,62 @@ def test_on_size_limit_is_without_effect_also_at_chunk_as_in_returnns_torch_engi
     assert "on_size_limit" in load_config([str(path)]).without_effect
     path.write_text("train = {'class': 'Task12AXDataset'}\non_size_limit = 'chunk'\n")
     assert "on_size_limit" in load_config([str(path)]).without_effect
+
+
+# --------------------------------------------------------------------- batch_size_train / batch_size_dev / packed_*
+def _data_frames(lengths):
+    return lengths["data"]  # a module-level function: RETURNN's data pipeline pickles its cost functions
+
+
+def test_per_kind_batch_sizes_give_returnns_batches(tmp_path):
+    """RETURNN's torch engine reads batch_size, packed_batch_size and packed_batch_cost as f"{key}_train" for the
+    train loader and f"{key}_dev" for the others, over the plain key: the same batches as RETURNN's
+    Engine._create_data_loader for train and dev on the same RETURNN-written HDF files."""
+    import returnn.__main__ as returnn_main
+    from returnn.config import Config as ReturnnConfig
+    from returnn.config import global_config_ctx
+    from returnn.datasets.basic import Dataset as ReturnnDataset
+    from returnn.torch.engine import Engine as ReturnnEngine
+    from test_returnn_datasets_more import write_returnn_hdf
+
+    from framework.core.build import init_data
+
+    lengths = [4, 2, 6, 3, 5, 1, 7, 2, 3, 4, 5, 6, 2, 8, 1]
+    hdf = {
+        "class": "HDFDataset",
+        "files": [write_returnn_hdf(tmp_path / "a.hdf", [f"s{i}" for i in range(15)], lengths, 1)],
+    }
+    base = {"train": hdf, "dev": hdf, "batch_size": 12, "extern_data": {"data": {"dim": 3}}}
+    cases = [
+        {"batch_size_train": 20, "batch_size_dev": 7},
+        {"batch_size_dev": {"data": 9}, "packed_batch_size_train": 10},
+        {"packed_batch_size_dev": {"cells": 11}, "packed_batch_cost_dev": {"cells": _data_frames}},
+    ]
+    for options in cases:
+        config = ReturnnConfig(
+            {"backend": "torch", "device": "cpu", "task": "train", "torch_dataloader_opts": {"num_workers": 0}}
+        )
+        config.update({**base, **options})
+        theirs = {}
+        with global_config_ctx(config):
+            returnn_main.config = config
+            engine = ReturnnEngine(config)
+            engine._epoch_mp_shared.value = 1
+            for name in ("train", "dev"):
+                kwargs = (
+                    ReturnnDataset.get_default_kwargs_train
+                    if name == "train"
+                    else ReturnnDataset.get_default_kwargs_eval
+                )
+                data, _ = returnn_main.load_data(config, 0, name, **kwargs(config=config))
+                loader = engine._create_data_loader(data, train=name == "train")
+                theirs[name] = [[str(tag) for tag in batch["seq_tag"]] for batch in loader]
+        _, loaders = init_data(
+            Config.from_dict({"backend": "torch", **base, **options}), ["train", "dev"], "train", torch.device("cpu")
+        )
+        ours = {
+            name: [[loader.dataset.seq_tag(int(i)) for i in batch] for batch in loader.plan(1)]
+            for name, loader in loaders.items()
+        }
+        assert ours == theirs, options
+        assert theirs["train"] != theirs["dev"] or options is cases[1]

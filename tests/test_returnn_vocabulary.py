@@ -45,8 +45,12 @@ def f(config, self):
     for name in ["i", "j"]:
         if config.float(name, 0.0):
             raise NotImplementedError(name)
+    config.typed_value(f"k_{'train' if train else 'dev'}", 1)
+    config.int(f"{'l' if x else 'm'}{'1' if y else '2'}", 0)
+    config.value(f"n_{name}", None)
 """
-    assert keys_in_source(source) == set("abcdefghij")
+    found = keys_in_source(source)
+    assert found == {*"abcdefghij", "k_train", "k_dev", "l1", "l2", "m1", "m2"}
 
 
 def _load(tmp_path, text: str) -> Config:

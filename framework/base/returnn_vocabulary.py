@@ -1,6 +1,8 @@
 """The config keys RETURNN reads, found in RETURNN's own source: every ``config.value("x", ...)``,
 ``config.typed_value("x")``, ``config.bool/int/float/list/has/...("x")``, ``get_global_config().…("x")``,
-``config.typed_dict["x"]`` and ``config.typed_dict.get("x")``, per module, and the backend that module belongs to.
+``config.typed_dict["x"]`` and ``config.typed_dict.get("x")``, per module, and the backend that module belongs to;
+a key may be an f-string or conditional whose every spelling is in the source (``f"batch_size_{'train' if train else
+'dev'}"``).
 
 ``tools/extract-returnn-options.py`` prints them for the installed RETURNN; ``docs/returnn_vocabulary.inc`` is the
 table with what each key does here (``tests/test_returnn_vocabulary.py`` checks it against the installed RETURNN).
@@ -54,7 +56,8 @@ def _looks_like_config(node: ast.expr) -> bool:
 
 
 def keys_in_source(source: str) -> set[str]:
-    """The config keys one RETURNN module reads (string literals only: a key built at run time is not a name)."""
+    """The config keys one RETURNN module reads (string literals, and f-strings and conditionals built of them: a key
+    built at run time from a variable is not a name)."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if (
@@ -75,9 +78,33 @@ def keys_in_source(source: str) -> set[str]:
         elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
             if _is_typed_dict(node.comparators[0]):
                 key = node.left
-        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
-            found.add(key.value)
+        for name in _spellings(key) if key is not None else ():
+            if name.isidentifier():
+                found.add(name)
     return found
+
+
+def _spellings(node: ast.expr) -> list[str]:
+    """Every string ``node`` can be where the source spells them all out: a string literal, a conditional of such
+    (``"a" if x else "b"``), or an f-string built of them (RETURNN's torch engine reads
+    ``f"batch_size_{'train' if train else 'dev'}"``: batch_size_train and batch_size_dev); [] for a key computed at
+    run time from something else (a variable), which names no key."""
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else []
+    if isinstance(node, ast.IfExp):
+        body, orelse = _spellings(node.body), _spellings(node.orelse)
+        return body + orelse if body and orelse else []
+    if isinstance(node, ast.FormattedValue):
+        return _spellings(node.value) if node.conversion == -1 and node.format_spec is None else []
+    if isinstance(node, ast.JoinedStr):
+        texts = [""]
+        for part in node.values:
+            options = _spellings(part)
+            if not options:
+                return []
+            texts = [text + option for text in texts for option in options]
+        return texts
+    return []
 
 
 def _keys_of_loop(loop: ast.For) -> set[str]:

@@ -142,10 +142,10 @@ def make_loader(
         dataset,
         extern_data,
         option=option,
-        batch_size=config.get("batch_size"),
+        batch_size=per_kind(config, "batch_size", option),
         max_seqs=config.get("max_seqs"),
-        packed_batch_size=config.get("packed_batch_size"),
-        packed_batch_cost=config.get("packed_batch_cost"),
+        packed_batch_size=per_kind(config, "packed_batch_size", option),
+        packed_batch_cost=per_kind(config, "packed_batch_cost", option),
         torch_batching=config.get("torch_batching"),
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
@@ -158,6 +158,13 @@ def make_loader(
         shuffle_batches=shuffle,
         float_dtype=float_dtype(config),
     )
+
+
+def per_kind(config: Config, name: str, option: str) -> Any:
+    """Option ``name`` for dataset ``option``: RETURNN's ``name``_train for the train dataset and ``name``_dev for
+    every other (its torch engine's ``train=False`` loaders: dev, eval, eval_datasets, forward), where set."""
+    value = config.get(f"{name}_{'train' if option == 'train' else 'dev'}")
+    return config.get(name) if value is None else value
 
 
 def shard_workers(config: Config) -> bool | None:

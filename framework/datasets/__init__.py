@@ -104,6 +104,49 @@ register(
     "must be given), as RETURNN's torch engine bounds it. None: no costs.",
     __name__,
 )
+# RETURNN's torch engine reads each of these as f"{key}_{'train' if train else 'dev'}" over the plain key
+register(
+    "batch_size_train",
+    "int | float | dict | None",
+    None,
+    "RETURNN's: batch_size for the train dataset, as RETURNN's torch engine reads it. None: batch_size.",
+    __name__,
+)
+register(
+    "packed_batch_size_train",
+    "int | dict | None",
+    None,
+    "RETURNN's: packed_batch_size for the train dataset, as RETURNN's torch engine reads it. None: packed_batch_size.",
+    __name__,
+)
+register(
+    "packed_batch_cost_train",
+    "dict | None",
+    None,
+    "RETURNN's: packed_batch_cost for the train dataset, as RETURNN's torch engine reads it. None: packed_batch_cost.",
+    __name__,
+)
+register(
+    "batch_size_dev",
+    "int | float | dict | None",
+    None,
+    "RETURNN's: batch_size for every other dataset (dev, eval, eval_datasets, forward), as RETURNN's torch engine reads it. None: batch_size.",
+    __name__,
+)
+register(
+    "packed_batch_size_dev",
+    "int | dict | None",
+    None,
+    "RETURNN's: packed_batch_size for every other dataset (dev, eval, eval_datasets, forward), as RETURNN's torch engine reads it. None: packed_batch_size.",
+    __name__,
+)
+register(
+    "packed_batch_cost_dev",
+    "dict | None",
+    None,
+    "RETURNN's: packed_batch_cost for every other dataset (dev, eval, eval_datasets, forward), as RETURNN's torch engine reads it. None: packed_batch_cost.",
+    __name__,
+)
 register(
     "torch_batching",
     "any",
