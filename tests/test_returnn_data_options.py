@@ -358,3 +358,46 @@ def _dump_hdf(dataset, config) -> str:
         i += 1
     writer.close()
     return path
+
+
+def _pairs_generator(dataset, *, train, **_kwargs):
+    """Batches as a plain generator: an iterable, but no torch IterableDataset."""
+    buffer = []
+    for seq in dataset:
+        buffer.append(seq)
+        if len(buffer) == 2:
+            yield buffer
+            buffer = []
+
+
+class _NoKwargs(_PairsByLength):
+    def __init__(self, dataset, *, train):
+        super().__init__(dataset, train=train)
+
+
+def test_torch_batching_is_refused_where_returnns_pipeline_refuses_it():
+    """RETURNN's get_batching_iterable_dataset_from_config calls a torch_batching callable with train= and a randomly
+    named keyword and asserts that it returns a torch IterableDataset: a generator function and a class without
+    **kwargs fail there; here they stop with a config error that says what RETURNN requires. A torch IterableDataset
+    class with **kwargs batches."""
+    import numpy as np
+    from returnn.config import Config as ReturnnConfig
+    from returnn.torch.data.pipeline import get_batching_iterable_dataset_from_config
+
+    from framework.base.errors import ConfigError
+    from framework.datasets import init_dataset
+    from framework.datasets.custom_batching import custom_batches
+
+    dataset = init_dataset({"class": "Task12AXDataset", "num_seqs": 6}, option="dev", random_seed=1)
+    order = np.arange(dataset.num_seqs)
+    for refused, match in ((_pairs_generator, "not a torch.utils.data.IterableDataset"), (_NoKwargs, r"\*\*kwargs")):
+        with pytest.raises((AssertionError, TypeError)):  # RETURNN's own check
+            get_batching_iterable_dataset_from_config(
+                dataset=torch.utils.data.IterableDataset(),
+                config=ReturnnConfig({"torch_batching": refused}),
+                train=False,
+            )
+        with pytest.raises(ConfigError, match=match):
+            custom_batches(dataset, order, refused, train=False, epoch=1)
+    batches = custom_batches(dataset, order, _PairsByLength, train=False, epoch=1)
+    assert sorted(np.concatenate(batches).tolist()) == order.tolist() and len(batches) == 3
