@@ -216,7 +216,20 @@ def build_optimizer(
             return factory(params, lr=lr, fused=True, **kwargs)
         except (RuntimeError, ValueError, TypeError):  # no fused kernel for this class, device or dtype
             pass
-    return factory(params, lr=lr, **kwargs)
+    return _group_rates_kept(factory(params, lr=lr, **kwargs), lr, option)
+
+
+def _group_rates_kept(optimizer: Any, lr: float, option: str) -> Any:
+    """``optimizer`` with the rate a callable class gave a param group of its own (another than ``lr``) kept as the
+    group's ``lr_multiplier``: the schedules set every group's rate to theirs times that factor, which would otherwise
+    overwrite it with the base rate at the first step."""
+    for index, group in enumerate(getattr(optimizer, "param_groups", [])):
+        own = group.get("lr")
+        if "lr_multiplier" in group or not isinstance(own, float | int) or lr <= 0 or own == lr:
+            continue
+        group["lr_multiplier"] = float(own) / lr
+        log.v4(f"{option}: param group {index} has its own rate {own:g}, kept as {own / lr:g}x the learning rate.")
+    return optimizer
 
 
 def weight_decay_groups(
