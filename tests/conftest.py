@@ -18,6 +18,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]  # the development harness li
 
 from devkit.preloaded import (  # noqa: E402, F401  (the tests import them from here)
     StartedRun,
+    run_module,
     run_rnn,
     run_script,
     run_torchrun,

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import run_rnn
+from conftest import run_module, run_rnn
 from framework.base.config import Config
 from framework.base.errors import ConfigError
 from framework.training import checkpoint, start_checkpoint
@@ -154,7 +152,6 @@ def test_a_load_that_does_not_exist_is_a_config_error(tmp_path):
 # -------------------------------------------------------------------------------------- runs, RETURNN's and ours
 # A RETURNN torch config that both run; get_model, the hooks and the epoch functions print what they get.
 LOAD_CONFIG = """#!rnn.py
-import sys
 
 import torch
 from torch import nn
@@ -222,14 +219,14 @@ def _calls(output: str) -> list[str]:
 
 
 def _returnn(config, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "returnn", str(config)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    """``python -m returnn CONFIG`` in ``cwd``: the installed RETURNN, forked from the preloaded server (run_module,
+    tools/devkit/preloaded.py: without importing torch and torch._dynamo again), its data loaders in its own process
+    (torch_dataloader_opts num_workers 0, in a copy of the config for RETURNN only: its default worker is a spawned
+    interpreter that imports torch and RETURNN, ~5 s of CPU for each dataset of a run). The CALL lines these tests
+    compare, checksums and all, are a fresh RETURNN's with its default workers (compared on each config here)."""
+    own = config.with_name(f"{config.stem}.returnn.config")
+    own.write_text(config.read_text() + "\ntorch_dataloader_opts = {'num_workers': 0}\n")
+    return run_module("returnn", str(own), cwd=str(cwd), timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
 @pytest.mark.slow

@@ -104,6 +104,20 @@ def run_script(
     return _run_forked(_run_in_child, command[1:], command, cwd, env, timeout, input)
 
 
+def run_module(
+    module: str, *args: str, cwd: str | None = None, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python -m MODULE ARGS`` in ``cwd`` (environment ``env``, default this one's) and capture its output:
+    the module's code runs as ``__main__`` (``runpy.run_module``, as ``-m`` does: ``sys.argv[0]`` its file, the
+    working directory first on ``sys.path``). For a library's own command, RETURNN's ``python -m returnn CONFIG``
+    (the reference the RETURNN tests compare with): the library is the installed one, its imports of torch and
+    torch._dynamo (its optimizer's) the server's, about 7 s of CPU a run."""
+    command = [sys.executable, "-m", module, *args]
+    if _fresh_processes():
+        return _run_fresh(command, cwd, env, timeout)
+    return _run_forked(_module_in_child, [module, *args], command, cwd, env, timeout)
+
+
 def _fresh_processes() -> bool:
     """Whether ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` asks for a fresh interpreter per run."""
     return os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1"
@@ -367,6 +381,19 @@ def _run_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err, stdi
     _exit_as_interpreter(_script_as_main(argv))
 
 
+def _module_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
+    """Become ``python -m MODULE ARGS`` (``argv``: the module, then its arguments), standard input /dev/null."""
+    _become_process(cwd, env, out, err)
+    _open_std_stream(0, sys.stdout.encoding, sys.stdout.errors, line_buffering=False)  # /dev/null, fd 0
+    _as_a_fresh_interpreter(first_path_entry=os.getcwd())  # ``python -m``: the directory it starts in
+
+    def run() -> None:
+        sys.argv = list(argv)  # run_module puts the module's file in sys.argv[0], as ``-m`` does
+        runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+
+    _exit_as_interpreter(run)
+
+
 def _no_page_unless_asked() -> None:
     """In this child, a training run draws no report.html unless its config sets ``report_html`` (as
     tests/conftest.py's ``no_page_unless_asked`` does in process): for a command whose arguments must stay as written,
@@ -500,7 +527,7 @@ def _as_a_fresh_interpreter(first_path_entry: str | None = None) -> None:
     - ``sys.path``: the test process's (multiprocessing hands it over: the checkout, tools/, the tests' folder),
       now a fresh interpreter's (``_script_as_main`` then puts the script's directory and PYTHONPATH first).
     - multiprocessing's idea of this process: the forkserver's child 'ForkServerProcess-N' with a parent process,
-      now the main process of its own, as ``python SCRIPT`` is.
+      now the main process of its own, as ``python SCRIPT`` is, without a resource tracker until it needs one.
     What stays: the modules the server imported (torch, the framework: a run imports them anyway, the tests of a
     first import start a fresh interpreter), gc.freeze's frozen objects, and the hash seed of str and bytes (fixed
     at the server's start: a test whose runs must hash differently starts them fresh, as check-determinism's)."""
@@ -529,6 +556,11 @@ def _main_process() -> None:
     process._parent_process = None
     process._children = set()
     process._process_counter = itertools.count(1)
+    # No resource tracker yet (the server's, inherited, is on a descriptor closed above): a spawned child, RETURNN's
+    # guard around torch.cuda.is_available() say, starts one of its own, as in a fresh interpreter.
+    if "multiprocessing.resource_tracker" in sys.modules:
+        tracker = sys.modules["multiprocessing.resource_tracker"]._resource_tracker
+        tracker._fd = tracker._pid = None
 
 
 def _reseed() -> None:
