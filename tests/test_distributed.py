@@ -1,5 +1,6 @@
 """torchrun with 2 CPU processes (gloo): same results as one process, and failures that end every rank."""
 
+import ast
 import os
 import re
 import shutil
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
 import psutil
 import pytest
 import torch
@@ -244,3 +246,61 @@ def test_a_requeue_signal_to_one_rank_stops_every_rank_at_one_step_requeues_once
     # Every entry, the scores of the resumed epoch (summed over both ranks) included, equals the uninterrupted run's.
     a, b = (torch.load(directory / "m.002.pt", weights_only=True) for directory in (tmp_path, two_ranks[2]))
     assert checkpoint_differences(a, b) == []
+
+
+# A RETURNN config whose train step writes the ids of its batch's sequences (each sequence's features are its id).
+SHARDED_RETURNN = """
+import os
+
+import torch
+
+backend = "torch"
+device = "cpu"
+torch_distributed = {"dataset_distribution": "shard"}
+train = {"class": "HDFDataset", "files": [FILE], "seq_ordering": "sorted"}
+batch_size = 1000
+max_seqs = 2
+extern_data = {"data": {"dim": 3}}
+num_epochs = 1
+optimizer = {"class": "sgd"}
+learning_rate = 0.1
+
+
+def get_model(**_kwargs):
+    return torch.nn.Linear(3, 2)
+
+
+def train_step(*, model, extern_data, **_kwargs):
+    from framework import get_run_ctx
+
+    x = extern_data["data"]
+    with open(f"ids.rank{os.environ['RANK']}", "a") as f:  # a file: the framework's checks hold back a step's output
+        f.write(f"{sorted(x[:, 0, 0].round().long().tolist())}\\n")
+    get_run_ctx().mark_as_loss(name="ce", loss=model(x).pow(2).mean())
+"""
+
+
+def test_returnns_shard_distribution_trains_every_sequence_with_equal_steps_per_rank(tmp_path):
+    """torch_distributed dataset_distribution 'shard' (RETURNN's): each rank batches its shard of the epoch's order
+    (5 and 4 of 9 sequences, 2 per batch: 3 and 2 batches). RETURNN ends the epoch when the first rank runs out,
+    leaving out rank 0's last sequence; here every rank takes 2 steps and then one more with the sequences of the
+    batches cut off (1 sequence, trained on both ranks): every sequence is trained, and the ranks stay in step."""
+    from returnn.datasets.hdf import SimpleHDFWriter
+
+    path = tmp_path / "ids.hdf"
+    writer = SimpleHDFWriter(str(path), dim=3, ndim=2)
+    for i in range(1, 10):
+        writer.insert_batch(np.full((1, 1 + i % 4, 3), i, np.float32), seq_len=[1 + i % 4], seq_tag=[f"s{i}"])
+    writer.close()
+    config = tmp_path / "sharded.config"
+    config.write_text(SHARDED_RETURNN.replace("FILE", repr(str(path))))
+    result = run_torchrun(str(config), "++model", "None", cwd=str(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # each rank's distinct batches; the framework's checks also run steps on a batch of one sequence twice
+    steps = [
+        {ids for ids in map(tuple, map(ast.literal_eval, (tmp_path / f"ids.rank{r}").read_text().splitlines()))}
+        for r in (0, 1)
+    ]
+    real = [{ids for ids in batches if len(set(ids)) == len(ids)} for batches in steps]
+    assert real == [{(4, 8), (1, 5), (9,)}, {(2, 6), (3, 7), (9,)}], steps  # "sorted": 4 8 1 5 9 | 2 6 3 7
+    assert "shared out over the ranks for one more step" in result.stdout + result.stderr

@@ -315,3 +315,40 @@ def test_a_seq_ordering_function_is_called_as_returnn_calls_it(hdf, tmp_path):
         our_tags({**hdf, "seq_ordering": lambda epoch: "random"}, (1,))
     with pytest.raises(ConfigError, match="returned 'shuffled' for epoch 1"):
         our_tags({**hdf, "seq_ordering": lambda **_: "shuffled"}, (1,))
+
+
+@pytest.mark.parametrize("distribution", ["random_seed_offset", "shard"])
+def test_each_rank_gets_returnns_train_order_under_torch_distributed(hdf, monkeypatch, distribution):
+    """torch_distributed's dataset_distribution as RETURNN's: "random_seed_offset" (a RETURNN config's default) gives
+    rank r the train order of random_seed_offset r x 16127 (all sequences), "shard" the rank's shard of one order
+    (RETURNN's _num_shards/_shard_index, as get_default_kwargs_train gives them), each rank planning its own batches
+    (a RankPlan, cut to the fewest steps by Distributed.train_plan). Compared with RETURNN's HDFDataset, 2 ranks x 3
+    sub-epochs of "laplace:.4" with partition_epoch 3 (the rank is what the process group would say)."""
+    from framework.datasets.loader import RankPlan
+
+    spec = {**hdf, "seq_ordering": "laplace:.4", "partition_epoch": 3}
+    options = {"torch_distributed": {} if distribution != "shard" else {"dataset_distribution": "shard"}}
+    orders = []
+    for rank in range(2):
+        monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.distributed, "get_rank", lambda rank=rank: rank)
+        monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 2)
+        config = Config.from_dict({"backend": "torch", "batch_size": 1000, "train": spec, **options})
+        _, loaders = init_data(config, ["train"], "train", torch.device("cpu"))
+        loader = loaders["train"]
+        ours = []
+        for epoch in range(1, 4):
+            plan = loader.plan(epoch)
+            assert isinstance(plan, RankPlan) and plan.share_rest == (distribution == "shard")
+            ours.append([loader.dataset.seq_tag(int(i)) for batch in plan for i in batch])
+        if distribution == "shard":
+            theirs = returnn_tags({**spec, "_num_shards": 2, "_shard_index": rank}, range(1, 4))
+        else:
+            theirs = returnn_tags({**spec, "random_seed_offset": rank * 16127}, range(1, 4))
+        assert ours == theirs, rank
+        orders.append(ours)
+    if distribution == "shard":  # the two shards of each sub-epoch together are RETURNN's sub-epoch
+        whole = returnn_tags(spec, range(1, 4))
+        assert [orders[0][k] + orders[1][k] for k in range(3)] == whole
+    else:
+        assert orders[0] != orders[1]

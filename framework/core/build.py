@@ -150,6 +150,7 @@ def make_loader(
         device=device,
         dataloader_opts=config.get("torch_dataloader_opts"),
         shard_workers=shard_workers(config),
+        rank_distribution=dataset_distribution(config) if option == "train" else None,
         labels_checked=labels_checked,
         # a chunked dataset left out whole sequences before it cut them (RETURNN's order)
         seq_length_limits=(None, None)
@@ -165,6 +166,27 @@ def per_kind(config: Config, name: str, option: str) -> Any:
     every other (its torch engine's ``train=False`` loaders: dev, eval, eval_datasets, forward), where set."""
     value = config.get(f"{name}_{'train' if option == 'train' else 'dev'}")
     return config.get(name) if value is None else value
+
+
+def dataset_distribution(config: Config) -> tuple[str, int, int] | None:
+    """RETURNN's ``torch_distributed`` ``dataset_distribution`` of the train data in this run of several ranks, with
+    this rank and the number of ranks: "random_seed_offset" (RETURNN's default, so a RETURNN config's when not set):
+    every rank goes through all sequences in its own order; "shard": every rank its shard of one order. None: a
+    config for this framework that sets none, or one process: the ranks split one plan of the epoch's batches."""
+    options = config.get("torch_distributed")
+    if not isinstance(options, dict) or not torch.distributed.is_initialized():
+        return None
+    mode = options.get("dataset_distribution", "random_seed_offset" if is_returnn_config(config) else None)
+    if mode is None or torch.distributed.get_world_size() == 1:
+        return None
+    return mode, torch.distributed.get_rank(), torch.distributed.get_world_size()
+
+
+def rank_seed_offset(config: Config) -> int:
+    """What RETURNN adds to the train dataset's default ``random_seed_offset`` on this rank: rank x 16127 with the
+    "random_seed_offset" distribution (``Dataset._get_default_random_seed_offset``), else 0."""
+    distribution = dataset_distribution(config)
+    return distribution[1] * 16127 if distribution is not None and distribution[0] == "random_seed_offset" else 0
 
 
 def shard_workers(config: Config) -> bool | None:
@@ -223,6 +245,7 @@ def init_data(
             window=config.get("window") if option in ("train", "dev", "eval") and option in options else None,
             # RETURNN's load_data orders dev and eval as eval data; its engine builds eval_datasets without that
             returnn_eval=option in ("dev", "eval") and option not in extra,
+            rank_offset=rank_seed_offset(config) if option == "train" and option not in extra else 0,
         )
         for option, spec in specs.items()
     }

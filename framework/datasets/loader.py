@@ -23,8 +23,12 @@ from framework.datasets.worker_seeding import worker_init
 
 
 class RankPlan(list):
-    """A batch plan of this rank's own data only (a dataset ``sharded_by_rank``): torch.distributed takes it as it
-    is, not every N-th batch of it (``Distributed.train_plan``)."""
+    """A batch plan of this rank's own data only (a dataset ``sharded_by_rank``, or RETURNN's ``dataset_distribution``):
+    torch.distributed takes it as it is, not every N-th batch of it (``Distributed.train_plan``), cut to the steps of
+    the rank with the fewest batches. ``share_rest``: the batches cut off hold sequences no other rank trains (a
+    shard of the epoch's): they are shared out over the ranks for one more step."""
+
+    share_rest = False
 
 
 class BatchLoader:
@@ -53,6 +57,7 @@ class BatchLoader:
         shuffle_batches: tuple[int, int] | None = None,
         float_dtype: torch.dtype | None = None,
         shard_workers: bool | None = None,
+        rank_distribution: tuple[str, int, int] | None = None,
     ):
         self.dataset = dataset
         self.extern_data = extern_data
@@ -70,6 +75,9 @@ class BatchLoader:
         self.shuffle_batches = shuffle_batches  # RETURNN's online_shuffle_batches: (buffer size, seed)
         self.float_dtype = float_dtype  # RETURNN's default_float_dtype: floating-point data are given in it
         self.shard_workers = shard_workers  # RETURNN's torch_dataloader_shard_workers (worker_plans; None: off)
+        # RETURNN's torch_distributed dataset_distribution of the train data: ("random_seed_offset" | "shard", rank,
+        # ranks); each rank plans its own batches (a RankPlan). None: the ranks split one plan of the epoch.
+        self.rank_distribution = rank_distribution
         self._check_limit_keys()
         self._left_out_logged = False
         self._last_plan: tuple[int, list[np.ndarray]] | None = None
@@ -88,7 +96,10 @@ class BatchLoader:
         """
         if self._last_plan is None or self._last_plan[0] != epoch:
             batches = interleaved(self.worker_plans(epoch))
-            self._last_plan = epoch, RankPlan(batches) if self.dataset.sharded_by_rank else batches
+            own = self.dataset.sharded_by_rank or self.rank_distribution is not None
+            self._last_plan = epoch, RankPlan(batches) if own else batches
+            if own and self.rank_distribution is not None and self.rank_distribution[0] == "shard":
+                self._last_plan[1].share_rest = True  # its sequences are this rank's shard only
         self.dataset.use_epoch(epoch)  # the batches of this plan are what get_batch reads now
         return self._last_plan[1]
 
@@ -100,6 +111,20 @@ class BatchLoader:
         ``shard_workers`` None (a config for this framework): one plan, the workers only read its batches."""
         workers = int(self.dataloader_opts.get("num_workers") or 0) if self.shard_workers is not None else 0
         count = workers if workers > 1 and self.shard_workers else 1
+        # RETURNN's "shard" distribution: the rank's shard of the sequences, and each worker's of that
+        # (ReturnnDatasetIterDataPipe: shard rank * workers + worker of ranks * workers)
+        rank, ranks = (
+            (0, 1)
+            if self.rank_distribution is None or self.rank_distribution[0] != "shard"
+            else (self.rank_distribution[1:])
+        )
+        if ranks > 1 and not self.dataset.returnn_worker_shards:
+            raise ConfigError(
+                f"torch_distributed dataset_distribution 'shard': RETURNN gives each rank its shard of the sequences "
+                f"of dataset {self.option!r}, which {self.dataset.name} cannot give here (RETURNN asserts its "
+                f"supports_sharding). Leave dataset_distribution out (RETURNN's default 'random_seed_offset': every "
+                f"rank goes through all sequences in its own order)."
+            )
         if count > 1 and not self.dataset.returnn_worker_shards:
             raise ConfigError(
                 f"torch_dataloader_opts num_workers = {workers} with torch_dataloader_shard_workers (RETURNN's "
@@ -111,8 +136,9 @@ class BatchLoader:
             )
         plans = []
         for index in range(count):
+            shard = (rank * count + index, ranks * count)
             order = self.within_length_limits(
-                self.dataset.get_seq_order(epoch, (index, count)) if count > 1 else self.dataset.get_seq_order(epoch)
+                self.dataset.get_seq_order(epoch, shard) if shard[1] > 1 else self.dataset.get_seq_order(epoch)
             )
             if self.torch_batching is not None:
                 batches = custom_batches(

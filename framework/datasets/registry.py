@@ -113,6 +113,7 @@ def init_dataset(
     window: int | None = None,
     parent: Dataset | None = None,
     returnn_eval: bool = False,
+    rank_offset: int = 0,
 ) -> Dataset:
     """Build the dataset that option ``option`` (train, dev, ...) describes.
 
@@ -127,6 +128,8 @@ def init_dataset(
     ``__main__.load_data`` gives it (``Dataset.get_default_kwargs_eval``): "sorted" when its dict sets no
     ``seq_ordering`` (where RETURNN's class sorts, ``Dataset.returnn_eval_sorted``; ``batching`` does not apply then),
     ``batching`` (else "default") when the dict sets ``seq_ordering`` None.
+    ``rank_offset``: added to the default ``random_seed_offset`` (RETURNN's rank x 16127 of torch_distributed's
+    "random_seed_offset" distribution); not to a dataset that shards by rank itself (``distrib_shard_files``).
     """
     if parent is not None and parent.returnn_seeding:
         random_seed = None
@@ -165,9 +168,11 @@ def init_dataset(
             kwargs.setdefault("random_seed", random_seed)
         if random_seed is None and parent is not None and accepted is not None and "random_seed_offset" in accepted:
             kwargs.setdefault("random_seed_offset", parent.random_seed_offset)
-        if accepted is not None and "random_seed_offset" in accepted and _default_seed_offset():
-            # RETURNN's Dataset reads it from the global config when the dataset gives none (sub-datasets too)
-            kwargs.setdefault("random_seed_offset", _default_seed_offset())
+        # RETURNN's Dataset._get_default_random_seed_offset: the global config's offset when the dataset gives none
+        # (sub-datasets too), plus the rank's under torch_distributed unless it shards by rank itself
+        offset = _default_seed_offset() + (0 if kwargs.get("distrib_shard_files") else rank_offset)
+        if accepted is not None and "random_seed_offset" in accepted and offset:
+            kwargs.setdefault("random_seed_offset", offset)
         dataset = with_window(_construct(cls, kwargs, option), mode, frames, option)
     else:
         raise ConfigError(f"{option} must be a dataset dict, a Dataset or a callable returning one, got {spec!r}.")

@@ -42,7 +42,10 @@ register(
     "dict | None",
     None,
     "Train on the processes torchrun starts: {} or {'backend': 'gloo'|'nccl', 'find_unused_parameters': bool, "
-    "'param_sync_step': K}, or with FSDP2 {'fsdp': {fully_shard options}} (docs/fsdp.rst).",
+    "'param_sync_step': K, 'dataset_distribution': 'random_seed_offset'|'shard'}, or with FSDP2 {'fsdp': "
+    "{fully_shard options}} (docs/fsdp.rst). dataset_distribution, RETURNN's (its default 'random_seed_offset' for a "
+    "RETURNN config): every rank goes through all train sequences in its own order (random_seed_offset + rank x "
+    "16127), or 'shard': every rank batches its shard of one order; without it the ranks split one plan's batches.",
     __name__,
 )
 
@@ -87,11 +90,17 @@ class Distributed:
                 "torch_distributed is set, but this process was not started by torchrun (no RANK/WORLD_SIZE in "
                 "the environment). Run: torchrun --nproc_per_node=N rnn.py config.py"
             )
-        unknown = set(options) - {"backend", "find_unused_parameters", "param_sync_step", "reduce_type", "fsdp"}
+        known = {"backend", "find_unused_parameters", "param_sync_step", "reduce_type", "fsdp", "dataset_distribution"}
+        unknown = set(options) - known
         if unknown:
             raise ConfigError(
-                f"torch_distributed: unknown entries {sorted(unknown)}; known: backend, find_unused_parameters, "
-                f"param_sync_step, reduce_type, fsdp."
+                f"torch_distributed: unknown entries {sorted(unknown)}; known: {', '.join(sorted(known))}."
+            )
+        if options.get("dataset_distribution", "shard") not in ("random_seed_offset", "shard"):
+            raise ConfigError(
+                f"torch_distributed dataset_distribution = {options['dataset_distribution']!r}: RETURNN takes "
+                f"'random_seed_offset' (its default: every rank goes through all sequences in its own order) or "
+                f"'shard' (every rank its shard of the sequences)."
             )
         check_reduce_type(options)
         # FSDP2 (framework.training.fsdp): the options of fully_shard, validated before the process group exists.
@@ -142,6 +151,8 @@ class Distributed:
             steps = torch.tensor([len(plan)], device=self.device)
             dist.all_reduce(steps, op=dist.ReduceOp.MIN)
             steps = int(steps.item())
+            if plan.share_rest:
+                return self._with_shared_rest(plan, steps)
             if steps < len(plan):
                 log.v4(
                     f"Rank {self.rank} leaves out its last {len(plan) - steps} of {len(plan)} batches: every rank "
@@ -169,6 +180,32 @@ class Distributed:
                 "own and ends the sub-epoch when the first rank runs out of batches, leaving out the other ranks' rest."
             )
         return [*mine, sequences[self.rank :: self.size]]
+
+    def _with_shared_rest(self, plan: RankPlan, steps: int) -> list[np.ndarray]:
+        """This rank's shard's batches, cut to the fewest any rank has, and one more step with every N-th of the
+        sequences the ranks' cut batches held (collected from all ranks): RETURNN's "shard" distribution ends the
+        sub-epoch when the first rank runs out and leaves the others' rest untrained; here every sequence of the
+        sub-epoch is trained (too few for every rank to get one: the first of the rest again; none at all: none)."""
+        rest = np.concatenate(plan[steps:]) if len(plan) > steps else np.zeros(0, dtype=np.int64)
+        gathered: list[Any] = [None] * self.size
+        dist.all_gather_object(gathered, rest.tolist(), group=self._cpu_group)
+        sequences = np.array([i for share in gathered for i in share], dtype=np.int64)
+        if len(sequences) == 0:
+            return list(plan[:steps])
+        repeated = max(0, self.size - len(sequences))
+        if repeated:
+            sequences = np.concatenate([sequences, np.resize(sequences, repeated)])
+        if not self._remainder_said:
+            self._remainder_said = True
+            log.v3(
+                f"torch_distributed dataset_distribution 'shard': the ranks' shards make different numbers of batches "
+                f"(the fewest {steps}), so the {len(sequences) - repeated} sequences of the batches beyond that are "
+                f"shared out over the ranks for one more step"
+                + (f" ({repeated} sequences trained twice, as every rank needs one)" if repeated else "")
+                + ": every sequence is trained. RETURNN instead ends the sub-epoch when the first rank runs out of "
+                "batches, leaving out the other ranks' rest."
+            )
+        return [*plan[:steps], sequences[self.rank :: self.size]]
 
     def eval_plan(self, plan: list[np.ndarray]) -> list[np.ndarray]:
         """This rank's share of an evaluation: every N-th batch, none dropped (scores are summed after)."""
