@@ -152,6 +152,7 @@ def test_a_load_that_does_not_exist_is_a_config_error(tmp_path):
 # -------------------------------------------------------------------------------------- runs, RETURNN's and ours
 # A RETURNN torch config that both run; get_model, the hooks and the epoch functions print what they get.
 LOAD_CONFIG = """#!rnn.py
+import sys
 
 import torch
 from torch import nn
