@@ -295,7 +295,9 @@ def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[s
         option=option,
         random_seed=dataset_seed(config),
         window=window,
-        train_ordering=config.get("batching"),
+        # RETURNN forwards its train/dev/eval data as built for training, batching included; a config for this
+        # framework forwards its train data shuffled, as before
+        train_ordering=config.get("batching") if is_returnn_config(config) else None,
         returnn_eval=option in ("dev", "eval"),
     )
     if is_returnn_config(config) and config.bool("sort_dataset") and dataset.returnn_sortable:
