@@ -66,6 +66,10 @@ CORPUS = {
     "contrastive: CLIP loss, in-batch negatives": (["healthy_contrastive.py"], {}),
     "metric learning: batch-hard triplet loss": ([VECTORS, "healthy_triplet.py"], {}),
     "distillation: frozen teacher, KL at temperature 2": ([VECTORS, "healthy_distillation.py"], {}),
+    "distillation: a teacher that knows the rule behind noisy labels, error against it": (
+        ["healthy_distillation_noisy_labels.py"],
+        {},
+    ),
     "imbalanced: rare events, torchvision's sigmoid_focal_loss": (["healthy_focal.py"], {}),
     "imbalanced: long tail, multi-class focal loss": (["healthy_focal_multiclass.py"], {}),
     "imbalanced: inverse-frequency class weights": (["healthy_class_weights.py"], {}),

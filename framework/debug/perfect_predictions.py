@@ -92,6 +92,8 @@ class PerfectPredictions(Plugin):
             return
         if any(checked.get(s.call, float("inf")) > AT_MINIMUM for s in scored):
             return  # a watched loss is not at its minimum: the perfect scores are not what it trains toward
+        if any(_moved_off_minimum(marked, after.losses.get(name)) for name, marked in before.losses.items()):
+            return  # another term of the objective (a teacher's soft targets) does not call these scores perfect
         findings = []
         for name, marked in before.losses.items():
             if not marked.as_error or name not in after.losses:
@@ -107,6 +109,15 @@ class PerfectPredictions(Plugin):
 
 def _value(marked: Any) -> float:
     return float(marked.normalized().detach().float())
+
+
+def _moved_off_minimum(before: Any, after: Any) -> bool:
+    """Whether an optimised loss changed under the perfect scores without reaching a minimum of 0: the objective
+    has a term of its own on those scores, so they are not what the whole objective calls perfect."""
+    if before.as_error or after is None:
+        return False
+    was, now = _value(before), _value(after)
+    return abs(now - was) > 1e-3 * max(abs(was), 1e-12) and now > AT_MINIMUM
 
 
 def _finding(name: str, was: float, now: float, scored: list[_Scored], crossed: str | None) -> Finding:
