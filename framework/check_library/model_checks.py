@@ -348,10 +348,12 @@ def zero_gradient_finding(
 ) -> Finding:
     """``names`` got an exactly-zero gradient: at step 0 (``updates`` 0) or at every one of the first ``updates``."""
     when = f"at step 0 and in each of the {updates} updates after it" if updates else "(at this step)"
-    text = (
-        f"{by_module(model, names)} get a gradient that is exactly zero {when}: dead units (a ReLU that never "
-        f"fires), a multiplication by something that stays zero, or a path masked out on "
-        f"{'every batch' if updates else 'this batch'}."
+    deduced = _first_step_only(model, names)
+    text = f"{by_module(model, names)} get a gradient that is exactly zero {when}" + (
+        f".{deduced}"
+        if deduced
+        else f": dead units (a ReLU that never fires), a multiplication by something that stays zero, or a path "
+        f"masked out on {'every batch' if updates else 'this batch'}."
     )
     blocking = [n for n in (zero_valued or []) if n not in names]
     if blocking and not updates:
@@ -368,6 +370,41 @@ def zero_gradient_finding(
         where=named(names),
         fix="Judge after one update if a zero-initialised part blocks them; else look for dead ReLUs, a factor that "
         "stays zero or a mask that drops their path.",
+    )
+
+
+def _first_step_only(model: nn.Module, names: list[str]) -> str:
+    """What zero gradients of a recurrent layer's ``weight_hh`` say while its ``weight_ih`` of the same direction gets
+    one: its state before the first step is zero, so weight_hh acts from the second step on; the loss reads that
+    direction's output at its first step alone. For the reverse direction of a bidirectional layer, that step is the
+    last position: ``out[:, -1]`` holds it after one element."""
+    zero = set(names)
+    said = []
+    for path, module in model.named_modules():
+        if not isinstance(module, nn.RNNBase):
+            continue
+        prefix = f"{path}." if path else ""
+        for layer in range(module.num_layers):
+            for suffix in ("", "_reverse") if module.bidirectional else ("",):
+                hh, ih = f"{prefix}weight_hh_l{layer}{suffix}", f"{prefix}weight_ih_l{layer}{suffix}"
+                if hh in zero and ih not in zero:
+                    said.append((path or "the model", layer, suffix))
+    if not said:
+        return ""
+    path, layer, suffix = said[0]
+    if suffix:
+        return (
+            f" In {type(model.get_submodule(path if path != 'the model' else '')).__name__} {path!r}, layer {layer}'s "
+            f"reverse direction gets a gradient into its input weights but none into its recurrent ones: its state "
+            f"before its first step is zero, so the loss reads that direction only after its first step, which for "
+            f"the reverse direction is the last position of the sequence. Reading the output at the last time step "
+            f"(out[:, -1]) of a bidirectional layer gives the backward direction after one element; take its final "
+            f"state (h_n, or out[:, 0]'s reverse half) instead."
+        )
+    return (
+        f" In {path!r}, layer {layer}'s recurrent weights get no gradient while its input weights do: its state "
+        f"before the first step is zero, so the loss reads its output only at the first step (out[:, 0]), before any "
+        f"recurrence; read the output after the sequence (h_n, or the last real step)."
     )
 
 
