@@ -1,7 +1,9 @@
 """RETURNN's sequence orderings (``Dataset.get_seq_order_for_epoch``) against RETURNN's own HDFDataset on HDF files
 written by RETURNN's SimpleHDFWriter: for every ordering family, several epochs, partition_epoch 1 and 3, the same
 sequence tags in the same order, with RETURNN's seeding (the epoch and ``random_seed_offset``, ``fixed_random_seed``)
-as a RETURNN config gets it (``random_seed=None``). A config for this framework keeps its own draws."""
+as a RETURNN config gets it (``random_seed=None``). A config for this framework keeps its own draws. Also the orders
+RETURNN gives a config's dev and eval datasets (its ``__main__.load_data``) and its forward data (its torch engine's
+``forward_with_callback``), a ``seq_ordering`` function, and each rank's train order under ``torch_distributed``."""
 
 from __future__ import annotations
 
