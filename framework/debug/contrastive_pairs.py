@@ -1,0 +1,200 @@
+"""Do a contrastive loss's targets pair each row with its own example? (``debug_contrastive_pairs``, on by default.)
+
+A contrastive loss (SimCLR's NT-Xent, InfoNCE, CLIP's) is a ``cross_entropy`` over a matrix of similarities between
+rows, whose target for row i is the column of its positive: the other view of the same example. The targets are made
+in the step (``arange`` arithmetic), so an index that assumes another layout of the views (interleaved where they are
+concatenated, an offset of the wrong size) makes every positive a view of another example: the loss then pulls
+unrelated examples together and pushes each from its own other view, and nothing fails.
+
+Information kept through the step: before the first step, on a copy in training mode, with gradients to the batch's
+dense input keys, ``train_step`` runs once watching ``cross_entropy`` calls over a [rows, columns] score matrix whose
+integer targets are no value of the batch (made in the step). For a few rows, the gradient of the target's score
+into the inputs says which examples that score is computed from: one (the row and its positive are views of the same
+example, or scores over classes) or two. When nearly every target pairs two different examples, and the batch's own
+labels do not say those examples belong together (supervised contrastive learning pairs examples of a class), the
+targets are named with the examples they pair.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from framework.base import log
+from framework.base.config import Config
+from framework.base.errors import ModelCheckError
+from framework.base.findings import Finding
+from framework.base.options import register
+from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
+from framework.check_library.tensors import format_frame, user_frame
+from framework.core.events import Event, Order
+from framework.core.plugin import Plugin, on
+from framework.core.state import RunState
+from framework.debug.sanity import report_findings
+
+CHECK = "contrastive-pairs check"
+register(
+    "debug_contrastive_pairs",
+    "bool",
+    True,
+    "Before the first step, on a copy: a cross_entropy over a similarity matrix whose step-made targets pair nearly "
+    "every row with a view of another example (positive indices that assume another layout of the views).",
+    __name__,
+)
+
+ROWS = 8  # target scores traced per call
+MOSTLY = 0.75  # this share of the traced targets pairing two examples makes the finding
+SAME_LABEL = 0.9  # ... unless the batch's labels put this share of the pairs in one class (supervised contrastive)
+RELATIVE = 0.1  # an example whose input gradient reaches this share of the largest one is a source of the score
+
+
+class _Watch(TorchFunctionMode):
+    """Keeps the cross_entropy calls over a 2-D score matrix whose targets the step made."""
+
+    def __init__(self, batch: dict[str, torch.Tensor]):
+        super().__init__()
+        self.batch = [t for t in batch.values() if isinstance(t, torch.Tensor)]
+        self.calls: list[tuple[torch.Tensor, torch.Tensor, str]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func is F.cross_entropy and len(self.calls) < 2:
+            scores = args[0] if args else kwargs.get("input")
+            target = args[1] if len(args) > 1 else kwargs.get("target")
+            if (
+                isinstance(scores, torch.Tensor)
+                and isinstance(target, torch.Tensor)
+                and scores.dim() == 2
+                and target.dim() == 1
+                and not target.is_floating_point()
+                and len(target) == len(scores) >= 4
+                and scores.requires_grad
+                and not any(_same_values(target, t) for t in self.batch)
+            ):
+                self.calls.append((scores, target.detach(), format_frame(user_frame())))
+        return out
+
+
+def _same_values(target: torch.Tensor, value: torch.Tensor) -> bool:
+    if target.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
+        return True
+    return target.shape == value.shape and torch.equal(target.to(value.dtype), value)
+
+
+class ContrastivePairs(Plugin):
+    """Traces, at the first step, which examples each step-made contrastive target pairs."""
+
+    first_step_check = ("debug_contrastive_pairs",)
+
+    order = Order.CHECK
+    needs = (PROBE_SESSION,)
+
+    @classmethod
+    def from_config(cls, config: Config, state: RunState) -> ContrastivePairs | None:
+        return cls() if config.bool("debug_contrastive_pairs") else None
+
+    @on(Event.STEP_START, once=True)
+    def probe(self, state: RunState) -> None:
+        session = state.store.get(PROBE_SESSION)
+        keys = [
+            name
+            for name, declared in state.extern_data.items()
+            if declared.sparse_dim is None
+            and isinstance(state.batch.get(name), torch.Tensor)
+            and state.batch[name].is_floating_point()
+        ]
+        if session is None or not keys or len(state.batch_indices) < 4:
+            return
+        labels = [
+            state.batch[name]
+            for name, declared in state.extern_data.items()
+            if declared.sparse_dim is not None
+            and isinstance(state.batch.get(name), torch.Tensor)
+            and state.batch[name].shape == (len(state.batch_indices),)
+        ]
+        try:
+            finding = self._trace(session, dict(state.batch), keys, labels, len(state.batch_indices))
+        except ProbeLimit as exc:
+            log.v5(f"Contrastive-pairs check skipped: the probe step failed ({exc}).")
+            return
+        if finding is not None:
+            report_findings(
+                state, "first step", [finding], ModelCheckError, False, off="debug_contrastive_pairs = False"
+            )
+
+    @staticmethod
+    def _trace(
+        session: ProbeSession, batch: dict[str, Any], keys: list[str], labels: list[torch.Tensor], size: int
+    ) -> Finding | None:
+        leaves = [batch[k].detach().clone().requires_grad_() for k in keys]
+        batch.update(zip(keys, leaves, strict=True))
+        with session.isolated(CHECK, train=True) as model, torch.enable_grad():
+            watch = _Watch(batch)
+            with watch:
+                session.changed_run(CHECK, model, batch, stage="train")
+            for scores, target, where in watch.calls:
+                rows = [i for i in range(len(target)) if 0 <= int(target[i]) < scores.shape[1]]
+                rows = rows[:: max(1, len(rows) // ROWS)][:ROWS]
+                pairs = [_sources(scores[i, int(target[i])], leaves, size) for i in rows]
+                # scores between rows: another column of the row is computed from another example (class logits of
+                # mixed inputs share the row's sources in every column, and are no pairing of rows)
+                between = [_sources(scores[i, _other_column(scores, i, int(target[i]))], leaves, size) for i in rows]
+                two = [p for p, q in zip(pairs, between, strict=True) if len(p) == 2 and q and q != p]
+                if len(rows) < 4 or len(two) < MOSTLY * len(rows):
+                    continue
+                if any(_share_a_label(two, label) >= SAME_LABEL for label in labels):
+                    continue  # examples of one class paired on purpose (supervised contrastive learning)
+                shown = "; ".join(
+                    f"row {i} -> column {int(target[i])}: examples {sorted(p)}"
+                    for i, p in [(i, p) for i, p in zip(rows, pairs, strict=True) if p in two][:3]
+                )
+                return Finding(
+                    "warning",
+                    "sanity check",
+                    f"The targets of cross_entropy at {where} pair rows with views of other examples: the scores are "
+                    f"a [{scores.shape[0]}, {scores.shape[1]}] matrix between rows, its targets are made in the step, "
+                    f"and for {len(two)} of the {len(rows)} targets traced, the target's score is computed from two "
+                    f"different examples of the batch (by its gradient into the inputs; {shown}, ...). Each row's "
+                    f"positive is then a view of another example: the loss pulls unrelated examples together and "
+                    f"pushes each row from its own other view. The positive of a row must point at the view of the "
+                    f"same example (for views concatenated as [all first views, all second views], row i pairs with "
+                    f"i + N modulo 2N; for interleaved views, i ^ 1).",
+                    evidence={"traced": len(rows), "pairing_two_examples": len(two), "matrix": list(scores.shape)},
+                    where={"loss": "cross_entropy", "at": where},
+                    fix="Build each row's target index from the layout the views were stacked in.",
+                )
+        return None
+
+
+def _other_column(scores: torch.Tensor, row: int, target: int) -> int:
+    """A column of ``row`` other than its target and itself, with a finite score (not a masked diagonal)."""
+    columns = scores.shape[1]
+    for step in range(1, columns):
+        column = (target + step) % columns
+        if column != row and bool(torch.isfinite(scores[row, column])):
+            return column
+    return target
+
+
+def _sources(score: torch.Tensor, leaves: list[torch.Tensor], size: int) -> set[int]:
+    """The examples (rows of the batch's inputs) whose input gradient of ``score`` reaches RELATIVE of the largest."""
+    grads = torch.autograd.grad(score, leaves, retain_graph=True, allow_unused=True)
+    magnitude = torch.zeros(size)
+    for grad in grads:
+        if grad is not None and grad.shape[:1] == (size,):
+            magnitude = torch.maximum(magnitude, grad.detach().abs().reshape(size, -1).amax(1).float().cpu())
+    top = float(magnitude.max())
+    return {k for k in range(size) if top > 0 and float(magnitude[k]) >= RELATIVE * top}
+
+
+def _share_a_label(pairs: list[set[int]], label: torch.Tensor) -> float:
+    """The share of the example pairs whose two examples have the same value of ``label``."""
+    same = [int(label[a]) == int(label[b]) for a, b in (sorted(p) for p in pairs)]
+    return sum(same) / max(len(same), 1)
+
+
+PLUGINS = (ContrastivePairs,)
