@@ -116,7 +116,10 @@ class ClipWatch(Plugin):
     def _finding(self) -> Finding | None:
         if len(self.calls) < MIN_CALLS:
             return None
-        norms = torch.stack([n.float().cpu() for _, n in self.calls]).tolist()
+        try:
+            norms = [float(n) for _, n in self.calls]
+        except (RuntimeError, TypeError, ValueError):  # a norm that is no plain number here (a sharded one)
+            return None
         factors = [norm / max_norm for (max_norm, _), norm in zip(self.calls, norms, strict=True) if max_norm > 0]
         cut = [f for f in factors if f >= FACTOR]
         if len(factors) < MIN_CALLS or len(cut) < SHARE * len(factors):

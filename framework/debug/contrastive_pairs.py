@@ -139,11 +139,23 @@ class ContrastivePairs(Plugin):
             for scores, target, where in watch.calls:
                 rows = [i for i in range(len(target)) if 0 <= int(target[i]) < scores.shape[1]]
                 rows = rows[:: max(1, len(rows) // ROWS)][:ROWS]
-                pairs = [_sources(scores[i, int(target[i])], leaves, size) for i in rows]
-                # scores between rows: another column of the row is computed from another example (class logits of
-                # mixed inputs share the row's sources in every column, and are no pairing of rows)
-                between = [_sources(scores[i, _other_column(scores, i, int(target[i]))], leaves, size) for i in rows]
-                two = [p for p, q in zip(pairs, between, strict=True) if len(p) == 2 and q and q != p]
+                pairs, two, misses = [], [], 0
+                for i in rows:
+                    pair = _sources(scores[i, int(target[i])], leaves, size)
+                    pairs.append(pair)
+                    # scores between rows: another column of the row is computed from another example (class
+                    # logits of mixed inputs share the row's sources in every column, and are no pairing of rows)
+                    other = (
+                        _sources(scores[i, _other_column(scores, i, int(target[i]))], leaves, size)
+                        if len(pair) == 2
+                        else set()
+                    )
+                    if len(pair) == 2 and other and other != pair:
+                        two.append(pair)
+                    else:
+                        misses += 1
+                    if misses > (1 - MOSTLY) * len(rows):
+                        break  # cannot reach MOSTLY: each traced score is a backward pass, spared
                 if len(rows) < 4 or len(two) < MOSTLY * len(rows):
                     continue
                 if any(_share_a_label(two, label) >= SAME_LABEL for label in labels):
