@@ -20,7 +20,7 @@ from torch import nn
 from framework.check_library.mode_dependence import differs_by_mode
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.debug.padding_probe import first_train_batch
+from framework.debug.padding_probe import buffers_restored, first_train_batch, once_per_step
 
 CLOSES = 0.5  # a switch that closes at least this share of the gap between the paths explains it
 
@@ -94,24 +94,12 @@ def _stale(module: nn.Module) -> bool:
     return bool((mean == 0).all()) and bool((var == 1).all())
 
 
-# the latest experiment, for the checks that ask at the same step: (run state, step, loss) and its result
-_latest: list[tuple[RunState, int, str, Switched | None]] = []
-
-
 def evaluation_switch(state: RunState, loss: str) -> Switched | None:
     """On the first train batch of this epoch: the module class whose forward in training mode, inside the
     evaluation path, closes at least ``CLOSES`` of the gap to the training path (the class that closes most); None
     when none does, or when the experiment cannot run (a model that cannot be copied, a step that fails on the copy).
     Run once per step and loss, however many checks ask."""
-    for run, step, name, result in _latest:
-        if run is state and step == state.global_step and name == loss:
-            return result
-    try:
-        result = _experiment(state, loss)
-    except Exception:  # noqa: BLE001 - the callers report the gap between the paths as it stands
-        result = None
-    _latest[:] = [(state, state.global_step, loss, result)]
-    return result
+    return once_per_step("mode switch", state, loss, lambda: _experiment(state, loss))
 
 
 def _experiment(state: RunState, loss: str) -> Switched | None:
@@ -120,8 +108,6 @@ def _experiment(state: RunState, loss: str) -> Switched | None:
         if setting is None:
             return None
         copy, batch, epoch = setting
-        # the copy shares the user's parameters; only its own buffers (running statistics) change in training mode
-        saved = {name: value.clone() for name, value in copy.named_buffers()}
 
         def score(stage: str, switch: type | None = None) -> float:
             copy.train(stage == "train")
@@ -129,12 +115,9 @@ def _experiment(state: RunState, loss: str) -> Switched | None:
                 for module in copy.modules():
                     if type(module) is switch:
                         module.training = True  # its own forward only, not its children's
-            try:
+            with buffers_restored(copy):
                 run_ctx = run_step(state.config, copy, batch, stage, epoch=epoch, step=state.global_step)
-                return float(run_ctx.losses[loss].normalized())
-            finally:
-                for name, value in copy.named_buffers():
-                    value.copy_(saved[name])
+            return float(run_ctx.losses[loss].normalized())
 
         evaluated = score("eval")
         trained = score("train")

@@ -21,7 +21,7 @@ tensor): a GPT-2 given ``labels=input_ids`` with padding counts the padding in t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,6 +263,36 @@ def first_train_batch(state: RunState) -> Iterator[tuple[torch.nn.Module, dict[s
         return
     with unseen(), torch.no_grad(), objects_random_state_kept(loader.dataset):
         yield model_copy(state.model), to_device(loader.tensor_batch(plan[0], epoch), state.device), epoch
+
+
+@contextlib.contextmanager
+def buffers_restored(model: torch.nn.Module) -> Iterator[None]:
+    """Run a symptom experiment's step on ``model`` and put its buffers back afterwards: the copy shares the user's
+    parameters, and only its own buffers (running statistics) change when it runs in training mode."""
+    saved = {name: value.clone() for name, value in model.named_buffers()}
+    try:
+        yield
+    finally:
+        for name, value in model.named_buffers():
+            value.copy_(saved[name])
+
+
+# the latest result of each symptom experiment, for the checks that ask at the same step: name -> (run, step, key, it)
+_latest: dict[str, tuple[RunState, int, str, Any]] = {}
+
+
+def once_per_step(experiment: str, state: RunState, key: str, run: Callable[[], Any]) -> Any:
+    """``run()``'s result, computed once per run state, step and ``key`` (a loss) however many checks ask for the
+    ``experiment``; an exception counts as None (the callers report the symptom as it stands)."""
+    kept = _latest.get(experiment)
+    if kept is not None and kept[0] is state and kept[1] == state.global_step and kept[2] == key:
+        return kept[3]
+    try:
+        result = run()
+    except Exception:  # noqa: BLE001 - a model that cannot be copied, a step that fails on the copy
+        result = None
+    _latest[experiment] = (state, state.global_step, key, result)
+    return result
 
 
 def evaluation_reads_padding(state: RunState, loss: str) -> tuple[str, int, float, float] | None:

@@ -23,7 +23,7 @@ from framework.check_library.tensors import format_frame, is_user_file
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.debug.padding_probe import first_train_batch
+from framework.debug.padding_probe import buffers_restored, first_train_batch, once_per_step
 
 CLOSES = 0.5  # the branch explains the gap when it closes at least this share of it
 SHIFT_CANDIDATES = 16  # shifts tried per row: where the row's first frame reappears
@@ -134,10 +134,7 @@ def evaluation_branch(state: RunState, loss: str) -> StepBranch | None:
     ``run_ctx.train_flag`` False (as dev is evaluated) and True. A StepBranch when the flag closes at least ``CLOSES``
     of the gap to the training path, with the model inputs of both; None when it does not, or the experiment cannot
     run (a model that cannot be copied, a step that fails on the copy)."""
-    try:
-        return _experiment(state, loss)
-    except Exception:  # noqa: BLE001 - the callers report the gap between the paths as it stands
-        return None
+    return once_per_step("step branch", state, loss, lambda: _experiment(state, loss))
 
 
 def _experiment(state: RunState, loss: str) -> StepBranch | None:
@@ -145,7 +142,6 @@ def _experiment(state: RunState, loss: str) -> StepBranch | None:
         if setting is None:
             return None
         copy, batch, epoch = setting
-        saved = {name: value.clone() for name, value in copy.named_buffers()}
 
         def run(stage: str, training: bool) -> tuple[float, RunCtx, dict[str, Any]]:
             copy.train(training)
@@ -157,13 +153,12 @@ def _experiment(state: RunState, loss: str) -> StepBranch | None:
 
             handle = copy.register_forward_pre_hook(keep, with_kwargs=True)
             try:
-                run_ctx = run_step(
-                    state.config, copy, batch, stage, epoch=epoch, step=state.global_step, context=_FlagWatched
-                )
+                with buffers_restored(copy):
+                    run_ctx = run_step(
+                        state.config, copy, batch, stage, epoch=epoch, step=state.global_step, context=_FlagWatched
+                    )
             finally:
                 handle.remove()
-                for name, value in copy.named_buffers():
-                    value.copy_(saved[name])
             return float(run_ctx.losses[loss].normalized()), run_ctx, inputs
 
         evaluated, watched, eval_inputs = run("eval", False)
