@@ -146,13 +146,14 @@ def test_one_optimizer_refuses_a_loss_marked_for_a_named_one(tmp_path):
 
 @pytest.mark.slow
 def test_the_shipped_examples_learn_quietly():
-    gan = run_rnn(GAN, "++model", "", "++num_epochs", "10")
+    # 3000 GAN steps and 8 epochs of actor-critic: minutes of wall time on a loaded machine (a hang guard, not a limit)
+    gan = run_rnn(GAN, "++model", "", "++num_epochs", "10", timeout=600)
     assert gan.returncode == 0, gan.stderr
     assert "WARNING" not in gan.stdout + gan.stderr and "findings: none" in gan.stdout
     last = [line for line in gan.stdout.splitlines() if line.startswith("Epoch 10 evaluation")][0]
     off_mode = float(last.split("off_mode ")[1].split()[0])
     assert off_mode < 0.5  # 1.000 after the first epoch: the samples moved onto the ring's modes
-    actor_critic = run_rnn(ACTOR_CRITIC, "++model", "")
+    actor_critic = run_rnn(ACTOR_CRITIC, "++model", "", timeout=600)
     assert actor_critic.returncode == 0, actor_critic.stderr
     assert "WARNING" not in actor_critic.stdout + actor_critic.stderr
     last = [line for line in actor_critic.stdout.splitlines() if line.startswith("Epoch 8 evaluation")][0]
