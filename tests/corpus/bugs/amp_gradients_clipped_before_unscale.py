@@ -59,5 +59,7 @@ def get_model(**_kwargs):
 def train_step(*, model, extern_data, run_ctx, **_kwargs):
     logits = model(extern_data["data"])
     targets = extern_data["classes"]
-    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, targets), scale=SCALE)  # scaler.scale(loss)
+    run_ctx.mark_as_loss(
+        name="ce", loss=nn.functional.cross_entropy(logits, targets), scale=SCALE
+    )  # scaler.scale(loss)
     run_ctx.mark_as_loss(name="err", loss=(logits.argmax(-1) != targets).float().mean(), as_error=True)

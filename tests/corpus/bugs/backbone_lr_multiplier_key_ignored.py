@@ -43,7 +43,9 @@ def pretrained_backbone():
     opt = torch.optim.Adam([*backbone.parameters(), *head.parameters()], lr=3e-3)
     for _ in range(300):
         kinds = rng.integers(0, SOURCE_CLASSES, size=128)
-        loss = nn.functional.cross_entropy(head(backbone(torch.from_numpy(inputs(rng, kinds)))), torch.from_numpy(kinds))
+        loss = nn.functional.cross_entropy(
+            head(backbone(torch.from_numpy(inputs(rng, kinds)))), torch.from_numpy(kinds)
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()

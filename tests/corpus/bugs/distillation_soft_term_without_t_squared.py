@@ -49,7 +49,8 @@ def train_step(*, model, extern_data, run_ctx, **_kwargs):
     logits = model(x)
     hard = nn.functional.cross_entropy(logits, targets)
     soft = nn.functional.kl_div(
-        nn.functional.log_softmax(logits / T, dim=-1), nn.functional.softmax(teacher_logits(x) / T, dim=-1),
+        nn.functional.log_softmax(logits / T, dim=-1),
+        nn.functional.softmax(teacher_logits(x) / T, dim=-1),
         reduction="batchmean",
     )
     if not bug:

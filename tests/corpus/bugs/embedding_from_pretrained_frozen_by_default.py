@@ -48,7 +48,9 @@ class DotRecommender(nn.Module):
         self.user = nn.Embedding(USERS, FACTORS)
         nn.init.normal_(self.user.weight, std=0.1)
         weights = torch.from_numpy(PRETRAINED)
-        self.item = nn.Embedding.from_pretrained(weights) if bug else nn.Embedding.from_pretrained(weights, freeze=False)
+        self.item = (
+            nn.Embedding.from_pretrained(weights) if bug else nn.Embedding.from_pretrained(weights, freeze=False)
+        )
         self.bias = nn.Parameter(torch.zeros(()))
 
     def forward(self, users, items):

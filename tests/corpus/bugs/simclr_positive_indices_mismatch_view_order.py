@@ -28,7 +28,10 @@ class Objects(NumpyDataset):
 
 train = {"class": Objects, "split": "train"}
 dev = {"class": Objects, "split": "dev"}
-extern_data = {"data": {"shape": (SIGNAL + NUISANCE,)}, "classes": {"shape": (), "dtype": "int64", "sparse_dim": CLASSES}}
+extern_data = {
+    "data": {"shape": (SIGNAL + NUISANCE,)},
+    "classes": {"shape": (), "dtype": "int64", "sparse_dim": CLASSES},
+}
 batch_size = 64
 num_epochs = 5
 learning_rate = 2e-3
