@@ -10,6 +10,7 @@ import numpy as np
 
 from conftest import zoo_log
 from framework.datasets.extern_data import DataKey
+from framework.debug.label_steps import label_steps_finding
 from framework.debug.split_pairing import pairing_findings
 from framework.debug.split_undo import Scores
 
@@ -290,3 +291,28 @@ def test_the_shorter_sequences_of_a_batch_run_with_and_without_the_padding_only_
     assert removed == 2 and padded["data"].shape == (2, 6) and cropped["data"].shape == (2, 4)
     assert padded["classes"].tolist() == [1, 0] and cropped["data:seq_len"].tolist() == [3, 4]
     assert _shorter_sequences({**batch, "data:seq_len": torch.tensor([6, 6, 6, 3])}, "data") is None
+
+
+def test_class_ids_averaged_at_boundaries_in_one_split_are_named_and_in_both_are_not():
+    label = DataKey("y", (None,), "int64", 6)
+
+    def regions(seed, averaged):
+        r = np.random.default_rng(seed)
+        batches = []
+        for start in range(0, 320, 16):
+            ys = np.zeros((16, 40), dtype=np.int64)
+            for row in range(16):
+                ids = r.integers(0, 6, size=5)
+                ys[row] = np.repeat(ids, 8)
+                if averaged:  # a frame at each boundary gets the rounded mean of its neighbours, as a linear resize
+                    for edge in range(8, 40, 8):
+                        ys[row, edge] = (ys[row, edge - 1] + ys[row, edge + 1] + 1) // 2
+            batches.append((np.arange(start, start + 16), {"y": ys, "y:seq_len": np.full(16, 40)}))
+        return batches
+
+    found = label_steps_finding({"train": regions(0, True), "dev": regions(1, False)}, label)
+    assert found is not None and found.severity == "warning"
+    assert "The labels 'y' of train hold ids between their neighbours' at region boundaries" in found.message
+    assert label_steps_finding({"train": regions(0, False), "dev": regions(1, False)}, label) is None
+    # ordinal labels that vary smoothly by design do so in every split
+    assert label_steps_finding({"train": regions(0, True), "dev": regions(1, True)}, label) is None

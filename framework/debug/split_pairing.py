@@ -42,6 +42,7 @@ from framework.core.measurements import CHANCE_LEVELS, SPLITS_ON_TRIAL
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.datasets.extern_data import DataKey
+from framework.debug.label_steps import label_steps_finding
 from framework.debug.split_undo import (
     Undo,
     affine_undo,
@@ -758,9 +759,14 @@ class SplitPairing(Plugin):
                         pairs = pairing_findings(samples, data, label)
                     found += pairs
                     reported |= {frozenset((data.name, label.name))} if pairs else set()
+            steps = [f for f in (label_steps_finding(samples, label) for label in labels) if f is not None]
         except Exception as exc:  # noqa: BLE001 - data this comparison cannot read is the data checks' to report
             log.v5(f"Split comparison skipped: {type(exc).__name__}: {exc}")
             return
+        for finding in steps:  # the labels alone show how one split was prepared: one record with dev's symptoms
+            split, against = finding.evidence["split"], finding.evidence["against"]
+            finding.evidence["problem"] = splits_differ(against if split == "train" else split)
+            report(finding)
         # one process decides: ranks could disagree on the experiment
         decidable = state.distributed is None
         for pairing in found:
