@@ -17,6 +17,8 @@ targets are named with the examples they pair.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -30,9 +32,9 @@ from framework.base.findings import Finding
 from framework.base.options import register
 from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
 from framework.check_library.tensors import format_frame, user_frame
-from framework.core.events import Event, Order
-from framework.core.plugin import Plugin, on
+from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
+from framework.debug.first_step import SharedRunCheck
 from framework.debug.sanity import report_findings
 
 CHECK = "contrastive-pairs check"
@@ -49,6 +51,7 @@ ROWS = 8  # target scores traced per call
 MOSTLY = 0.75  # this share of the traced targets pairing two examples makes the finding
 SAME_LABEL = 0.9  # ... unless the batch's labels put this share of the pairs in one class (supervised contrastive)
 RELATIVE = 0.1  # an example whose input gradient reaches this share of the largest one is a source of the score
+CALLS = 2  # candidate cross_entropy calls traced per step (a loss and its symmetric twin, as CLIP's)
 
 
 class _Watch(TorchFunctionMode):
@@ -62,7 +65,7 @@ class _Watch(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if func is F.cross_entropy and len(self.calls) < 2:
+        if func is F.cross_entropy and len(self.calls) < CALLS:
             scores = args[0] if args else kwargs.get("input")
             target = args[1] if len(args) > 1 else kwargs.get("target")
             if (
@@ -79,47 +82,58 @@ class _Watch(TorchFunctionMode):
         return out
 
 
+def _dense_keys(state: RunState) -> list[str]:
+    """The batch's dense floating input keys: where the traced run takes gradients."""
+    return [
+        name
+        for name, declared in state.extern_data.items()
+        if declared.sparse_dim is None
+        and isinstance(state.batch.get(name), torch.Tensor)
+        and state.batch[name].is_floating_point()
+    ]
+
+
 def _same_values(target: torch.Tensor, value: torch.Tensor) -> bool:
     if target.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
         return True
     return target.shape == value.shape and torch.equal(target.to(value.dtype), value)
 
 
-class ContrastivePairs(Plugin):
-    """Traces, at the first step, which examples each step-made contrastive target pairs."""
+class ContrastivePairs(SharedRunCheck):
+    """Watches the first step's shared run for cross_entropy calls with step-made targets over a matrix between rows;
+    only when one is seen, traces on a copy with gradients to the inputs which examples each target pairs."""
 
+    check = CHECK
     first_step_check = ("debug_contrastive_pairs",)
-
-    order = Order.CHECK
-    needs = (PROBE_SESSION,)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> ContrastivePairs | None:
         return cls() if config.bool("debug_contrastive_pairs") else None
 
-    @on(Event.STEP_START, once=True)
-    def probe(self, state: RunState) -> None:
+    def applies(self, state: RunState) -> bool:
+        return len(state.batch_indices) >= 4 and bool(_dense_keys(state))
+
+    @contextlib.contextmanager
+    def observe(self, state: RunState, model: torch.nn.Module) -> Iterator[_Watch]:
+        with _Watch(state.batch) as watch:
+            yield watch
+
+    def conclude(self, state: RunState, seen: _Watch, run_ctx: RunCtx | None) -> None:
+        if not seen.calls:
+            return  # no candidate: the traced run (a backward pass per target) is spared
+        seen.calls.clear()
         session = state.store.get(PROBE_SESSION)
-        keys = [
-            name
-            for name, declared in state.extern_data.items()
-            if declared.sparse_dim is None
-            and isinstance(state.batch.get(name), torch.Tensor)
-            and state.batch[name].is_floating_point()
-        ]
-        if session is None or not keys or len(state.batch_indices) < 4:
-            return
+        size = len(state.batch_indices)
+        # every integer key with one value per sequence can say which examples belong together
         labels = [
-            state.batch[name]
-            for name, declared in state.extern_data.items()
-            if declared.sparse_dim is not None
-            and isinstance(state.batch.get(name), torch.Tensor)
-            and state.batch[name].shape == (len(state.batch_indices),)
+            t
+            for t in state.batch.values()
+            if isinstance(t, torch.Tensor) and not t.is_floating_point() and t.shape == (size,)
         ]
         try:
-            finding = self._trace(session, dict(state.batch), keys, labels, len(state.batch_indices))
+            finding = self._trace(session, dict(state.batch), _dense_keys(state), labels, size)
         except ProbeLimit as exc:
-            log.v5(f"Contrastive-pairs check skipped: the probe step failed ({exc}).")
+            log.v5(f"Contrastive-pairs check skipped: the traced run failed ({exc}).")
             return
         if finding is not None:
             report_findings(
@@ -139,7 +153,7 @@ class ContrastivePairs(Plugin):
             for scores, target, where in watch.calls:
                 rows = [i for i in range(len(target)) if 0 <= int(target[i]) < scores.shape[1]]
                 rows = rows[:: max(1, len(rows) // ROWS)][:ROWS]
-                pairs, two, misses = [], [], 0
+                pairs, two, layouts, misses = [], [], [], 0
                 for i in rows:
                     pair = _sources(scores[i, int(target[i])], leaves, size)
                     pairs.append(pair)
@@ -150,8 +164,12 @@ class ContrastivePairs(Plugin):
                         if len(pair) == 2
                         else set()
                     )
-                    if len(pair) == 2 and other and other != pair:
+                    # the row's own other view is in the matrix, where another layout of the views puts it: the
+                    # column whose score comes from one example (a prototype or a class has no such column)
+                    own = _own_column(scores, i, int(target[i]), leaves, size) if other and other != pair else None
+                    if len(pair) == 2 and own is not None:
                         two.append(pair)
+                        layouts.append(own)
                     else:
                         misses += 1
                     if misses > (1 - MOSTLY) * len(rows):
@@ -172,14 +190,39 @@ class ContrastivePairs(Plugin):
                     f"and for {len(two)} of the {len(rows)} targets traced, the target's score is computed from two "
                     f"different examples of the batch (by its gradient into the inputs; {shown}, ...). Each row's "
                     f"positive is then a view of another example: the loss pulls unrelated examples together and "
-                    f"pushes each row from its own other view. The positive of a row must point at the view of the "
-                    f"same example (for views concatenated as [all first views, all second views], row i pairs with "
-                    f"i + N modulo 2N; for interleaved views, i ^ 1).",
-                    evidence={"traced": len(rows), "pairing_two_examples": len(two), "matrix": list(scores.shape)},
+                    f"pushes each row from its own other view, which the matrix holds in column {layouts[0][1]} "
+                    f"({LAYOUTS[layouts[0][0]]}, found so for {layouts.count(layouts[0])} of them).",
+                    evidence={
+                        "traced": len(rows),
+                        "pairing_two_examples": len(two),
+                        "matrix": list(scores.shape),
+                        "own_view_layout": layouts[0][0],
+                    },
                     where={"loss": "cross_entropy", "at": where},
-                    fix="Build each row's target index from the layout the views were stacked in.",
+                    fix=f"Build each row's target index from the layout the views were stacked in: {LAYOUTS[layouts[0][0]]}.",
                 )
         return None
+
+
+# where a row's other view sits, by how the views were stacked: N is half the rows
+LAYOUTS = {
+    "concatenated": "views concatenated as [all first views, all second views]: row i's positive is i + N modulo 2N",
+    "interleaved": "views interleaved as [x_0, x'_0, x_1, x'_1, ...]: row i's positive is i ^ 1",
+}
+
+
+def _own_column(
+    scores: torch.Tensor, row: int, target: int, leaves: list[torch.Tensor], size: int
+) -> tuple[str, int] | None:
+    """The layout whose column for ``row`` (other than its target) holds a score computed from one example alone: the
+    row's own other view; None when no layout's does."""
+    rows, columns = scores.shape
+    for layout, column in (("concatenated", (row + rows // 2) % rows), ("interleaved", row ^ 1)):
+        if rows % 2 or column in (row, target) or column >= columns or not bool(torch.isfinite(scores[row, column])):
+            continue
+        if len(_sources(scores[row, column], leaves, size)) == 1:
+            return layout, column
+    return None
 
 
 def _other_column(scores: torch.Tensor, row: int, target: int) -> int:
