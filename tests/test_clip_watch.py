@@ -1,6 +1,7 @@
 """A gradient-norm clip that cuts every gradient by orders of magnitude (framework.debug.clip_watch): observed over
 epoch 1 through the function torch's clip_grad_norm_ ends in, named with the loss scale the norms carry; a clip that
-binds now and then is quiet, and the observation leaves torch's function as it was."""
+binds now and then, or one before Adam (whose updates do not scale with the gradient), is quiet, and the observation
+leaves torch's function as it was."""
 
 from __future__ import annotations
 
@@ -19,3 +20,8 @@ def test_a_clip_on_gradients_still_multiplied_by_the_loss_scale_is_named_and_one
     assert clip_grad._clip_grads_with_norm_ is original  # put back at the end of epoch 1
     healthy = zoo_log("classify.py", "cause_classify_clip_scaled.py", loss_scale=1.0, num_epochs=1, train=TRAIN)
     assert "WARNING" not in healthy
+    # Adam divides by the gradient's running RMS: a clip that scales every gradient alike leaves its updates as they were
+    adam = zoo_log(
+        "classify.py", "cause_classify_clip_scaled.py", optimizer={"class": "adam"}, num_epochs=1, train=TRAIN
+    )
+    assert "gradient-norm clip" not in adam

@@ -11,10 +11,15 @@ def test_a_learning_rate_factor_under_a_key_sgd_does_not_read_is_named_and_an_ap
     bug = zoo_log("classify.py", "cause_classify_group_lr_mult.py", num_epochs=1)
     assert (
         "The 2 param groups of SGD carry 'lr_mult' with different values (0.1 in 1 group(s), 1 in 1 group(s)), but "
-        "after epoch 1 every option SGD reads (lr, momentum, dampening, weight_decay, nesterov, maximize, ...) is the "
-        "same in all of them" in bug
+        "after epoch 1 groups 0 and 1 (lr_mult 0.1 and 1) agree in every option SGD reads (lr, momentum, dampening, "
+        "weight_decay, nesterov, maximize, ...)" in bug
     )
     assert "Did you mean 'lr_multiplier'?" in bug
+    # split into weight decay and no decay groups: two groups the key sets apart still agree in every option read
+    split = zoo_log("classify.py", "cause_classify_group_lr_mult.py", decay_split=True, num_epochs=1)
+    assert "The 4 param groups of SGD carry 'lr_mult' with different values" in split
+    # a class of the config's own may read its own keys in its step
+    assert "WARNING" not in zoo_log("classify.py", "cause_classify_group_lr_mult.py", own_class=True, num_epochs=1)
     # a rate the builder computed from the key is the group's own: the schedules keep its ratio to the base rate
     applied = zoo_log("classify.py", "cause_classify_group_lr_mult.py", applied=True, num_epochs=1)
     assert "param group 0 has its own rate 0.001, kept as 0.1x the learning rate" in applied

@@ -1,8 +1,10 @@
 """A gradient-norm clip that shrinks every gradient by orders of magnitude (``debug_clip_watch``, on by default).
 
 A clip of the gradient norm is a safeguard: most steps pass under it, a spike is cut. When every gradient it sees is
-a hundred or more times its ``max_norm``, the size of each update is ``max_norm`` times the learning rate whatever
-the gradient, and the learning rate the run was configured with is not what it applies. The norms are then on
+a hundred or more times its ``max_norm`` and the optimizer's update is proportional to the gradient (SGD, with or
+without momentum), the size of each update is ``max_norm`` times the learning rate whatever the gradient, and the
+learning rate the run was configured with is not what it applies. (Adam and its relatives divide by the gradient's
+running RMS, so a clip that scales every gradient alike barely changes their updates: not judged.) The norms are then on
 another scale than the threshold: gradients still multiplied by a loss scale (clipped before they are unscaled, as
 mixed-precision code written in the wrong order does), a loss weight or a sum over a long batch that the threshold
 did not account for, or a threshold meant for another model.
@@ -30,6 +32,7 @@ from framework.check_library.tensors import calling_user_frame, format_frame
 from framework.core.events import Event
 from framework.core.plugin import Order, Plugin, on
 from framework.core.state import RunState
+from framework.debug.group_keys import optimizers_of
 from framework.training import clipping
 
 register(
@@ -45,6 +48,8 @@ FACTOR = 100.0  # a clip that cuts a gradient by this factor or more ...
 SHARE = 0.9  # ... at this share of its calls ...
 MIN_CALLS = 20  # ... over at least this many calls sets the update size instead of the gradient
 KEPT = 1000  # norms kept per epoch (the first ones)
+LOSS_SCALE = 100.0  # a marked loss scale at least this large can be what puts the norms above the threshold
+PROPORTIONAL = (torch.optim.SGD, torch.optim.ASGD)  # optimizers whose update is the learning rate times the gradient
 
 
 def _caller() -> str | None:
@@ -100,6 +105,11 @@ class ClipWatch(Plugin):
     @on(Event.EPOCH_END, once=True)
     def judge(self, state: RunState) -> None:
         self._restore()
+        optimizers = optimizers_of(state.optimizer).values()
+        # Adam and its relatives divide by the gradient's running RMS: a clip that scales every gradient alike
+        # leaves their updates as they were, so only an update proportional to the gradient is set by max_norm
+        if not optimizers or not all(isinstance(opt, PROPORTIONAL) for opt in optimizers):
+            return
         finding = self._finding()
         if finding is not None:
             report(finding)
@@ -127,7 +137,7 @@ class ClipWatch(Plugin):
         max_norm = statistics.median(m for m, _ in self.calls)
         median = statistics.median(norms)
         where = f" {self.where}" if self.where else ""
-        scaled = [s for s in self.scales if s > FACTOR and median / s <= 10 * max_norm]
+        scaled = [s for s in self.scales if s >= LOSS_SCALE and median / s <= 10 * max_norm]
         if scaled:
             why = (
                 f"The losses are marked with scale {scaled[0]:g}, and the norms divided by it (median "

@@ -6,10 +6,10 @@ library it came from. torch.optim reads only its own options; a key it does not 
 ignored. When nothing else reads it (the schedule here reads ``lr_multiplier``; a user's scheduler could read its
 own key), the groups the key was meant to set apart train alike, and nothing fails.
 
-Configured against applied, after epoch 1 (the schedules and the user's callbacks have had their turn): a numeric
-key that the optimizer does not read and that holds different values in different groups, while every option the
-optimizer does read is the same in all of them. The groups differ in what was configured and not in what was
-applied. A key that is applied (a scheduler that sets each group's rate from it, a builder that computed each group's
+Configured against applied, after epoch 1 (the schedules and the user's callbacks have had their turn), for torch's
+own optimizer classes (a class of the user's may read its own keys in its step): a numeric key that the optimizer
+does not read and that holds different values in two groups that agree in every option the optimizer does read. The
+groups differ in what was configured and not in what was applied. A key that is applied (a scheduler that sets each group's rate from it, a builder that computed each group's
 ``lr`` from it) leaves its trace in those options, and is not reported.
 """
 
@@ -42,7 +42,7 @@ register(
 READ_HERE = {"params", "lr_multiplier", "optimizer", "initial_lr", "max_lr", "min_lr", "base_momentum", "max_momentum"}
 
 
-def _optimizers(optimizer: Any) -> dict[str, torch.optim.Optimizer]:
+def optimizers_of(optimizer: Any) -> dict[str, torch.optim.Optimizer]:
     """The torch optimizers of a run: one, or the ``optimizers`` option's set by name."""
     several = getattr(optimizer, "optimizers", None)
     if isinstance(several, dict):
@@ -73,7 +73,7 @@ class GroupKeys(Plugin):
 
     @on(Event.EPOCH_END, once=True)
     def judge(self, state: RunState) -> None:
-        for name, opt in _optimizers(state.optimizer).items():
+        for name, opt in optimizers_of(state.optimizer).items():
             finding = self._unapplied(name, opt)
             if finding is not None:
                 report(finding)
@@ -81,14 +81,29 @@ class GroupKeys(Plugin):
     @staticmethod
     def _unapplied(name: str, opt: torch.optim.Optimizer) -> Finding | None:
         groups = opt.param_groups
+        # a class of the user's (or a library's) may read its own keys in its step: only torch's are known not to
+        if len(groups) < 2 or not type(opt).__module__.startswith("torch."):
+            return None
         options = [o for o in opt.defaults if o not in READ_HERE]
-        if len(groups) < 2 or any(not all(_same(g.get(o), groups[0].get(o)) for o in options) for g in groups):
-            return None  # the groups differ in what the optimizer reads: whatever set them apart was applied
         keys = [k for k in dict.fromkeys(k for g in groups for k in g) if k not in READ_HERE and k not in opt.defaults]
         for key in keys:
             values = [g.get(key) for g in groups if key in g]
             if not all(_number(v) for v in values) or len(set(values)) < 2:
                 continue
+            # two groups that the key sets apart but that agree in every option the optimizer reads (their other
+            # options may set other groups apart: weight decay and no decay, as layer-wise decay builders split them)
+            alike = next(
+                (
+                    (i, j)
+                    for i, a in enumerate(groups)
+                    for j, b in enumerate(groups[i + 1 :], i + 1)
+                    if key in a and key in b and a[key] != b[key] and all(_same(a.get(o), b.get(o)) for o in options)
+                ),
+                None,
+            )
+            if alike is None:
+                continue
+            i, j = alike
             counts = Counter(values)
             spread = ", ".join(f"{v:g} in {n} group(s)" for v, n in counts.most_common(4))
             cls = type(opt).__name__
@@ -100,10 +115,11 @@ class GroupKeys(Plugin):
                 "warning",
                 "sanity check",
                 f"The {len(groups)} param groups of {named} carry {key!r} with different values ({spread}), but "
-                f"after epoch 1 every option {cls} reads ({read}) is the same in all of them: {cls} does not read "
-                f"{key!r}, and neither the learning-rate schedule (it reads 'lr_multiplier') nor other code applied "
-                f"it to the groups' options, so the groups it was meant to set apart train alike.{suggestion}",
-                evidence={"key": key, "values": dict(counts), "options_read": options, "groups": len(groups)},
+                f"after epoch 1 groups {i} and {j} ({key} {groups[i][key]:g} and {groups[j][key]:g}) agree in every "
+                f"option {cls} reads ({read}): {cls} does not read {key!r}, and neither the learning-rate schedule "
+                f"(it reads 'lr_multiplier') nor other code applied it to the groups' options, so the groups it was "
+                f"meant to set apart train alike.{suggestion}",
+                evidence={"key": key, "values": dict(counts), "options_read": options, "alike_groups": [i, j]},
                 where={"optimizer": name or cls, "param_group_key": key},
                 fix=f"Set what {key!r} stands for as an option {cls} reads (each group's 'lr', 'weight_decay'), or "
                 f"as 'lr_multiplier' (the schedules multiply every rate they set by it).",
