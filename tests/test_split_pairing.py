@@ -316,3 +316,13 @@ def test_class_ids_averaged_at_boundaries_in_one_split_are_named_and_in_both_are
     assert label_steps_finding({"train": regions(0, False), "dev": regions(1, False)}, label) is None
     # ordinal labels that vary smoothly by design do so in every split
     assert label_steps_finding({"train": regions(0, True), "dev": regions(1, True)}, label) is None
+
+
+def test_inputs_negated_at_random_in_dev_are_not_blamed_on_train_labels():
+    # dev's inputs negated per example (a polarity augmentation left on in dev), labels as they are: dev's own halves
+    # agree with their labels less than train's do, so no split's labels are called consistent or shuffled
+    (xt, yt), (xd, yd) = _split(0), _split(1)
+    flip = np.random.default_rng(5).choice([-1.0, 1.0], size=(len(yd), 1))
+    found = _messages((xt, yt), (xd * flip, yd))
+    assert found, "the pairing still differs between the splits"
+    assert all("Within train" not in message and "Within dev" not in message for _, message in found)

@@ -42,6 +42,7 @@ from framework.core.measurements import CHANCE_LEVELS, SPLITS_ON_TRIAL
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 from framework.datasets.extern_data import DataKey
+from framework.debug.input_geometry import geometry_finding
 from framework.debug.label_steps import label_steps_finding
 from framework.debug.split_undo import (
     Undo,
@@ -392,6 +393,15 @@ class Agreement:
     independent: float
     seqs: int
 
+    def noise(self, other: Agreement) -> float:
+        """The standard error of the difference between this share and ``other``'s."""
+        return float(
+            np.hypot(
+                np.sqrt(max(self.right * (1 - self.right), 0.01) / max(self.seqs, 1)),
+                np.sqrt(max(other.right * (1 - other.right), 0.01) / max(other.seqs, 1)),
+            )
+        )
+
     @property
     def at_chance(self) -> bool:
         """No better than labels independent of their inputs, beyond three standard errors."""
@@ -480,8 +490,8 @@ def _within_text(mixed: Mixed, reference: str) -> str:
     """What each split's own halves say of its labels: independent of the inputs in the mixed split alone (paired with
     other inputs), or consistent within it (numbered or transformed otherwise than the other split)."""
     own, theirs = mixed.own, mixed.reference_own
-    if own is None or theirs is None or theirs.at_chance:
-        return ""
+    if own is None or theirs is None or theirs.at_chance or theirs.right < own.right - 3 * own.noise(theirs):
+        return ""  # the other split's own labels agree less with its inputs: which split differs is not decided
     rule = f"the nearest class mean of half of {mixed.split}'s own sequences"
     if own.at_chance:
         return (
@@ -760,12 +770,15 @@ class SplitPairing(Plugin):
                     found += pairs
                     reported |= {frozenset((data.name, label.name))} if pairs else set()
             steps = [f for f in (label_steps_finding(samples, label) for label in labels) if f is not None]
+            steps += [f for f in (geometry_finding(samples, key) for key in inputs) if f is not None]
         except Exception as exc:  # noqa: BLE001 - data this comparison cannot read is the data checks' to report
             log.v5(f"Split comparison skipped: {type(exc).__name__}: {exc}")
             return
-        for finding in steps:  # the labels alone show how one split was prepared: one record with dev's symptoms
-            split, against = finding.evidence["split"], finding.evidence["against"]
-            finding.evidence["problem"] = splits_differ(against if split == "train" else split)
+        for finding in steps:  # the labels or inputs alone show how a split was prepared: one record with dev's
+            split = finding.where["dataset"]  # symptoms
+            finding.evidence["problem"] = splits_differ(
+                finding.evidence.get("against", "") if split == "train" else split
+            )
             report(finding)
         # one process decides: ranks could disagree on the experiment
         decidable = state.distributed is None
