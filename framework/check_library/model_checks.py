@@ -376,36 +376,34 @@ def zero_gradient_finding(
 def _first_step_only(model: nn.Module, names: list[str]) -> str:
     """What zero gradients of a recurrent layer's ``weight_hh`` say while its ``weight_ih`` of the same direction gets
     one: its state before the first step is zero, so weight_hh acts from the second step on; the loss reads that
-    direction's output at its first step alone. For the reverse direction of a bidirectional layer, that step is the
-    last position: ``out[:, -1]`` holds it after one element."""
+    direction's output at its first step alone (or the layer only gets one-step sequences). For the reverse direction
+    of a bidirectional layer, that step is the last position: ``out[:, -1]`` holds it after one element."""
     zero = set(names)
-    said = []
     for path, module in model.named_modules():
         if not isinstance(module, nn.RNNBase):
             continue
-        prefix = f"{path}." if path else ""
+        prefix, shown = (f"{path}.", f"{type(module).__name__} {path!r}") if path else ("", type(module).__name__)
         for layer in range(module.num_layers):
             for suffix in ("", "_reverse") if module.bidirectional else ("",):
                 hh, ih = f"{prefix}weight_hh_l{layer}{suffix}", f"{prefix}weight_ih_l{layer}{suffix}"
-                if hh in zero and ih not in zero:
-                    said.append((path or "the model", layer, suffix))
-    if not said:
-        return ""
-    path, layer, suffix = said[0]
-    if suffix:
-        return (
-            f" In {type(model.get_submodule(path if path != 'the model' else '')).__name__} {path!r}, layer {layer}'s "
-            f"reverse direction gets a gradient into its input weights but none into its recurrent ones: its state "
-            f"before its first step is zero, so the loss reads that direction only after its first step, which for "
-            f"the reverse direction is the last position of the sequence. Reading the output at the last time step "
-            f"(out[:, -1]) of a bidirectional layer gives the backward direction after one element; take its final "
-            f"state (h_n, or out[:, 0]'s reverse half) instead."
-        )
-    return (
-        f" In {path!r}, layer {layer}'s recurrent weights get no gradient while its input weights do: its state "
-        f"before the first step is zero, so the loss reads its output only at the first step (out[:, 0]), before any "
-        f"recurrence; read the output after the sequence (h_n, or the last real step)."
-    )
+                if hh not in zero or ih in zero:
+                    continue
+                if suffix:
+                    return (
+                        f" In {shown}, layer {layer}'s reverse direction gets a gradient into its input weights but "
+                        f"none into its recurrent ones: its state before its first step is zero, so the loss reads that "
+                        f"direction only after its first step, which for the reverse direction is the last position "
+                        f"of the sequence (unless every sequence it gets is one step long). Reading the output at the "
+                        f"last time step (out[:, -1]) of a bidirectional layer gives the backward direction after one "
+                        f"element; take its final state (h_n, or out[:, 0]'s reverse half) instead."
+                    )
+                return (
+                    f" In {shown}, layer {layer}'s recurrent weights get no gradient while its input weights do: its "
+                    f"state before the first step is zero, so the loss reads its output only at the first step "
+                    f"(out[:, 0]), before any recurrence, or every sequence it gets is one step long; read the output "
+                    f"after the sequence (h_n, or the last real step), or give it the sequence along its time axis."
+                )
+    return ""
 
 
 @contextlib.contextmanager
