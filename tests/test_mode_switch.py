@@ -26,3 +26,11 @@ def test_an_evaluation_branch_that_pads_on_the_left_is_named_with_the_moved_argu
     assert "the sequences are padded on the left" in bug
     assert "findings: 1 warning" in bug  # the chance-level diagnosis and the first-sight gap: one record
     assert "WARNING" not in zoo_log("cause_eval_left_padded.py", bug=False, num_epochs=1)
+
+
+def test_the_symptom_experiments_leave_weights_that_the_step_moves_in_place_as_they_were():
+    text = zoo_log("cause_eval_left_padded.py", "ema_updated_in_step.py", num_epochs=1)
+    assert "the paths part in train_step's own branch for evaluation" in text  # the experiments ran
+    steps = [line.split(": ")[-1] for line in text.splitlines() if "EMA weights after a step" in line]
+    end = [line.split(": ")[-1] for line in text.splitlines() if "EMA weights at the end" in line]
+    assert steps and end == [steps[-1]]

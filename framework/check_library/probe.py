@@ -272,6 +272,33 @@ def model_copy(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model, memo)
 
 
+@contextlib.contextmanager
+def in_place_updates_undone(model: torch.nn.Module) -> Iterator[list[str]]:
+    """Put back the parameters of ``model`` that take no gradient when user code run on a copy (``model_copy`` shares
+    the parameters) updated them in place: an EMA or momentum encoder that ``train_step`` moves. They are kept aside
+    only when they are at most twice the size of the trained ones (a frozen base under adapters is not updated in
+    place, and too large to keep twice). Yields a list that names, afterwards, the parameters changed in place and
+    not put back."""
+    named = list(model.named_parameters())
+    before = [p._version for _, p in named]
+    trained_bytes = sum(p.numel() * p.element_size() for _, p in named if p.requires_grad)
+    fixed = [p for _, p in named if not p.requires_grad]
+    small = sum(p.numel() * p.element_size() for p in fixed) <= 2 * trained_bytes
+    kept = {p: p.detach().clone() for p in fixed} if small else {}
+    left: list[str] = []
+    try:
+        yield left
+    finally:
+        with torch.no_grad():
+            for (name, p), version in zip(named, before, strict=True):
+                if p._version == version:
+                    continue
+                if p in kept:
+                    p.copy_(kept[p])
+                else:
+                    left.append(name)
+
+
 def replace_parameters(model: torch.nn.Module, transform: Callable[[torch.Tensor], torch.Tensor | None]) -> None:
     """Give ``model`` (a copy: ``model_copy`` shares the parameters) new parameters ``transform(p)`` in place of
     those for which it returns a tensor; the shared originals are never written to."""
@@ -348,21 +375,18 @@ class ProbeSession:
             self._uncopyable = self._limit(ProbeLimit("every first-step check", cause))
             raise self._uncopyable from exc
         model.train(train)
-        versions = [p._version for p, _ in grads]
         # cuDNN's RNN kernels take no backward pass in eval mode; the checks that take gradients through an
         # eval-mode copy would fail where the user's training runs (on a GPU), so that copy uses torch's own.
         rnn_kernels = contextlib.nullcontext() if train else torch.backends.cudnn.flags(enabled=False)
+        left: list[str] = []
         try:
-            with unseen(held), rnn_kernels:
+            with unseen(held), rnn_kernels, in_place_updates_undone(self.state.model) as left:
                 yield model
         finally:
             for p, grad in grads:
                 p.grad = grad
-            names = [
-                n for (n, p), v in zip(self.state.model.named_parameters(), versions, strict=True) if p._version != v
-            ]
-            if names:  # shared, not copied: e.g. nn.Embedding(max_norm=...) renormalises the rows it looks up
-                self.limits.append(f"{check}: its run changed parameter {names[0]!r} in place (not undone)")
+            if left:  # shared, not copied: e.g. nn.Embedding(max_norm=...) renormalises the rows it looks up
+                self.limits.append(f"{check}: its run changed parameter {left[0]!r} in place (not undone)")
 
     def watch(self, check: str, observer: Observer) -> None:
         """Enter ``observer`` (a context built on the model copy) during the shared run, whichever check makes it.

@@ -52,7 +52,7 @@ from framework.check_library.dependency_map import DependencyMap, dependency_map
 from framework.check_library.input_information import NEARLY_CONSTANT, data_information
 from framework.check_library.mode_dependence import mode_dependent_parts
 from framework.check_library.model_checks import unmarked_cause
-from framework.check_library.probe import ProbeLimit, ProbeSession, model_copy, unseen, why_not
+from framework.check_library.probe import ProbeLimit, ProbeSession, in_place_updates_undone, model_copy, unseen, why_not
 from framework.check_library.schedule_trace import schedule_problem
 from framework.core.events import Event
 from framework.core.measurements import (
@@ -419,7 +419,7 @@ def train_batch_losses(state: RunState, loss: str, batches: list[tuple[Any, Any]
     loader = state.loaders["train"]
     epoch = max(state.epoch, 1)
     losses: dict[str, list[float]] = {"train": [], "eval": []}
-    with unseen(), torch.no_grad():
+    with unseen(), torch.no_grad(), in_place_updates_undone(state.model) as left:
         copy = model_copy(state.model)
         for indices, _ in batches:
             batch = to_device(loader.tensor_batch(indices, epoch), state.device)
@@ -427,6 +427,8 @@ def train_batch_losses(state: RunState, loss: str, batches: list[tuple[Any, Any]
                 copy.train(stage == "train")
                 run_ctx = run_step(state.config, copy, batch, stage, epoch=epoch, step=state.global_step)
                 losses[stage].append(float(run_ctx.losses[loss].normalized()))
+    if left:
+        log.v5(f"The diagnosis's run of train_step changed parameter {left[0]!r} in place (not undone).")
     return {stage: sum(values) / len(values) for stage, values in losses.items() if values}
 
 

@@ -33,7 +33,15 @@ from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
 from framework.base.rng import objects_random_state_kept
-from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession, model_copy, padding_mask, unseen
+from framework.check_library.probe import (
+    PROBE_SESSION,
+    ProbeLimit,
+    ProbeSession,
+    in_place_updates_undone,
+    model_copy,
+    padding_mask,
+    unseen,
+)
 from framework.check_library.tensors import named_tensors
 from framework.core.events import Event, Order
 from framework.core.measurements import IGNORED_LABELS
@@ -261,8 +269,15 @@ def first_train_batch(state: RunState) -> Iterator[tuple[torch.nn.Module, dict[s
     if not plan:
         yield None
         return
-    with unseen(), torch.no_grad(), objects_random_state_kept(loader.dataset):
+    with (
+        unseen(),
+        torch.no_grad(),
+        objects_random_state_kept(loader.dataset),
+        in_place_updates_undone(state.model) as left,
+    ):
         yield model_copy(state.model), to_device(loader.tensor_batch(plan[0], epoch), state.device), epoch
+    if left:
+        log.v5(f"A symptom experiment's run changed parameter {left[0]!r} of the model in place (not undone).")
 
 
 @contextlib.contextmanager
