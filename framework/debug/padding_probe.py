@@ -21,6 +21,7 @@ tensor): a GPT-2 given ``labels=input_ids`` with padding counts the padding in t
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -292,21 +293,22 @@ def buffers_restored(model: torch.nn.Module) -> Iterator[None]:
             value.copy_(saved[name])
 
 
-# the latest result of each symptom experiment, for the checks that ask at the same step: name -> (run, step, key, it)
-_latest: dict[str, tuple[RunState, int, str, Any]] = {}
+# the latest result of each symptom experiment, for the checks that ask at the same step: name -> (run, step, key, it);
+# the run held weakly, so that a finished run's model and data are not kept alive by it
+_latest: dict[str, tuple[weakref.ref, int, str, Any]] = {}
 
 
 def once_per_step(experiment: str, state: RunState, key: str, run: Callable[[], Any]) -> Any:
     """``run()``'s result, computed once per run state, step and ``key`` (a loss) however many checks ask for the
     ``experiment``; an exception counts as None (the callers report the symptom as it stands)."""
     kept = _latest.get(experiment)
-    if kept is not None and kept[0] is state and kept[1] == state.global_step and kept[2] == key:
+    if kept is not None and kept[0]() is state and kept[1] == state.global_step and kept[2] == key:
         return kept[3]
     try:
         result = run()
     except Exception:  # noqa: BLE001 - a model that cannot be copied, a step that fails on the copy
         result = None
-    _latest[experiment] = (state, state.global_step, key, result)
+    _latest[experiment] = (weakref.ref(state), state.global_step, key, result)
     return result
 
 
