@@ -571,6 +571,9 @@ class LossWindowWatch(Plugin):
                 continue
             if not diverged and not self._had_a_chance(state, name, level, final):
                 continue
+            latest = [values[name] for values in _dev_scores(state)[-1:] if name in values]
+            if diverged and latest and latest[0] < level.value * (1 - CHANCE_MARGIN):
+                continue  # the latest evaluation shows what it learned from its input since: no collapse
             self.chance_warned.append(name)
             where = f"mean {mean:.4g} over the last {steps} steps up to step {state.global_step}"
             if diverged:
