@@ -480,7 +480,7 @@ def _two_paths(state: RunState, symptom: Symptom) -> Ruling:
             ruling.cause += f"; {branch.text(symptom.loss, symptom.dev or 'dev')}"
             ruling.where = {"path": "evaluation (run_ctx.train_flag False)"}
             ruling.evidence |= {"train_flag_true_in_eval_mode": branch.flagged}
-            if branch.rearranges:  # the same values moved: one record with the learning watch's
+            if branch.moves_explain:  # the moves alone part the paths: one record with the learning watch's
                 ruling.fix = branch.fix
                 ruling.evidence["problem"] = branch.problem
     elif evaluated < level.value * (1 - AT_CHANCE):

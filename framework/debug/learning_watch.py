@@ -880,11 +880,11 @@ class DevDivergenceWatch(Plugin):
                 reads = None
                 paths_differ = evaluated > FIRST_SIGHT_GAP * max(trained, 1e-12)
                 branch = evaluation_branch(state, name) if paths_differ else None
-                if branch is not None and branch.rearranges:
+                if branch is not None and branch.moves_explain:
                     _warn(
                         state,
                         f"{facts}: the evaluation path scores the same train data worse, and "
-                        f"{branch.text(name, dataset)}. The model is not trained on its inputs so arranged: "
+                        f"{branch.text(name, dataset)}. The model computes otherwise on its inputs so arranged: "
                         f"evaluation measures it on data it never saw in that form.",
                         option="debug_dev_divergence_epochs = 0",
                         evidence=observed

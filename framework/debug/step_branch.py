@@ -11,9 +11,11 @@ a rearrangement the model was not trained on; other values (decoding without the
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,14 +35,14 @@ SHIFT_CANDIDATES = 16  # shifts tried per row: where the row's first frame reapp
 class Moved:
     """A model input that the evaluation branch gives with the training branch's values moved along ``axis``."""
 
-    argument: str  # the forward argument's name, quoted
+    argument: str  # the forward argument's name
     axis: int
     row_shifts: list[int]  # per sequence: positions moved (toward the end positive; 0: not moved)
     padding_first: bool  # every row moved toward the end, the places before it filled with one value (padding)
 
     def text(self, together: list[str] | None = None) -> str:
         """How the argument's values were moved (``together``: the arguments moved alike, this one first)."""
-        names = together or [self.argument]
+        names = [repr(n) for n in (together or [self.argument])]
         shown = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         moved = [s for s in self.row_shifts if s]
         low, high = min(moved), max(moved)
@@ -67,7 +69,8 @@ class StepBranch:
     trained: float  # the training path (training mode, train_flag True)
     read_at: str | None  # the user's source line that read the flag
     moved: list[Moved] = field(default_factory=list)
-    other: list[str] = field(default_factory=list)  # model inputs with other values or shapes
+    other: list[str] = field(default_factory=list)  # model arguments with other values or shapes, or on one branch
+    rearranged: float | None = None  # the training branch with the arguments moved (and outputs moved back)
 
     @property
     def closed(self) -> float:
@@ -91,9 +94,15 @@ class StepBranch:
 
     @property
     def rearranges(self) -> bool:
-        """Whether the branch gives the model the training branch's own values rearranged, and nothing else new:
-        the same data at other positions, which no intended evaluation needs."""
+        """Whether the branch gives the model the training branch's own values rearranged, and nothing else new."""
         return bool(self.moved) and not self.other
+
+    @property
+    def moves_explain(self) -> bool:
+        """Whether the moves alone, made on the training branch (outputs moved back), open most of the gap: the
+        model computes otherwise on its inputs so arranged, which no intended evaluation needs."""
+        gap = self.evaluated - self.flagged
+        return self.rearranged is not None and gap > 0 and self.rearranged - self.flagged >= CLOSES * gap
 
     def text(self, loss: str, dataset: str) -> str:
         """What the experiment showed."""
@@ -111,7 +120,13 @@ class StepBranch:
             first = {m.argument: m for m in self.moved}
             said += "; " + "; ".join(first[names[0]].text(names) for names in alike.values())
         if self.other:
-            said += f"; the model gets other values in its argument(s) {', '.join(self.other)}"
+            said += f"; the model gets other values in its argument(s) {', '.join(map(repr, self.other))}"
+        if self.rearranged is not None:
+            share = (self.rearranged - self.flagged) / max(self.evaluated - self.flagged, 1e-12)
+            said += (
+                f"; with only those moves made on the training branch (its outputs moved back), {loss} is "
+                f"{self.rearranged:.4g} instead of {self.flagged:.4g}: the moves alone open {share:.0%} of the gap"
+            )
         return said
 
 
@@ -166,40 +181,89 @@ def _experiment(state: RunState, loss: str) -> StepBranch | None:
         if not evaluated > trained:
             return None
         flagged, _, flag_inputs = run("train", False)
-    branch = StepBranch(evaluated, flagged, trained, getattr(watched, "read_at", None))
-    if branch.closed < CLOSES:
-        return None
-    differing = {
-        name: (value, flag_inputs[name])
-        for name, value in eval_inputs.items()
-        if isinstance(value, torch.Tensor)
-        and isinstance(flag_inputs.get(name), torch.Tensor)
-        and not (value.shape == flag_inputs[name].shape and torch.equal(value, flag_inputs[name]))
-    }
+        branch = StepBranch(evaluated, flagged, trained, getattr(watched, "read_at", None))
+        if branch.closed < CLOSES:
+            return None
+        _compare(branch, eval_inputs, flag_inputs)
+        if branch.rearranges:
+            # the experiment that decides: the training branch with the model's arguments moved as the evaluation
+            # branch moves them, and its outputs moved back; a model that does not care where its inputs sit
+            # (no absolute positions) scores as before, so the moves are not what parts the paths
+            with _moved_inputs(copy, branch.moved, eval_inputs):
+                branch.rearranged, _, _ = run("train", False)
+    return branch
+
+
+def _compare(branch: StepBranch, eval_inputs: dict[str, Any], flag_inputs: dict[str, Any]) -> None:
+    """Fill ``branch.moved`` and ``branch.other`` from the model's arguments on the two branches."""
+    names = set(eval_inputs) | set(flag_inputs)
+    differing = {}
+    for name in names:
+        value, before = eval_inputs.get(name), flag_inputs.get(name)
+        if isinstance(value, torch.Tensor) and isinstance(before, torch.Tensor):
+            if not (value.shape == before.shape and torch.equal(value, before)):
+                differing[name] = (value, before)
+        elif type(value) is not type(before) or (not isinstance(value, torch.Tensor) and value != before):
+            branch.other.append(name)  # an argument given on one branch only, or another value that is no tensor
     for name, (value, before) in differing.items():
         if value.shape != before.shape or value.dtype != before.dtype:
-            branch.other.append(f"{name} (shape {list(value.shape)} against {list(before.shape)})")
+            branch.other.append(name)
         elif (moved := _moved(name, value, before)) is not None:
             branch.moved.append(moved)
     # a mask moved with the values: its real part is all one value, so only the values' moves can show it moved
     for name, (value, before) in differing.items():
         if name in {m.argument for m in branch.moved} or name in branch.other or value.shape != before.shape:
             continue
-        if not any(_moved_as(m, value, before) for m in branch.moved):
+        alike = next((m for m in branch.moved if _moved_as(m, value, before)), None)
+        if alike is None:
             branch.other.append(name)
         else:
-            branch.moved.append(replace(next(m for m in branch.moved if _moved_as(m, value, before)), argument=name))
-    return branch
+            branch.moved.append(replace(alike, argument=name))
+
+
+@contextlib.contextmanager
+def _moved_inputs(model: torch.nn.Module, moved: list[Moved], eval_inputs: dict[str, Any]) -> Iterator[None]:
+    """Within the block, ``model``'s first forward call gets the evaluation branch's values of the moved arguments,
+    and each of its tensor outputs that has the moved axis's length is moved back row by row."""
+    first = moved[0]
+    calls = [0]
+
+    def pre(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if calls[0]:
+            return None
+        bound = inspect.signature(module.forward).bind(*args, **kwargs)
+        for m in moved:
+            if m.argument in bound.arguments:
+                bound.arguments[m.argument] = eval_inputs[m.argument]
+        return bound.args, bound.kwargs
+
+    def post(module: torch.nn.Module, args: tuple, output: Any) -> Any:
+        calls[0] += 1
+        if calls[0] > 1 or not isinstance(output, torch.Tensor) or output.dim() <= first.axis:
+            return None
+        length = output.shape[first.axis]
+        rows = [row.roll(-s, first.axis - 1) if s else row for row, s in zip(output, first.row_shifts, strict=True)]
+        return torch.stack(rows) if len(first.row_shifts) == len(output) and length else None
+
+    handles = [
+        model.register_forward_pre_hook(pre, with_kwargs=True),
+        model.register_forward_hook(post),
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _named_arguments(module: torch.nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]:
-    """The arguments of a forward call by the names its signature gives them ("argument 'x'")."""
+    """The arguments of a forward call by the names its signature gives them (by position where it has none)."""
     try:
         bound = inspect.signature(module.forward).bind(*args, **kwargs)
         named = dict(bound.arguments)
     except (TypeError, ValueError):
         named = {str(i): a for i, a in enumerate(args)} | dict(kwargs)
-    return {f"{name!r}": value for name, value in named.items()}
+    return named
 
 
 def _moved(name: str, evaluated: torch.Tensor, trained: torch.Tensor) -> Moved | None:
