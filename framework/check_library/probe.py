@@ -289,14 +289,15 @@ def in_place_updates_undone(model: torch.nn.Module) -> Iterator[list[str]]:
     try:
         yield left
     finally:
-        with torch.no_grad():
-            for (name, p), version in zip(named, before, strict=True):
-                if p._version == version:
-                    continue
-                if p in kept:
-                    p.copy_(kept[p])
-                else:
-                    left.append(name)
+        for (name, p), version in zip(named, before, strict=True):
+            if p._version == version:
+                continue
+            if p in kept:
+                # through .data: the put-back values must not count as a change of a tensor that the user's own
+                # graph (the real step's, alive across the checks that run between forward and backward) saved
+                p.data.copy_(kept[p])
+            else:
+                left.append(name)
 
 
 def replace_parameters(model: torch.nn.Module, transform: Callable[[torch.Tensor], torch.Tensor | None]) -> None:
