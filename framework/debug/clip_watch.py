@@ -49,7 +49,10 @@ SHARE = 0.9  # ... at this share of its calls ...
 MIN_CALLS = 20  # ... over at least this many calls sets the update size instead of the gradient
 KEPT = 1000  # norms kept per epoch (the first ones)
 LOSS_SCALE = 100.0  # a marked loss scale at least this large can be what puts the norms above the threshold
-PROPORTIONAL = (torch.optim.SGD, torch.optim.ASGD)  # optimizers whose update is the learning rate times the gradient
+PROPORTIONAL = (torch.optim.SGD, torch.optim.ASGD)
+_TORCH_CLIP = getattr(
+    clip_grad, "_clip_grads_with_norm_", None
+)  # torch's own, as this module found it  # optimizers whose update is the learning rate times the gradient
 
 
 def _caller() -> str | None:
@@ -74,7 +77,7 @@ class ClipWatch(Plugin):
         self.calls: list[tuple[float, torch.Tensor]] = []  # (max_norm, the norm measured)
         self.where: str | None = None
         self.scales: set[float] = set()
-        self._original: Any = None
+        self._wrapper: Any = None
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> ClipWatch | None:
@@ -82,19 +85,19 @@ class ClipWatch(Plugin):
 
     @on(Event.STARTUP)
     def observe(self, state: RunState) -> None:
-        original = getattr(clip_grad, "_clip_grads_with_norm_", None)
-        if original is None or getattr(original, "_observed_by", None) is not None:
-            return  # another torch (the function is internal) or another run observing already
+        if _TORCH_CLIP is None:
+            return  # another torch: the function is internal
 
         def clip_grads_with_norm(parameters: Any, max_norm: float, total_norm: torch.Tensor, *args, **kwargs):
             if len(self.calls) < KEPT and isinstance(total_norm, torch.Tensor):
                 self.calls.append((float(max_norm), total_norm.detach()))
                 if self.where is None:
                     self.where = _caller()
-            return original(parameters, max_norm, total_norm, *args, **kwargs)
+            return _TORCH_CLIP(parameters, max_norm, total_norm, *args, **kwargs)
 
-        clip_grads_with_norm._observed_by = self  # type: ignore[attr-defined]
-        self._original = original
+        # always around torch's own function: a run that ended without putting its wrapper back (killed between
+        # its startup and its end) must not leave the next run in this process unobserved
+        self._wrapper = clip_grads_with_norm
         clip_grad._clip_grads_with_norm_ = clip_grads_with_norm
 
     @on(Event.AFTER_FORWARD, once=True)
@@ -119,9 +122,9 @@ class ClipWatch(Plugin):
         self._restore()
 
     def _restore(self) -> None:
-        if self._original is not None:
-            clip_grad._clip_grads_with_norm_ = self._original
-            self._original = None
+        if self._wrapper is not None and clip_grad._clip_grads_with_norm_ is self._wrapper:
+            clip_grad._clip_grads_with_norm_ = _TORCH_CLIP
+        self._wrapper = None
 
     def _finding(self) -> Finding | None:
         if len(self.calls) < MIN_CALLS:
