@@ -149,3 +149,11 @@ def display_path(path: str) -> str:
         return path
     relative = os.path.relpath(path)
     return path if relative.startswith("..") else relative
+
+
+def same_values(target: torch.Tensor, value: torch.Tensor) -> bool:
+    """Whether ``target`` is (a view or a cast of) ``value``, a value of the batch: the same memory, or the same
+    numbers."""
+    if target.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
+        return True
+    return target.shape == value.shape and torch.equal(target.to(value.dtype), value)

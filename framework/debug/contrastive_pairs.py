@@ -31,7 +31,7 @@ from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
 from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
-from framework.check_library.tensors import format_frame, user_frame
+from framework.check_library.tensors import format_frame, same_values, user_frame
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.debug.first_step import SharedRunCheck
@@ -76,7 +76,7 @@ class _Watch(TorchFunctionMode):
                 and not target.is_floating_point()
                 and len(target) == len(scores) >= 4
                 and scores.requires_grad
-                and not any(_same_values(target, t) for t in self.batch)
+                and not any(same_values(target, t) for t in self.batch)
             ):
                 self.calls.append((scores, target.detach(), format_frame(user_frame())))
         return out
@@ -91,12 +91,6 @@ def _dense_keys(state: RunState) -> list[str]:
         and isinstance(state.batch.get(name), torch.Tensor)
         and state.batch[name].is_floating_point()
     ]
-
-
-def _same_values(target: torch.Tensor, value: torch.Tensor) -> bool:
-    if target.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
-        return True
-    return target.shape == value.shape and torch.equal(target.to(value.dtype), value)
 
 
 class ContrastivePairs(SharedRunCheck):

@@ -31,7 +31,7 @@ from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
 from framework.check_library.probe import PROBE_SESSION, ProbeLimit, ProbeSession
-from framework.check_library.tensors import format_frame, user_frame
+from framework.check_library.tensors import format_frame, same_values, user_frame
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
 from framework.core.run_ctx import RunCtx
@@ -249,7 +249,7 @@ class _Watch(TorchFunctionMode):
         target = args[1] if len(args) > 1 else kwargs.get("target")
         if not isinstance(scores, torch.Tensor) or not isinstance(target, torch.Tensor):
             return
-        if not any(_same_values(target, t) for t in self.batch):
+        if not any(same_values(target, t) for t in self.batch):
             return  # a target the step made (sampled actions, shifted copies): its perfect scores are not known
         perfect = _perfect_scores(func, scores, target, kwargs)
         producer = next(
@@ -285,13 +285,6 @@ def _crosses(inputs: list[torch.Tensor], out: torch.Tensor, size: int) -> bool:
         for j in axes
         if i != j
     )
-
-
-def _same_values(target: torch.Tensor, value: torch.Tensor) -> bool:
-    """Whether ``target`` is (a view or a cast of) a value of the batch: the same memory, or the same numbers."""
-    if target.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
-        return True
-    return target.shape == value.shape and torch.equal(target.to(value.dtype), value)
 
 
 def _perfect_scores(func: Any, scores: torch.Tensor, target: torch.Tensor, kwargs: dict) -> torch.Tensor | None:
