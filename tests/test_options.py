@@ -45,7 +45,8 @@ def test_docs_options_reference_is_generated_from_the_registry():
 
 
 def test_every_returnn_option_is_honoured_refused_or_without_effect_never_two_of_them():
-    honoured, refused = set(returnn_options.HONOURED), set(returnn_options.ADVICE)
+    honoured = set(returnn_options.HONOURED)
+    refused = set(returnn_options.ADVICE) | set(returnn_options.RETURNN_REFUSES)
     without = {name for name, (accepts, _) in returnn_options.WITHOUT_EFFECT.items() if accepts is None}
     off_value_only = set(returnn_options.WITHOUT_EFFECT) - without
     assert not honoured & refused and not honoured & set(returnn_options.WITHOUT_EFFECT) and not without & refused

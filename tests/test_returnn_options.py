@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_script, run_torchrun
+from conftest import run_module, run_script, run_torchrun
 from framework.base import returnn_options
 from framework.base.config import Config, load_config
 from framework.base.errors import CheckpointError, ConfigError
@@ -198,9 +198,96 @@ def test_refused_returnn_options_are_named_in_one_message_each_with_its_way_forw
     with pytest.raises(ConfigError) as error:
         load_config([config])
     message = str(error.value)
-    assert message.count("a RETURNN option that changes the trained model") == 5
+    # without get_model, network and pretrain make a TensorFlow config; RETURNN's torch engine stops on the others
+    assert message.count("a RETURNN option that changes the trained model") == 2
+    assert message.count("RETURNN's own torch engine stops on, so it stops here too") == 3
     assert "torch_distributed" in message and "option is called gradient_clip_global_norm" in message
     assert "custom start_batch not supported" in message
+
+
+# A RETURNN torch config whose epoch_end prints the model's parameter checksum (TENSORFLOW_LINES are added to it).
+CHECKSUM_CONFIG = """#!rnn.py
+import sys
+
+import torch
+from torch import nn
+
+backend = "torch"
+train = {"class": "Task12AXDataset", "num_seqs": 12, "fixed_random_seed": 1}
+extern_data = {"data": {"dim": 9}, "classes": {"dim": 2, "sparse": True}}
+batching = "sorted"
+batch_size = 5000
+max_seqs = 4
+num_epochs = 2
+optimizer = {"class": "sgd"}
+learning_rate = 0.1
+model = "out/model"
+device = "cpu"
+
+
+def get_model(**_kwargs):
+    torch.manual_seed(1)
+    return nn.Linear(9, 2)
+
+
+def train_step(*, model, extern_data, **_kwargs):
+    if "returnn.torch.engine" in sys.modules:  # RETURNN itself runs this config
+        from returnn.frontend import get_run_ctx
+    else:
+        from framework import get_run_ctx
+    x, y = (getattr(extern_data[k], "raw_tensor", extern_data[k]) for k in ("data", "classes"))
+    get_run_ctx().mark_as_loss(name="ce", loss=nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten().long()))
+
+
+def epoch_end(*, epoch, model, **_kwargs):
+    print("CALL epoch_end", epoch, round(float(sum(p.detach().double().abs().sum() for p in model.parameters())), 6))
+"""
+# RETURNN's TensorFlow-network options next to get_model and backend = "torch" (get_network would raise if called)
+TENSORFLOW_LINES = """
+network = {"output": {"class": "softmax", "loss": "ce", "from": "data"}}
+pretrain = "default"
+pretrain_repetitions = 2
+pretrain_greedy = True
+pretrain_construction_algo = "from_output"
+pretrain_copy_output_layer = True
+pretrain_learning_rate = 5.0
+use_tensorflow = True
+
+
+def get_network(epoch, **kwargs):
+    raise Exception("get_network called")
+"""
+
+
+@pytest.mark.slow
+def test_tensorflow_network_options_next_to_get_model_change_nothing_in_returnn_and_are_accepted_here(tmp_path):
+    """network, get_network, pretrain and its options next to get_model, use_tensorflow next to backend: RETURNN's torch
+    engine trains the same parameters with them as without (it never reads them), and RETURNN stops on use_horovod =
+    True; here the first config trains as the second, listing them in the startup note, and use_horovod stops it."""
+    runs: dict[tuple[str, str], subprocess.CompletedProcess] = {}
+    for name, extra in (("plain", ""), ("tf", TENSORFLOW_LINES), ("horovod", "use_horovod = True\n")):
+        config = tmp_path / f"{name}.config"
+        config.write_text(CHECKSUM_CONFIG + extra)
+        # RETURNN's loaders in its own process (as tests/test_returnn_load.py): the same batches, no spawned workers
+        own = tmp_path / f"{name}.returnn.config"
+        own.write_text(config.read_text() + "\ntorch_dataloader_opts = {'num_workers': 0}\n")
+        for who in ("returnn", "here"):
+            (tmp_path / who / name).mkdir(parents=True)
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        runs["returnn", name] = run_module("returnn", str(own), cwd=str(tmp_path / "returnn" / name), env=env)
+        if name != "plain":  # the plain config trains here in test_returnn_load's configs already
+            runs["here", name] = _rnn(str(config), "++report_html", "False", cwd=str(tmp_path / "here" / name))
+    calls = {key: [line for line in run.stdout.splitlines() if line.startswith("CALL ")] for key, run in runs.items()}
+    for key in (("returnn", "plain"), ("returnn", "tf"), ("here", "tf")):
+        assert runs[key].returncode == 0, runs[key].stdout[-3000:] + runs[key].stderr[-3000:]
+    assert len(calls["returnn", "plain"]) == 2 and calls["returnn", "tf"] == calls["returnn", "plain"]
+    assert len(calls["here", "tf"]) == 2  # Task12AXDataset here draws other sequences than RETURNN's: other values
+    note = next(line for line in runs["here", "tf"].stdout.splitlines() if line.startswith("RETURNN options without"))
+    for name in ("network", "get_network", "pretrain", "pretrain_learning_rate", "use_tensorflow"):
+        assert f"{name} (RETURNN's torch engine ignores it" in note or f"{name} (RETURNN picks" in note, (name, note)
+    theirs, ours = runs["returnn", "horovod"], runs["here", "horovod"]
+    assert theirs.returncode != 0 and "AssertionError" in theirs.stdout + theirs.stderr
+    assert ours.returncode == 2 and "stops on use_horovod = True" in ours.stdout + ours.stderr
 
 
 def test_options_at_their_off_value_or_ignored_by_returnns_torch_engine_are_accepted(tmp_path):

@@ -2,8 +2,8 @@
 are refused, each refused one with what RETURNN does and the closest way here (``status``).
 
 A RETURNN config brought here must never have an option silently ignored. The keys RETURNN reads are extracted
-from its source (``framework/base/returnn_keys.py``, ``tools/extract-returnn-options.py``). Every one is one of three
-things here:
+from its source (``framework/base/returnn_keys.py``, ``tools/extract-returnn-options.py``). Every one is one of
+these here:
 
 - registered in ``framework.base.options`` with RETURNN's meaning (``learning_rate``, ``batching``,
   ``save_interval``, ``max_seq_length``, ...), or a fork's option applied as one (``FORK_ALIASES``): implemented;
@@ -11,10 +11,15 @@ things here:
   torch engine ignores or that is at its off value, one it acts on without changing the trained model
   (``SAME_MODEL``), or a fork's option mainline RETURNN ignores (``FORK_OPTIONS``): accepted, and the run's
   startup note lists it (``startup_note``);
+- in ``IGNORED_NEXT_TO``: RETURNN's torch engine ignores it next to another option (``network`` next to
+  ``get_model``): accepted there, as above; without that option refused with its ``ADVICE``;
+- in ``RETURNN_REFUSES`` (at a value ``WITHOUT_EFFECT`` does not accept): RETURNN's own torch engine stops on it,
+  so no RETURNN torch run trains with it: refused, with RETURNN's exception and the way here;
 - in ``ADVICE`` (or a value ``WITHOUT_EFFECT`` does not accept): it changes the trained model and is not
-  reproduced here: refused by config validation, all of a config's refused lines in one message (exit 2),
-  unless the config's own code reads the name (then it is the config's variable, as ``num_inputs`` in
-  RETURNN's demos).
+  reproduced here.
+
+Refused lines stop config validation, all of a config's refused lines in one message (exit 2), unless the config's
+own code reads the name (then it is the config's variable, as ``num_inputs`` in RETURNN's demos).
 
 ``docs/returnn_options.inc`` is the whole table (``tools/generate-options-doc.py`` writes it).
 """
@@ -52,7 +57,10 @@ HONOURED = (
 ).split()
 
 _TF = "RETURNN's TensorFlow backend only; this framework runs PyTorch: delete it"
-_NETWORK = "TensorFlow network dicts do not exist here: write get_model and train_step (see docs/from_returnn.rst)"
+_NETWORK = (
+    "a TensorFlow network config (it sets no get_model), which RETURNN's torch engine cannot run either; network "
+    "dicts do not exist here: write get_model and train_step (see docs/from_returnn.rst)"
+)
 _DATA = "not supported here: prepare the data in your dataset class instead, then delete it"
 _UNSUPPORTED = "not supported here; delete it"
 
@@ -107,8 +115,53 @@ _TORCH_REFUSES = (
     "(per value), or delete it to train without"
 )
 
+# RETURNN options that its own torch engine stops on (at a value other than the one WITHOUT_EFFECT accepts): no
+# RETURNN torch run trains with them, so the run stops here too: name -> what RETURNN raises, and the way here.
+RETURNN_REFUSES: dict[str, str] = {
+    "use_horovod": "RETURNN's torch engine stops on use_horovod = True at startup (AssertionError in "
+    "log.init_by_config: it asserts use_tensorflow or a TensorFlow backend), unless torch_distributed is set, next to "
+    "which it ignores it; Horovod is RETURNN's TensorFlow multi-GPU training; here: torchrun with torch_distributed "
+    "= {} (docs/distributed.rst)",
+    "decouple_constraints": "RETURNN's torch engine stops on decouple_constraints = False (AssertionError: 'L2/"
+    "weight_decay constraints are decoupled in PyTorch, but decouple_constraints=False was explicitly specified'); "
+    "here, as there, weight decay is the optimizer's: delete it",
+    "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
+    "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
+    "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "
+    "but the option is called gradient_clip_global_norm (or other options)'), so no RETURNN trains with it; here: "
+    "gradient_clip_global_norm (the global norm, as RETURNN suggests) or gradient_clip (each value)",
+    **{name: _TORCH_REFUSES.format(name=name) for name in _UPDATER_OPTIONS_TORCH_REFUSES},
+}
+
+_NOT_TORCH = "RETURNN's torch engine ignores it ({what})"
+_PRETRAIN = "its pretraining grows a TensorFlow network dict: only its TensorFlow engine calls pretrain_from_config"
+
+# RETURNN options that its torch engine ignores when the config sets another option: name -> (that option, why).
+# Without that option the name is refused with its ADVICE.
+IGNORED_NEXT_TO: dict[str, tuple[str, str]] = {
+    "network": ("get_model", _NOT_TORCH.format(what="it builds get_model's model, never the network dict")),
+    "get_network": ("get_model", _NOT_TORCH.format(what="only its TensorFlow engine calls get_network")),
+    **{
+        name: ("get_model", _NOT_TORCH.format(what=_PRETRAIN))
+        for name in (
+            "pretrain pretrain_construction_algo pretrain_copy_output_layer pretrain_greedy pretrain_learning_rate "
+            "pretrain_repetitions"
+        ).split()
+    },
+    "use_tensorflow": (
+        "backend",
+        "RETURNN picks its engine by backend first (BackendEngine.select_engine): use_tensorflow selects the "
+        "TensorFlow engine only in a config without backend",
+    ),
+    "use_horovod": (
+        "torch_distributed",
+        "RETURNN's torch engine ignores it next to torch_distributed (which it uses instead)",
+    ),
+}
+
 # RETURNN options that change the trained model and are not reproduced here: name -> what RETURNN does with it and
-# the closest way here. A config that sets one (at a value WITHOUT_EFFECT does not accept) stops with this message.
+# the closest way here. A config that sets one (at a value WITHOUT_EFFECT does not accept, and without the option
+# IGNORED_NEXT_TO names) stops with this message.
 ADVICE: dict[str, str] = {
     "network": _NETWORK,
     "get_network": _NETWORK,
@@ -118,21 +171,14 @@ ADVICE: dict[str, str] = {
     "pretrain_greedy": _NETWORK,
     "pretrain_learning_rate": _NETWORK,
     "pretrain_repetitions": _NETWORK,
-    "use_horovod": "Horovod is RETURNN's TensorFlow multi-GPU training; here: torchrun with torch_distributed = {} (docs/distributed.rst)",
-    "use_tensorflow": "a TensorFlow config: write get_model and train_step (see docs/from_returnn.rst)",
-    "decouple_constraints": "RETURNN's torch engine requires True (weight decay as the optimizer applies it): delete it",
+    "use_tensorflow": "without backend, RETURNN runs the config with its TensorFlow engine: write get_model and "
+    "train_step and set backend = 'torch' (see docs/from_returnn.rst)",
     "shuffle_frames_of_nseqs": "RETURNN gives it to the train dataset, meant to shuffle the frames of each N "
     "consecutive sequences among them; in its torch engine only HDFDataset reads it, and with its default cache it "
     "shuffles the input frames but fails on the targets (TypeError in its preload thread), which stay in order, no "
     "longer aligned with their frames (it stops when nothing is cached or the sequences are not a multiple of N; its "
     "other datasets stop on it: AssertionError or OptionalNotImplementedError; tests/test_returnn_window.py); not "
     "reproduced here: shuffle frames with their targets in a PostprocessingDataset map_seq_stream, or delete it",
-    "start_batch": "RETURNN's engine stops on any start_batch but 'auto' (Exception: custom start_batch not "
-    "supported), so no RETURNN trains with it; here: a rerun resumes from the newest checkpoint, mid-epoch ones too",
-    "grad_clip": "RETURNN's torch engine stops on it as a misspelling (ValueError: 'You set grad_clip in the config, "
-    "but the option is called gradient_clip_global_norm (or other options)'), so no RETURNN trains with it; here: "
-    "gradient_clip_global_norm (the global norm, as RETURNN suggests) or gradient_clip (each value)",
-    **{name: _TORCH_REFUSES.format(name=name) for name in _UPDATER_OPTIONS_TORCH_REFUSES},
 }
 
 
@@ -268,15 +314,16 @@ WITHOUT_EFFECT: dict[str, tuple[Callable[[Any], bool] | None, str]] = {
 def without_effect(name: str, value: Any, has: Callable[[str], bool] = lambda _name: False) -> str | None:
     """Why the RETURNN option ``name`` set to ``value`` is accepted without effect here; None if it is not.
     ``has(other)``: whether the config sets another option (some options are ignored next to another)."""
-    if name == "use_horovod" and has("torch_distributed"):
-        return "RETURNN's torch engine ignores it next to torch_distributed (which it uses instead)"
+    next_to = IGNORED_NEXT_TO.get(name)
+    if next_to is not None and has(next_to[0]):
+        return next_to[1]
     entry = WITHOUT_EFFECT.get(name)
-    if entry is None and name not in ADVICE:
+    if entry is None and name not in ADVICE and name not in RETURNN_REFUSES:
         elsewhere = read_by_other_backends_only(name)
         entry = None if elsewhere is None else (None, elsewhere)
     if entry is None and name.startswith("rf_"):
         entry = (None, "a RETURNN frontend (rf) behaviour; ported model code does not use rf")
-    if entry is None and name.startswith(("tf_", "horovod_")) and name not in ADVICE:
+    if entry is None and name.startswith(("tf_", "horovod_")) and name not in ADVICE and name not in RETURNN_REFUSES:
         entry = (None, _IGNORED_TF)
     if entry is None:
         return None
@@ -302,8 +349,9 @@ def read_by_other_backends_only(name: str) -> str | None:
 
 
 def status(name: str) -> tuple[str, str] | None:
-    """What the RETURNN key ``name`` is here: ("implemented", what it does), ("no effect", why), or ("cannot", what
-    RETURNN does and the closest way here; with the value at which it is accepted, if any); None if unclassified."""
+    """What the RETURNN key ``name`` is here: ("implemented", what it does), ("no effect", why), ("refused as in
+    RETURNN", what RETURNN's torch engine raises and the way here), or ("cannot", what RETURNN does and the closest way
+    here); the latter two with the value at which it is accepted, if any. None if unclassified."""
     from framework.base import options
 
     if options.get(name) is not None:
@@ -312,11 +360,15 @@ def status(name: str) -> tuple[str, str] | None:
         target, what = FORK_ALIASES[name]
         return "implemented", f"{what}; applied here as {target} (a nonzero value)"
     entry = WITHOUT_EFFECT.get(name)
+    off = f" (accepted at its off value: {entry[1]})" if entry is not None and entry[0] is not None else ""
+    if name in RETURNN_REFUSES:
+        return "refused as in RETURNN", RETURNN_REFUSES[name] + off
+    if name in IGNORED_NEXT_TO:
+        other, why = IGNORED_NEXT_TO[name]
+        return "no effect", f"next to {other}: {why}; without {other} refused: {ADVICE[name]}{off}"
     advice = ADVICE.get(name)
-    if entry is not None and entry[0] is not None and advice is not None:
-        return "cannot", f"{advice} (accepted at its off value: {entry[1]})"
     if advice is not None:
-        return "cannot", advice
+        return "cannot", advice + off
     why = without_effect(name, None) if entry is None or entry[0] is None else None
     return None if why is None else ("no effect", why)
 
@@ -330,6 +382,10 @@ def _accepts(accepts: Callable[[Any], bool], value: Any) -> bool:
 
 def refusal(name: str) -> str | None:
     """Why the RETURNN option ``name`` is refused here and what to do instead; None if it is not one."""
+    if name in RETURNN_REFUSES:
+        return (
+            f"a RETURNN option that RETURNN's own torch engine stops on, so it stops here too: {RETURNN_REFUSES[name]}"
+        )
     advice = ADVICE.get(name)
     if advice is None and name.startswith(("tf_", "horovod_")):
         advice = _TF
