@@ -3,7 +3,8 @@ written by RETURNN's SimpleHDFWriter: for every ordering family, several epochs,
 sequence tags in the same order, with RETURNN's seeding (the epoch and ``random_seed_offset``, ``fixed_random_seed``)
 as a RETURNN config gets it (``random_seed=None``). A config for this framework keeps its own draws. Also the orders
 RETURNN gives a config's dev and eval datasets (its ``__main__.load_data``) and its forward data (its torch engine's
-``forward_with_callback``), a ``seq_ordering`` function, and each rank's train order under ``torch_distributed``."""
+``forward_with_callback``), a ``seq_ordering`` function, and each rank's train order and the dev/eval order under
+``torch_distributed`` (also under real torchrun)."""
 
 from __future__ import annotations
 
@@ -354,3 +355,121 @@ def test_each_rank_gets_returnns_train_order_under_torch_distributed(hdf, monkey
         assert [orders[0][k] + orders[1][k] for k in range(3)] == whole
     else:
         assert orders[0] != orders[1]
+
+
+def test_dev_and_eval_under_torch_distributed_are_in_the_order_returnns_rank_0_evaluates(hdf, monkeypatch):
+    """RETURNN's torch engine evaluates dev and eval on rank 0 alone (Engine.eval_model: the other ranks wait), so
+    its evaluation order is rank 0's: random_seed_offset = dataset_random_seed_offset + 0 x 16127
+    (Dataset._get_default_random_seed_offset). Here every rank plans that order (and the ranks split its batches),
+    while the train data get rank x 16127; compared with RETURNN's HDFDataset under RETURNN's global config, with
+    RETURNN's distributed context faked to rank 0 and to rank 1."""
+    import returnn.torch.distributed as returnn_distributed
+    from returnn.config import Config as ReturnnConfig
+    from returnn.config import global_config_ctx
+    from returnn.datasets.basic import init_dataset as returnn_init_dataset
+
+    import framework.base.config as config_module
+
+    spec = {**hdf, "seq_ordering": "random"}
+    options = {"backend": "torch", "torch_distributed": {}, "dataset_random_seed_offset": 5}
+
+    def returnns(rank: int) -> list[list[str]]:  # RETURNN's order on this rank, its offset its own code's
+        fake = type("Ctx", (), {"rank": lambda self: rank, "size": lambda self: 2})()
+        monkeypatch.setattr(returnn_distributed, "get_ctx", lambda config=None: fake)
+        with global_config_ctx(ReturnnConfig(dict(options))):
+            dataset = returnn_init_dataset(dict(spec))
+            assert dataset.random_seed_offset == 5 + rank * 16127
+            orders = []
+            for epoch in (1, 2):
+                dataset.init_seq_order(epoch=epoch)
+                orders.append([dataset.get_tag(i) for i in range(dataset.num_seqs)])
+        return orders
+
+    rank_0, rank_1 = returnns(0), returnns(1)
+    assert rank_0 != rank_1
+    for rank in range(2):
+        monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.distributed, "get_rank", lambda rank=rank: rank)
+        monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 2)
+        config = Config.from_dict({**options, "batch_size": 1000, "train": spec, "dev": spec, "eval": spec})
+        monkeypatch.setattr(
+            config_module, "_loaded", config
+        )  # the run's config, which dataset_random_seed_offset is read from
+        _, loaders = init_data(config, ["train", "dev", "eval"], "train", torch.device("cpu"))
+        for name in ("dev", "eval"):
+            loader = loaders[name]
+            ours = [[loader.dataset.seq_tag(int(i)) for batch in loader.plan(e) for i in batch] for e in (1, 2)]
+            assert ours == rank_0, (rank, name)
+        train = loaders["train"]
+        ours = [[train.dataset.seq_tag(int(i)) for batch in train.plan(e) for i in batch] for e in (1, 2)]
+        assert ours == (rank_0, rank_1)[rank], rank
+
+
+# A RETURNN config whose step appends, per rank, the stage and the ids of its batch's sequences (their features).
+DISTRIBUTED_ORDER = """
+import os
+
+import torch
+
+backend = "torch"
+device = "cpu"
+torch_distributed = {}
+train = {"class": "HDFDataset", "files": [FILE], "seq_ordering": "random"}
+dev = {"class": "HDFDataset", "files": [FILE], "seq_ordering": "random"}
+batch_size = 1000
+max_seqs = 2
+extern_data = {"data": {"dim": 3}}
+num_epochs = 1
+optimizer = {"class": "sgd"}
+learning_rate = 0.1
+
+
+def get_model(**_kwargs):
+    return torch.nn.Linear(3, 2)
+
+
+def train_step(*, model, extern_data, **_kwargs):
+    from framework import get_run_ctx
+
+    x = extern_data["data"]
+    with open(f"ids.rank{os.environ['RANK']}", "a") as f:  # a file: the framework's checks hold back a step's output
+        f.write(f"{get_run_ctx().stage} {x[:, 0, 0].round().long().tolist()}\\n")
+    get_run_ctx().mark_as_loss(name="ce", loss=model(x).pow(2).mean())
+"""
+
+
+@pytest.mark.slow  # a torchrun job of 2 ranks, ~20 s
+def test_under_torchrun_each_rank_trains_returnns_order_of_its_offset_and_dev_is_rank_0s(tmp_path):
+    """A RETURNN config under real torchrun with torch_distributed = {} (RETURNN's "random_seed_offset"): rank r
+    trains all 9 sequences in RETURNN's HDFDataset order of random_seed_offset r x 16127, and the dev batches of both
+    ranks together are RETURNN's rank-0 order (offset 0), in batches of 2."""
+    import ast
+
+    from returnn.datasets.hdf import SimpleHDFWriter
+
+    from conftest import run_torchrun
+
+    path = tmp_path / "ids.hdf"
+    writer = SimpleHDFWriter(str(path), dim=3, ndim=2)
+    for i in range(1, 10):  # each sequence's features are its number, so a step's batch names its sequences
+        writer.insert_batch(np.full((1, 1 + i % 4, 3), i, np.float32), seq_len=[1 + i % 4], seq_tag=[f"s{i}"])
+    writer.close()
+    config = tmp_path / "ordered.config"
+    config.write_text(DISTRIBUTED_ORDER.replace("FILE", repr(str(path))))
+    result = run_torchrun(str(config), "++model", "None", cwd=str(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    spec = {"class": "HDFDataset", "files": [str(path)], "seq_ordering": "random"}
+    number = {f"s{i}": i for i in range(1, 10)}
+    theirs = [[number[tag] for tag in returnn_tags({**spec, "random_seed_offset": r * 16127}, (1,))[0]] for r in (0, 1)]
+    assert theirs[0] != theirs[1]
+    dev_batches = set()
+    for rank in (0, 1):
+        steps = [line.split(" ", 1) for line in (tmp_path / f"ids.rank{rank}").read_text().splitlines()]
+        # the framework's checks also run steps on a batch of one sequence twice: the distinct batches are the steps
+        train = [tuple(ids) for stage, ids in ((s, ast.literal_eval(i)) for s, i in steps) if stage == "train"]
+        train = list(dict.fromkeys(ids for ids in train if len(set(ids)) == len(ids)))
+        assert [i for ids in train for i in ids] == theirs[rank], (rank, steps)
+        # the checks also evaluate the first train batch; the dev evaluation comes after the last train step
+        last_train = max(k for k, (stage, _) in enumerate(steps) if stage == "train")
+        dev_batches |= {tuple(ast.literal_eval(ids)) for _, ids in steps[last_train + 1 :]}
+    assert dev_batches == {tuple(theirs[0][k : k + 2]) for k in range(0, 9, 2)}

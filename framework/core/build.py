@@ -245,6 +245,7 @@ def init_data(
             window=config.get("window") if option in ("train", "dev", "eval") and option in options else None,
             # RETURNN's load_data orders dev and eval as eval data; its engine builds eval_datasets without that
             returnn_eval=option in ("dev", "eval") and option not in extra,
+            # dev and eval: RETURNN's torch engine evaluates on rank 0 alone, whose offset adds 0 (Engine.eval_model)
             rank_offset=rank_seed_offset(config) if option == "train" and option not in extra else 0,
         )
         for option, spec in specs.items()
