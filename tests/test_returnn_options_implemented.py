@@ -4,6 +4,7 @@ it changes training."""
 
 from __future__ import annotations
 
+import os
 import types
 
 import numpy as np
@@ -353,3 +354,105 @@ def test_per_kind_batch_sizes_give_returnns_batches(tmp_path):
         }
         assert ours == theirs, options
         assert theirs["train"] != theirs["dev"] or options is cases[1]
+
+
+# ------------------------------------------------------------------- accum_grad_multiple_step, the loss convention
+# A RETURNN config on a RETURNN-written HDF file whose epoch_end prints the parameters' checksum; ACCUM and MARK
+# (how train_step marks its loss) vary.
+LOSS_CONFIG = """#!rnn.py
+import sys
+
+import torch
+from torch import nn
+
+backend = "torch"
+behavior_version = 21
+train = {"class": "HDFDataset", "files": [FILE], "seq_ordering": "default"}
+extern_data = {"data": {"dim": 4}, "classes": {"dim": 3, "sparse": True}}
+batch_size = 1000
+max_seqs = 3
+num_epochs = 1
+optimizer = {"class": "sgd"}
+learning_rate = 0.5
+model = "out/model"
+device = "cpu"
+torch_dataloader_opts = {"num_workers": 0}  # RETURNN's loader in its own process: the same batches
+accum_grad_multiple_step = ACCUM
+
+
+def get_model(**_kwargs):
+    torch.manual_seed(1)
+    return nn.Linear(4, 3)
+
+
+def train_step(*, model, extern_data, **_kwargs):
+    if "returnn.torch.engine" in sys.modules:  # RETURNN itself runs this config
+        import returnn.frontend as rf
+        from returnn.frontend import get_run_ctx
+
+        raw, lens = (lambda k: extern_data[k].raw_tensor), extern_data["data"].dims[1].dyn_size_ext.raw_tensor
+        norm = lambda n: rf.convert_to_tensor(n)  # noqa: E731
+    else:
+        from framework import get_run_ctx
+
+        raw, lens, norm = (lambda k: extern_data[k]), extern_data["data:seq_len"], (lambda n: n)
+    x, y = raw("data"), raw("classes").long()
+    mask = torch.arange(x.shape[1])[None, :] < lens[:, None]
+    ce = nn.functional.cross_entropy(model(x).transpose(1, 2), y, reduction="none")[mask]
+    MARK
+
+
+def epoch_end(*, model, **_kwargs):
+    print("CALL", round(float(sum(p.detach().double().abs().sum() for p in model.parameters())), 6), flush=True)
+"""
+
+LOSS_MARKS = {
+    "mean": 'get_run_ctx().mark_as_loss(name="ce", loss=ce.mean())',
+    "normalized": 'get_run_ctx().mark_as_loss(name="ce", loss=ce, use_normalized_loss=True)',
+    "sum_with_norm": 'get_run_ctx().mark_as_loss(name="ce", loss=ce.sum(), custom_inv_norm_factor=norm(mask.sum()))',
+    "per_frame": 'get_run_ctx().mark_as_loss(name="ce", loss=ce)',
+}
+
+
+@pytest.mark.slow
+def test_accumulated_and_scalar_losses_train_as_in_returnns_torch_engine(tmp_path):
+    """RETURNN's torch engine backpropagates each micro-batch's loss as it is (Engine.train_epoch), so under
+    accum_grad_multiple_step a mean loss (a scalar mean, or use_normalized_loss=True) adds up the micro-batches'
+    means, and it optimizes a scalar marked with custom_inv_norm_factor as the sum it is (Loss.get_scaled_reduced_loss,
+    use_normalized_loss False by default). A RETURNN config here trains to RETURNN's parameters in each case (SGD,
+    12 sequences of a RETURNN-written HDF file, batches of 3); a config for this framework keeps its convention (the
+    window's mean). Before, the first two gave 2.276693 against RETURNN's 2.093485, the third 2.132411 against
+    20.153615."""
+    from returnn.datasets.hdf import SimpleHDFWriter
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "d.hdf"
+    writer = SimpleHDFWriter(str(path), dim=4, ndim=2, extra_type={"classes": (3, 1, "int32")})
+    for i in range(12):
+        n = int(rng.integers(2, 7))
+        features = rng.standard_normal((1, n, 4)).astype(np.float32)
+        classes = rng.integers(0, 3, (1, n)).astype(np.int32)
+        writer.insert_batch(features, seq_len=[n], seq_tag=[f"s{i}"], extra={"classes": classes})
+    writer.close()
+
+    def checksum(who: str, name: str, text: str) -> float:
+        config = tmp_path / f"{name}.config"
+        config.write_text(text)
+        (tmp_path / who / name).mkdir(parents=True)
+        cwd, env = str(tmp_path / who / name), {"OMP_NUM_THREADS": "1"}
+        if who == "returnn":
+            result = run_module("returnn", str(config), cwd=cwd, timeout=300, env={**os.environ, **env})
+        else:
+            result = run_rnn(str(config), "++report_html", "False", cwd=cwd, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return float(next(line.split()[1] for line in result.stdout.splitlines() if line.startswith("CALL ")))
+
+    cases = [("mean", 2), ("normalized", 2), ("sum_with_norm", 1), ("per_frame", 2)]
+    for mark, accum in cases:
+        text = LOSS_CONFIG.replace("FILE", repr(str(path))).replace("ACCUM", str(accum))
+        text = text.replace("MARK", LOSS_MARKS[mark])
+        theirs, ours = (checksum(who, f"{mark}_{accum}", text) for who in ("returnn", "here"))
+        assert ours == pytest.approx(theirs, abs=2e-6), (mark, accum)
+        if mark == "mean":  # the framework's own convention: the window's mean, another result
+            own = text.replace('backend = "torch"\nbehavior_version = 21\n', "")
+            assert checksum("here", "mean_own", own) != pytest.approx(theirs, abs=1e-3)

@@ -7,6 +7,10 @@ fully. A normalized loss (a mean) is a mean over its own micro-batch, so each mi
 by its share of the window's sequences; that is exact when the loss is a mean over sequences, and
 only approximate when it is a mean over frames of varying lengths (the update-integrity check
 names that case on the first window: ``framework.debug.update_integrity``).
+
+A RETURNN config (``run_ctx.returnn_convention``) accumulates as RETURNN's torch engine does
+(``Engine.train_epoch``: each micro-batch's total loss is backpropagated as it is): every
+micro-batch's losses count fully, so a mean loss adds up the micro-batches' means.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from framework.core.run_ctx import RunCtx
+from framework.core.run_ctx import RunCtx, returnn_convention
 
 
 def sequence_shares(plan: list[np.ndarray], accum: int) -> list[float] | None:
-    """Per batch of ``plan``, its share of the sequences of its accumulation window (None: no accumulation)."""
-    if accum <= 1:
+    """Per batch of ``plan``, its share of the sequences of its accumulation window (None: no accumulation, or a
+    RETURNN config's, where every batch counts fully)."""
+    if accum <= 1 or returnn_convention():
         return None
     shares = []
     for start in range(0, len(plan), accum):
@@ -30,7 +35,10 @@ def sequence_shares(plan: list[np.ndarray], accum: int) -> list[float] | None:
 
 
 def loss_weights(run_ctx: RunCtx, share: float) -> dict[str, float]:
-    """Per optimized loss of a micro-batch, the factor it counts with in the window (``share``: its sequences')."""
+    """Per optimized loss of a micro-batch, the factor it counts with in the window (``share``: its sequences';
+    in a RETURNN config every loss counts fully, as RETURNN's engine backpropagates it)."""
+    if returnn_convention():
+        share = 1.0
     return {name: 1.0 if m.optimize_sum else share for name, m in run_ctx.losses.items() if not m.as_error}
 
 

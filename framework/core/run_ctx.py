@@ -12,7 +12,19 @@ from typing import Any
 
 import torch
 
+from framework.base.config import get_global_config
+from framework.base.errors import ConfigError
 from framework.base.host_syncs import host_value
+from framework.base.returnn_options import is_returnn_config
+
+
+def returnn_convention() -> bool:
+    """Whether the running config is a RETURNN config (``backend`` or ``behavior_version`` set): its losses and its
+    gradient accumulation then follow RETURNN's torch engine where this framework's own convention differs."""
+    try:
+        return is_returnn_config(get_global_config())
+    except ConfigError:  # no config loaded: a step run by a test or a tool
+        return False
 
 
 @dataclass
@@ -101,7 +113,9 @@ class RunCtx:
         """Register a loss. ``as_error`` losses (e.g. frame error rate) are reported, not optimized.
 
         A scalar ``loss`` is used as it is; with ``custom_inv_norm_factor`` (RETURNN's convention) it
-        is a sum, and the reported and optimized value is ``loss / custom_inv_norm_factor``.
+        is a sum, and the reported value is ``loss / custom_inv_norm_factor``; so is the optimized one,
+        except in a RETURNN config (``returnn_convention``), where the optimizer sees the sum unless
+        ``use_normalized_loss=True``, as RETURNN's ``Loss.get_scaled_reduced_loss`` gives it.
 
         A loss of any other shape (per frame, per sequence) is RETURNN's: it is summed, and reported
         divided by its number of entries (or by ``custom_inv_norm_factor``), so epoch scores average
@@ -125,8 +139,11 @@ class RunCtx:
             if custom_inv_norm_factor is None:
                 custom_inv_norm_factor = loss.numel()
             loss = loss.sum()
-        # RETURNN optimizes the sum unless use_normalized_loss; a scalar keeps our documented normalized default.
-        optimize_sum = use_normalized_loss is False or (per_entry and use_normalized_loss is None)
+        # RETURNN optimizes the sum unless use_normalized_loss; a scalar keeps our documented normalized default,
+        # except in a RETURNN config, whose scalar is optimized as given, as in RETURNN
+        optimize_sum = use_normalized_loss is False or (
+            use_normalized_loss is None and (per_entry or returnn_convention())
+        )
         self.losses[name] = MarkedLoss(
             name, loss, float(scale), bool(as_error), custom_inv_norm_factor, optimize_sum, optimizers
         )

@@ -77,7 +77,9 @@ register(
     "accum_grad_multiple_step",
     "int",
     1,
-    "Accumulate gradients over this many batches per update; equivalent to a batch that many times larger.",
+    "Accumulate gradients over this many batches per update; equivalent to a batch that many times larger. In a "
+    "RETURNN config (backend or behavior_version set) each batch's loss counts as it is, as in RETURNN's torch "
+    "engine: a mean loss adds up the batches' means.",
     __name__,
     range="[1, inf)",
 )
