@@ -290,6 +290,11 @@ BUGS = {
         r"perfect .* it is computed from \S+ at .*cause_classify_error_broadcast\.py:\d+ .* \(shapes \[8\] and "
         r"\[8, 1\] -> \[8, 8\]\): two tensors of one batch broadcast against each other",
     ),
+    "an error rate that broadcasts, in a step with a z-loss on the same logits": (
+        ["classify.py", "cause_classify_error_broadcast_zloss.py"],
+        r"WARNING sanity check \(first step\): The error score 'err' is 0\.\d+ for predictions that the loss calls "
+        r"perfect .* \(shapes \[8\] and \[8, 1\] -> \[8, 8\]\)",
+    ),
     "a cosine classifier whose scores are scaled by a temperature below 1": (
         ["classify.py", "cause_classify_cosine_scale.py"],
         r"WARNING sanity check \(first step\): The scores cross_entropy at .* gets span at most 0\.\d+ within a row "
@@ -322,6 +327,7 @@ HEALTHY = {
     ],
     "a regression with input noise in training only": ["regress.py", "healthy_regress_training_noise.py"],
     "GPT-2 with -100 at the padded positions": ["lib_gpt2.py"],
+    "cross-entropy with a z-loss on its normaliser": ["classify.py", "healthy_classify_zloss.py"],
     "a multi-label error of the loss's own decisions, and an accuracy marked as an error score": [
         "healthy_multilabel.py",
         "healthy_multilabel_error.py",

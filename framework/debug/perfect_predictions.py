@@ -9,8 +9,9 @@ compared in other units. Nothing errs, and the run's reported error is worse tha
 The experiment, before the first step, on copies of the model, running ``train_step`` as a dev set is evaluated:
 the first run watches the loss functions whose target is a value of the batch (``cross_entropy`` over class ids,
 ``binary_cross_entropy_with_logits`` over 0/1 targets, the regression losses) and finds the module whose output
-they score. The second run replaces exactly those scores with the targets' own perfect scores (+``MARGIN`` at the
-target class and 0 elsewhere, +/-``MARGIN`` for tags, the target itself for a regression; positions a loss ignores
+they score. The second run replaces exactly those scores with the targets' own perfect scores (0 at the target
+class and -``MARGIN`` elsewhere: log-probabilities, so a z-loss on their normaliser is at its minimum too;
++/-``MARGIN`` for tags, the target itself for a regression; positions a loss ignores
 keep the model's scores). When every watched loss then sits at its minimum, each error score (``as_error``) that
 moved toward 0 but stayed at least ``LEFT`` is a warning.
 """
@@ -69,7 +70,7 @@ class _Scored:
 class PerfectPredictions(Plugin):
     """Runs the watched and the perfect run once, before the first step."""
 
-    first_step_check = ("debug_perfect_predictions",)
+    bug_check = ("debug_perfect_predictions",)
     order = Order.CHECK
     needs = (PROBE_SESSION,)
 
@@ -141,7 +142,7 @@ def _finding(name: str, was: float, now: float, scored: list[_Scored], crossed: 
         )
     losses = ", ".join(f"{s.loss} at {s.where}" for s in scored[:2])
     perfect = {
-        "cross_entropy": f"+{MARGIN:g} at each target class and 0 elsewhere",
+        "cross_entropy": f"0 at each target class and -{MARGIN:g} elsewhere",
         "binary_cross_entropy_with_logits": f"+{MARGIN:g} where the target is 1 and -{MARGIN:g} where it is 0",
     }.get(first.loss, "the targets themselves")
     return Finding(
@@ -296,7 +297,8 @@ def _perfect_scores(func: Any, scores: torch.Tensor, target: torch.Tensor, kwarg
         if bool(((target < 0) | (target >= classes))[~ignored].any()):
             return None
         hot = F.one_hot(target.masked_fill(ignored, 0), classes).movedim(-1, 1 if scores.dim() > 1 else 0)
-        perfect = hot.to(scores.dtype) * MARGIN
+        # Log-probabilities, not just logits: a term on the normaliser (a z-loss on logsumexp) is at its minimum too.
+        perfect = (hot.to(scores.dtype) - 1) * MARGIN
         keep = ignored.unsqueeze(1 if scores.dim() > 1 else 0).expand_as(perfect)
         return torch.where(keep, scores, perfect)
     if func is F.binary_cross_entropy_with_logits:
