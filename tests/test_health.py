@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+import torch
 from devkit.doc_commands import assert_documented
 from torch import nn
 
@@ -77,6 +78,29 @@ def _frozen_head(**_):
     del model.unused
     model.head.requires_grad_(False)
     return model
+
+
+class _WithAverage(nn.Module):
+    """An MLP beside a frozen running average of its output layer that its forward moves in place in training."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = _mlp()
+        self.average = nn.Linear(16, 3).requires_grad_(False)
+
+    def forward(self, x):
+        if self.training:
+            with torch.no_grad():
+                for a, p in zip(self.average.parameters(), self.net[2].parameters(), strict=True):
+                    a.lerp_(p, 0.1)
+        return self.net(x)
+
+
+def test_declared_frozen_parameters_the_optimizer_moves_are_named_and_those_the_users_code_moves_are_not(output):
+    _train(frozen_params=["2.*"])  # declared, but they require grad: the optimizer trains them
+    assert "frozen_params: module '2' (Linear): weight, bias changed during training" in output()
+    _train(get_model=lambda **_: _WithAverage(), frozen_params=["average.*"])
+    assert "changed during training" not in output().split("frozen_params: module '2'")[-1]
 
 
 def test_a_layer_frozen_by_mistake_is_named_and_a_declared_frozen_one_is_not(output):

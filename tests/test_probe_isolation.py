@@ -24,10 +24,14 @@ def test_the_model_counts_only_real_steps_and_the_probes_are_reported(tmp_path):
     assert result.returncode == 0, result.stderr
     calls, steps = map(int, re.search(r"forward calls (\d+), real steps (\d+)", result.stdout).groups())
     assert calls == steps > 0  # train and dev steps; no probe run touched the model
+    moved, train_steps = map(int, re.search(r"moved in place (\d+), train steps (\d+)", result.stdout).groups())
+    assert moved == train_steps > 0  # what the probes' copies moved in place in the shared parameters was put back
     # The probe session says how often train_step ran on copies: the unchanged batch, a smaller batch, a few
     # sequences as an evaluation runs them, the first sequence repeated over a batch under two seeds, some
-    # sequences together and in two halves, and the batch as dev is evaluated, watched and with perfect scores.
-    assert "First-step checks: train_step ran 10 extra time(s) on copies of the model" in result.stdout
+    # sequences together and in two halves, the batch as dev is evaluated, watched and with perfect scores, and
+    # twice in training mode (the forward moves a parameter in training mode only, so the modes are compared).
+    assert "First-step checks: train_step ran 12 extra time(s) on copies of the model" in result.stdout
+    assert "WARNING" not in result.stdout  # the declared-frozen parameter moved by the model's own code is intended
     assert "Plugin callbacks per event, in the order they run:" in result.stdout
 
 
@@ -45,6 +49,8 @@ def test_diagnostics_that_run_the_model_outside_the_first_step_checks_leave_it_a
     assert "Layer output template" in result.stdout and "Mixed precision check at step" in result.stdout
     calls, steps = map(int, re.search(r"forward calls (\d+), real steps (\d+)", result.stdout).groups())
     assert calls == steps > 0
+    moved, train_steps = map(int, re.search(r"moved in place (\d+), train steps (\d+)", result.stdout).groups())
+    assert moved == train_steps > 0
 
 
 def test_an_error_on_the_nth_call_surfaces_at_the_nth_real_step(tmp_path):

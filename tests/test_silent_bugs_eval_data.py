@@ -205,9 +205,14 @@ def test_the_healthy_twin_is_quiet(output, name):
 
 
 def test_a_correct_ema_copy_is_quiet(output):
-    """The EMA copy that copies the buffers; its parameters do not require grad, which the sanity check notes."""
+    """The EMA copy that copies the buffers; its parameters do not require grad and do not run in training, which
+    the sanity check notes (not "frozen by mistake": freezing what the step never runs changes nothing)."""
     _train(["silent_eval_base.py", "silent_eval_ema_bn.py", "silent_eval_ema_ok.py"])
     assert not re.search(MINE, output())
+    assert [line for line in output().splitlines() if "WARNING" in line] == []
+    assert "module 'ema.out' (Linear): weight, bias do not require grad and did not run in the first training" in (
+        output()
+    )
 
 
 def test_the_checks_are_switched_off_by_their_options(output):

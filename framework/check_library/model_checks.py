@@ -82,6 +82,7 @@ def gradient_findings(
     zero_gradients: bool = True,
     unused: bool = True,
     fixed: frozenset[str] = frozenset(),
+    idle: frozenset[str] = frozenset(),
 ) -> list[Finding]:
     """After backward: parameters frozen by mistake, without gradient, with an all-zero gradient, not optimized.
 
@@ -93,13 +94,29 @@ def gradient_findings(
     parameters whose modules the step ran only under ``torch.no_grad()`` or in eval mode (a distillation
     teacher, a frozen feature extractor), or before a module with trainable parameters (a frozen backbone under
     a trained head, the frozen base of an adapter): frozen by design, a note. A frozen module after which nothing
-    trainable runs (an output layer left at its initialisation) is what a mistake looks like.
+    trainable runs (an output layer left at its initialisation) is what a mistake looks like. ``idle``: frozen
+    parameters of modules the step did not run at all (a copy kept beside the model, EMA weights for evaluation):
+    freezing them changes nothing in training, a note.
     """
     params = dict(model.named_parameters())
     trainable = {n: p for n, p in params.items() if p.requires_grad}
     findings = []
     origins = {n: freeze_origin(p) for n, p in params.items() if not p.requires_grad and not matches_any(n, frozen)}
-    mistaken = [n for n, origin in origins.items() if (origin is None or not origin.by_design) and n not in fixed]
+    mistaken = [
+        n for n, origin in origins.items() if (origin is None or not origin.by_design) and n not in fixed | idle
+    ]
+    if idle & origins.keys():
+        findings.append(
+            Finding(
+                "note",
+                "sanity check",
+                f"{by_module(model, [n for n in origins if n in idle])} do not require grad and did not run in the "
+                f"first training step: kept beside the trained model (EMA weights, a copy for evaluation); they would "
+                f"get no gradient either way.",
+                evidence={"idle": sum(n in idle for n in origins)},
+                where=named([n for n in origins if n in idle]),
+            )
+        )
     if fixed & origins.keys():
         frames = [origins[n].frame for n in origins if n in fixed and origins[n] is not None and origins[n].frame]
         findings.append(

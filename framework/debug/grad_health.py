@@ -350,8 +350,11 @@ class GradHealth(Plugin):
         names, before = self.frozen_initial
         if not names:
             return
-        kept = set(_unchanged(names, before, dict(state.model.named_parameters())))
-        changed = [n for n in names if n not in kept]
+        params = dict(state.model.named_parameters())
+        kept = set(_unchanged(names, before, params))
+        # Only what the optimizer can move: a declared-frozen parameter that does not require grad and changed was
+        # written by the user's own code (an EMA copy, a running quantity), as intended.
+        changed = [n for n in names if n not in kept and params[n].requires_grad]
         self._warn(
             state,
             "frozen changed",

@@ -18,7 +18,7 @@ from framework.base.rng import set_rng_state
 from framework.check_library import sharded
 from framework.check_library.module_tracker import ModuleTracker, matches_any
 from framework.check_library.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
-from framework.check_library.probe import model_copy
+from framework.check_library.probe import in_place_updates_undone, model_copy
 from framework.check_library.tensors import bad_rows, floating_tensors, has_nonfinite, stats
 from framework.core.autocast import autocast_factory
 from framework.core.run_ctx import RunCtx
@@ -206,22 +206,24 @@ def replay_step(
         batch=state.batch,
         autocast=autocast_factory(getattr(state, "precision", None)),
     )
-    try:
-        with torch.set_grad_enabled(training), tracker, TagAutogradNodes(tracker), ops:
-            call_step(step_function(state.config, run_ctx.stage), model, run_ctx)
-        for name, marked in run_ctx.losses.items():
-            value = marked.normalized().detach()
-            if has_nonfinite(value, nan_only):
-                report.losses[name] = float(value)
-        if training:
-            with ops:
-                run_ctx.total_loss().backward()
-    finally:
-        model.train(was_training)
-        for handle in handles:
-            handle.remove()
-        for p, grad in saved_grads.items():
-            p.grad = grad
+    # an EMA that the training step moves in place (the copy shares the parameters) is put back after its backward
+    with in_place_updates_undone(state.model):
+        try:
+            with torch.set_grad_enabled(training), tracker, TagAutogradNodes(tracker), ops:
+                call_step(step_function(state.config, run_ctx.stage), model, run_ctx)
+            for name, marked in run_ctx.losses.items():
+                value = marked.normalized().detach()
+                if has_nonfinite(value, nan_only):
+                    report.losses[name] = float(value)
+            if training:
+                with ops:
+                    run_ctx.total_loss().backward()
+        finally:
+            model.train(was_training)
+            for handle in handles:
+                handle.remove()
+            for p, grad in saved_grads.items():
+                p.grad = grad
     report.forward_op, report.backward_op = ops.forward, ops.backward
     return report
 

@@ -195,8 +195,16 @@ class SanityCheck(Plugin):
             and (not any(calls) or self._first_call.get(path, self._last_trainable_call) < self._last_trainable_call)
             for n, _ in state.model.get_submodule(path).named_parameters(recurse=False)
         )
+        # Frozen parameters of modules the step never ran: freezing them changes nothing in training (they would get
+        # no gradient either way), so they cannot be frozen by mistake; a copy kept beside the model (EMA weights).
+        idle = frozenset(
+            f"{path}.{n}" if path else n
+            for path, calls in self._frozen_calls.items()
+            if not calls
+            for n, _ in state.model.get_submodule(path).named_parameters(recurse=False)
+        )
         findings = model_checks.gradient_findings(
-            state.model, self.frozen, state.optimizer, zero_gradients=False, unused=False, fixed=fixed
+            state.model, self.frozen, state.optimizer, zero_gradients=False, unused=False, fixed=fixed, idle=idle
         )
         trainable = [(n, p) for n, p in state.model.named_parameters() if p.requires_grad]
         if any(p.grad is not None for _, p in trainable):
