@@ -214,12 +214,12 @@ def test_only_the_engine_writes_run_state():
     assert writers == []
 
 
-def test_first_step_checks_declare_options_that_switch_them_off():
+def test_bug_checks_declare_options_that_switch_them_off():
     """The benchmarks' "all checks off" set is derived from these declarations, so each must be a real switch."""
     from framework.assembly import plugin_classes
     from framework.base import options
 
-    declared = {o: cls.name for cls in plugin_classes() for o in cls.first_step_check}
+    declared = {o: cls.name for cls in plugin_classes() for o in cls.bug_check}
     assert declared
     wrong = [
         f"{name}: {o}"

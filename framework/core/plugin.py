@@ -57,8 +57,9 @@ class Plugin:
     before: ClassVar[tuple[str, ...]] = ()  # plugins whose callbacks run after this one's (if they are on)
     provides: ClassVar[tuple[Key, ...]] = ()  # measurements it puts into state.store
     needs: ClassVar[tuple[Key, ...]] = ()  # measurements it reads from state.store (None while absent)
-    # A first-step bug check: the bool options that switch it off (the benchmarks' "all checks off" set is these)
-    first_step_check: ClassVar[tuple[str, ...]] = ()
+    # A bug check on by default (at the first step, an epoch end or a symptom): the bool options that switch it off
+    # (the benchmarks' "all checks off" set is these)
+    bug_check: ClassVar[tuple[str, ...]] = ()
     callbacks: Callbacks  # set by subscribe: to unsubscribe callbacks with callbacks.off
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -155,7 +155,7 @@ def row_weights(total: torch.Tensor, call: tuple) -> torch.Tensor | None:
 class AccumulationCheck(Plugin):
     """Keeps the first window's batches and compares its accumulated gradient with the merged batch's."""
 
-    first_step_check = ("debug_accumulation_check",)
+    bug_check = ("debug_accumulation_check",)
 
     order = Order.CHECK
 

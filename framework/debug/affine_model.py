@@ -83,7 +83,7 @@ def _without_zero_layers(model: nn.Module) -> nn.Module:
 class AffineModelCheck(SharedRunCheck):
     """Names a stack of linear layers that composes to one affine map."""
 
-    first_step_check = ("debug_affine_model",)
+    bug_check = ("debug_affine_model",)
 
     check = CHECK
 

@@ -192,7 +192,7 @@ def _culprit(points: list, index: int) -> str:
 class BatchIndependence(Plugin):
     """Runs the gradient probe on the first batch, before the first step."""
 
-    first_step_check = ("debug_batch_independence",)
+    bug_check = ("debug_batch_independence",)
 
     order = Order.CHECK
     needs = (PROBE_SESSION,)

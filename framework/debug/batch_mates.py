@@ -55,7 +55,7 @@ PROBLEM = "sequences of a batch influence each other"
 class BatchMates(Plugin):
     """Runs the batch-against-halves experiment once, before the first step."""
 
-    first_step_check = ("debug_batch_mates",)
+    bug_check = ("debug_batch_mates",)
     order = Order.CHECK
     needs = (PROBE_SESSION,)
 

@@ -88,7 +88,7 @@ def _differs(spread: tuple[float, float] | None) -> bool:
 class BatchPosition(Plugin):
     """Runs the batch-position experiment on the first batch, before the first step."""
 
-    first_step_check = ("debug_batch_position_check",)
+    bug_check = ("debug_batch_position_check",)
     order = Order.CHECK
     needs = (PROBE_SESSION,)
 

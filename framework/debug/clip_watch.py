@@ -69,7 +69,7 @@ def _caller() -> str | None:
 class ClipWatch(Plugin):
     """Observes torch's gradient-norm clipping over epoch 1 and warns when it cut nearly every gradient 100-fold."""
 
-    first_step_check = ("debug_clip_watch",)
+    bug_check = ("debug_clip_watch",)
 
     order = Order.OBSERVE
 

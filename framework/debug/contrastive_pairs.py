@@ -98,7 +98,7 @@ class ContrastivePairs(SharedRunCheck):
     only when one is seen, traces on a copy with gradients to the inputs which examples each target pairs."""
 
     check = CHECK
-    first_step_check = ("debug_contrastive_pairs",)
+    bug_check = ("debug_contrastive_pairs",)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> ContrastivePairs | None:

@@ -49,7 +49,7 @@ register(
 class DeviceWatch(SharedRunCheck):
     """Watches the probe session's run of the unchanged first batch and reports the first device mix."""
 
-    first_step_check = ("debug_device_check",)
+    bug_check = ("debug_device_check",)
     check = CHECK
 
     def __init__(self) -> None:

@@ -141,7 +141,7 @@ def user_files(config: Config, state: RunState) -> list[str]:
 class DiscardedResults(Plugin):
     """Reports statements of the user's code whose out-of-place operation's result is thrown away."""
 
-    first_step_check = ("debug_discarded_results",)
+    bug_check = ("debug_discarded_results",)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> DiscardedResults | None:

@@ -230,7 +230,7 @@ def mode_gap(module: nn.Module, args: tuple) -> float:
 class EvalModeCheck(SharedRunCheck):
     """Watches the first batch's training-mode run, runs it once as an evaluation, judges at the first evaluation."""
 
-    first_step_check = ("debug_eval_mode",)
+    bug_check = ("debug_eval_mode",)
     check = CHECK
 
     def __init__(self) -> None:

@@ -63,7 +63,7 @@ def _number(value: Any) -> bool:
 class GroupKeys(Plugin):
     """Finds, after epoch 1, a param-group key whose different values changed none of the optimizer's options."""
 
-    first_step_check = ("debug_group_keys",)
+    bug_check = ("debug_group_keys",)
 
     order = Order.OBSERVE
 

@@ -111,7 +111,7 @@ class _LayoutWatch(TorchFunctionMode):
 class InputLayoutCheck(SharedRunCheck):
     """Watches the probe session's run of the first batch for reshapes that reorder a batch key's axes."""
 
-    first_step_check = ("debug_input_layout",)
+    bug_check = ("debug_input_layout",)
 
     check = CHECK
 

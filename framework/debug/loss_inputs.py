@@ -620,7 +620,7 @@ def label_entropy(counts: np.ndarray) -> float:
 class LossInputsCheck(SharedRunCheck):
     """Runs the first batch's step once, watched, before the real first step (which runs unwatched)."""
 
-    first_step_check = ("debug_loss_inputs", "debug_loss_on_class_ids")
+    bug_check = ("debug_loss_inputs", "debug_loss_on_class_ids")
 
     provides = (CHANCE_LEVELS, ERROR_CHANCE_LEVELS, LOSS_FLOORS, CONTRACT_BREACHES, LABEL_KEYS, IGNORED_LABELS)
     check = CHECK

@@ -75,7 +75,7 @@ def affine_relation(evaluated: torch.Tensor, trained: torch.Tensor) -> tuple[flo
 class ModeAgreement(Plugin):
     """Runs the first sequences in both modes; on a large gap, finds the module whose eval branch causes it."""
 
-    first_step_check = ("debug_mode_agreement",)
+    bug_check = ("debug_mode_agreement",)
 
     order = Order.CHECK
     needs = (PROBE_SESSION,)

@@ -20,7 +20,7 @@ from torch import nn
 from framework.check_library.mode_dependence import differs_by_mode
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.debug.padding_probe import buffers_restored, first_train_batch, once_per_step
+from framework.debug.symptom_runs import buffers_restored, first_train_batch, once_per_step
 
 CLOSES = 0.5  # a switch that closes at least this share of the gap between the paths explains it
 

@@ -38,7 +38,7 @@ HIGHEST = 0.5  # above it the running statistics average fewer than two batches
 class NormMomentum(Plugin):
     """Reports batch norms whose running statistics are those of the last batch or two."""
 
-    first_step_check = ("debug_norm_momentum",)
+    bug_check = ("debug_norm_momentum",)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> NormMomentum | None:

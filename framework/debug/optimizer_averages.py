@@ -37,7 +37,7 @@ LOWEST = 0.5  # below it the second-moment average spans fewer than two steps
 class OptimizerAverages(Plugin):
     """Reports param groups whose second-moment average is the last gradient or two."""
 
-    first_step_check = ("debug_optimizer_averages",)
+    bug_check = ("debug_optimizer_averages",)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> OptimizerAverages | None:

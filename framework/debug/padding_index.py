@@ -68,7 +68,7 @@ def _real_occurrences(ids: torch.Tensor, pad: int, lengths: torch.Tensor | None)
 class PaddingIndexCheck(SharedRunCheck):
     """Names an embedding whose padding_idx occurs as a real id of the batch key it reads."""
 
-    first_step_check = ("debug_padding_index",)
+    bug_check = ("debug_padding_index",)
 
     check = CHECK
 

@@ -20,9 +20,6 @@ tensor): a GPT-2 given ``labels=input_ids`` with padding counts the padding in t
 
 from __future__ import annotations
 
-import contextlib
-import weakref
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,15 +30,11 @@ from framework.base.config import Config
 from framework.base.errors import ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
-from framework.base.rng import objects_random_state_kept
 from framework.check_library.probe import (
     PROBE_SESSION,
     ProbeLimit,
     ProbeSession,
-    in_place_updates_undone,
-    model_copy,
     padding_mask,
-    unseen,
 )
 from framework.check_library.tensors import named_tensors
 from framework.core.events import Event, Order
@@ -50,8 +43,8 @@ from framework.core.plugin import Plugin, on
 from framework.core.scores import step_losses
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.datasets.loader import to_device
 from framework.debug.sanity import report_findings
+from framework.debug.symptom_runs import first_train_batch
 
 register(
     "debug_padding_check",
@@ -259,59 +252,6 @@ def _same_outputs(
     return True if compared else None
 
 
-@contextlib.contextmanager
-def first_train_batch(state: RunState) -> Iterator[tuple[torch.nn.Module, dict[str, torch.Tensor], int] | None]:
-    """The symptom experiments' setting: a copy of the model (sharing its parameters), the first train batch of this
-    epoch's plan on the run's device, and the epoch; the global generators and the dataset's own kept, no gradient.
-    None when the epoch plans no batch."""
-    loader = state.loaders["train"]
-    epoch = max(state.epoch, 1)
-    plan = loader.plan(epoch)
-    if not plan:
-        yield None
-        return
-    with (
-        unseen(),
-        torch.no_grad(),
-        objects_random_state_kept(loader.dataset),
-        in_place_updates_undone(state.model) as left,
-    ):
-        yield model_copy(state.model), to_device(loader.tensor_batch(plan[0], epoch), state.device), epoch
-    if left:
-        log.v5(f"A symptom experiment's run changed parameter {left[0]!r} of the model in place (not undone).")
-
-
-@contextlib.contextmanager
-def buffers_restored(model: torch.nn.Module) -> Iterator[None]:
-    """Run a symptom experiment's step on ``model`` and put its buffers back afterwards: the copy shares the user's
-    parameters, and only its own buffers (running statistics) change when it runs in training mode."""
-    saved = {name: value.clone() for name, value in model.named_buffers()}
-    try:
-        yield
-    finally:
-        for name, value in model.named_buffers():
-            value.copy_(saved[name])
-
-
-# the latest result of each symptom experiment, for the checks that ask at the same step: name -> (run, step, key, it);
-# the run held weakly, so that a finished run's model and data are not kept alive by it
-_latest: dict[str, tuple[weakref.ref, int, str, Any]] = {}
-
-
-def once_per_step(experiment: str, state: RunState, key: str, run: Callable[[], Any]) -> Any:
-    """``run()``'s result, computed once per run state, step and ``key`` (a loss) however many checks ask for the
-    ``experiment``; an exception counts as None (the callers report the symptom as it stands)."""
-    kept = _latest.get(experiment)
-    if kept is not None and kept[0]() is state and kept[1] == state.global_step and kept[2] == key:
-        return kept[3]
-    try:
-        result = run()
-    except Exception:  # noqa: BLE001 - a model that cannot be copied, a step that fails on the copy
-        result = None
-    _latest[experiment] = (weakref.ref(state), state.global_step, key, result)
-    return result
-
-
 def evaluation_reads_padding(state: RunState, loss: str) -> tuple[str, int, float, float] | None:
     """The trained model's evaluation path against more padding (a symptom's experiment: dev scores worse through
     that path than training mode does on the same data). On a copy in eval mode, the first train batch as it is and
@@ -382,7 +322,7 @@ def _shorter_sequences(
 class PaddingProbe(Plugin):
     """Runs the padding probe on the first batch, before the first step."""
 
-    first_step_check = ("debug_padding_check",)
+    bug_check = ("debug_padding_check",)
 
     order = Order.CHECK
     needs = (PROBE_SESSION, IGNORED_LABELS)

@@ -68,7 +68,7 @@ class PlateauDirection(Plugin):
     """Finds ReduceLROnPlateau schedulers whose mode reads the dev score they are given the wrong way round."""
 
     # the default order (OBSERVE) comes after the config's own epoch-end callbacks, which step the schedulers
-    first_step_check = ("debug_plateau_direction",)
+    bug_check = ("debug_plateau_direction",)
 
     def __init__(self) -> None:
         self.found: list[tuple[weakref.ref, int]] = []  # the schedulers found, and their step count then

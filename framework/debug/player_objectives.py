@@ -59,7 +59,7 @@ LAST_STEP = 10  # the last step at which to look for one that trains two players
 class PlayerObjectives(Plugin):
     """Runs the shifted copies once: before the first step whose losses train two players (of the first steps)."""
 
-    first_step_check = ("debug_player_objectives",)
+    bug_check = ("debug_player_objectives",)
     order = Order.CHECK
 
     def __init__(self, modules: dict[str, tuple[nn.Module, str]]):

@@ -46,7 +46,7 @@ def repeated_entries(container: nn.Module) -> dict[int, list[str]]:
 class RepeatedModules(Plugin):
     """Reports containers that list one module object at several entries."""
 
-    first_step_check = ("debug_repeated_modules",)
+    bug_check = ("debug_repeated_modules",)
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> RepeatedModules | None:

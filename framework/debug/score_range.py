@@ -88,7 +88,7 @@ def _near_uniform(width: float, classes: int) -> bool:
 class ScoreRange(SharedRunCheck):
     """Measures the scores of the first batch's cross_entropy calls; tests narrow ones on a scaled copy."""
 
-    first_step_check = ("debug_score_range",)
+    bug_check = ("debug_score_range",)
 
     check = CHECK
 

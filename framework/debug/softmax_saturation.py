@@ -100,7 +100,7 @@ class _SoftmaxWatch(TorchFunctionMode):
 class SoftmaxSaturation(SharedRunCheck):
     """Measures the softmax rows of the first batch; tests peaked ones on a copy with smaller weights."""
 
-    first_step_check = ("debug_softmax_saturation",)
+    bug_check = ("debug_softmax_saturation",)
 
     check = CHECK
 

@@ -115,7 +115,7 @@ def overlap_findings(train: tuple[list[int], bool], others: dict[str, tuple[list
 class SplitOverlap(Plugin):
     """Hashes the datasets at STARTUP and reports evaluation sequences found in train."""
 
-    first_step_check = ("debug_split_overlap",)
+    bug_check = ("debug_split_overlap",)
 
     order = Order.CHECK
 

@@ -737,7 +737,7 @@ class SplitPairing(Plugin):
     """Compares, at startup, the inputs of each class between train and every other dataset; a difference that one
     transform explains is judged once the model has learned, by undoing it (``split_undo``)."""
 
-    first_step_check = ("debug_split_pairing",)
+    bug_check = ("debug_split_pairing",)
     needs = (CHANCE_LEVELS,)  # a model still at its chance level cannot tell whether a difference hurts
     provides = (SPLITS_ON_TRIAL,)  # the differences it decides later: the startup data checks do not judge them
     # a decided difference is the record of its problem: the learning watch's vaguer dev warnings fold into it

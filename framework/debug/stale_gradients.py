@@ -34,7 +34,7 @@ WINDOWS = 3  # accumulation windows checked after the first update
 class StaleGradients(Plugin):
     """Looks for gradients at the start of the accumulation windows after the first updates."""
 
-    first_step_check = ("debug_stale_gradients",)
+    bug_check = ("debug_stale_gradients",)
 
     order = Order.CHECK
 

@@ -25,7 +25,7 @@ from framework.check_library.tensors import format_frame, is_user_file
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
 from framework.core.step import run_step
-from framework.debug.padding_probe import buffers_restored, first_train_batch, once_per_step
+from framework.debug.symptom_runs import buffers_restored, first_train_batch, once_per_step
 
 CLOSES = 0.5  # the branch explains the gap when it closes at least this share of it
 SHIFT_CANDIDATES = 16  # shifts tried per row: where the row's first frame reappears

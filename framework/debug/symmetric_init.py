@@ -51,7 +51,7 @@ def _units_equal(layer: nn.Module) -> torch.Tensor:
 class SymmetricInit(Plugin):
     """Finds layers that start with equal units and, after the first updates, reports those still equal."""
 
-    first_step_check = ("debug_symmetric_init",)
+    bug_check = ("debug_symmetric_init",)
 
     def __init__(self) -> None:
         self.watched: dict[str, tuple[nn.Module, torch.Tensor]] = {}  # path -> (layer, its first unit's weights)

@@ -329,7 +329,7 @@ def _reads_ahead(entry: _Entry, rows: torch.Tensor, alignment: _Alignment, shift
 class TargetLeakage(SharedRunCheck):
     """Watches the first batch's probe run, then probes its predictions along the time axis."""
 
-    first_step_check = ("debug_target_leakage",)
+    bug_check = ("debug_target_leakage",)
 
     check = CHECK
 

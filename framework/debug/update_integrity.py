@@ -137,7 +137,7 @@ def unregistered_finding(loose: list[_Loose]) -> Finding:
 class UpdateIntegrity(SharedRunCheck):
     """Watches the first batch's probe run for unregistered parameters; checks that updates change parameters."""
 
-    first_step_check = ("debug_update_integrity",)
+    bug_check = ("debug_update_integrity",)
 
     check = CHECK
 

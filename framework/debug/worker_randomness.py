@@ -37,7 +37,7 @@ register(
 class WorkerRandomness(Plugin):
     """Finds dataset-owned generators that workers would repeat; has the loaders reseed them per worker."""
 
-    first_step_check = ("debug_worker_randomness",)
+    bug_check = ("debug_worker_randomness",)
 
     order = Order.TRAINING
 

@@ -48,7 +48,7 @@ def alternate(
     return {name: (min(values), statistics.median(values)) for name, values in times.items()}
 
 
-# The first-step bug checks that are on by default, switched off (benchmark-step --all-off, benchmark-debug).
+# The bug checks that are on by default, switched off (benchmark-step --all-off, benchmark-debug).
 BUG_CHECKS_OFF = {
-    option: False for cls in plugin_classes() for option in cls.first_step_check
-}  # every first-step bug check off, as each plugin declares (framework.core.plugin.Plugin.first_step_check)
+    option: False for cls in plugin_classes() for option in cls.bug_check
+}  # every default bug check off, as each plugin declares (framework.core.plugin.Plugin.bug_check)
