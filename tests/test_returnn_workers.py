@@ -66,7 +66,13 @@ def _returnn_batches(options: dict, epochs) -> list[list[list[str]]]:
     from returnn.torch.engine import Engine
     from returnn.util.basic import BehaviorVersion
 
-    config = ReturnnConfig({"backend": "torch", "device": "cpu", "task": "train", **options})
+    # RETURNN's loader workers, forked from this process: its default start method spawns each worker (a fresh
+    # interpreter importing torch and RETURNN, ~5-10 s of CPU each, 8 of them here); the option is RETURNN's own, and
+    # the workers get the same sharding and epoch in either (the batches were compared under both: equal).
+    loader_opts = {**options["torch_dataloader_opts"], "multiprocessing_context": "fork"}
+    config = ReturnnConfig(
+        {"backend": "torch", "device": "cpu", "task": "train", **options, "torch_dataloader_opts": loader_opts}
+    )
     BehaviorVersion._behavior_version = None  # RETURNN sets it once per process
     BehaviorVersion.set(config.int("behavior_version", 0) or None)
     got = []
