@@ -93,6 +93,10 @@ HEALTHY = {
     "Hugging Face BertForSequenceClassification, attention mask from the lengths": ["lib_bert.py"],
     "nn.TransformerEncoder(batch_first=False), causal and padding masks": ["lib_transformer.py"],
     "torchvision-style ResNet": ["lib_resnet.py"],
+    "Hugging Face CodeGenForCausalLM, its rotary table a plain attribute it moves itself": [
+        "lib_gpt2.py",
+        "lib_codegen.py",
+    ],
 }
 
 

@@ -28,6 +28,7 @@ that the two can be told apart) and never raises: a failure of its own stops the
 
 from __future__ import annotations
 
+import sys
 import traceback
 import weakref
 from typing import Any
@@ -38,7 +39,7 @@ from torch.overrides import TorchFunctionMode
 
 from framework.check_library.loss_contracts import cpu_side
 from framework.check_library.module_tracker import ModuleTracker
-from framework.check_library.tensors import calling_user_frame, format_frame
+from framework.check_library.tensors import calling_user_frame, format_frame, is_user_file
 
 # Tensor methods that move a tensor to an accelerator: tensor.cuda(), .xpu(), ... (and a PrivateUse1 backend's).
 _TO_ACCELERATOR = {"cuda", "xpu", "mps", "hpu", "mtia"}
@@ -150,9 +151,14 @@ class DeviceTracker(TorchFunctionMode):
                 self._mark_fixed(value, f"kept in the config's global {name!r}, which model.to(device) does not move")
 
     def _scan_attributes(self, model: nn.Module) -> None:
-        """Plain tensor attributes (instance or class) that ``model.to(device)`` leaves where they are."""
+        """Plain tensor attributes (instance or class) that ``model.to(device)`` leaves where they are, of the modules
+        whose class the user wrote. A library's module (a Hugging Face attention's rotary table) moves its own on
+        its first call, after comparing devices, which on this machine are all the CPU: not a bug the user can fix,
+        and one the library's GPU users would have met."""
         internal = {"_parameters", "_buffers", "_modules"}
         for path, module in model.named_modules():
+            if not is_user_file(getattr(sys.modules.get(type(module).__module__), "__file__", None) or ""):
+                continue
             where = f"module {path!r}" if path else "the model"
             owners = [(vars(module), ""), (vars(type(module)), "class ")]
             for attributes, kind in owners:

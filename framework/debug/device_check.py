@@ -5,7 +5,8 @@ the model, for all checks (``framework.check_library.probe``); this check watche
 torch function mode (``framework.check_library.device_tracking``) and costs no run of its own. The
 mode follows where each tensor would live on a GPU: the parameters, buffers and batch, and what
 is computed from them, on the model's device; a tensor made without ``device=``
-(``torch.randn(shape)``), moved by ``.cpu()``, a plain tensor attribute that ``model.to(device)``
+(``torch.randn(shape)``), moved by ``.cpu()``, a plain tensor attribute (of a module class the user wrote: a
+library's modules move theirs on their first call) that ``model.to(device)``
 does not move, a global tensor of the config, or the ``:seq_len`` lengths, on the CPU. The first
 op that mixes the two is reported with the line that made the CPU tensor and the line that mixes
 it. On a GPU that op fails with "Expected all tensors to be on the same device"; on a CPU
