@@ -16,6 +16,7 @@ import time
 
 import pytest
 import torch
+from devkit.preloaded import run_rnn_on_tmpfs
 
 from conftest import (
     FAILING_TRAIN_STEP,
@@ -249,21 +250,12 @@ needs_mounts = pytest.mark.skipif(not _mount_namespace_works(), reason="needs un
 
 def _run_on_tmpfs(tmp_path, mount_options: str, *args: str) -> tuple[subprocess.CompletedProcess, str]:
     """rnn.py ARGS with ``tmp_path/disk`` a tmpfs of its own (private mount namespace); what was on it
-    afterwards is copied to the returned directory."""
+    afterwards is copied to the returned directory. The run is forked from the preloaded server (devkit's
+    run_rnn_on_tmpfs: the namespace and the mount are ``unshare -rm`` and ``mount -t tmpfs``'s system calls)."""
     disk, after = tmp_path / "disk", tmp_path / "after"
     disk.mkdir()
     after.mkdir()
-    script = (
-        f'mount -t tmpfs -o {mount_options} tmpfs "{disk}" || exit 99; '
-        f'"$0" "$@"; rc=$?; cp -a "{disk}/." "{after}/"; exit $rc'
-    )
-    result = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", script, sys.executable, RNN, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_rnn_on_tmpfs(str(disk), mount_options, str(after), *args)
     assert result.returncode != 99, result.stderr
     return result, str(after)
 

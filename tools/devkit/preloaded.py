@@ -118,6 +118,69 @@ def run_module(
     return _run_forked(_module_in_child, [module, *args], command, cwd, env, timeout)
 
 
+def run_rnn_on_tmpfs(
+    disk: str, mount_options: str, after: str, *args: str, cwd: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """``python rnn.py ARGS`` with the directory ``disk`` a tmpfs of its own (``mount -t tmpfs -o MOUNT_OPTIONS``) in
+    a private user and mount namespace (``unshare -rm``); once the run and its children have ended, what is on the
+    tmpfs is copied into ``after``; the exit status is the run's (128 + N where a signal N ended it, as ``sh``
+    gives), or 99 where the namespace or the mount failed (stderr says why). The arguments stay as written: the run
+    draws its page unless they say otherwise.
+
+    Forked from the preloaded server: the child enters the namespaces and mounts, then forks the run (the
+    ``python rnn.py`` that ``unshare -rm sh -c 'mount ...; "$0" "$@"; cp -a ...'`` would exec, without paying the
+    imports again) and copies after it. Under ``FRAMEWORK_TEST_FRESH_PROCESSES=1``, that very command."""
+    command = [sys.executable, RNN, *args]
+    if _fresh_processes():
+        script = (
+            f'mount -t tmpfs -o {mount_options} tmpfs "{disk}" || exit 99; '
+            f'"$0" "$@"; rc=$?; cp -a "{disk}/." "{after}/"; exit $rc'
+        )
+        return _run_fresh(["unshare", "-rm", "sh", "-c", script, *command], cwd, None, timeout)
+    return _run_forked(_run_on_tmpfs_in_child, [disk, mount_options, after, *command[1:]], command, cwd, None, timeout)
+
+
+def _run_on_tmpfs_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -> None:
+    """``argv``: the tmpfs's directory, its mount options, the directory to copy it to, then ``SCRIPT ARGS``."""
+    import ctypes
+    import shutil
+
+    disk, mount_options, after, *script = argv
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+
+    clone_newuser, clone_newns, ms_rdonly, ms_rec, ms_private = 0x10000000, 0x00020000, 1, 0x4000, 0x40000
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        check(libc.unshare(clone_newuser | clone_newns), "unshare")  # unshare -rm: root inside, mapped to this user
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w", encoding="ascii") as f:
+                f.write(text)
+        check(libc.mount(b"none", b"/", None, ms_rec | ms_private, None), "mount --make-rprivate /")
+        flags = ms_rdonly if "ro" in mount_options.split(",") else 0
+        data = ",".join(option for option in mount_options.split(",") if option not in ("ro", "rw"))
+        check(libc.mount(b"tmpfs", os.fsencode(disk), b"tmpfs", flags, data.encode()), f"mount tmpfs on {disk}")
+    except OSError as exc:  # the status the shell command gives when its mount fails, with why
+        with open(err, "w", encoding="utf-8") as f:
+            f.write(f"{exc}\n")
+        os._exit(99)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _run_in_child(script, cwd, env, out, err)
+        finally:
+            os._exit(127)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    shutil.copytree(disk, after, symlinks=True, dirs_exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 - code if code < 0 else code)
+
+
 def _fresh_processes() -> bool:
     """Whether ``FRAMEWORK_TEST_FRESH_PROCESSES=1`` asks for a fresh interpreter per run."""
     return os.environ.get("FRAMEWORK_TEST_FRESH_PROCESSES") == "1"
