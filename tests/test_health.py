@@ -9,6 +9,7 @@ import torch
 from devkit.doc_commands import assert_documented
 from torch import nn
 
+from conftest import captured_log
 from framework.assembly import Engine
 from framework.base.config import Config
 from framework.base.errors import ConfigError, DataError, ModelCheckError
@@ -148,6 +149,35 @@ def test_raw_pixel_values_and_constant_features_are_reported(output):
     text = output()
     assert "key 'data' looks like raw 0-255 pixel values (integers in [0, 255]" in text
     assert "1 of 4 features are constant over the first 4 batches (feature 2)" in text
+
+
+def _pixels(**_):
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, size=(64, 4)).astype(np.float32)
+    return NumpyDataset({"data": data, "classes": rng.integers(0, 3, size=64)}, sparse_dims={"classes": 3})
+
+
+def _scaled_step(*, model, extern_data, run_ctx, **_kwargs):
+    logits = model(extern_data["data"].float() / 255.0)
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+
+
+def test_raw_pixels_are_a_warning_only_when_they_reach_the_first_learned_layer_raw(output):
+    _train(train=_pixels(), dev=None, num_epochs=1, learning_rate=1e-3)
+    assert [w for w in _warnings(output()) if "looks like raw 0-255 pixel values" in w]
+    scaled, normalised = (
+        {"train_step": _scaled_step},
+        {"get_model": lambda **_: nn.Sequential(nn.BatchNorm1d(4), _mlp())},
+    )
+    for changes, where in ((scaled, r"div at .*test_health\.py:\d+ in _scaled_step"), (normalised, r"batch_norm at ")):
+        with captured_log(5, stdout=False) as lines:
+            _train(train=_pixels(), dev=None, num_epochs=1, learning_rate=1e-3, **changes)
+        text = "\n".join(lines)
+        assert not [w for w in text.splitlines() if "WARNING" in w and "raw 0-255" in w]
+        assert re.search(
+            r"looks like raw 0-255 pixel values .* The step changes them before the first learned layer \(" + where,
+            text,
+        ), text
 
 
 def test_unnormalized_inputs_and_features_on_different_scales_are_reported(output):

@@ -242,7 +242,7 @@ def _range_findings(
                 "sanity check",
                 f"{where} looks like raw 0-255 pixel values (integers in [{low:g}, {high:g}] {sample}). Scale them "
                 f"to [0, 1] (x / 255) or standardize them.",
-                evidence={"min": low, "max": high, "batches": num_batches},
+                evidence={"scale": "raw pixels", "min": low, "max": high, "batches": num_batches},
                 where=at,
                 fix="Scale the values to [0, 1] (x / 255) or standardize them.",
             )
@@ -254,7 +254,14 @@ def _range_findings(
                 "sanity check",
                 f"{where} is far from normalized: mean {mean:.4g}, std {std:.4g}, range [{low:.4g}, {high:.4g}] "
                 f"{sample}. Standardize it ((x - mean) / std with the train set's statistics).",
-                evidence={"mean": mean, "std": std, "min": low, "max": high, "batches": num_batches},
+                evidence={
+                    "scale": "unnormalized",
+                    "mean": mean,
+                    "std": std,
+                    "min": low,
+                    "max": high,
+                    "batches": num_batches,
+                },
                 where=at,
                 fix="Standardize it: (x - mean) / std with the train set's statistics.",
             )

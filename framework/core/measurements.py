@@ -41,4 +41,9 @@ SPLITS_ON_TRIAL: Key[set[tuple[str, str]]] = Key(
     "splits_on_trial",
     "(dataset option, input key) whose difference from train an experiment on the learned model decides",
 )
+INPUT_SCALES: Key[dict[str, tuple[bool, str]]] = Key(
+    "input_scales",
+    "dense input key -> (its raw values reached the first learned or normalising operation of the first step, where "
+    "they arrived or were changed first)",
+)
 VERDICT_RUN: Key[str] = Key("verdict_run", "the verdict option this run is for; its findings must not stop it")

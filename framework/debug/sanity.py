@@ -39,7 +39,7 @@ from framework.check_library.loss_invariance import invariance_note, invariant_p
 from framework.check_library.model_checks import SETTLE_UPDATES
 from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event, Order
-from framework.core.measurements import SPLITS_ON_TRIAL, VERDICT_RUN
+from framework.core.measurements import INPUT_SCALES, SPLITS_ON_TRIAL, VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 
@@ -66,7 +66,7 @@ class SanityCheck(Plugin):
     """Data checks at STARTUP, model checks around the first step."""
 
     order = Order.CHECK
-    needs = (VERDICT_RUN, SPLITS_ON_TRIAL)
+    needs = (VERDICT_RUN, SPLITS_ON_TRIAL, INPUT_SCALES)
 
     def __init__(self, config: Config):
         self.num_batches = config.int_or_off("debug_sanity_check")
@@ -83,6 +83,7 @@ class SanityCheck(Plugin):
         self._first_call: dict[str, int] = {}  # module with frozen parameters -> when it first finished (a count)
         self._last_trainable_call = -1  # when a module with trainable parameters last finished, in the first step
         self._frozen_hooks: list[Any] = []
+        self._scales: list[Finding] = []  # the data's range warnings, judged by what the first learned layer gets
 
     @classmethod
     def from_config(cls, config: Config, state: RunState) -> SanityCheck | None:
@@ -116,7 +117,30 @@ class SanityCheck(Plugin):
                 findings += data_checks.order_findings(state.extern_data[key], samples["train"], per_option["train"][0])
         for key, per_option in stats.items():
             findings += data_checks.split_findings(key, per_option)
-        self._report(state, "data", [self._on_trial(state, f) for f in findings], DataError)
+        findings = [self._on_trial(state, f) for f in findings]
+        if state.store.producer(INPUT_SCALES) is not None:  # the first step's run decides whether the scale reaches
+            self._scales = [f for f in findings if f.evidence.get("scale") and f.severity == "warning"]
+            findings = [f for f in findings if not any(f is d for d in self._scales)]
+        self._report(state, "data", findings, DataError)
+
+    def _judge_scales(self, state: RunState) -> None:
+        """Report the data's range warnings held for the first step: a note for a key whose values the step or the
+        model changed before the first learned or normalising operation (INPUT_SCALES), else as they were."""
+        held, self._scales = self._scales, []
+        verdicts = state.store.get(INPUT_SCALES) or {}
+        judged = []
+        for finding in held:
+            raw, where = verdicts.get(finding.where.get("key"), (True, ""))
+            if not raw:
+                finding = dataclasses.replace(
+                    finding,
+                    severity="note",
+                    message=finding.message + f" The step changes them before the first learned layer ({where}): "
+                    f"scaled there, by design.",
+                )
+            judged.append(finding)
+        if judged:
+            self._report(state, "data", judged, DataError)
 
     @staticmethod
     def _on_trial(state: RunState, finding: Finding) -> Finding:
@@ -132,6 +156,7 @@ class SanityCheck(Plugin):
         Event.STEP_START, Order.LAST, once=True
     )  # after diagnostics that run the model at STEP_START (TensorBoard's graph)
     def before_first_step(self, state: RunState) -> None:
+        self._judge_scales(state)
         if self.ranges:
             self._capture = model_checks.capture_outputs(state.model, list(self.ranges))
             self._captured = self._capture.__enter__()
@@ -283,6 +308,7 @@ class SanityCheck(Plugin):
     @on(Event.EXCEPTION)
     @on(Event.CLOSE)
     def release(self, state: RunState) -> None:
+        self._judge_scales(state)  # a run that ends before its first step still gets the data's warnings
         for handle in self._frozen_hooks:
             handle.remove()
         self._frozen_hooks = []
