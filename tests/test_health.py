@@ -162,22 +162,23 @@ def _scaled_step(*, model, extern_data, run_ctx, **_kwargs):
     run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
 
 
-def test_raw_pixels_are_a_warning_only_when_they_reach_the_first_learned_layer_raw(output):
+def test_raw_pixels_are_a_warning_only_when_their_raw_scale_reaches_a_nonlinearity(output):
     _train(train=_pixels(), dev=None, num_epochs=1, learning_rate=1e-3)
     assert [w for w in _warnings(output()) if "looks like raw 0-255 pixel values" in w]
-    scaled, normalised = (
-        {"train_step": _scaled_step},
-        {"get_model": lambda **_: nn.Sequential(nn.BatchNorm1d(4), _mlp())},
-    )
-    for changes, where in ((scaled, r"div at .*test_health\.py:\d+ in _scaled_step"), (normalised, r"batch_norm at ")):
+    normalised = r"a normalisation removes their scale before any nonlinearity \(batch_norm at "
+    for changes, where in (
+        ({"train_step": _scaled_step}, r"the step changes them before the first learned layer \(div at .*_scaled_step"),
+        ({"get_model": lambda **_: nn.Sequential(nn.BatchNorm1d(4), _mlp())}, normalised),
+        (
+            {"get_model": lambda **_: nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))},
+            normalised,
+        ),
+    ):
         with captured_log(5, stdout=False) as lines:
             _train(train=_pixels(), dev=None, num_epochs=1, learning_rate=1e-3, **changes)
         text = "\n".join(lines)
         assert not [w for w in text.splitlines() if "WARNING" in w and "raw 0-255" in w]
-        assert re.search(
-            r"looks like raw 0-255 pixel values .* The step changes them before the first learned layer \(" + where,
-            text,
-        ), text
+        assert re.search(r"looks like raw 0-255 pixel values .* But " + where, text), text
 
 
 def test_unnormalized_inputs_and_features_on_different_scales_are_reported(output):

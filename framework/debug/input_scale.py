@@ -4,9 +4,11 @@ The startup data check sees what a dataset holds: integers in [0, 255] (raw pixe
 scale. What the model learns from is what its first learned layer receives, and a step or a model that divides by
 255, standardises, or normalises first (a batch norm in front) has scaled them by design. This check watches the
 first-step checks' run of the unchanged first batch and follows each dense input key through the operations that
-keep its values (casts, views, indexing, concatenation, padding) to the first operation that takes a trainable
-parameter or normalises. The data check's range warning about that key stands when the raw values arrive there,
-and becomes a note, saying where they were changed, when another operation changed them first.
+keep its values (casts, views, indexing, concatenation, padding, dropout) and through learned affine maps (a linear
+layer, a convolution, their bias). The data check's range warning about that key stands when its raw scale reaches a
+nonlinearity that way, and becomes a note, saying where, when the step or the model changed the values before the
+first learned operation (``x / 255``), or a normalisation removed their scale first (a batch norm in front, or after
+the first linear layer).
 """
 
 from __future__ import annotations
@@ -42,10 +44,15 @@ register(
 KEEP = frozenset(
     "to float double half bfloat16 type view reshape permute transpose flatten unflatten unsqueeze squeeze "
     "contiguous clone __getitem__ cat concat concatenate stack expand expand_as narrow movedim moveaxis view_as "
-    "reshape_as detach pad flip roll split chunk unbind repeat index_select select t".split()
+    "reshape_as detach pad flip roll split chunk unbind repeat index_select select t dropout".split()
 )
 # Operations that normalise what they get: raw values arriving there are scaled by design.
 NORMALISE = frozenset("batch_norm layer_norm group_norm instance_norm rms_norm normalize".split())
+# Learned operations that are affine in their input: a normalisation after them still removes the input's scale.
+AFFINE_OPS = frozenset(
+    "linear conv1d conv2d conv3d conv_transpose1d conv_transpose2d matmul mm bmm addmm add sub".split()
+)
+RAW, AFFINE, CHANGED = "raw", "affine", "changed"
 
 
 class InputScale(SharedRunCheck):
@@ -82,18 +89,22 @@ def _dense_inputs(state: RunState) -> dict[int, tuple[torch.Tensor, str]]:
 
 
 class _Follow(TorchFunctionMode):
-    """Follows the dense input keys; ``verdicts``: key -> (raw values arrived, the operation and line they arrived
-    at, or the line that changed them first)."""
+    """Follows the dense input keys; ``verdicts``: key -> (its raw scale reached a nonlinearity, what happened to it
+    and where).
+
+    A followed tensor is raw (the key's values, rearranged or cast), affine (raw values through learned affine maps
+    only: a linear layer, a convolution, their bias) or changed (by anything else before any learned operation).
+    A normalisation of raw or affine values removes their scale (Linear then BatchNorm is scale-free)."""
 
     def __init__(self, inputs: dict[int, tuple[torch.Tensor, str]]):
         super().__init__()
         self.verdicts: dict[str, tuple[bool, str]] = {}
-        # id -> (weak reference, key, still raw, where it was changed)
-        self._origin: dict[int, tuple[weakref.ref, str, bool, str]] = {
-            i: (weakref.ref(t), key, True, "") for i, (t, key) in inputs.items()
+        # id -> (weak reference, key, stage, where: the first learned operation (affine) or the change (changed))
+        self._origin: dict[int, tuple[weakref.ref, str, str, str]] = {
+            i: (weakref.ref(t), key, RAW, "") for i, (t, key) in inputs.items()
         }
 
-    def _of(self, t: torch.Tensor) -> tuple[str, bool, str] | None:
+    def _of(self, t: torch.Tensor) -> tuple[str, str, str] | None:
         kept = self._origin.get(id(t))
         if kept is None or kept[0]() is not t:
             return None
@@ -111,31 +122,41 @@ class _Follow(TorchFunctionMode):
     def _follow(self, func: Any, args: list, out: Any) -> None:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         tensors += [t for a in args if isinstance(a, list | tuple) for t in a if isinstance(t, torch.Tensor)]
-        followed = [o for o in map(self._of, tensors) if o is not None]
-        if not followed:
-            return
-        name = getattr(func, "__name__", "")
-        learned = any(isinstance(t, nn.Parameter) and t.requires_grad for t in tensors)
-        if learned or name in NORMALISE:
-            where = f"{name} at {format_frame(calling_user_frame())}"
-            normalised = name in NORMALISE  # scaled by design, learned or not (a batch norm in front)
-            for key, raw, changed in followed:
-                self.verdicts.setdefault(key, (raw and not normalised, where if raw else changed))
-            return
+        followed = [o for o in map(self._of, tensors) if o is not None and o[0] not in self.verdicts]
         if isinstance(out, torch.Tensor):
             outputs = [out]
         elif isinstance(out, list | tuple):
             outputs = [t for t in out if isinstance(t, torch.Tensor)]
         else:
+            outputs = []
+        if not followed or not outputs:  # a query (size, dim, a comparison to a Python value) changes nothing
             return
-        key = followed[0][0]
-        raw = name in KEEP and all(r for _, r, _ in followed)
-        changed = next((c for _, r, c in followed if not r), "") or (
-            "" if raw else f"{name} at {format_frame(calling_user_frame())}"
-        )
+        name = getattr(func, "__name__", "")
+        here = f"{name} at {format_frame(calling_user_frame())}"
+        learned = any(isinstance(t, nn.Parameter) and t.requires_grad for t in tensors)
+        key, stages = followed[0][0], {stage for _, stage, _ in followed}
+        first = next((w for _, stage, w in followed if stage == AFFINE), here)
+        if name in NORMALISE:
+            if stages != {CHANGED}:
+                self.verdicts[key] = (False, f"a normalisation removes their scale before any nonlinearity ({here})")
+            return
+        if CHANGED in stages:
+            stage, where = CHANGED, next(w for _, stage, w in followed if stage == CHANGED)
+            if learned:  # the first learned operation gets values the step changed first
+                self.verdicts[key] = (False, f"the step changes them before the first learned layer ({where})")
+                return
+        elif name in KEEP:
+            stage, where = (AFFINE, first) if AFFINE in stages else (RAW, "")
+        elif learned and name in AFFINE_OPS:
+            stage, where = AFFINE, first
+        elif stages == {RAW} and not learned:
+            stage, where = CHANGED, here
+        else:  # raw values, or learned affine maps of them, reach a nonlinearity (or a learned non-affine operation)
+            self.verdicts[key] = (True, f"they reach a nonlinearity at their raw scale (first learned layer: {first})")
+            return
         for t in outputs:
             if not any(t is i for i in tensors) or name.endswith("_"):
-                self._origin[id(t)] = (weakref.ref(t), key, raw, changed)
+                self._origin[id(t)] = (weakref.ref(t), key, stage, where)
 
 
 PLUGINS = (InputScale,)

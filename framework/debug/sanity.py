@@ -130,14 +130,9 @@ class SanityCheck(Plugin):
         verdicts = state.store.get(INPUT_SCALES) or {}
         judged = []
         for finding in held:
-            raw, where = verdicts.get(finding.where.get("key"), (True, ""))
+            raw, what = verdicts.get(finding.where.get("key"), (True, ""))
             if not raw:
-                finding = dataclasses.replace(
-                    finding,
-                    severity="note",
-                    message=finding.message + f" The step changes them before the first learned layer ({where}): "
-                    f"scaled there, by design.",
-                )
+                finding = dataclasses.replace(finding, severity="note", message=f"{finding.message} But {what}.")
             judged.append(finding)
         if judged:
             self._report(state, "data", judged, DataError)
