@@ -52,6 +52,9 @@ PRELOAD = [
     "framework.cli",
     "framework.assembly",  # the engine with the built-in plugins
     "torch.utils.tensorboard",  # the model graph's writer (0.5 s: tensorboard's TensorFlow stub, boto3)
+    # report.html's drawing (matplotlib, ~1 s): for the report commands forked from here and the pages a run forks
+    # (``python -m framework report DIR``, _fork_rnn_runs), which are most of a page's CPU otherwise
+    "framework.run_report",
     "devkit.warm_server",  # the plugin modules and their declared options; last: it freezes what is there
 ]  # torch.optim imports _dynamo on first use
 _context = None
@@ -449,12 +452,18 @@ def _module_in_child(argv: list[str], cwd: str, env: dict[str, str], out, err) -
     _become_process(cwd, env, out, err)
     _open_std_stream(0, sys.stdout.encoding, sys.stdout.errors, line_buffering=False)  # /dev/null, fd 0
     _as_a_fresh_interpreter(first_path_entry=os.getcwd())  # ``python -m``: the directory it starts in
+    _exit_as_interpreter(_module_as_main(argv))
+
+
+def _module_as_main(argv: list[str]) -> Callable[[], object]:
+    """A function that runs the module ``argv[0]`` as ``__main__`` with ``argv[1:]`` as its arguments, as ``python -m``
+    does (after ``_as_a_fresh_interpreter(first_path_entry=os.getcwd())``)."""
 
     def run() -> None:
         sys.argv = list(argv)  # run_module puts the module's file in sys.argv[0], as ``-m`` does
         runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
 
-    _exit_as_interpreter(run)
+    return run
 
 
 def _no_page_unless_asked() -> None:
@@ -663,8 +672,9 @@ def _fresh_sys_path(first_path_entry: str | None = None) -> list[str]:
 
 def _fork_rnn_runs() -> None:
     """In a forked run's process (a tool's): its ``python rnn.py ...`` children (``subprocess.Popen`` and so ``run``,
-    with ``sys.executable`` and RUN_SCRIPTS, no shell, no user or group change) are forked from this process
-    instead of exec'd, saving the imports of torch (seconds each). Each is still a process of its own, this process's
+    with ``sys.executable`` and RUN_SCRIPTS, no shell, no user or group change), and its ``python -m framework ...``
+    ones (the report.html a run draws: with run_report preloaded, ~0.4 s of CPU instead of ~2), are forked from this
+    process instead of exec'd, saving the imports of torch (seconds each). Each is still a process of its own, this process's
     child as ``subprocess`` makes it (pid, pipes or files as stdin/stdout/stderr, cwd, env, umask,
     ``start_new_session``, ``process_group``, ``preexec_fn``, ``close_fds``/``pass_fds``, the exit status or ``-N``
     of a signal), then given a fresh interpreter's state: the signal dispositions an exec leaves (handlers back to
@@ -709,17 +719,12 @@ def _fork_rnn_runs() -> None:
     def execute_child(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo, creationflags,
                       shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite, restore_signals, gid, gids,
                       uid, umask, start_new_session, process_group):  # fmt: skip
-        rnn = (
-            not shell
-            and executable is None
-            and isinstance(args, (list, tuple))
-            and len(args) > 1
-            and args[0] == sys.executable
-            and isinstance(args[1], str)
-            and os.path.realpath(args[1]) in RUN_SCRIPTS
-            and (gid, gids, uid) == (None, None, None)
-        )
-        if not rnn:
+        plain = not shell and executable is None and isinstance(args, (list, tuple)) and len(args) > 1
+        plain = plain and args[0] == sys.executable and (gid, gids, uid) == (None, None, None)
+        rnn = plain and isinstance(args[1], str) and os.path.realpath(args[1]) in RUN_SCRIPTS
+        # ``python -m framework ...``: the page a run draws (framework.base.util.start_framework_process)
+        framework_module = plain and len(args) > 2 and list(args[1:3]) == ["-m", "framework"]
+        if not (rnn or framework_module):
             return execute(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
                            creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite,
                            restore_signals, gid, gids, uid, umask, start_new_session, process_group)  # fmt: skip
@@ -757,6 +762,9 @@ def _fork_rnn_runs() -> None:
                                   else dict(os.environ))  # fmt: skip
                 forget_the_tool()
                 _open_std_streams()
+                if framework_module:
+                    _as_a_fresh_interpreter(first_path_entry=os.getcwd())  # ``python -m``: the directory it starts in
+                    _exit_as_interpreter(_module_as_main([os.fsdecode(a) for a in args[2:]]))
                 _as_a_fresh_interpreter()
                 _exit_as_interpreter(_script_as_main([os.fsdecode(a) for a in args[1:]]))
             finally:
