@@ -27,6 +27,7 @@ from framework.base.options import register
 from framework.base.returnn_options import is_returnn_config
 from framework.base.rng import get_rng_state, seed_everything
 from framework.check_library.freezes import record_freezes
+from framework.check_library.state_loads import record_loads
 from framework.core import accumulation, build
 from framework.core.autocast import autocast_factory, precision_from_config, warn_if_emulated
 from framework.core.events import Callbacks, Event, StopTraining
@@ -113,6 +114,13 @@ register(
     "Your own diagnostics: module names (each with PLUGINS = (...)) or Plugin classes; see docs/writing_a_diagnostic.rst.",
     __name__,
 )
+
+
+@contextlib.contextmanager
+def _watch_get_model() -> Iterator[None]:
+    """What the checks learn while ``get_model`` runs: who froze which parameter, and what non-strict loads loaded."""
+    with record_freezes(), record_loads():
+        yield
 
 
 class Engine:
@@ -476,8 +484,8 @@ class Engine:
 
     def build_model(self, epoch: int, step: int) -> None:
         """Call the config's ``get_model`` and move the model to the device."""
-        # parameters a library freezes by design are no finding of the sanity check
-        self.state.model = build.build_model(self.config, self.state.device, epoch, step, record_freezes)
+        # parameters a library freezes by design are no finding of the sanity check; non-strict loads are judged
+        self.state.model = build.build_model(self.config, self.state.device, epoch, step, _watch_get_model)
 
     def _init_model_for_training(self, num_epochs: int) -> bool:
         """Build model and optimizer, fresh or from the newest checkpoint; False if already done."""
