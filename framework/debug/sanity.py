@@ -34,7 +34,7 @@ from framework.base.config import Config
 from framework.base.errors import DataError, FrameworkError, ModelCheckError
 from framework.base.findings import Finding
 from framework.base.options import register
-from framework.check_library import data_checks, model_checks, sharded
+from framework.check_library import data_checks, dataset_length, model_checks, sharded
 from framework.check_library.loss_invariance import invariance_note, invariant_parameters
 from framework.check_library.model_checks import SETTLE_UPDATES
 from framework.check_library.module_tracker import matches_any
@@ -94,6 +94,8 @@ class SanityCheck(Plugin):
         self.strict = state.store.get(VERDICT_RUN) is None
         findings, counts, stats, samples = [], {}, {}, {}
         for option, loader in state.loaders.items():
+            if (length := dataset_length.length_finding(option, loader.dataset)) is not None:
+                findings.append(length)
             batches = samples[option] = data_checks.sample_batches(loader, self.num_batches)
             for key in state.extern_data.values():
                 found = data_checks.key_findings(option, loader.dataset.name, key, batches)
