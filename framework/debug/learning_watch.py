@@ -94,8 +94,9 @@ MEMORIZED = 0.1
 DIVERGED = 3.0
 # ... and when it came back to at most this fraction above its chance level, the model collapsed to it.
 SETTLED_ABOVE = 0.1
-# A dev loss must rise by more than this fraction over the epochs to count as overfitting (not noise).
-MIN_DEV_RISE = 0.01
+# A dev loss must rise by more than this fraction over the epochs to count as overfitting (not noise): a graph
+# network's dev loss that drifted 3.8% over two epochs, 6% above its devtrain score, was a healthy run.
+MIN_DEV_RISE = 0.05
 # Dev at the end of epoch 1 this many times the train loss on new train batches (the last quarter of epoch 1, scored
 # before their update): the splits differ before memorising could, so a later rise of dev is not shown to be overfitting.
 FIRST_SIGHT_GAP = 1.5
