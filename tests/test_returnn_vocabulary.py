@@ -16,6 +16,7 @@ from framework.base.returnn_vocabulary import keys_in_source
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow  # parses RETURNN's ~250 source files (~5 s of CPU); the table changes only with RETURNN or this test
 def test_the_key_table_is_what_the_installed_returnn_reads():
     pytest.importorskip("returnn")
     run = run_script(os.path.join(ROOT, "tools", "extract-returnn-options.py"), "--check", timeout=120)
