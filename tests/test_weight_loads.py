@@ -61,6 +61,19 @@ def _submodule_state(**_):
     return model
 
 
+def _filtered_by_a_missing_prefix(**_):
+    model = _Net()
+    state = {k: v for k, v in _Wrapper().state_dict().items() if k.startswith("body.")}  # its keys start 'model.'
+    model.load_state_dict(state, strict=False)
+    return model
+
+
+def _children_reused(**_):
+    backbone = _Net()
+    backbone.load_state_dict(_Wrapper().state_dict(), strict=False)
+    return nn.Sequential(*list(backbone.children())[:-1], nn.Linear(16, 3))  # the body kept, a new head
+
+
 def _new_head(**_):
     pretrained = {k: v for k, v in _Wrapper().model.state_dict().items() if not k.startswith("head.")}
     pretrained["classifier.weight"] = pretrained["body.0.weight"][:1].clone()  # the old task's head, renamed
@@ -86,6 +99,16 @@ WARNED = {
         _submodule_state,
         r"WARNING sanity check \(model\): _Net\.load_state_dict\(\.\.\., strict=False\) loaded 0 of the 2 tensors .* "
         r"2 of the missing keys are unexpected ones with 'body\.' in front: the state dict is of the submodule 'body'",
+    ),
+    "a wrapper's checkpoint loaded into a model whose children are then reused": (
+        _children_reused,
+        r"WARNING sanity check \(model\): _Net\.load_state_dict\(\.\.\., strict=False\) loaded 0 of the 4 tensors .* "
+        r"'model\.' in front",
+    ),
+    "a state dict filtered by a prefix no key has (empty)": (
+        _filtered_by_a_missing_prefix,
+        r"WARNING sanity check \(model\): _Net\.load_state_dict\(\.\.\., strict=False\) loaded 0 of the 0 tensors it "
+        r"was given: the state dict is empty .*, and 4 of its parameters and buffers got no value",
     ),
 }
 

@@ -9,8 +9,8 @@ without an error. ``record_loads`` watches ``get_model``; ``loads_of`` answers f
 from __future__ import annotations
 
 import contextlib
+import functools
 import traceback
-import weakref
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from framework.check_library.tensors import calling_user_frame
 class StateLoad:
     """One ``load_state_dict(..., strict=False)`` call: into which module (its class), from where, what it got."""
 
-    module: weakref.ref
+    tensors: frozenset[int]  # ids of the loaded module's parameters and buffers (a model may reuse its children)
     module_class: str
     frame: traceback.FrameSummary | None
     keys: tuple[str, ...]  # the state dict's keys
@@ -56,9 +56,10 @@ _loads: list[StateLoad] = []
 
 
 def loads_of(model: nn.Module) -> list[StateLoad]:
-    """The non-strict loads recorded into ``model`` or its submodules (while they are alive)."""
-    modules = {id(m) for m in model.modules()}
-    return [load for load in _loads if (m := load.module()) is not None and id(m) in modules]
+    """The non-strict loads recorded into modules whose parameters or buffers ``model`` holds (the module itself, or
+    its children reused in another container)."""
+    held = {id(t) for t in [*model.parameters(), *model.buffers()]}
+    return [load for load in _loads if load.tensors & held]
 
 
 @contextlib.contextmanager
@@ -67,13 +68,14 @@ def record_loads() -> Iterator[None]:
     original = nn.Module.load_state_dict
     _loads.clear()  # one model build at a time: the previous build's records go
 
+    @functools.wraps(original)
     def load_state_dict(self, state_dict, *args, **kwargs):
         result = original(self, state_dict, *args, **kwargs)
         strict = kwargs.get("strict", args[0] if args else True)
         if not strict and hasattr(result, "missing_keys"):
             _loads.append(
                 StateLoad(
-                    weakref.ref(self),
+                    frozenset(id(t) for t in [*self.parameters(), *self.buffers()]),
                     type(self).__name__,
                     calling_user_frame(),
                     tuple(state_dict.keys()),

@@ -54,10 +54,15 @@ def _finding(load: StateLoad) -> Finding | None:
         return None  # a partial load by design (a new head), or keys of another model the user reads back
     where = format_frame(load.frame) if load.frame is not None else "get_model"
     said = (
-        f"{load.module_class}.load_state_dict(..., strict=False) loaded {load.loaded} of the {len(load.keys)} "
-        f"tensors it was given: {len(load.unexpected)} of their keys name nothing in the model (first: "
-        f"{load.unexpected[0]!r}) and {len(load.missing)} of its parameters and buffers got no value"
-        + (f" (first: {load.missing[0]!r})" if load.missing else "")
+        f"{load.module_class}.load_state_dict(..., strict=False) loaded {load.loaded} of the {len(load.keys)} tensors"
+    )
+    said += (
+        f" it was given: {len(load.unexpected)} of their keys name nothing in the model (first: {load.unexpected[0]!r})"
+        if load.unexpected
+        else " it was given: the state dict is empty (a filter by a prefix that no key has?)"
+    )
+    said += f", and {len(load.missing)} of its parameters and buffers got no value" + (
+        f" (first: {load.missing[0]!r})" if load.missing else ""
     )
     if prefix is not None:
         kind, text, count = prefix
