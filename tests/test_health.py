@@ -162,12 +162,47 @@ def _scaled_step(*, model, extern_data, run_ctx, **_kwargs):
     run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
 
 
+def _masked_step(*, model, extern_data, run_ctx, **_kwargs):
+    x = extern_data["data"]
+    logits = model(x * (x.sum(1, keepdim=True) > 0))  # a mask keeps the raw scale
+    run_ctx.mark_as_loss(name="ce", loss=nn.functional.cross_entropy(logits, extern_data["classes"]))
+
+
+def _frozen_first_layer(**_):
+    model = _mlp()
+    model[0].requires_grad_(False)  # a frozen pretrained layer still gets the raw scale
+    return model
+
+
+class _PreNormResidual(nn.Module):
+    """A projection, then a pre-norm residual block: the residual stream keeps the projected raw scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj, self.norm, self.ff, self.out = (
+            nn.Linear(4, 16),
+            nn.LayerNorm(16),
+            nn.Linear(16, 16),
+            nn.Linear(16, 3),
+        )
+
+    def forward(self, x):
+        h = self.proj(x)
+        return self.out(h + torch.relu(self.ff(self.norm(h))))
+
+
 def test_raw_pixels_are_a_warning_only_when_their_raw_scale_reaches_a_nonlinearity(output):
-    _train(train=_pixels(), dev=None, num_epochs=1, learning_rate=1e-3)
-    assert [w for w in _warnings(output()) if "looks like raw 0-255 pixel values" in w]
-    normalised = r"a normalisation removes their scale before any nonlinearity \(batch_norm at "
+    for changes in (
+        {},
+        {"train_step": _masked_step},
+        {"get_model": _frozen_first_layer},
+        {"get_model": lambda **_: _PreNormResidual(), "frozen_params": ["proj.*"]},
+    ):
+        _train(train=_pixels(), dev=None, num_epochs=1, learning_rate=1e-3, **changes)
+        assert [w for w in _warnings(output()) if "looks like raw 0-255 pixel values" in w], changes
+    normalised = r"a normalisation removes their scale first \(batch_norm at "
     for changes, where in (
-        ({"train_step": _scaled_step}, r"the step changes them before the first learned layer \(div at .*_scaled_step"),
+        ({"train_step": _scaled_step}, r"the step scales them before the first layer \(\S+ at .*_scaled_step"),
         ({"get_model": lambda **_: nn.Sequential(nn.BatchNorm1d(4), _mlp())}, normalised),
         (
             {"get_model": lambda **_: nn.Sequential(nn.Linear(4, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))},

@@ -53,6 +53,9 @@ AFFINE_OPS = frozenset(
     "linear conv1d conv2d conv3d conv_transpose1d conv_transpose2d matmul mm bmm addmm add sub".split()
 )
 RAW, AFFINE, CHANGED = "raw", "affine", "changed"
+# A parameter-free operation that brings the values' root mean square this many times closer to 1 changed their scale
+# (x / 255, a standardisation); one that keeps it within this factor (a resize, a pooling, a mask) did not.
+SCALED = 10.0
 
 
 class InputScale(SharedRunCheck):
@@ -89,20 +92,32 @@ def _dense_inputs(state: RunState) -> dict[int, tuple[torch.Tensor, str]]:
 
 
 class _Follow(TorchFunctionMode):
-    """Follows the dense input keys; ``verdicts``: key -> (its raw scale reached a nonlinearity, what happened to it
-    and where).
+    """Follows the dense input keys through one run; ``verdicts`` (after it): key -> (its raw scale reached a
+    nonlinearity, what happened to it and where).
 
-    A followed tensor is raw (the key's values, rearranged or cast), affine (raw values through learned affine maps
-    only: a linear layer, a convolution, their bias) or changed (by anything else before any learned operation).
-    A normalisation of raw or affine values removes their scale (Linear then BatchNorm is scale-free)."""
+    A followed tensor is raw (within ``SCALED`` of the key's own root mean square: rearranged, cast, resized, pooled
+    or masked), affine (raw values through maps with parameters that are affine: a linear layer, a convolution,
+    frozen or not, and their bias) or changed (its scale moved ``SCALED`` times toward 1 before any layer: ``x / 255``,
+    a standardisation). Raw or affine values that reach anything else (an activation, a residual sum with other
+    values) make the key's verdict; a normalisation of them is remembered, and the key is followed on."""
 
     def __init__(self, inputs: dict[int, tuple[torch.Tensor, str]]):
         super().__init__()
-        self.verdicts: dict[str, tuple[bool, str]] = {}
-        # id -> (weak reference, key, stage, where: the first learned operation (affine) or the change (changed))
+        self._scale = {key: _rms(t) for t, key in inputs.values()}
+        self._reached: dict[str, str] = {}  # key -> where its raw scale reached a nonlinearity
+        self._eased: dict[str, str] = {}  # key -> the first change or normalisation of its scale
+        # id -> (weak reference, key, stage, where: the first layer (affine) or the change (changed))
         self._origin: dict[int, tuple[weakref.ref, str, str, str]] = {
             i: (weakref.ref(t), key, RAW, "") for i, (t, key) in inputs.items()
         }
+
+    @property
+    def verdicts(self) -> dict[str, tuple[bool, str]]:
+        verdicts = {
+            key: (True, f"they reach a nonlinearity at their raw scale ({where})")
+            for key, where in self._reached.items()
+        }
+        return verdicts | {key: (False, what) for key, what in self._eased.items() if key not in self._reached}
 
     def _of(self, t: torch.Tensor) -> tuple[str, str, str] | None:
         kept = self._origin.get(id(t))
@@ -122,41 +137,53 @@ class _Follow(TorchFunctionMode):
     def _follow(self, func: Any, args: list, out: Any) -> None:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         tensors += [t for a in args if isinstance(a, list | tuple) for t in a if isinstance(t, torch.Tensor)]
-        followed = [o for o in map(self._of, tensors) if o is not None and o[0] not in self.verdicts]
         if isinstance(out, torch.Tensor):
             outputs = [out]
         elif isinstance(out, list | tuple):
             outputs = [t for t in out if isinstance(t, torch.Tensor)]
         else:
             outputs = []
+        followed = [o for o in map(self._of, tensors) if o is not None and o[0] not in self._reached]
         if not followed or not outputs:  # a query (size, dim, a comparison to a Python value) changes nothing
             return
         name = getattr(func, "__name__", "")
         here = f"{name} at {format_frame(calling_user_frame())}"
-        learned = any(isinstance(t, nn.Parameter) and t.requires_grad for t in tensors)
-        key, stages = followed[0][0], {stage for _, stage, _ in followed}
-        first = next((w for _, stage, w in followed if stage == AFFINE), here)
-        if name in NORMALISE:
-            if stages != {CHANGED}:
-                self.verdicts[key] = (False, f"a normalisation removes their scale before any nonlinearity ({here})")
-            return
-        if CHANGED in stages:
-            stage, where = CHANGED, next(w for _, stage, w in followed if stage == CHANGED)
-            if learned:  # the first learned operation gets values the step changed first
-                self.verdicts[key] = (False, f"the step changes them before the first learned layer ({where})")
-                return
-        elif name in KEEP:
-            stage, where = (AFFINE, first) if AFFINE in stages else (RAW, "")
-        elif learned and name in AFFINE_OPS:
-            stage, where = AFFINE, first
-        elif stages == {RAW} and not learned:
-            stage, where = CHANGED, here
-        else:  # raw values, or learned affine maps of them, reach a nonlinearity (or a learned non-affine operation)
-            self.verdicts[key] = (True, f"they reach a nonlinearity at their raw scale (first learned layer: {first})")
-            return
+        layer = any(isinstance(t, nn.Parameter) for t in tensors)
+        for key in {k for k, _, _ in followed}:
+            stages = {stage for k, stage, _ in followed if k == key}
+            first = next((w for k, stage, w in followed if k == key and stage == AFFINE), here)
+            if name in NORMALISE:
+                if stages != {CHANGED}:
+                    self._eased.setdefault(key, f"a normalisation removes their scale first ({here})")
+                continue
+            if stages == {CHANGED}:
+                continue  # changed values: whatever follows is the model's business
+            if layer:
+                if name in AFFINE_OPS:
+                    self._mark(outputs, tensors, key, AFFINE, first)
+                else:
+                    self._reached[key] = here
+                continue
+            if stages == {RAW}:
+                scale = _rms(outputs[0]) if outputs[0].is_floating_point() else self._scale[key]
+                if scale * SCALED <= self._scale[key] and self._scale[key] > SCALED:
+                    self._eased.setdefault(key, f"the step scales them before the first layer ({here})")
+                    self._mark(outputs, tensors, key, CHANGED, here)
+                else:
+                    self._mark(outputs, tensors, key, RAW, "")
+            elif name in KEEP:
+                self._mark(outputs, tensors, key, AFFINE, first)
+            else:  # learned affine maps of the raw values reach an activation, or a sum with other values
+                self._reached[key] = first
+
+    def _mark(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], key: str, stage: str, where: str) -> None:
         for t in outputs:
-            if not any(t is i for i in tensors) or name.endswith("_"):
+            if not any(t is i for i in inputs) or stage != RAW:
                 self._origin[id(t)] = (weakref.ref(t), key, stage, where)
+
+
+def _rms(t: torch.Tensor) -> float:
+    return float(t.detach().double().square().mean().sqrt()) if t.numel() else 0.0
 
 
 PLUGINS = (InputScale,)
