@@ -41,11 +41,31 @@ def test_a_length_that_counts_the_outer_list_is_named_with_how_far_get_seq_answe
     assert finding is not None and finding.severity == "warning"
     assert (
         "says it holds 2 sequence(s) (num_seqs), but get_seq returns other sequences past that, up to index "
-        "256 at least" in finding.message
+        "256 at least (128x as many): every epoch trains on the first 2 only" in finding.message
     )
+    assert "dev scores the first 2 only" in length_finding("dev", _Pairs(count_outer=True)).message
+
+
+class _View(Dataset):
+    """The first 900 rows of one array of 1000 as train, get_seq without a bounds check of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = np.random.default_rng(0).normal(size=(1000, 3)).astype(np.float32)
+
+    @property
+    def num_seqs(self):
+        return 900
+
+    def key_info(self):
+        return {"data": {"shape": (3,), "dtype": "float32"}}
+
+    def get_seq(self, index):
+        return {"data": self.rows[index]}
 
 
 def test_a_dataset_that_ends_at_its_length_wraps_around_or_makes_sequences_from_the_index_is_not_named():
+    assert length_finding("train", _View()) is None  # a view of a larger array, not a length of the wrong thing
     assert length_finding("train", _Pairs(count_outer=False)) is None
     assert length_finding("train", _Pairs(count_outer=True, wrap=True)) is None
     assert length_finding("train", _Pairs(count_outer=True, generate=True)) is None
