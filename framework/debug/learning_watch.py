@@ -844,7 +844,9 @@ class DevDivergenceWatch(Plugin):
                 train = [s.get("train", {}).get(name) for s in recent]
                 if None in dev or None in train or (name in self.errors and dev_loss_improves):
                     continue
-                rose = all(b > a for a, b in pairwise(dev)) and dev[-1] - dev[0] > MIN_DEV_RISE * abs(dev[0])
+                # measured from the best value so far: a slow steady rise adds up over more epochs than the window
+                best = min(v for e in scores.values() if (v := e.get(dataset, {}).get(name)) is not None)
+                rose = all(b > a for a, b in pairwise(dev)) and dev[-1] - best > MIN_DEV_RISE * abs(best)
                 if rose and all(b < a for a, b in pairwise(train)) and not self._at_chance(state, dataset):
                     self.warned.add((dataset, name))
                     devtrain = self._devtrain(state, name)
