@@ -12,14 +12,13 @@ answers for every index asked makes its sequences from the index (a generator), 
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 
 from framework.base.findings import Finding
 from framework.base.rng import get_rng_state, objects_random_state_kept, set_rng_state
-from framework.check_library.tensors import is_user_file
+from framework.check_library.tensors import is_user_class
 from framework.datasets.base import Dataset
 
 PROBES = 25  # indices asked past the length: num_seqs, 2 num_seqs, 4 num_seqs, ... (at most 2**24 times it)
@@ -44,8 +43,7 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def length_finding(option: str, dataset: Dataset) -> Finding | None:
     """A warning when the user's dataset class returns sequences past its ``num_seqs`` that differ from its first
     (``option``: the dataset's option name, as the findings name it)."""
-    module = sys.modules.get(type(dataset).__module__)
-    if not is_user_file(getattr(module, "__file__", None) or "") or not getattr(dataset, "get_seq", None):
+    if not is_user_class(type(dataset)) or not getattr(dataset, "get_seq", None):
         return None  # the framework's and libraries' classes are tested against their lengths
     n = dataset.num_seqs
     if not isinstance(n, int) or n <= 0:

@@ -28,7 +28,6 @@ that the two can be told apart) and never raises: a failure of its own stops the
 
 from __future__ import annotations
 
-import sys
 import traceback
 import weakref
 from typing import Any
@@ -39,7 +38,7 @@ from torch.overrides import TorchFunctionMode
 
 from framework.check_library.loss_contracts import cpu_side
 from framework.check_library.module_tracker import ModuleTracker
-from framework.check_library.tensors import calling_user_frame, format_frame, is_user_file
+from framework.check_library.tensors import calling_user_frame, format_frame, is_user_class
 
 # Tensor methods that move a tensor to an accelerator: tensor.cuda(), .xpu(), ... (and a PrivateUse1 backend's).
 _TO_ACCELERATOR = {"cuda", "xpu", "mps", "hpu", "mtia"}
@@ -157,7 +156,7 @@ class DeviceTracker(TorchFunctionMode):
         and one the library's GPU users would have met."""
         internal = {"_parameters", "_buffers", "_modules"}
         for path, module in model.named_modules():
-            if not is_user_file(getattr(sys.modules.get(type(module).__module__), "__file__", None) or ""):
+            if not is_user_class(type(module)):
                 continue
             where = f"module {path!r}" if path else "the model"
             owners = [(vars(module), ""), (vars(type(module)), "class ")]

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from framework.base.rng import get_rng_state, set_rng_state
-from framework.check_library.probe import in_place_updates_undone, model_copy
+from framework.check_library.probe import model_copy, parameters_kept
 from framework.check_library.tensors import floating_tensors, map_tensors
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
@@ -109,7 +109,7 @@ def diagnose_step(state: RunState, rng_state: dict[str, Any] | None = None) -> A
     try:
         if rng_state is not None:
             set_rng_state(rng_state)
-        with torch.no_grad(), in_place_updates_undone(state.model):  # the copy shares the parameters
+        with torch.no_grad(), parameters_kept(state.model, "The float32 comparison"):  # the copy shares the parameters
             call_step(step_function(state.config, "eval"), model, run_ctx)
         for h in handles:
             h.remove()

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from framework.base import log
 from framework.base.rng import get_rng_state, set_rng_state
 from framework.check_library.sharded import is_sharded
 from framework.core.run_ctx import RunCtx
@@ -298,6 +299,16 @@ def in_place_updates_undone(model: torch.nn.Module) -> Iterator[list[str]]:
                 p.data.copy_(kept[p])
             else:
                 left.append(name)
+
+
+@contextlib.contextmanager
+def parameters_kept(model: torch.nn.Module, run: str) -> Iterator[None]:
+    """``in_place_updates_undone`` around a diagnostic's own run of the user's code on a copy of ``model`` (``run``
+    names it), saying at verbosity 5 what it changed in place and could not put back."""
+    with in_place_updates_undone(model) as left:
+        yield
+    if left:
+        log.v5(f"{run} changed parameter {left[0]!r} of the model in place (not undone).")
 
 
 def replace_parameters(model: torch.nn.Module, transform: Callable[[torch.Tensor], torch.Tensor | None]) -> None:

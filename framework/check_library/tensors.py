@@ -111,6 +111,17 @@ def is_user_file(filename: str) -> bool:
     return not path.startswith(_LIBRARY_DIRS) and "site-packages" not in path and "dist-packages" not in path
 
 
+# Code a library downloaded and runs as its own: Hugging Face's trust_remote_code modules, torch.hub's repositories.
+_DOWNLOADED = (os.sep + os.path.join("transformers_modules", ""), os.sep + os.path.join("torch", "hub", ""))
+
+
+def is_user_class(cls: type) -> bool:
+    """A class the user wrote: defined in a user file (not torch's, the framework's or a library's), and not in code a
+    library downloaded (a remote-code model of the Hugging Face hub, a torch.hub repository)."""
+    filename = getattr(sys.modules.get(cls.__module__), "__file__", None) or ""
+    return is_user_file(filename) and not any(part in os.path.realpath(filename) for part in _DOWNLOADED)
+
+
 @functools.lru_cache(maxsize=4096)
 def _is_user_source(filename: str) -> bool:
     return not filename.startswith("<") and is_user_file(filename)

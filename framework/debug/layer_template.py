@@ -29,7 +29,7 @@ from framework.base.options import register
 from framework.base.rng import get_rng_state, set_rng_state
 from framework.check_library.module_tracker import ModuleTracker
 from framework.check_library.op_checks import op_name
-from framework.check_library.probe import in_place_updates_undone, model_copy, unseen
+from framework.check_library.probe import model_copy, parameters_kept, unseen
 from framework.check_library.tensors import format_frame, iter_tensors, user_frame
 from framework.core.events import Event
 from framework.core.plugin import Plugin, on
@@ -171,7 +171,7 @@ def _dry_run(
     fake = _fake_batch(state.extern_data, batch, time, device)
     try:
         # an EMA that the training step moves in place (the copy shares the parameters) is put back
-        with tracker, DeviceCheck(tracker), in_place_updates_undone(state.model):
+        with tracker, DeviceCheck(tracker), parameters_kept(state.model, "The layer template's dry run"):
             run_step(state.config, model, fake, "train", epoch=max(state.epoch, 1), step=state.global_step)
     except DeviceBugError as exc:
         return outputs, f"DEVICE BUG {exc}"

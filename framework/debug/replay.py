@@ -18,7 +18,7 @@ from framework.base.rng import set_rng_state
 from framework.check_library import sharded
 from framework.check_library.module_tracker import ModuleTracker, matches_any
 from framework.check_library.op_checks import FirstNonFiniteOp, OpFinding, TagAutogradNodes
-from framework.check_library.probe import in_place_updates_undone, model_copy
+from framework.check_library.probe import model_copy, parameters_kept
 from framework.check_library.tensors import bad_rows, floating_tensors, has_nonfinite, stats
 from framework.core.autocast import autocast_factory
 from framework.core.run_ctx import RunCtx
@@ -207,7 +207,7 @@ def replay_step(
         autocast=autocast_factory(getattr(state, "precision", None)),
     )
     # an EMA that the training step moves in place (the copy shares the parameters) is put back after its backward
-    with in_place_updates_undone(state.model):
+    with parameters_kept(state.model, "The replay of the step"):
         try:
             with torch.set_grad_enabled(training), tracker, TagAutogradNodes(tracker), ops:
                 call_step(step_function(state.config, run_ctx.stage), model, run_ctx)

@@ -11,9 +11,8 @@ from typing import Any
 
 import torch
 
-from framework.base import log
 from framework.base.rng import objects_random_state_kept
-from framework.check_library.probe import in_place_updates_undone, model_copy, unseen
+from framework.check_library.probe import model_copy, parameters_kept, unseen
 from framework.core.state import RunState
 from framework.datasets.loader import to_device
 
@@ -33,11 +32,9 @@ def first_train_batch(state: RunState) -> Iterator[tuple[torch.nn.Module, dict[s
         unseen(),
         torch.no_grad(),
         objects_random_state_kept(loader.dataset),
-        in_place_updates_undone(state.model) as left,
+        parameters_kept(state.model, "A symptom experiment's run"),
     ):
         yield model_copy(state.model), to_device(loader.tensor_batch(plan[0], epoch), state.device), epoch
-    if left:
-        log.v5(f"A symptom experiment's run changed parameter {left[0]!r} of the model in place (not undone).")
 
 
 @contextlib.contextmanager

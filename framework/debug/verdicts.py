@@ -32,7 +32,7 @@ from framework.base.config import Config
 from framework.base.errors import ConfigError, FrameworkError
 from framework.base.findings import standing
 from framework.base.options import register
-from framework.check_library.probe import in_place_updates_undone, model_copy
+from framework.check_library.probe import model_copy, parameters_kept
 from framework.core.events import Event, Order
 from framework.core.measurements import CHANCE_LEVELS, LOSS_FLOORS, VERDICT_RUN
 from framework.core.plugin import Plugin, on
@@ -130,7 +130,7 @@ def _eval_steps(
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), in_place_updates_undone(state.model):  # the copy shares the parameters
+        with torch.no_grad(), parameters_kept(state.model, "A verdict's scoring"):  # the copy shares the parameters
             for indices, batch in batches:
                 yield indices, run_step(state.config, model, batch, "eval", epoch=state.epoch, step=state.global_step)
     finally:
