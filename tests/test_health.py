@@ -104,6 +104,24 @@ def test_declared_frozen_parameters_the_optimizer_moves_are_named_and_those_the_
     assert "changed during training" not in output().split("frozen_params: module '2'")[-1]
 
 
+class _CosineHead(nn.Module):
+    """A cosine classifier that uses its head's weight directly, without calling the head."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.head = nn.Linear(4, 16), nn.Linear(16, 3, bias=False)
+        self.head.requires_grad_(False)  # by mistake
+
+    def forward(self, x):
+        h = nn.functional.normalize(self.body(x).relu(), dim=-1)
+        return 10 * h @ nn.functional.normalize(self.head.weight, dim=-1).T
+
+
+def test_a_frozen_weight_used_without_calling_its_module_is_still_frozen_by_mistake(output):
+    _train(get_model=lambda **_: _CosineHead(), num_epochs=1)
+    assert "module 'head' (Linear): weight do not require grad, but frozen_params does not list them" in output()
+
+
 def test_a_layer_frozen_by_mistake_is_named_and_a_declared_frozen_one_is_not(output):
     _train(get_model=_frozen_head)
     text = output()

@@ -46,4 +46,7 @@ INPUT_SCALES: Key[dict[str, tuple[bool, str]]] = Key(
     "dense input key -> (its raw values reached the first learned or normalising operation of the first step, where "
     "they arrived or were changed first)",
 )
+FROZEN_USED: Key[frozenset[int]] = Key(
+    "frozen_used", "ids of the frozen parameters that the first step's run passed to a torch function"
+)
 VERDICT_RUN: Key[str] = Key("verdict_run", "the verdict option this run is for; its findings must not stop it")

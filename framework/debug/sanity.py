@@ -39,7 +39,7 @@ from framework.check_library.loss_invariance import invariance_note, invariant_p
 from framework.check_library.model_checks import SETTLE_UPDATES
 from framework.check_library.module_tracker import matches_any
 from framework.core.events import Event, Order
-from framework.core.measurements import INPUT_SCALES, SPLITS_ON_TRIAL, VERDICT_RUN
+from framework.core.measurements import FROZEN_USED, INPUT_SCALES, SPLITS_ON_TRIAL, VERDICT_RUN
 from framework.core.plugin import Plugin, on
 from framework.core.state import RunState
 
@@ -66,7 +66,7 @@ class SanityCheck(Plugin):
     """Data checks at STARTUP, model checks around the first step."""
 
     order = Order.CHECK
-    needs = (VERDICT_RUN, SPLITS_ON_TRIAL, INPUT_SCALES)
+    needs = (VERDICT_RUN, SPLITS_ON_TRIAL, INPUT_SCALES, FROZEN_USED)
 
     def __init__(self, config: Config):
         self.num_batches = config.int_or_off("debug_sanity_check")
@@ -219,11 +219,15 @@ class SanityCheck(Plugin):
         )
         # Frozen parameters of modules the step never ran: freezing them changes nothing in training (they would get
         # no gradient either way), so they cannot be frozen by mistake; a copy kept beside the model (EMA weights).
+        # A parameter used without calling its module (F.normalize(self.fc.weight)) is not idle: the first step's run
+        # says which frozen parameters reached torch (FROZEN_USED; without that run, the hooks alone decide).
+        used = state.store.get(FROZEN_USED) or frozenset()
         idle = frozenset(
             f"{path}.{n}" if path else n
             for path, calls in self._frozen_calls.items()
             if not calls
-            for n, _ in state.model.get_submodule(path).named_parameters(recurse=False)
+            for n, p in state.model.get_submodule(path).named_parameters(recurse=False)
+            if id(p) not in used
         )
         findings = model_checks.gradient_findings(
             state.model, self.frozen, state.optimizer, zero_gradients=False, unused=False, fixed=fixed, idle=idle
