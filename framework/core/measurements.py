@@ -47,6 +47,6 @@ INPUT_SCALES: Key[dict[str, tuple[bool, str]]] = Key(
     "they arrived or were changed first)",
 )
 FROZEN_USED: Key[frozenset[int]] = Key(
-    "frozen_used", "ids of the frozen parameters that the first step's run passed to a torch function"
+    "frozen_used", "ids of the frozen parameters whose values enter the gradient's computation in the first step's run"
 )
 VERDICT_RUN: Key[str] = Key("verdict_run", "the verdict option this run is for; its findings must not stop it")

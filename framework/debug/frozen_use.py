@@ -10,14 +10,15 @@ values enter the gradient's computation there.
 from __future__ import annotations
 
 import contextlib
-import weakref
 from collections.abc import Iterator
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from framework.base.config import Config
+from framework.check_library.tensors import iter_tensors
 from framework.core.measurements import FROZEN_USED
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
@@ -25,7 +26,8 @@ from framework.debug.first_step import SharedRunCheck
 
 
 class FrozenUse(SharedRunCheck):
-    """Provides FROZEN_USED: the ids of the frozen parameters the first step's shared run passed to torch."""
+    """Provides FROZEN_USED: the ids of the frozen parameters whose values enter the gradient's computation in the
+    first step's shared run."""
 
     check = "frozen-parameter use"
     provides = (FROZEN_USED,)
@@ -57,28 +59,23 @@ class _Uses(TorchFunctionMode):
         super().__init__()
         self.frozen = frozen
         self.used: set[int] = set()
-        self._derived: dict[int, tuple[weakref.ref, frozenset[int]]] = {}  # id -> (tensor, the frozen ids behind it)
+        self._derived = WeakIdKeyDictionary()  # tensor -> the ids of the frozen parameters behind its values
 
     def _sources(self, t: torch.Tensor) -> frozenset[int]:
-        if id(t) in self.frozen:
-            return frozenset((id(t),))
-        kept = self._derived.get(id(t))
-        return kept[1] if kept is not None and kept[0]() is t else frozenset()
+        return frozenset((id(t),)) if id(t) in self.frozen else self._derived.get(t, frozenset())
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         try:
-            tensors = [t for v in (*args, *kwargs.values()) for t in (v if isinstance(v, list | tuple) else (v,))]
-            sources = frozenset().union(*(self._sources(t) for t in tensors if isinstance(t, torch.Tensor)))
+            sources = frozenset().union(*map(self._sources, iter_tensors((args, kwargs))))
             if sources:
-                many = out if isinstance(out, list | tuple) else (out,)
-                outputs = [t for t in many if isinstance(t, torch.Tensor)]
+                outputs = list(iter_tensors(out))
                 if any(t.requires_grad for t in outputs):
                     self.used |= sources
                 for t in outputs:
                     if id(t) not in self.frozen:
-                        self._derived[id(t)] = (weakref.ref(t), sources)
+                        self._derived[t] = sources
         except Exception:  # noqa: BLE001 - the observation must never change the run
             pass
         return out

@@ -14,17 +14,17 @@ the first linear layer).
 from __future__ import annotations
 
 import contextlib
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from framework.base.config import Config
 from framework.base.options import register
-from framework.check_library.tensors import calling_user_frame, format_frame
+from framework.check_library.tensors import calling_user_frame, format_frame, iter_tensors
 from framework.core.measurements import INPUT_SCALES
 from framework.core.run_ctx import RunCtx
 from framework.core.state import RunState
@@ -106,10 +106,10 @@ class _Follow(TorchFunctionMode):
         self._scale = {key: _rms(t) for t, key in inputs.values()}
         self._reached: dict[str, str] = {}  # key -> where its raw scale reached a nonlinearity
         self._eased: dict[str, str] = {}  # key -> the first change or normalisation of its scale
-        # id -> (weak reference, key, stage, where: the first layer (affine) or the change (changed))
-        self._origin: dict[int, tuple[weakref.ref, str, str, str]] = {
-            i: (weakref.ref(t), key, RAW, "") for i, (t, key) in inputs.items()
-        }
+        # tensor -> (key, stage, where: the first layer (affine) or the change (changed)), by identity
+        self._origin = WeakIdKeyDictionary()
+        for t, key in inputs.values():
+            self._origin[t] = (key, RAW, "")
 
     @property
     def verdicts(self) -> dict[str, tuple[bool, str]]:
@@ -118,12 +118,6 @@ class _Follow(TorchFunctionMode):
             for key, where in self._reached.items()
         }
         return verdicts | {key: (False, what) for key, what in self._eased.items() if key not in self._reached}
-
-    def _of(self, t: torch.Tensor) -> tuple[str, str, str] | None:
-        kept = self._origin.get(id(t))
-        if kept is None or kept[0]() is not t:
-            return None
-        return kept[1], kept[2], kept[3]
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -135,15 +129,8 @@ class _Follow(TorchFunctionMode):
         return out
 
     def _follow(self, func: Any, args: list, out: Any) -> None:
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        tensors += [t for a in args if isinstance(a, list | tuple) for t in a if isinstance(t, torch.Tensor)]
-        if isinstance(out, torch.Tensor):
-            outputs = [out]
-        elif isinstance(out, list | tuple):
-            outputs = [t for t in out if isinstance(t, torch.Tensor)]
-        else:
-            outputs = []
-        followed = [o for o in map(self._of, tensors) if o is not None and o[0] not in self._reached]
+        tensors, outputs = list(iter_tensors(args)), list(iter_tensors(out))
+        followed = [o for o in map(self._origin.get, tensors) if o is not None and o[0] not in self._reached]
         if not followed or not outputs:  # a query (size, dim, a comparison to a Python value) changes nothing
             return
         name = getattr(func, "__name__", "")
@@ -179,7 +166,7 @@ class _Follow(TorchFunctionMode):
     def _mark(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], key: str, stage: str, where: str) -> None:
         for t in outputs:
             if not any(t is i for i in inputs) or stage != RAW:
-                self._origin[id(t)] = (weakref.ref(t), key, stage, where)
+                self._origin[t] = (key, stage, where)
 
 
 def _rms(t: torch.Tensor) -> float:

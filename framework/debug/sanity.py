@@ -126,8 +126,8 @@ class SanityCheck(Plugin):
         self._report(state, "data", findings, DataError)
 
     def _judge_scales(self, state: RunState) -> None:
-        """Report the data's range warnings held for the first step: a note for a key whose values the step or the
-        model changed before the first learned or normalising operation (INPUT_SCALES), else as they were."""
+        """Report the data's range warnings held for the first step: a note for a key whose raw scale reached no
+        nonlinearity (the step scaled it, or a normalisation removed it: INPUT_SCALES), else as they were."""
         held, self._scales = self._scales, []
         verdicts = state.store.get(INPUT_SCALES) or {}
         judged = []
@@ -210,27 +210,29 @@ class SanityCheck(Plugin):
 
     @on(Event.AFTER_BACKWARD, once=True)
     def after_first_backward(self, state: RunState) -> None:
-        fixed = frozenset(
-            f"{path}.{n}" if path else n
-            for path, calls in self._frozen_calls.items()
-            if calls
-            and (not any(calls) or self._first_call.get(path, self._last_trainable_call) < self._last_trainable_call)
-            for n, _ in state.model.get_submodule(path).named_parameters(recurse=False)
-        )
-        # Frozen parameters of modules the step never ran: freezing them changes nothing in training (they would get
-        # no gradient either way), so they cannot be frozen by mistake; a copy kept beside the model (EMA weights).
-        # A parameter used without calling its module (F.normalize(self.fc.weight)) is not idle: the first step's run
-        # says which frozen parameters reached torch (FROZEN_USED; without that run, the hooks alone decide).
+        # Per module with frozen parameters: fixed by design when every call ran without gradient or in eval mode, or
+        # before a module with trainable parameters. Idle when the step never ran it: freezing it changes nothing in
+        # training (no gradient either way), so it cannot be frozen by mistake (EMA weights kept beside the model),
+        # unless the step used its parameters without calling it (F.normalize(self.fc.weight)): the first step's run
+        # says whose values entered the gradient (FROZEN_USED; without that run, the hooks alone decide).
         used = state.store.get(FROZEN_USED) or frozenset()
-        idle = frozenset(
-            f"{path}.{n}" if path else n
-            for path, calls in self._frozen_calls.items()
-            if not calls
-            for n, p in state.model.get_submodule(path).named_parameters(recurse=False)
-            if id(p) not in used
-        )
+        fixed, idle = set(), set()
+        for path, calls in self._frozen_calls.items():
+            last = self._last_trainable_call
+            by_design = bool(calls) and (not any(calls) or self._first_call.get(path, last) < last)
+            for n, p in state.model.get_submodule(path).named_parameters(recurse=False):
+                if by_design:
+                    fixed.add(f"{path}.{n}" if path else n)
+                elif not calls and id(p) not in used:
+                    idle.add(f"{path}.{n}" if path else n)
         findings = model_checks.gradient_findings(
-            state.model, self.frozen, state.optimizer, zero_gradients=False, unused=False, fixed=fixed, idle=idle
+            state.model,
+            self.frozen,
+            state.optimizer,
+            zero_gradients=False,
+            unused=False,
+            fixed=frozenset(fixed),
+            idle=frozenset(idle),
         )
         trainable = [(n, p) for n, p in state.model.named_parameters() if p.requires_grad]
         if any(p.grad is not None for _, p in trainable):
