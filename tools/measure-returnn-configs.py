@@ -52,7 +52,17 @@ def outcome(result: str) -> str:
 
 
 # The stand-ins' lines (data and model code), never the author's: a message that names one is no line to delete.
-STAND_INS = {"train", "dev", "eval_datasets", "get_model", "train_step", "forward_step"}
+STAND_INS = {
+    "train",
+    "dev",
+    "eval_datasets",
+    "get_model",
+    "train_step",
+    "forward_step",
+    "forward",
+    "forward_data",
+    "load",
+}
 
 
 def refused_names(message: str, source: str) -> list[str]:

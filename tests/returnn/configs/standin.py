@@ -180,3 +180,87 @@ def task12ax_train_step(*, model, extern_data, **_kwargs) -> None:
     run_ctx = get_run_ctx()
     run_ctx.mark_as_loss(name="ce", loss=nn.functional.nll_loss(log_probs[mask], targets, reduction="none"))
     run_ctx.mark_as_loss(name="fer", loss=(log_probs[mask].argmax(-1) != targets).float(), as_error=True)
+
+
+# ---- forward and recognition configs (43-54): the checkpoint their ``load`` names, a vocabulary, the models ----
+
+
+def fixture_path(case: str, name: str) -> str:
+    """``$FIXTURE_OUT/<case>/<name>`` (the directory created): where a config's generated files go."""
+    import os
+
+    directory = os.path.join(os.environ.get("FIXTURE_OUT", "/tmp/returnn-fixtures"), case)
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, name)
+
+
+def checkpoint(case: str, model: nn.Module, *, epoch: int = 80, step: int = 4000) -> str:
+    """A trained model's checkpoint as RETURNN's torch engine saves it (``model.080.pt``: model, epoch, step), the
+    parameters drawn from seed 0: what the ``load`` line of a forward config (i6_core's ReturnnForwardJobV2) names."""
+    torch.manual_seed(0)
+    for parameter in model.parameters():
+        nn.init.normal_(parameter, std=0.5)
+    path = fixture_path(case, f"model.{epoch:03d}.pt")
+    state = {"model": model.state_dict(), "epoch": epoch, "step": step, "effective_learning_rate": 1e-3}
+    torch.save(state, path)
+    return path
+
+
+def vocab_file(case: str, num_labels: int) -> str:
+    """A RETURNN vocabulary file (a Python dict literal, label -> id, as i6's ReturnnTrainBpeJob writes) for
+    ``num_labels`` labels: ``<s>``, ``<unk>`` and BPE-like subwords."""
+    labels = ["<s>", "<unk>"] + [f"w{i}@@" if i % 3 else f"w{i}" for i in range(2, num_labels)]
+    path = fixture_path(case, "bpe.vocab")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("{\n" + "".join(f"{label!r}: {i},\n" for i, label in enumerate(labels)) + "}\n")
+    return path
+
+
+class RawAudioCtcModel(nn.Module):
+    """The ported model of i6's ctc_rnnt_standalone CTC setups (MiniReturnn): ``model(raw_audio=[B, T, 1],
+    raw_audio_len=[B])`` -> (log probs [B, T, labels + 1], lengths), blank = the last class."""
+
+    def __init__(self, num_labels: int, hidden: int = 16):
+        super().__init__()
+        self.ctc = CtcModel(1, num_labels, hidden)
+
+    def forward(self, raw_audio: torch.Tensor, raw_audio_len: torch.Tensor):
+        return self.ctc(raw_audio), raw_audio_len
+
+
+class FeatureModel(nn.Module):
+    """The ported model of i6's CTC and hybrid setups with features (berger, jxu, hilmes): ``model(audio_features=
+    [B, T, F], audio_features_len=[B])`` -> (log probs [B, T, num_outputs], lengths)."""
+
+    def __init__(self, in_dim: int, num_outputs: int, hidden: int = 16):
+        super().__init__()
+        self.lstm = nn.LSTM(in_dim, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, num_outputs)
+
+    def forward(self, audio_features: torch.Tensor, audio_features_len: torch.Tensor):
+        return torch.log_softmax(self.out(self.lstm(audio_features)[0]), dim=-1), audio_features_len
+
+
+class TransducerStandIn(nn.Module):
+    """The ported model of a transducer recognition config (gaudino's): a frame-wise label model with a greedy
+    search of beam 1; ``align_target_dim`` / ``target_dim``: the label count as RETURNN's Dim gives it."""
+
+    def __init__(self, num_labels: int, hidden: int = 16):
+        super().__init__()
+        self.ctc = CtcModel(1, num_labels, hidden)
+        self.align_target_dim = self.target_dim = type("Dim", (), {"dimension": num_labels + 1})()
+
+    def search(self, audio: torch.Tensor, audio_len: torch.Tensor):
+        """(alignment [B, T], its lengths [B], scores [B, 1], hyps [B, 1, T], their lengths [B, 1])."""
+        log_probs = self.ctc(audio)
+        best, alignment = log_probs.max(dim=-1)
+        mask = torch.arange(audio.shape[1])[None, :] < audio_len[:, None]
+        scores = (best * mask).sum(dim=1, keepdim=True)
+        blank = log_probs.shape[-1] - 1
+        hyps = torch.zeros_like(alignment)
+        lengths = torch.zeros(len(audio), dtype=torch.int64)
+        for b in range(len(audio)):
+            labels = [int(x) for x in torch.unique_consecutive(alignment[b, : audio_len[b]]) if int(x) != blank]
+            hyps[b, : len(labels)] = torch.tensor(labels, dtype=hyps.dtype)
+            lengths[b] = len(labels)
+        return alignment, audio_len, scores, hyps[:, None], lengths[:, None]
