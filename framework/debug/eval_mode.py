@@ -170,7 +170,11 @@ def _trained_in_eval_finding(modules: dict[str, nn.Module], run: _TrainingRun, n
         f"every step. Remove the call, or switch back with model.train() before the forward of the loss (a part "
         f"frozen on purpose runs under torch.no_grad() or with requires_grad_(False)). ({OFF} turns this check "
         f"off.)",
-        evidence={"modules_in_eval": len(names), "mode_dependent": mode_dependent_parts(module)},
+        evidence={
+            "problem": "a model trained in eval mode",  # as the training-mode check's: one problem, one record
+            "modules_in_eval": len(names),
+            "mode_dependent": mode_dependent_parts(module),
+        },
         where={"module": name, "modules": names, **({"line": format_frame(frame)} if frame is not None else {})},
         fix="Remove the switch to eval mode, or call model.train() again before the forward of the loss.",
         option=OFF,
