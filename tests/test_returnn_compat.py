@@ -213,7 +213,7 @@ def test_a_forward_step_that_marks_nothing_is_handled_as_returnns_forward_with_c
             self.seen: list[tuple[str, list[str]]] = []
 
         def process_seq(self, *, seq_tag, outputs):
-            self.seen.append((seq_tag, sorted(outputs)))
+            self.seen.append((seq_tag, sorted(outputs.data)))  # RETURNN's TensorDict, as there
 
         def finish(self):
             self.seen.append(("finish", []))

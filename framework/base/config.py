@@ -165,6 +165,9 @@ class Config:
         overrides = [part for key, value in self.overrides.items() for part in (f"++{key}", _override_text(value))]
         return " ".join(shlex.quote(part) for part in [*self.files, *overrides])
 
+    def _task(self) -> Any:
+        return self.namespace.get("task", "train")
+
     def validate(self) -> None:
         """Check every option value's type and flag globals that look like misspelled options."""
         import_plugin_modules(self)  # their modules register their options
@@ -174,6 +177,11 @@ class Config:
             if name == "config" or name.startswith("_") or isinstance(value, types.ModuleType):
                 continue
             option = options.get(name)
+            if option is not None and value is None and name in _TRAINING_ONLY_NONE and self._task() != "train":
+                # i6's forward configs set it to None (zeyer's SharedPostConfig); RETURNN reads it only in training
+                # (Engine.train_epoch: config.int(..., 1) gives None, which its training would fail on): unset here
+                del self.namespace[name]
+                continue
             if option is not None:
                 problem = option.check(value)
                 if problem:
@@ -205,6 +213,11 @@ class Config:
                 f" in {', '.join(self.files)}" if in_files else " (command-line overrides)" if self.overrides else ""
             )
             raise ConfigError(f"Invalid config{where}: " + " ".join(problems))
+
+
+# Options RETURNN reads only when it trains, which i6's pipelines set to None in every config: outside training, None
+# is the option unset.
+_TRAINING_ONLY_NONE = ("accum_grad_multiple_step",)
 
 
 def _names_used_by(config: Config) -> set[str]:
@@ -325,6 +338,7 @@ def _exec_file(path: str, namespace: dict[str, Any]) -> None:
         ) from None
     namespace["__file__"] = os.path.abspath(path)
     namespace.setdefault("__name__", "__config__")
+    _register_module(namespace)
     try:
         exec(code, namespace)
     except Exception as exc:
@@ -334,6 +348,28 @@ def _exec_file(path: str, namespace: dict[str, Any]) -> None:
             f"Executing config file {path} raised {type(exc).__name__}: {exc}\n"
             f"Fix the config; the traceback inside it was:\n{details.rstrip()}"
         ) from None
+
+
+class _ConfigModule(types.ModuleType):
+    """The config as a module in ``sys.modules`` (RETURNN registers its config as ``__returnn_config__`` so): what code
+    defined in the config looks up by its ``__module__`` (a ``@dataclass``, pickling a config's class) finds it."""
+
+    def __init__(self, name: str, namespace: dict[str, Any]):
+        super().__init__(name)
+        self.__dict__["_namespace"] = namespace
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_namespace"][name]
+        except KeyError:
+            raise AttributeError(f"config module {self.__name__!r} has no attribute {name!r}") from None
+
+
+def _register_module(namespace: dict[str, Any]) -> None:
+    """Register the config's namespace under its ``__name__`` unless a module of that name exists."""
+    name = namespace["__name__"]
+    if name not in sys.modules:
+        sys.modules[name] = _ConfigModule(name, namespace)
 
 
 _loading: Config | None = None  # the config whose files are executing, for run_output_dir()

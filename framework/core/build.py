@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
@@ -273,11 +274,16 @@ def dummy_datasets(config: Config) -> Callable[[str], Any]:
     return lambda name: specs[name] if name in specs else config.get(name)
 
 
-def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[str, DataKey], BatchLoader]:
-    """task=forward's dataset (option ``forward_data``), its ``extern_data`` and its batch loader."""
+def init_forward_data(
+    config: Config, device: torch.device, sort: bool = True
+) -> tuple[Any, dict[str, DataKey], BatchLoader]:
+    """task=forward's dataset (option ``forward_data``; MiniReturnn's ``forward`` where that is unset), its
+    ``extern_data`` and its batch loader. ``sort``: RETURNN's longest-first order (MiniReturnn keeps the dataset's)."""
     get = dummy_datasets(config)
     option = get("forward_data")
-    if isinstance(option, dict):  # RETURNN's notation: the dataset itself
+    if not config.has("forward_data") and config.get("forward") is not None:  # MiniReturnn's forward dataset
+        spec, option = config.get("forward"), "forward"
+    elif not isinstance(option, str):  # RETURNN's notation: the dataset itself (a dict; a callable or Dataset as train)
         spec, option = option, "forward_data"
     elif option not in ("train", "dev", "eval"):
         raise ConfigError(f"forward_data = {option!r}: give train, dev or eval, or a dataset dict.")
@@ -290,7 +296,7 @@ def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[s
             f"task='forward' runs on dataset {option!r} (option forward_data), which is not set: {fix}, "
             f"or define {option} = {{...}}."
         )
-    window = config.get("window") if option != "forward_data" else None  # RETURNN forwards its train/dev/eval data
+    window = config.get("window") if option in ("train", "dev", "eval") else None  # RETURNN forwards train/dev/eval
     dataset = init_dataset(
         spec,
         option=option,
@@ -301,7 +307,7 @@ def init_forward_data(config: Config, device: torch.device) -> tuple[Any, dict[s
         train_ordering=config.get("batching") if is_returnn_config(config) else None,
         returnn_eval=option in ("dev", "eval"),
     )
-    if is_returnn_config(config) and config.bool("sort_dataset") and dataset.returnn_sortable:
+    if sort and is_returnn_config(config) and config.bool("sort_dataset") and dataset.returnn_sortable:
         # RETURNN's Engine.forward_with_callback: longest first where the dataset's class sorts, whatever it set
         dataset.seq_ordering = "sorted_reverse"
     have = dataset.key_info()
@@ -327,11 +333,26 @@ def build_model(
     dtype = float_dtype(config)
     with watch(), default_dtype(dtype):  # RETURNN's default_float_dtype: built in it, then cast to it
         model = get_model(epoch=epoch, step=step)
+    model = _from_returnn_frontend(model)
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(f"get_model returned {type(model).__name__}, not a torch.nn.Module.")
     model = model.to(device) if dtype is None else model.to(device=device, dtype=dtype)
     log.v4(f"Model: {type(model).__name__}, {model_size(model)}, on {device}")
     return model
+
+
+def _from_returnn_frontend(model: Any) -> Any:
+    """A RETURNN frontend module (``returnn.frontend.Module``, e.g. the empty ``rf.Module()`` of i6's forward configs
+    without a model) as RETURNN's torch engine runs it: wrapped by RETURNN's ``rf_module_to_pt_module``; the wrapper
+    keeps the original as ``returnn_rf_module`` (RETURNN hands it to the forward callback's ``init``)."""
+    module = sys.modules.get("returnn.frontend")
+    if module is None or not isinstance(model, getattr(module, "Module", ())):
+        return model
+    from returnn.torch.frontend.bridge import rf_module_to_pt_module
+
+    wrapped = rf_module_to_pt_module(model)
+    wrapped.returnn_rf_module = model
+    return wrapped
 
 
 def materialize_lazy(config: Config, model: torch.nn.Module, loader: BatchLoader) -> None:

@@ -42,7 +42,7 @@ from framework.core.scores import ScoreAccumulator, Scores, format_scores
 from framework.core.state import RunState
 from framework.core.step import call_step, step_function
 from framework.datasets.loader import BatchLoader
-from framework.training import forward, optim, start_checkpoint
+from framework.training import forward, optim, returnn_forward, start_checkpoint
 from framework.training.distributed import Distributed
 from framework.training.lr_control import LearningRateControl
 from framework.training.optimizer_set import OptimizerSet, create_optimizers, declares_several, optimizer_names
@@ -457,22 +457,32 @@ class Engine:
         """task=forward: ``forward_step`` over the ``forward_data`` dataset; its marked outputs go to one file."""
         state, emit = self.state, self.callbacks.emit
         forward_step = step_function(self.config, "forward")  # a config error before anything is loaded
-        dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device)
+        fork = returnn_forward.fork_forward(self.config)  # MiniReturnn's forward: hooks, data=, no sorting
+        dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device, sort=not fork)
         self.load_for_inference()
         path = forward.output_path(self.config, state.epoch)
-        collector = forward.output_collector(self.config, dataset, state.model)
+        collector = forward.output_collector(self.config, dataset, state.model, state.extern_data)
         self._start_plugins()
         state.model.eval()
         # RETURNN's forward orders its data for the loaded checkpoint's epoch (Engine.forward_with_callback's
         # init_seq_order(epoch=self.epoch)); a config for this framework forwards epoch 1's order
         plan = loader.plan(max(state.epoch or 1, 1) if is_returnn_config(self.config) else 1)
         state.dataset, state.steps_in_epoch = loader.option, len(plan)
+        shared = returnn_forward.ForkRunCtx(state.device, state.epoch) if fork else None
+        if shared is not None:
+            returnn_forward.call_hook(self.config, "forward_init_hook", shared)
         with torch.no_grad():
             for _, indices, run_ctx in self._batches("forward", loader, plan):
                 emit(Event.FORWARD_STEP_START, state)
-                call_step(forward_step, state.model, run_ctx)
+                if shared is not None:
+                    tags = forward.sequence_tags(dataset, [int(i) for i in indices])
+                    returnn_forward.call_fork_step(forward_step, state.model, run_ctx, shared, tags)
+                else:
+                    call_step(forward_step, state.model, run_ctx)
                 emit(Event.FORWARD_STEP_END, state)
-                collector.add(indices, run_ctx.outputs)
+                collector.add(indices, run_ctx.outputs, run_ctx.batch)
+        if shared is not None:
+            returnn_forward.call_hook(self.config, "forward_finish_hook", shared)
         emit(Event.FINISH, state)
         collector.write(path, forward.sequence_tags(dataset, collector.seq_indices))
         return path, collector

@@ -27,12 +27,14 @@ from framework.base.options import register
 from framework.core.run_ctx import MarkedOutput
 from framework.datasets.extern_data import DataKey, parse_extern_data
 from framework.datasets.hdf import write_hdf
+from framework.training import returnn_forward
 
 register(
     "forward_data",
-    "str | dict",
+    "any",
     "eval",
-    "What task=forward runs on: the dataset option train, dev or eval, or a dataset dict (as in RETURNN).",
+    "What task=forward runs on: the dataset option train, dev or eval, or a dataset (a dict as in RETURNN, a "
+    "callable or a Dataset, as train takes).",
     __name__,
 )
 register(
@@ -68,9 +70,9 @@ class OutputCollector:
         self.outputs: dict[str, list[np.ndarray]] = {}
         self.variable: dict[str, bool] = {}
 
-    def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput]) -> None:
+    def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput], batch: Any = None) -> None:
         """Split a batch's outputs into sequences (cut to ``seq_len`` where given); the output file needs the same
-        outputs from every step, and at least one."""
+        outputs from every step, and at least one. (``batch``: the step's batch, for what a callback is given.)"""
         if not outputs:
             raise ConfigError(
                 "forward_step marked no output, so the output file would hold nothing; call "
@@ -148,17 +150,24 @@ def output_path(config: Config, epoch: int) -> str:
     ``forward_callback`` (RETURNN's interface), the outputs go to it instead of a file."""
     if config.get("forward_callback") is not None:
         return "forward_callback"
+    if returnn_forward.fork_forward(config):
+        return "forward hooks"
     path = config.get("output_file") or f"{config.get('model')}.{epoch:03d}.forward.npz"
     probe_directory(os.path.dirname(path), "directory of the forward output", "output_file")
     return path
 
 
-def output_collector(config: Config, dataset: Any = None, model: Any = None) -> OutputCollector:
+def output_collector(
+    config: Config, dataset: Any = None, model: Any = None, extern_data: dict[str, DataKey] | None = None
+) -> OutputCollector:
     """A collector that checks each step's outputs against ``model_outputs`` where it is set; with a
-    ``forward_callback``, one that hands each sequence to it (its ``init`` gets ``model`` here)."""
+    ``forward_callback``, one that hands each sequence to it (its ``init`` gets ``model`` here); with MiniReturnn's
+    forward hooks, none (the hooks and the step write what they write)."""
     declared = config.get("model_outputs")
     declared = None if declared is None else parse_extern_data(declared, "model_outputs")
     callback = config.get("forward_callback")
+    if callback is None and returnn_forward.fork_forward(config):
+        return HookSink(declared)
     if callback is None:
         return OutputCollector(declared)
     if isinstance(callback, type) or not all(callable(getattr(callback, n, None)) for n in ("init", "process_seq")):
@@ -169,33 +178,54 @@ def output_collector(config: Config, dataset: Any = None, model: Any = None) -> 
             f"forward_callback {callback!r} has no {', '.join(missing)}: RETURNN's interface is init(*, model), "
             f"process_seq(*, seq_tag, outputs) and finish() (returnn.forward_iface.ForwardCallbackIface)."
         )
-    callback.init(model=model)
-    return CallbackSink(callback, declared, dataset)
+    callback.init(model=getattr(model, "returnn_rf_module", model))  # RETURNN: the model get_model returned
+    return CallbackSink(callback, declared, dataset, extern_data)
 
 
 class CallbackSink(OutputCollector):
     """RETURNN's ``forward_callback``: each sequence's outputs go to ``process_seq(seq_tag=, outputs=)`` as they
-    come, as numpy arrays cut to their lengths (RETURNN gives its Tensors; here ``outputs[name]`` is the array
-    that ``outputs[name].raw_tensor`` is there); ``finish()`` at the end."""
+    come, as RETURNN's ``forward_with_callback`` gives them (a TensorDict of Tensors with numpy ``raw_tensor``s cut
+    to their lengths; ``returnn_forward.sequence_outputs``); ``finish()`` at the end."""
 
-    def __init__(self, callback: Any, declared: dict[str, DataKey] | None, dataset: Any):
+    def __init__(
+        self,
+        callback: Any,
+        declared: dict[str, DataKey] | None,
+        dataset: Any,
+        extern_data: dict[str, DataKey] | None = None,
+    ):
         super().__init__(declared)
         self.callback = callback
         self.dataset = dataset
+        self.extern_data = extern_data
 
-    def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput]) -> None:
+    def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput], batch: Any = None) -> None:
         # RETURNN's forward_with_callback checks the outputs only against model_outputs (check_outputs_complete):
         # without it, a step may mark any outputs, or none, and process_seq gets each sequence with what was marked.
         start = len(self.seq_indices)
         self.outputs = {}
         self._split(indices, outputs)
         tags = sequence_tags(self.dataset, self.seq_indices[start:])
+        sparse = returnn_forward.sparse_classes(outputs, self.declared, batch, self.extern_data)
         for row, tag in enumerate(tags):
-            self.callback.process_seq(seq_tag=tag, outputs={name: rows[row] for name, rows in self.outputs.items()})
+            rows = {name: rows[row] for name, rows in self.outputs.items()}
+            self.callback.process_seq(
+                seq_tag=tag, outputs=returnn_forward.sequence_outputs(rows, self.variable, sparse)
+            )
         self.outputs = {name: [] for name in self.outputs}  # handed over: not kept (the names are, for the log)
 
     def write(self, path: str, tags: list[str]) -> None:
         self.callback.finish()
+
+
+class HookSink(OutputCollector):
+    """MiniReturnn's forward: no output file; what a step marks is left (the hooks and the step write their files)."""
+
+    def add(self, indices: np.ndarray, outputs: dict[str, MarkedOutput], batch: Any = None) -> None:
+        self.seq_indices.extend(int(i) for i in indices)
+
+    def write(self, path: str, tags: list[str]) -> None:
+        pass
 
 
 def sequence_tags(dataset: Any, seq_indices: list[int]) -> list[str]:

@@ -16,12 +16,13 @@ from typing import Any
 from framework.base import disk, log
 from framework.base.config import Config
 from framework.base.errors import CheckpointError, ConfigError, TrainingInterrupted
+from framework.base.returnn_options import is_returnn_config
 from framework.base.rng import get_rng_state, set_rng_state
 from framework.base.util import command_line
 from framework.core.plugin import Plugin
 from framework.core.scores import ScoreAccumulator, rank_share, to_host
 from framework.core.state import RunState
-from framework.training import checkpoint, fsdp, preload, resume, start_checkpoint
+from framework.training import checkpoint, fsdp, preload, resume, returnn_forward, start_checkpoint
 from framework.training.run_lock import RunLock
 
 # A checkpoint a new training starts from: (path, parameters, the epoch and global train step it stores; None: none)
@@ -229,6 +230,12 @@ class RunCheckpoints:
         found = checkpoint.list_checkpoints(prefix) if prefix else {}
         if self.config.get("load") or start_checkpoint.start_epoch_value(self.config) is not None:
             return self._returnn_inference_state(found)
+        if not found and self._fresh_model_as_returnn():
+            log.v2(
+                f"task={self.config.get('task')!r}: no checkpoint ('model' = {prefix!r} has none, no 'load'): the model "
+                f"keeps its initial parameters, epoch 1, step 0, as RETURNN's engine runs it (its _load_model)."
+            )
+            return 1, None, {"model": None, "epoch": 1, "global_step": 0}
         if not found:
             raise ConfigError(
                 f"task={self.config.get('task')!r} needs a trained checkpoint, but 'model' = {prefix!r} "
@@ -240,6 +247,18 @@ class RunCheckpoints:
         saved = checkpoint.load_inference_state(found[epoch])
         # RETURNN's _load_model: outside training, get_model and the steps run at the checkpoint's step minus one
         return epoch, found[epoch], {**saved, "global_step": saved["global_step"] - 1}
+
+    def _fresh_model_as_returnn(self) -> bool:
+        """Whether a forward without any checkpoint runs a freshly built model, as RETURNN does: a RETURNN config, or
+        one written for RETURNN's forward interface (forward_callback, MiniReturnn's hooks). A config for this
+        framework stops instead: forwarding an untrained model is a mistake there."""
+        if self.config.get("task") != "forward":
+            return False
+        return (
+            is_returnn_config(self.config)
+            or returnn_forward.fork_forward(self.config)
+            or (self.config.get("forward_callback") is not None)
+        )
 
     def _returnn_inference_state(self, found: dict[int, str]) -> tuple[int, str | None, dict[str, Any]]:
         """RETURNN's choice for eval/forward with ``load`` or ``start_epoch`` set: get_model gets the checkpoint's

@@ -220,7 +220,7 @@ class RawAudioCtcModel(nn.Module):
     """The ported model of i6's ctc_rnnt_standalone CTC setups (MiniReturnn): ``model(raw_audio=[B, T, 1],
     raw_audio_len=[B])`` -> (log probs [B, T, labels + 1], lengths), blank = the last class."""
 
-    def __init__(self, num_labels: int, hidden: int = 16):
+    def __init__(self, num_labels: int, hidden: int = 16, **_kwargs):  # get_model's epoch, step, ...
         super().__init__()
         self.ctc = CtcModel(1, num_labels, hidden)
 
@@ -232,7 +232,7 @@ class FeatureModel(nn.Module):
     """The ported model of i6's CTC and hybrid setups with features (berger, jxu, hilmes): ``model(audio_features=
     [B, T, F], audio_features_len=[B])`` -> (log probs [B, T, num_outputs], lengths)."""
 
-    def __init__(self, in_dim: int, num_outputs: int, hidden: int = 16):
+    def __init__(self, in_dim: int, num_outputs: int, hidden: int = 16, **_kwargs):  # get_model's epoch, step, ...
         super().__init__()
         self.lstm = nn.LSTM(in_dim, hidden, batch_first=True)
         self.out = nn.Linear(hidden, num_outputs)
@@ -245,7 +245,7 @@ class TransducerStandIn(nn.Module):
     """The ported model of a transducer recognition config (gaudino's): a frame-wise label model with a greedy
     search of beam 1; ``align_target_dim`` / ``target_dim``: the label count as RETURNN's Dim gives it."""
 
-    def __init__(self, num_labels: int, hidden: int = 16):
+    def __init__(self, num_labels: int, hidden: int = 16, **_kwargs):  # get_model's epoch, step, ...
         super().__init__()
         self.ctc = CtcModel(1, num_labels, hidden)
         self.align_target_dim = self.target_dim = type("Dim", (), {"dimension": num_labels + 1})()
