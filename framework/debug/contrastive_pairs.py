@@ -12,7 +12,9 @@ integer targets are no value of the batch (made in the step). For a few rows, th
 into the inputs says which examples that score is computed from: one (the row and its positive are views of the same
 example, or scores over classes) or two. When nearly every target pairs two different examples, and the batch's own
 labels do not say those examples belong together (supervised contrastive learning pairs examples of a class), the
-targets are named with the examples they pair.
+targets are named with the examples they pair. Before that trace, on the watched run's own scores: a square matrix
+whose rows hold, for nearly every row, the same scores as their target's row in every other column has positives that
+are exact copies of their rows (both views from one augmentation draw): the loss then teaches no invariance.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ register(
     "bool",
     True,
     "Before the first step, on a copy: a cross_entropy over a similarity matrix whose step-made targets pair nearly "
-    "every row with a view of another example (positive indices that assume another layout of the views).",
+    "every row with a view of another example (positive indices that assume another layout of the views), or with "
+    "an exact copy of itself (both views from one augmentation draw).",
     __name__,
 )
 
@@ -115,6 +118,12 @@ class ContrastivePairs(SharedRunCheck):
     def conclude(self, state: RunState, seen: _Watch, run_ctx: RunCtx | None) -> None:
         if not seen.calls:
             return  # no candidate: the traced run (a backward pass per target) is spared
+        copies = next(filter(None, (_identical_views(*call) for call in seen.calls)), None)
+        if copies is not None:
+            report_findings(
+                state, "first step", [copies], ModelCheckError, False, off="debug_contrastive_pairs = False"
+            )
+            return
         seen.calls.clear()
         session = state.store.get(PROBE_SESSION)
         size = len(state.batch_indices)
@@ -196,6 +205,52 @@ class ContrastivePairs(SharedRunCheck):
                     fix=f"Build each row's target index from the layout the views were stacked in: {LAYOUTS[layouts[0][0]]}.",
                 )
         return None
+
+
+def _identical_views(scores: torch.Tensor, target: torch.Tensor, where: str) -> Finding | None:
+    """A square matrix of scores between rows whose rows and their targets' rows hold the same scores in every other
+    column, for nearly every row: each row's positive is an exact copy of it (both views from one augmentation draw,
+    or none), while other rows differ (the features have not collapsed)."""
+    rows = scores.shape[0]
+    if scores.shape[1] != rows:
+        return None
+    scores = scores.detach().float()
+    finite = torch.isfinite(scores)
+    scale = float(scores[finite].abs().max()) if bool(finite.any()) else 0.0
+    if scale == 0:
+        return None
+    checked = same = 0
+    for i in range(rows):
+        t = int(target[i])
+        if not 0 <= t < rows or t == i:
+            continue
+        other = (t + 1) % rows if (t + 1) % rows != i else (t + 2) % rows
+        keep = finite[i] & finite[t]
+        keep[[i, t]] = False
+        if not bool(keep.any()):
+            continue
+        checked += 1
+        tolerance = 1e-5 * scale
+        equal = bool(((scores[i] - scores[t]).abs()[keep] <= tolerance).all())
+        keep_other = finite[i] & finite[other]
+        keep_other[[i, t, other]] = False
+        distinct = bool(((scores[i] - scores[other]).abs()[keep_other] > tolerance).any())
+        same += equal and distinct
+    if checked < 4 or same < MOSTLY * checked:
+        return None
+    return Finding(
+        "warning",
+        "sanity check",
+        f"The two views of each example are identical: the scores at {where} are a [{rows}, {rows}] matrix between "
+        f"rows whose targets are made in the step, and for {same} of its {checked} rows the target's row holds the "
+        f"same scores as the row itself in every other column, while other rows differ: each row's positive is an "
+        f"exact copy of it (both views come from one augmentation draw, or from none). The loss is then minimised by "
+        f"any feature that tells the examples apart, nuisance included, and nothing teaches the invariances the views "
+        f"were meant to teach.",
+        evidence={"rows_checked": checked, "identical_pairs": same, "matrix": [rows, rows]},
+        where={"loss": "cross_entropy", "at": where},
+        fix="Draw the augmentation separately for each view (one random transform per view, not one for both).",
+    )
 
 
 # where a row's other view sits, by how the views were stacked: N is half the rows
