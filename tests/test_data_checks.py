@@ -125,3 +125,18 @@ def test_train_batches_ordered_by_their_label_are_a_warning_and_shuffled_or_imba
     assert order_findings(key, _label_batches(shuffled, 16), counts) == []
     rare = np.where(rng.random(2000) < 0.02, 1, 0)  # one class almost everywhere: its order tells nothing
     assert order_findings(key, _label_batches(np.sort(rare), 16), np.bincount(rare, minlength=4)) == []
+
+
+def _adjacencies(one_way: bool) -> NumpyDataset:
+    rng = np.random.default_rng(0)
+    upper = np.triu(rng.random((8, 6, 6)) < 0.4, 1).astype(np.float32)
+    return NumpyDataset({"adjacency": upper if one_way else upper + upper.transpose(0, 2, 1)})
+
+
+def test_square_matrices_with_one_triangle_empty_are_named_as_one_way():
+    key = DataKey("adjacency", (6, 6), "float32")
+    (finding,) = [f for f in _findings(_adjacencies(True), key=key) if "constant" in f.message]
+    assert finding.severity == "warning"
+    assert "They include all 15 entries below the diagonal of its [6, 6] matrices, all 0" in finding.message
+    assert "every edge is stored one way" in finding.message and "Are they filled in?" not in finding.message
+    assert not [f for f in _findings(_adjacencies(False), key=key) if "one way" in f.message]

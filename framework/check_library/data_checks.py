@@ -289,12 +289,21 @@ def _range_findings(
         evidence = {"constant_features": len(constant), "features": int(features.shape[1]), "batches": num_batches}
         at_features = {**at, "features": constant[:8].tolist()}
         # Constant border pixels of images are normal; a constant column of a small feature vector is not.
+        empty = _empty_triangle(values)
+        if empty is not None:
+            n = values.shape[1]
+            text += (
+                f". They include all {n * (n - 1) // 2} entries {empty} the diagonal of its [{n}, {n}] matrices, all "
+                f"0, while those on the other side are not: each matrix holds one direction only. If it is a graph's adjacency, every edge is "
+                f"stored one way, and message passing never carries information back along it (to a node from those "
+                f"it points to); an undirected graph stores both directions (A + A.T, or the reverse edges added)"
+            )
         if features.shape[1] <= 64 or len(constant) > features.shape[1] // 2:
             findings.append(
                 Finding(
                     "warning",
                     "sanity check",
-                    text + ". Are they filled in?",
+                    text + (". Are they filled in?" if empty is None else "."),
                     evidence=evidence,
                     where=at_features,
                     fix="Fill in the constant features, or drop them from the input.",
@@ -319,6 +328,20 @@ def _range_findings(
             )
         )
     return findings
+
+
+def _empty_triangle(values: np.ndarray) -> str | None:
+    """For square matrices (one per sequence): "below" or "above" when every entry on that side of the diagonal is 0
+    and some on the other side are not, else None."""
+    if values.ndim != 3 or values.shape[1] != values.shape[2] or values.shape[1] < 4:
+        return None
+    below = values[:, *np.tril_indices(values.shape[1], -1)]
+    above = values[:, *np.triu_indices(values.shape[1], 1)]
+    if not below.any() and above.any():
+        return "below"
+    if not above.any() and below.any():
+        return "above"
+    return None
 
 
 def value_stats(key: DataKey, batches: list) -> tuple[float, float] | None:
