@@ -456,3 +456,72 @@ def test_accumulated_and_scalar_losses_train_as_in_returnns_torch_engine(tmp_pat
         if mark == "mean":  # the framework's own convention: the window's mean, another result
             own = text.replace('backend = "torch"\nbehavior_version = 21\n', "")
             assert checksum("here", "mean_own", own) != pytest.approx(theirs, abs=1e-3)
+
+
+# ------------------------------------- torch_amp, grad_scaler, num_allowed_consec_invalid_gradient_steps, nonfinite
+# The same RETURNN config (SGD, 12 sequences of a RETURNN-written HDF file, batches of 3) with one option set, run by
+# RETURNN (python -m returnn) and here; NAN_VALUE is the first feature of sequence s4, in the second batch, whose loss
+# the step makes NaN where an option is about invalid steps (NaN loss, NaN gradients).
+OPTION_CASES = {
+    "float32": "",  # the reference: autocast changes the result
+    "amp_bfloat16": 'torch_amp = "bfloat16"\n',  # autocast on the CPU; RETURNN's default GradScaler({}) with it
+    "amp_dict_no_scaler": 'torch_amp = {"dtype": "bfloat16", "grad_scaler": None}\n',
+    "invalid_step_skipped": "num_allowed_consec_invalid_gradient_steps = 1\nstop_on_nonfinite_train_score = False\n",
+    "nonfinite_stops": "",  # stop_on_nonfinite_train_score: True, RETURNN's default
+}
+# Not compared: num_allowed_consec_invalid_gradient_steps next to stop_on_nonfinite_train_score = True. RETURNN skips
+# the update (Updater.step) and then stops on the step's NaN score (Engine.train_epoch); framework/debug/numerics.py
+# skips it and trains on (measured with this test's config: RETURNN exit 1, here exit 0).
+
+
+@pytest.mark.slow
+def test_amp_grad_scaler_and_invalid_steps_train_as_in_returnns_torch_engine(tmp_path):
+    """torch_amp (a str, a dict with grad_scaler None; RETURNN adds GradScaler({}) under autocast, which does nothing
+    on the CPU), num_allowed_consec_invalid_gradient_steps (a step with a NaN loss leaves the parameters as they are,
+    the training goes on) and stop_on_nonfinite_train_score (True, RETURNN's default: a NaN train score stops the
+    run): the parameters' checksum after the epoch, or the failure, as RETURNN's. Before this test, none of these
+    was compared with RETURNN."""
+    from returnn.datasets.hdf import SimpleHDFWriter
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "d.hdf"
+    writer = SimpleHDFWriter(str(path), dim=4, ndim=2, extra_type={"classes": (3, 1, "int32")})
+    nan_value = None
+    for i in range(12):
+        n = int(rng.integers(2, 7))
+        features = rng.standard_normal((1, n, 4)).astype(np.float32)
+        nan_value = float(features[0, 0, 0]) if i == 4 else nan_value
+        classes = rng.integers(0, 3, (1, n)).astype(np.int32)
+        writer.insert_batch(features, seq_len=[n], seq_tag=[f"s{i}"], extra={"classes": classes})
+    writer.close()
+    mark = (
+        "bad = bool((x[:, 0, 0] == NAN_VALUE).any()) and INVALID\n"
+        '    get_run_ctx().mark_as_loss(name="ce", loss=ce * (float("nan") if bad else 1.0))'
+    )
+
+    def run(who: str, name: str, text: str) -> tuple[int, float | None]:
+        config = tmp_path / f"{name}.config"
+        config.write_text(text)
+        (tmp_path / who / name).mkdir(parents=True)
+        cwd, env = str(tmp_path / who / name), {"OMP_NUM_THREADS": "1"}
+        if who == "returnn":
+            result = run_module("returnn", str(config), cwd=cwd, timeout=300, env={**os.environ, **env})
+        else:
+            result = run_rnn(str(config), "++report_html", "False", cwd=cwd, timeout=300)
+        sums = [float(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("CALL ")]
+        return result.returncode, (sums[0] if sums else None)
+
+    results = {}
+    for name, option in OPTION_CASES.items():
+        text = LOSS_CONFIG.replace("FILE", repr(str(path))).replace("ACCUM", "1").replace("MARK", mark)
+        text = text.replace("NAN_VALUE", repr(nan_value)).replace("INVALID", str(name.startswith(("invalid", "non"))))
+        text += option
+        (their_status, theirs), (our_status, ours) = (run(who, name, text) for who in ("returnn", "here"))
+        print(f"{name}: RETURNN exit {their_status} checksum {theirs}, here exit {our_status} checksum {ours}")
+        if name == "nonfinite_stops":
+            assert their_status != 0 and our_status != 0 and theirs is None and ours is None, name
+            continue
+        assert their_status == 0 and our_status == 0, name
+        assert ours == pytest.approx(theirs, abs=2e-6), name
+        results[name] = theirs
+    assert results["amp_bfloat16"] != pytest.approx(results["float32"], abs=1e-4)
