@@ -295,6 +295,12 @@ BUGS = {
         r"WARNING sanity check \(first step\): The error score 'err' is 0\.\d+ for predictions that the loss calls "
         r"perfect .* \(shapes \[8\] and \[8, 1\] -> \[8, 8\]\)",
     ),
+    "a word error rate with the hypothesis in the reference's place": (
+        ["cause_tagger_wer_swapped.py"],
+        r"WARNING sanity check \(first step\): The error score 'wer' is \d+ when the model predicts class 0 \(the "
+        r"batch's most frequent target\) everywhere: .* while 'wer' is 0 for perfect predictions .* An error rate "
+        r"counts the targets' errors, at most 1 when each target is missed once",
+    ),
     "a cosine classifier whose scores are scaled by a temperature below 1": (
         ["classify.py", "cause_classify_cosine_scale.py"],
         r"WARNING sanity check \(first step\): The scores cross_entropy at .* gets span at most 0\.\d+ within a row "
@@ -328,6 +334,7 @@ HEALTHY = {
     "a regression with input noise in training only": ["regress.py", "healthy_regress_training_noise.py"],
     "GPT-2 with -100 at the padded positions": ["lib_gpt2.py"],
     "cross-entropy with a z-loss on its normaliser": ["classify.py", "healthy_classify_zloss.py"],
+    "a frame tagger scored by its word error rate": ["cause_tagger_wer_swapped.py", "healthy_tagger_wer.py"],
     "a multi-label error of the loss's own decisions, and an accuracy marked as an error score": [
         "healthy_multilabel.py",
         "healthy_multilabel_error.py",

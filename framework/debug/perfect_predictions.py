@@ -18,6 +18,7 @@ moved toward 0 but stayed at least ``LEFT`` is a warning.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,7 @@ register(
 MARGIN = 30.0  # a logit this far from the others: the loss of a perfect prediction, to float precision
 AT_MINIMUM = 1e-4  # a watched loss at most this under perfect scores is at its minimum
 LEFT = 0.02  # an error score at least this under perfect predictions did not reach 0
+BEYOND = 1.5  # an error rate above this for one prediction everywhere is not a share of the targets
 _LOSSES = (F.cross_entropy, F.binary_cross_entropy_with_logits, F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss)
 
 
@@ -65,6 +67,8 @@ class _Scored:
     module: tuple[str, int]  # (module path, its call number in the step)
     view: tuple[tuple[int, ...], tuple[int, ...], int]  # the input's size, stride and offset within that output
     perfect: torch.Tensor  # the perfect scores, in the input's shape (ignored positions: the model's)
+    constant: torch.Tensor | None = None  # one prediction everywhere: the most frequent target class, or nothing
+    predicted: str = ""  # what ``constant`` predicts, in words
 
 
 class PerfectPredictions(Plugin):
@@ -102,10 +106,59 @@ class PerfectPredictions(Plugin):
             was, now = _value(marked), _value(after.losses[name])
             if 0 <= now < was <= 1 and now >= LEFT:
                 findings.append(_finding(name, was, now, scored, crossed.get(name)))
+        if not findings:
+            findings = self._constant_predictions(session, state, scored, before, after)
         if findings:
             report_findings(
                 state, "first step", findings[:1], ModelCheckError, False, off="debug_perfect_predictions = False"
             )
+
+    @staticmethod
+    def _constant_predictions(
+        session: ProbeSession, state: RunState, scored: list[_Scored], before: RunCtx, after: RunCtx
+    ) -> list[Finding]:
+        """The third run: one prediction everywhere (the most frequent target class; for 0/1 tags, none). An error
+        rate counts the targets' errors and is at most 1 then; an error score at 0 for perfect predictions and within
+        [0, 1] for the model's that exceeds ``BEYOND`` is divided by something the predictions make."""
+        rates = {
+            name: (_value(marked), _value(after.losses[name]))
+            for name, marked in before.losses.items()
+            if marked.as_error and name in after.losses
+        }
+        rates = {name: v for name, v in rates.items() if 0 <= v[0] <= 1 and 0 <= v[1] < LEFT}
+        if not rates or any(s.constant is None for s in scored):
+            return []
+        constant = [dataclasses.replace(s, perfect=s.constant) for s in scored]
+        try:
+            _, one, _ = _run(session, state.batch, constant)
+        except ProbeLimit as exc:
+            log.v5(f"Perfect-predictions check: the constant-prediction run failed ({exc}).")
+            return []
+        for name, (was, now) in rates.items():
+            value = _value(one.losses[name]) if name in one.losses else 0.0
+            if value > BEYOND:
+                return [_beyond_finding(name, was, now, value, scored)]
+        return []
+
+
+def _beyond_finding(name: str, was: float, now: float, value: float, scored: list[_Scored]) -> Finding:
+    first = scored[0]
+    losses = ", ".join(f"{s.loss} at {s.where}" for s in scored[:2])
+    return Finding(
+        "warning",
+        "sanity check",
+        f"The error score {name!r} is {value:.3g} when the model predicts {first.predicted} everywhere: on a copy, "
+        f"evaluated as dev is, the scores that {losses} gets (the output of module {first.module[0]!r}) were replaced "
+        f"by that one prediction, while {name!r} is {now:.3g} for perfect predictions and {was:.3g} for the model's. "
+        f"An error rate counts the targets' errors, at most 1 when each target is missed once; {name!r} is divided by "
+        f"something the predictions make, which shrinks when the model predicts little: the predictions' count where "
+        f"the targets' belongs (an edit-distance rate such as a WER with the hypothesis in the reference's place, a "
+        f"precision where the error of a recall is meant).",
+        evidence={"error_model": was, "error_perfect": now, "error_constant": value, "predicted": first.predicted},
+        where={"error": name, "module": first.module[0], "line": first.where},
+        fix=f"Divide {name!r} by the targets' count (in a WER: pass the reference as the reference, the "
+        "hypothesis as the hypothesis).",
+    )
 
 
 def _value(marked: Any) -> float:
@@ -253,6 +306,7 @@ class _Watch(TorchFunctionMode):
         if not any(same_values(target, t) for t in self.batch):
             return  # a target the step made (sampled actions, shifted copies): its perfect scores are not known
         perfect = _perfect_scores(func, scores, target, kwargs)
+        constant, predicted = _constant_scores(func, scores, target, kwargs) if perfect is not None else (None, "")
         producer = next(
             (
                 key
@@ -267,7 +321,9 @@ class _Watch(TorchFunctionMode):
         offset = scores.storage_offset() - output.storage_offset()
         view = (tuple(scores.shape), tuple(scores.stride()), offset)
         where = format_frame(user_frame())
-        self.scored.append(_Scored(func.__name__, self.loss_calls, where, producer, view, perfect.detach()))
+        self.scored.append(
+            _Scored(func.__name__, self.loss_calls, where, producer, view, perfect.detach(), constant, predicted)
+        )
 
 
 def _crosses(inputs: list[torch.Tensor], out: torch.Tensor, size: int) -> bool:
@@ -308,6 +364,27 @@ def _perfect_scores(func: Any, scores: torch.Tensor, target: torch.Tensor, kwarg
     if target.shape != scores.shape:  # a regression loss that broadcasts: its perfect prediction is not one tensor
         return None
     return target.to(scores.dtype)
+
+
+def _constant_scores(
+    func: Any, scores: torch.Tensor, target: torch.Tensor, kwargs: dict
+) -> tuple[torch.Tensor | None, str]:
+    """Scores that predict one thing everywhere (positions a loss ignores keep the model's): the most frequent target
+    class for cross_entropy, no tag for 0/1 tags; (None, "") for the other losses."""
+    if func is F.cross_entropy:
+        ignored = target == int(kwargs.get("ignore_index", -100))
+        counted = target[~ignored]
+        if counted.numel() == 0:
+            return None, ""
+        majority = int(torch.bincount(counted.flatten().long()).argmax())
+        classes = scores.shape[1] if scores.dim() > 1 else scores.shape[0]
+        hot = F.one_hot(torch.full_like(target, majority).long(), classes).movedim(-1, 1 if scores.dim() > 1 else 0)
+        constant = (hot.to(scores.dtype) - 1) * MARGIN
+        keep = ignored.unsqueeze(1 if scores.dim() > 1 else 0).expand_as(constant)
+        return torch.where(keep, scores.detach(), constant), f"class {majority} (the batch's most frequent target)"
+    if func is F.binary_cross_entropy_with_logits:
+        return torch.full_like(scores.detach(), -MARGIN), "no tag (every logit at -30)"
+    return None, ""
 
 
 def _with_perfect(output: torch.Tensor, replaced: list[_Scored]) -> torch.Tensor:
