@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -135,13 +136,31 @@ def pytest_collection(session: pytest.Session) -> object:
     """pytest keeps each test module with its asserts rewritten (tests/__pycache__/*-pytest-*.pyc, ignored by git) only
     where bytecode may be written: where ``PYTHONDONTWRITEBYTECODE`` is set, every worker rewrote all test modules at
     every run, ~7 s of CPU each. Collection writes them whatever that variable says (as pytest_configure compiles the
-    framework); the runs the tests start see the variable as it was."""
+    framework); the runs the tests start see the variable as it was.
+
+    Collection imports torch, transformers and the test modules (300,000 to 500,000 objects) with the garbage collector
+    off: its full collections there, over objects that stay, cost about 1.3 s of CPU per worker. Then every object
+    there is gets frozen (``gc.freeze``), as the preloaded server freezes what it imported: the in-process runs' full
+    collections and the scans of every live object that checks make (live ReduceLROnPlateau schedulers, live
+    tensors: ``gc.get_objects`` leaves frozen objects out) skip them. What a test or a run creates is collected and
+    scanned as before. Measured (-n 0, test_split_pairing and test_plugin_state selected from a full collection;
+    thread CPU inside the collector's callbacks and the scheduler scans): collections 2.4 s and scans 1.3 s before,
+    0.8 s and 0.3 s after, besides the 1.3 s at collection."""
     writes = sys.dont_write_bytecode
     sys.dont_write_bytecode = False
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return (yield)
     finally:
         sys.dont_write_bytecode = writes
+        if collecting:
+            if len(session.items) > 100 and "torch" in sys.modules:
+                # torch._dynamo (~120,000 objects), which the first optimizer of an in-process run imports, frozen
+                # too: a session of this many tests makes such a run anyway
+                import torch._dynamo  # noqa: F401
+            gc.freeze()
+            gc.enable()
 
 
 def pytest_configure(config: pytest.Config) -> None:
