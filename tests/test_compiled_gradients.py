@@ -11,9 +11,7 @@ import re
 import pytest
 import torch
 from devkit.doc_commands import missing_lines
-from functorch.compile import make_boxed_compiler, nop
 from torch import nn
-from torch._dynamo.backends.common import aot_autograd
 
 from framework.assembly import Engine
 from framework.base.config import Config
@@ -24,7 +22,6 @@ def fresh_dynamo():
     torch._dynamo.reset()  # no compiled code (of another test's backend) reused for nn.Sequential.forward
 
 
-@make_boxed_compiler
 def _zero_first_weight_gradient(gm: torch.fx.GraphModule, example_inputs):
     """The backward graph, with the gradient of its first 2-d input (a weight) replaced by zeros."""
     output = next(node for node in gm.graph.nodes if node.op == "output")
@@ -37,7 +34,6 @@ def _zero_first_weight_gradient(gm: torch.fx.GraphModule, example_inputs):
     return gm
 
 
-@make_boxed_compiler
 def _zero_every_gradient(gm: torch.fx.GraphModule, example_inputs):
     """The backward graph, with every gradient replaced by zeros."""
     output = next(node for node in gm.graph.nodes if node.op == "output")
@@ -51,9 +47,13 @@ def _zero_every_gradient(gm: torch.fx.GraphModule, example_inputs):
     return gm
 
 
-ALL_ZERO_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=_zero_every_gradient)
-ZEROING_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=_zero_first_weight_gradient)
-HEALTHY_BACKEND = aot_autograd(fw_compiler=nop, bw_compiler=nop)
+def _backend(bw_compiler=None):
+    """An ``aot_autograd`` backend whose backward compiler is ``bw_compiler`` (boxed), or the graph as it is.
+    Built when a test uses it: functorch.compile's import (~0.7 s of CPU) is not paid by every worker's collection."""
+    from functorch.compile import make_boxed_compiler, nop
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(fw_compiler=nop, bw_compiler=nop if bw_compiler is None else make_boxed_compiler(bw_compiler))
 
 
 class Detached(nn.Module):
@@ -96,7 +96,7 @@ def _mlp(**_kwargs):
 
 
 def test_a_weight_the_compiled_graph_gives_no_gradient_is_named_a_compiler_problem(output):
-    (line,) = _warnings(output, ZEROING_BACKEND, _mlp)
+    (line,) = _warnings(output, _backend(_zero_first_weight_gradient), _mlp)
     assert "vanishing gradients" in line and "module '0' (Linear): weight" in line, line
     assert "The compiled model's gradients differ from eager mode's" in line and "a compiler problem" in line, line
     assert "parameters 0.weight" in line and "torch_compile = False" in line, line
@@ -112,11 +112,11 @@ def _documented_warning() -> str:
 
 
 def test_a_healthy_compiled_model_stays_quiet(output):
-    assert _warnings(output, HEALTHY_BACKEND, _mlp) == []
+    assert _warnings(output, _backend(), _mlp) == []
 
 
 def test_the_models_own_missing_gradient_is_the_models_when_eager_mode_agrees(output):
-    compiled = _warnings(output, HEALTHY_BACKEND, lambda **_: Detached())
+    compiled = _warnings(output, _backend(), lambda **_: Detached())
     eager = _warnings(output, None, lambda **_: Detached())
     assert any("module 'side' (Linear): weight, bias did not change" in line for line in compiled), compiled
     assert all("compiler problem" not in line for line in compiled), compiled
@@ -130,6 +130,6 @@ def test_the_models_own_missing_gradient_is_the_models_when_eager_mode_agrees(ou
 
 
 def test_updates_that_change_nothing_because_the_compiled_gradients_are_zero_name_the_compiler(output):
-    (line,) = _warnings(output, ALL_ZERO_BACKEND, _mlp, check="update integrity")
+    (line,) = _warnings(output, _backend(_zero_every_gradient), _mlp, check="update integrity")
     assert "the last update of epoch 1 changed no parameter" in line, line
     assert "a compiler problem" in line and "accumulates gradients on its own" not in line, line

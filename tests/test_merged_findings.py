@@ -19,7 +19,6 @@ import pytest
 from conftest import ROOT, run_rnn, write_config
 from framework.base import findings
 from framework.base.findings import Finding, standing
-from framework.run_report import render
 
 GAN = os.path.join(ROOT, "configs", "gan_ring.py")
 STEP_DECAY = os.path.join(ROOT, "tests", "corpus", "bugs", "step_decay_uses_target_rate_as_factor.py")
@@ -98,6 +97,8 @@ def test_an_optimizer_no_loss_is_marked_for_is_one_record(tmp_path):
     assert not [line for line in summary if line.startswith("    gradient health:")]
     (line,) = [line for line in summary if line.startswith("    sanity check (first 9 updates):")]
     assert "1 warning;" in line and line.endswith("(also reported by: gradient health)")
+    from framework.run_report import render  # matplotlib: imported by the one test that draws, not at collection
+
     page = render(str(model))
     assert page.count("no loss was marked for it") == 1 and "also reported by: gradient health" in page
 
