@@ -163,7 +163,8 @@ def _init_hook(run_ctx, **kwargs):
     run_ctx.out = open("search_out.py", "wt")
     run_ctx.out.write("{\\n")
     run_ctx.prefix = kwargs["prefix"]
-    run_ctx.calls = 0
+    run_ctx.calls = run_ctx.seen = 0
+    assert len(kwargs) == 2 and [k for k in kwargs if k != "prefix"][0].startswith("__random_arg_")
 
 
 def forward_finish_hook(run_ctx, **kwargs):
@@ -178,10 +179,12 @@ forward_init_hook = functools.partial(_init_hook, prefix="hyp")
 
 def forward_step(*, model, data, run_ctx, **kwargs):
     assert set(data) == {"data", "data:size0", "data:size1", "data:size2", "classes", "classes:size0",
-                         "classes:size1", "seq_tag"}, sorted(data)
+                         "classes:size1", "seq_idx", "seq_tag"}, sorted(data)
     assert isinstance(data["seq_tag"], list) and int(data["data:size0"]) == len(data["seq_tag"])
     assert data["data:size2"].tolist() == [3] * len(data["seq_tag"])
     assert len(kwargs) == 1 and next(iter(kwargs)).startswith("__fwd_compatible_random_arg_")
+    assert data["seq_idx"] == list(range(run_ctx.seen, run_ctx.seen + len(data["seq_tag"])))
+    run_ctx.seen += len(data["seq_tag"])
     run_ctx.calls += 1
     best = model(data["data"]).argmax(-1)
     for tag, labels, length in zip(data["seq_tag"], best, data["data:size1"]):
@@ -193,7 +196,9 @@ def test_miniretunns_forward_runs_its_hooks_around_steps_that_get_its_data_and_o
     """MiniReturnn (the RETURNN fork of i6's torch setups) forwards its ``forward`` dataset: forward_init_hook(run_ctx)
     first, then forward_step(model=, data=, run_ctx=) on each batch, its collated data (key, key:sizeN, seq_tag as a
     list) and the same run_ctx (what the hook set is there), forward_finish_hook at the end; no output file. The
-    dataset keeps its own order (MiniReturnn does not sort). Without a checkpoint, the fresh model runs."""
+    dataset keeps its own order (MiniReturnn does not sort). Without a checkpoint, the fresh model runs. (MiniReturnn
+    itself, github.com/JackTemaki/MiniReturnn at 6613b775, run on such a config with a checkpoint gave the same
+    batches, keys, shapes, dtypes, lengths, tags, seq_idx and model outputs: it is not installed here to run.)"""
     lengths = [4, 2, 6, 3, 5]
     hdf = write_returnn_hdf(tmp_path / "a.hdf", [f"a/{i}" for i in range(len(lengths))], lengths, seed=3)
     config = tmp_path / "mini.config"

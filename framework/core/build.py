@@ -275,13 +275,15 @@ def dummy_datasets(config: Config) -> Callable[[str], Any]:
 
 
 def init_forward_data(
-    config: Config, device: torch.device, sort: bool = True
+    config: Config, device: torch.device, fork: bool = False
 ) -> tuple[Any, dict[str, DataKey], BatchLoader]:
-    """task=forward's dataset (option ``forward_data``; MiniReturnn's ``forward`` where that is unset), its
-    ``extern_data`` and its batch loader. ``sort``: RETURNN's longest-first order (MiniReturnn keeps the dataset's)."""
+    """task=forward's dataset (option ``forward_data``; MiniReturnn's ``forward`` where that is unset: a dataset dict,
+    or any dataset in a MiniReturnn forward config, ``fork``), its ``extern_data`` and its batch loader. RETURNN sorts
+    the data longest first; MiniReturnn (``fork``) keeps the dataset's order."""
     get = dummy_datasets(config)
     option = get("forward_data")
-    if not config.has("forward_data") and config.get("forward") is not None:  # MiniReturnn's forward dataset
+    forward = config.get("forward")
+    if not config.has("forward_data") and (isinstance(forward, dict) or (fork and forward is not None)):
         spec, option = config.get("forward"), "forward"
     elif not isinstance(option, str):  # RETURNN's notation: the dataset itself (a dict; a callable or Dataset as train)
         spec, option = option, "forward_data"
@@ -307,7 +309,7 @@ def init_forward_data(
         train_ordering=config.get("batching") if is_returnn_config(config) else None,
         returnn_eval=option in ("dev", "eval"),
     )
-    if sort and is_returnn_config(config) and config.bool("sort_dataset") and dataset.returnn_sortable:
+    if not fork and is_returnn_config(config) and config.bool("sort_dataset") and dataset.returnn_sortable:
         # RETURNN's Engine.forward_with_callback: longest first where the dataset's class sorts, whatever it set
         dataset.seq_ordering = "sorted_reverse"
     have = dataset.key_info()

@@ -458,7 +458,7 @@ class Engine:
         state, emit = self.state, self.callbacks.emit
         forward_step = step_function(self.config, "forward")  # a config error before anything is loaded
         fork = returnn_forward.fork_forward(self.config)  # MiniReturnn's forward: hooks, data=, no sorting
-        dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device, sort=not fork)
+        dataset, state.extern_data, loader = build.init_forward_data(self.config, state.device, fork=fork)
         self.load_for_inference()
         path = forward.output_path(self.config, state.epoch)
         collector = forward.output_collector(self.config, dataset, state.model, state.extern_data)
@@ -476,7 +476,8 @@ class Engine:
                 emit(Event.FORWARD_STEP_START, state)
                 if shared is not None:
                     tags = forward.sequence_tags(dataset, [int(i) for i in indices])
-                    returnn_forward.call_fork_step(forward_step, state.model, run_ctx, shared, tags)
+                    positions = list(range(len(collector.seq_indices), len(collector.seq_indices) + len(tags)))
+                    returnn_forward.call_fork_step(forward_step, state.model, run_ctx, shared, tags, positions)
                 else:
                     call_step(forward_step, state.model, run_ctx)
                 emit(Event.FORWARD_STEP_END, state)

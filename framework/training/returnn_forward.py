@@ -12,7 +12,9 @@
   ``forward_init_hook(run_ctx, **kwargs)`` runs before the first step and ``forward_finish_hook(run_ctx, **kwargs)``
   after the last, with the run context that every ``forward_step(*, model, data, run_ctx, **kwargs)`` gets (the
   hooks keep their state on it); ``data`` is MiniReturnn's collated batch: ``key`` (padded), ``key:size1`` (the
-  lengths of axis 1, further axes ``:size2``...), ``key:size0`` (the batch size) and ``seq_tag`` (a list).
+  lengths of axis 1, further axes ``:size2``...), ``key:size0`` (the batch size), ``seq_tag`` and ``seq_idx`` (lists).
+  Compared with MiniReturnn itself (its rnn.py on the same config, checkpoint and HDF file): the same batches, keys,
+  shapes, dtypes, lengths, tags, positions and model outputs, the hooks' keyword as MiniReturnn names it.
 """
 
 from __future__ import annotations
@@ -209,21 +211,23 @@ class ForkRunCtx:
         return getattr(step_ctx, name)
 
 
-def _sentinel() -> dict[str, None]:
-    """MiniReturnn's forward-compatibility argument: a randomly named keyword, so hooks and steps need ``**kwargs``."""
-    return {f"__fwd_compatible_random_arg_{int(random.random() * 100)}": None}
+def _sentinel(prefix: str = "__fwd_compatible_random_arg_") -> dict[str, None]:
+    """MiniReturnn's forward-compatibility argument: a randomly named keyword, so hooks and steps need ``**kwargs``
+    (``__random_arg_N`` for the hooks, ``__fwd_compatible_random_arg_N`` for the steps, as MiniReturnn names them)."""
+    return {f"{prefix}{int(random.random() * 100)}": None}
 
 
 def call_hook(config: Any, name: str, run_ctx: ForkRunCtx) -> None:
     """Call the config's ``forward_init_hook`` / ``forward_finish_hook`` as MiniReturnn does, if set."""
     hook = config.get(name)
     if hook is not None:
-        hook(run_ctx, **_sentinel())
+        hook(run_ctx, **_sentinel("__random_arg_"))
 
 
-def fork_data(batch: dict[str, Any], tags: list[str]) -> dict[str, Any]:
+def fork_data(batch: dict[str, Any], tags: list[str], positions: list[int]) -> dict[str, Any]:
     """MiniReturnn's collated batch from a batch here: each key, its lengths per padded axis as ``key:sizeN`` (on the
-    data's device, as MiniReturnn moves the whole dict), ``key:size0`` (the batch size) and ``seq_tag`` (a list)."""
+    data's device, as MiniReturnn moves the whole dict), ``key:size0`` (the batch size), ``seq_tag`` and ``seq_idx``
+    (lists: the tags, and the sequences' positions in the epoch's order)."""
     data: dict[str, Any] = {}
     for key, value in batch.items():
         if key.endswith(":seq_len") or not isinstance(value, torch.Tensor):
@@ -234,16 +238,19 @@ def fork_data(batch: dict[str, Any], tags: list[str]) -> dict[str, Any]:
             sizes = lengths if axis == 1 and lengths is not None else torch.full((value.shape[0],), value.shape[axis])
             data[f"{key}:size{axis}"] = sizes.to(value.device)
         data[f"{key}:size0"] = torch.tensor(value.shape[0], device=value.device)
+    data["seq_idx"] = list(positions)
     data["seq_tag"] = list(tags)
     return data
 
 
-def call_fork_step(step: Any, model: torch.nn.Module, run_ctx: Any, shared: ForkRunCtx, tags: list[str]) -> None:
+def call_fork_step(
+    step: Any, model: torch.nn.Module, run_ctx: Any, shared: ForkRunCtx, tags: list[str], positions: list[int]
+) -> None:
     """``forward_step(model=, data=, run_ctx=)`` as MiniReturnn's ``run_forward_step`` calls it, in the step's run
     context (and its autocast)."""
     shared.__dict__["_step_ctx"] = run_ctx
     names, open_ended = _parameters(step)
-    values = {"model": model, "data": fork_data(run_ctx.batch, tags), "run_ctx": shared}
+    values = {"model": model, "data": fork_data(run_ctx.batch, tags, positions), "run_ctx": shared}
     kwargs = {k: v for k, v in values.items() if open_ended or k in names}
     if open_ended:
         kwargs.update(_sentinel())
