@@ -303,6 +303,7 @@ class LossWindowWatch(Plugin):
         if self.in_segment and state.epoch_scores is not None:
             self._close(state)
         self._judge_curve(state, final=True)  # nothing new since the last epoch end: judged there
+        self._judge_dev(state, at_end=True)  # a run of one evaluation is judged on it
 
     def _close(self, state: RunState) -> None:
         """End the open segment: copy the epoch sums of the optimized losses on the device into a pending row
@@ -669,8 +670,10 @@ class LossWindowWatch(Plugin):
         ]
         return f"; {', '.join(at)} sits there too" if at else ""
 
-    def _judge_dev(self, state: RunState) -> None:
-        """At an epoch end: a dev loss still at its chance level while the train loss fell well below it."""
+    def _judge_dev(self, state: RunState, at_end: bool = False) -> None:
+        """At an epoch end: a dev loss still at its chance level, in two evaluations or more (one at the run's end),
+        while the train loss fell well below it. One evaluation is too early to judge: an evaluated model that lags
+        the trained one on purpose (weights averaged from a later epoch on) sits at chance after epoch 1."""
         levels = state.store.get(CHANCE_LEVELS) or {}
         scores = state.lr_control.scores
         if not levels or state.epoch not in scores or not self.segments:
@@ -682,7 +685,7 @@ class LossWindowWatch(Plugin):
                 continue
             for dataset in scores[state.epoch]:
                 history = [scores[e][dataset][name] for e in sorted(scores) if name in scores[e].get(dataset, {})]
-                if dataset == "train" or not history:
+                if dataset == "train" or not history or (len(history) < 2 and not at_end):
                     continue
                 if all(value >= level.value * (1 - CHANCE_MARGIN) for value in history):
                     self.chance_warned.append(name)
