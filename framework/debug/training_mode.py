@@ -6,24 +6,28 @@ without switching back leaves the rest of the epoch training in eval mode: no dr
 running statistics that those steps no longer update. Nothing fails; the dev score is worse.
 
 Configured against applied, at every train step: the modules that compute differently in the two modes, are part
-of what is trained (a frozen teacher is not) and are in training mode at the epoch's first step (after the
-epoch-start callbacks, so batch norm frozen on purpose there is the baseline) must still be in training mode at each
-later step's start, which costs one attribute read per such module. ``nn.Module.train`` is wrapped for the run (it calls the original at once) to remember the user's line that
-switched each watched module to eval mode; a switch back clears it. A switch made inside the first step's
-``train_step`` is the eval-mode check's (one problem, one record).
+of what is trained (they got gradients in the first step; a frozen teacher did not) and are in training mode at the
+epoch's first step (after the epoch-start callbacks, so batch norm frozen on purpose there is the baseline) must be
+in training mode when a later step runs its forward: in eval mode at the step's start and not switched to training
+mode by ``train_step`` itself (an acting loop that ends each step in eval mode and starts the next with
+``model.train()`` is right). That costs one attribute read per such module and step. ``nn.Module.train`` is wrapped
+while a run watches (it calls the original at once) to see the switches and remember the user's line that switched
+each watched module to eval mode. A switch made inside the first step's ``train_step`` is also the eval-mode check's
+(one problem, one record).
 """
 
 from __future__ import annotations
 
 import traceback
-from typing import Any
+from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 from framework.base.config import Config
 from framework.base.findings import Finding, report
 from framework.base.options import register
-from framework.check_library.mode_dependence import differs_by_mode
+from framework.check_library.mode_dependence import differs_by_mode, reads_training_flag, statistics_of
 from framework.check_library.tensors import calling_user_frame, format_frame
 from framework.core.events import Event, Order
 from framework.core.plugin import Plugin, on
@@ -45,59 +49,91 @@ PROBLEM = "a model trained in eval mode"
 
 
 class _SwitchLines:
-    """Wraps ``nn.Module.train`` while installed: remembers, for the modules of ``ids``, the user's line of the last
-    switch to eval mode that no switch back followed."""
+    """What ``nn.Module.train`` calls did to the modules of ``ids`` while this is installed: the user's line of the
+    first switch to eval mode that no switch back followed (``lines``), and the modules switched to training mode
+    since ``switched_on`` was last cleared."""
 
     def __init__(self) -> None:
         self.ids: set[int] = set()
         self.lines: dict[int, traceback.FrameSummary | None] = {}
-        self.original: Any = None
+        self.switched_on: set[int] = set()
+
+    def note(self, module: nn.Module, mode: bool) -> None:
+        key = id(module)
+        if key not in self.ids:
+            return
+        if mode:
+            self.lines.pop(key, None)
+            self.switched_on.add(key)
+        elif key not in self.lines:  # the first switch: a later one of a module in eval mode changes nothing
+            self.lines[key] = calling_user_frame()
 
     def install(self) -> None:
-        original = self.original = nn.Module.train
-        lines, ids = self.lines, self.ids
-
-        def train(module: nn.Module, mode: bool = True) -> nn.Module:
-            if id(module) in ids:
-                if mode:
-                    lines.pop(id(module), None)
-                elif id(module) not in lines:  # the first switch: a later one of a module in eval mode changes nothing
-                    lines[id(module)] = calling_user_frame()
-            return original(module, mode)
-
-        train.__doc__, train.__wrapped__ = original.__doc__, original  # type: ignore[attr-defined]
-        nn.Module.train = train  # type: ignore[method-assign]
+        if self not in _ACTIVE:
+            _ACTIVE.append(self)
+        if len(_ACTIVE) == 1 and getattr(nn.Module.train, "__wrapped__", None) is None:
+            nn.Module.train = _recording_train  # type: ignore[method-assign]
 
     def uninstall(self) -> None:
-        if self.original is not None and getattr(nn.Module.train, "__wrapped__", None) is self.original:
-            nn.Module.train = self.original  # type: ignore[method-assign]
-        self.original = None
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        if not _ACTIVE and nn.Module.train is _recording_train:
+            nn.Module.train = _ORIGINAL_TRAIN  # type: ignore[method-assign]
 
 
-def _trained(name: str, modules: dict[str, nn.Module], with_grad: set[int]) -> bool:
-    """Whether the module ``name`` is part of what is trained: the nearest module holding parameters, it or one that
-    contains it, has some that got a gradient in the first step (a frozen teacher's dropout, run in eval mode under
-    no_grad on purpose, is not)."""
+# One wrapper for the process, whatever number of runs watch (runs in one process may overlap); it calls the
+# original at once and tells each watching run.
+_ACTIVE: list[_SwitchLines] = []
+_ORIGINAL_TRAIN = nn.Module.train
+
+
+def _recording_train(module: nn.Module, mode: bool = True) -> nn.Module:
+    if not torch.compiler.is_compiling():  # under Dynamo a frame lookup would break the graph
+        for watching in _ACTIVE:
+            watching.note(module, mode)
+    return _ORIGINAL_TRAIN(module, mode)
+
+
+_recording_train.__doc__ = _ORIGINAL_TRAIN.__doc__
+_recording_train.__wrapped__ = _ORIGINAL_TRAIN  # type: ignore[attr-defined]
+
+
+@dataclass
+class _Watched:
+    """A module that computes differently in the two modes, and the parameters that make it part of what is
+    trained: its own or those of the nearest module that contains it and holds some."""
+
+    name: str
+    module: nn.Module
+    owner: list[nn.Parameter]
+
+    @property
+    def trained(self) -> bool:
+        return any(p.requires_grad for p in self.owner)  # a block frozen since (progressive freezing) is not
+
+
+def _owner(name: str, modules: dict[str, nn.Module]) -> list[nn.Parameter]:
     parts = name.split(".") if name else []
     for i in range(len(parts), -1, -1):
         params = list(modules[".".join(parts[:i])].parameters())
         if params:
-            return any(id(p) in with_grad for p in params)
-    return False
+            return params
+    return []
 
 
 class TrainingMode(Plugin):
-    """Counts the train steps that start with a mode-dependent module switched to eval mode since the epoch began,
-    and reports them once, with the line that switched."""
+    """Counts the train steps whose forward ran a mode-dependent module in eval mode that was in training mode at
+    the epoch's first step, and reports them once, with the line that switched it."""
 
     bug_check = ("debug_training_mode",)
     order = Order.LAST  # at a step's start, after the user's and the framework's callbacks of STEP_START
 
     def __init__(self) -> None:
         self.switches = _SwitchLines()
-        self.watched: list[tuple[str, nn.Module]] | None = None  # None: the epoch's first step takes the baseline
+        self.watched: list[_Watched] | None = None  # None: the epoch's first step takes the baseline
+        self.suspects: list[_Watched] = []  # watched modules in eval mode at this step's start
         self.eval_steps = self.steps = 0
-        self.first: tuple[int, int, list[str]] | None = None  # (step in epoch, global step, modules in eval mode)
+        self.first: tuple[int, list[str]] | None = None  # (step in epoch, from 1; the modules in eval mode)
         self.with_grad: set[int] | None = None  # the parameters that got a gradient in the run's first step
         self.done = False
 
@@ -116,29 +152,43 @@ class TrainingMode(Plugin):
         if self.watched is None:
             self._baseline(state)
             return
-        in_eval = [name for name, module in self.watched if not module.training]
         self.steps = state.steps_in_epoch
+        self.suspects = [w for w in self.watched if not w.module.training]
+        self.switches.switched_on.clear()
+
+    @on(Event.AFTER_FORWARD, Order.FIRST)
+    def count(self, state: RunState) -> None:
+        """A suspect that train_step itself switched to training mode (model.train() at its start, an acting
+        loop's eval mode at its end) trained as it should; one whose parameters no longer train does not matter."""
+        if not self.suspects:
+            return
+        in_eval = [w.name for w in self.suspects if id(w.module) not in self.switches.switched_on and w.trained]
+        self.suspects = []
         if in_eval:
             self.eval_steps += 1
             if self.first is None:
-                self.first = (state.step_in_epoch, state.global_step, in_eval)
+                self.first = (state.step_in_epoch + 1, in_eval)
 
     def _baseline(self, state: RunState) -> None:
-        self.watched = [(n, m) for n, m in state.model.named_modules() if m.training and differs_by_mode(m)]
+        modules = dict(state.model.named_modules())
+        self.watched = [
+            _Watched(n, m, _owner(n, modules)) for n, m in modules.items() if m.training and differs_by_mode(m)
+        ]
         self.switches.lines.clear()
         if self.with_grad is not None:
-            self._keep_trained(state)
+            self._keep_trained()
 
     @on(Event.AFTER_BACKWARD, once=True)
     def first_gradients(self, state: RunState) -> None:
         self.with_grad = {id(p) for p in state.model.parameters() if p.grad is not None}
-        self._keep_trained(state)
+        self._keep_trained()
 
-    def _keep_trained(self, state: RunState) -> None:
-        modules = dict(state.model.named_modules())
-        self.watched = [(n, m) for n, m in self.watched or [] if _trained(n, modules, self.with_grad or set())]
-        self.switches.ids = {id(m) for _, m in self.watched}
-        if self.watched and self.switches.original is None:
+    def _keep_trained(self) -> None:
+        """Only modules whose parameters got a gradient in the first step are part of what is trained (a frozen
+        teacher's dropout, run in eval mode under no_grad on purpose, is not)."""
+        self.watched = [w for w in self.watched or [] if any(id(p) in (self.with_grad or ()) for p in w.owner)]
+        self.switches.ids = {id(w.module) for w in self.watched}
+        if self.watched:
             self.switches.install()
 
     @on(Event.EPOCH_END, Order.OBSERVE)
@@ -155,10 +205,10 @@ class TrainingMode(Plugin):
         self.switches.uninstall()
 
     def _finding(self, state: RunState) -> Finding:
-        step, global_step, names = self.first  # type: ignore[misc]
-        modules = dict(self.watched or [])
-        frames = {name: self.switches.lines.get(id(modules[name])) for name in names}
-        frame = next((f for f in frames.values() if f is not None), None)
+        step, names = self.first  # type: ignore[misc]
+        modules = {w.name: w.module for w in self.watched or []}
+        frames = [self.switches.lines.get(id(modules[name])) for name in names]
+        frame = next((f for f in frames if f is not None), None)
         how = (
             f"{format_frame(frame)} switched it to eval mode"
             if frame is not None
@@ -166,28 +216,39 @@ class TrainingMode(Plugin):
         )
         parts = [f"{type(modules[n]).__name__} {n!r}" for n in names[:3]]
         more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-        total = self.steps
         return Finding(
             "warning",
             CHECK,
-            f"from step {step + 1} of epoch {state.epoch} (global step {global_step}), {self.eval_steps} of the "
-            f"epoch's {total} train steps started with the model in eval mode: {how}, and nothing switched it back "
-            f"before the next train step (only the engine's model.train() at the next epoch's start does). Its parts "
-            f"that depend on the mode ({', '.join(parts)}{more}) were in training mode at the epoch's first step and "
-            f"then trained as they evaluate: no dropout, batch norm normalising with running statistics that these "
-            f"steps do not update. Call model.train() again after the code that switched it (a mode meant for the "
-            f"whole epoch belongs in an epoch_start callback). ({OFF} turns this check off.)",
+            f"from train step {step} of epoch {state.epoch} on, {self.eval_steps} of the epoch's {self.steps} train "
+            f"steps ran their forward with the model in eval mode: {how}, and nothing switched it back before the "
+            f"next train step (only the engine's model.train() at the next epoch's start does). Its parts that depend "
+            f"on the mode ({', '.join(parts)}{more}) were in training mode at the epoch's first step and then trained "
+            f"as they evaluate: {_what_changes([modules[n] for n in names])}. Call model.train() again after the code "
+            f"that switched it (a mode meant for the whole epoch belongs in an epoch_start callback). ({OFF} turns "
+            f"this check off.)",
             evidence={
                 "problem": PROBLEM,
                 "eval_steps": self.eval_steps,
-                "steps_in_epoch": total,
-                "first_step_in_epoch": step + 1,
+                "steps_in_epoch": self.steps,
+                "first_step_in_epoch": step,
                 "modules_in_eval": names[:20],
             },
             where={"module": names[0], **({"line": format_frame(frame)} if frame is not None else {})},
             fix="Call model.train() after the evaluation that switched the model to eval mode.",
             option=OFF,
         )
+
+
+def _what_changes(modules: list[nn.Module]) -> str:
+    """What eval mode changes in ``modules``, in words."""
+    said = []
+    if any(isinstance(m, (nn.modules.dropout._DropoutNd, nn.RNNBase, nn.MultiheadAttention)) for m in modules):
+        said.append("no dropout")
+    if any(statistics_of(m) for m in modules):
+        said.append("normalisation with running statistics (or power-iteration vectors) that these steps do not update")
+    if not said or any(reads_training_flag(type(m)) for m in modules):
+        said.append("the eval branch of code that reads self.training")
+    return ", ".join(said)
 
 
 PLUGINS = (TrainingMode,)
