@@ -79,6 +79,8 @@ class Config:
         self.derived: dict[str, Any] = {}  # set by a plugin's mode (Plugin.prepare), e.g. a verdict run's epochs
         self.files: list[str] = []
         self.without_effect: dict[str, str] = {}  # RETURNN options set without effect here -> why (startup note)
+        # RETURNN's accum_grad_multiple_step given as a function (framework.core.accumulation.update_boundary)
+        self.accum_function: Any = None
         self.aliased: set[str] = set()  # RETURNN fork options applied as an option here (returnn_options.FORK_ALIASES)
         self.namespace["config"] = self
 
@@ -181,6 +183,12 @@ class Config:
                 # i6's forward configs set it to None (zeyer's SharedPostConfig); RETURNN reads it only in training
                 # (Engine.train_epoch: config.int(..., 1) gives None, which its training would fail on): unset here
                 del self.namespace[name]
+                continue
+            if name == "accum_grad_multiple_step" and callable(value):
+                # RETURNN calls it after each step for the window's size (Engine.train_epoch); the option here is
+                # then 1 for what reads it as a number, and the windows are RETURNN's (RunState.at_update_boundary)
+                self.accum_function = value
+                self.namespace[name] = 1
                 continue
             if option is not None:
                 problem = option.check(value)

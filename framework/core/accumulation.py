@@ -15,6 +15,9 @@ micro-batch's losses count fully, so a mean loss adds up the micro-batches' mean
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -50,3 +53,31 @@ def weights(run_ctx: RunCtx, share: float | None) -> dict[str, float] | None:
 def accumulated_loss(run_ctx: RunCtx, share: float | None) -> torch.Tensor:
     """What the engine backpropagates for one micro-batch: its total loss, each loss weighted for the window."""
     return run_ctx.total_loss(weights(run_ctx, share))
+
+
+def update_boundary(state: Any) -> bool:
+    """RunState.at_update_boundary (see there); a function's verdict is kept per step, as it is asked several times."""
+    config = state.config
+    function = getattr(config, "accum_function", None)
+    if function is None:
+        accum = config.int("accum_grad_multiple_step")
+        ends_window = (state.step_in_epoch + 1) % accum == 0
+        return ends_window or (state.step_in_epoch + 1 == state.steps_in_epoch and not returnn_convention())
+    cache = state.__dict__.setdefault("_accum_windows", {})
+    key = (state.epoch, state.step_in_epoch)
+    if key not in cache:
+        if state.step_in_epoch == 0 or cache.get("last_key", (None, None))[0] != state.epoch:
+            cache["count"] = 0  # RETURNN counts each epoch's windows from its first step
+        cache["count"] += 1
+        frac = (state.step_in_epoch + 1) / max(state.steps_in_epoch, 1)
+        accum = function(
+            epoch=state.epoch,
+            epoch_continuous=state.epoch - 1 + frac,
+            global_train_step=state.global_step,
+            **{f"__fwd_compatible_random_arg_{int(random.random() * 100)}": None},
+        )
+        cache[key] = cache["count"] >= accum
+        if cache[key]:
+            cache["count"] = 0
+        cache["last_key"] = key
+    return cache[key]

@@ -175,6 +175,12 @@ class RunState:
         return self.run_ctx.stage if self.run_ctx is not None else None
 
     def at_update_boundary(self) -> bool:
-        """Whether the current training step ends an accumulation window: it updates, no gradients stay pending."""
-        accum = self.config.int("accum_grad_multiple_step")
-        return (self.step_in_epoch + 1) % accum == 0 or self.step_in_epoch + 1 == self.steps_in_epoch
+        """Whether the current training step ends an accumulation window: it updates, no gradients stay pending.
+
+        A RETURNN config's windows are RETURNN's (Engine.train_epoch): counted from the epoch's first step, an
+        epoch's last partial window is no update (its gradients are dropped when the next epoch starts), and an
+        ``accum_grad_multiple_step`` function is called after each step as RETURNN calls it (``epoch``,
+        ``epoch_continuous``, ``global_train_step``); the window ends once it has as many steps as it returns."""
+        from framework.core import accumulation
+
+        return accumulation.update_boundary(self)

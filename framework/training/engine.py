@@ -80,7 +80,8 @@ register(
     1,
     "Accumulate gradients over this many batches per update; equivalent to a batch that many times larger. In a "
     "RETURNN config (backend or behavior_version set) each batch's loss counts as it is, as in RETURNN's torch "
-    "engine: a mean loss adds up the batches' means.",
+    "engine: a mean loss adds up the batches' means, and an epoch's last partial window is no update. As in RETURNN, "
+    "also a function called after each step (epoch, epoch_continuous, global_train_step) for the window's size.",
     __name__,
     range="[1, inf)",
 )
@@ -332,6 +333,8 @@ class Engine:
         shares = accumulation.sequence_shares(plan, self.config.int("accum_grad_multiple_step"))
         scores = state.epoch_scores = ScoreAccumulator()
         start = self.checkpoints.resume_position(len(plan), scores)
+        if start == 0:  # a RETURNN config's last partial window of the epoch before: RETURNN drops its gradients
+            state.optimizer.zero_grad(set_to_none=True)
         state.dataset, state.steps_in_epoch = "train", len(plan)
         train_step = step_function(self.config, "train")
         several = state.optimizer if isinstance(state.optimizer, OptimizerSet) else None
