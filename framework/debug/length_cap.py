@@ -10,9 +10,11 @@ dataset (the train dataset without one) has its lengths read where that needs no
 the longest length (at least a fifth of the sequences and 30 of them, five times as many as any shorter length, with
 the shorter ones spread over five or more lengths) says the sequences were cut there. That alone is no finding. After
 training, the sequences at the cap and the longest ones that end below it are scored apart through the evaluation
-path, on a copy with every random state kept. When the cut ones score far worse (above twice the uncut ones' score
-plus 0.05, by the error the step marks, else its first loss), what the cut removed decided them: a warning with both
-numbers. Otherwise nothing is said: a cut that costs nothing is a choice.
+path, on a copy with every random state kept, and the uncut ones once more without their last quarter. When the cut
+ones score far worse than the uncut ones (above twice their error plus 0.05, by the error score the step marks), and
+the uncut ones do too without their ends, what comes late in a sequence decides it and the cut removed that: a
+warning with the three numbers. Longer sequences that are harder for another reason lose nothing with their ends, and
+a cut that costs nothing is a choice: nothing is said.
 """
 
 from __future__ import annotations
@@ -82,6 +84,22 @@ def cut_length(lengths: np.ndarray) -> int | None:
     return top if at >= PILE * int(np.bincount(below).max()) else None
 
 
+def _without_last_quarter(batch: dict[str, torch.Tensor], key: str) -> bool:
+    """Shorten every sequence of ``key`` in ``batch`` by a quarter (its length, and its frames past the new end set
+    to the batch's padding value); False when another key has a variable length too (frames to cut alike)."""
+    lengths = batch.get(f"{key}:seq_len")
+    if lengths is None or any(k.endswith(":seq_len") and k != f"{key}:seq_len" for k in batch):
+        return False
+    values = batch[key]
+    short = torch.clamp((lengths * 3 + 3) // 4, min=1)
+    positions = torch.arange(values.shape[1])[None, :]
+    padded = positions >= lengths[:, None]
+    pad = values[padded][0] if bool(padded.any()) else torch.zeros((), dtype=values.dtype)
+    values[positions >= short[:, None]] = pad
+    batch[f"{key}:seq_len"] = short.to(lengths.dtype)
+    return True
+
+
 class LengthCap(Plugin):
     """Finds keys cut at one length at startup; scores the cut sequences apart from the uncut ones after training."""
 
@@ -119,18 +137,30 @@ class LengthCap(Plugin):
                 continue
             if scored is None:
                 continue
-            name, cut, uncut, groups = scored
-            if cut > 2 * uncut + 0.05:
-                report(self._finding(cap, name, cut, uncut, groups))
+            name, (cut, uncut, shortened), groups = scored
+            # the cut ones worse, and the uncut ones worse without their ends: what comes late decides a sequence
+            # (longer sequences that are harder for another reason lose nothing when their ends go)
+            if cut > 2 * uncut + 0.05 and shortened > 2 * uncut + 0.05:
+                report(self._finding(cap, name, (cut, uncut, shortened), groups))
                 return
+            log.v4(
+                f"Length-cap check: {cap.dataset} key {cap.key!r}, {name}: cut {cut:.3g}, uncut {uncut:.3g}, uncut "
+                f"without their last quarter {shortened:.3g}: the cut did not decide them."
+            )
 
-    def _score(self, state: RunState, cap: Cap) -> tuple[str, float, float, tuple[np.ndarray, np.ndarray]] | None:
+    def _score(
+        self, state: RunState, cap: Cap
+    ) -> tuple[str, tuple[float, float, float], tuple[np.ndarray, np.ndarray]] | None:
+        """(the error's name, its mean over the cut, the uncut and the uncut shortened by a quarter, the groups);
+        None when the experiment does not apply (few sequences, no error score, other keys of variable length)."""
         cut_ids, uncut_ids = cap.groups()
         if min(len(cut_ids), len(uncut_ids)) < LEAST:
             return None
         loader = state.loaders[cap.dataset]
         epoch = max(state.epoch, 1)
-        totals: dict[str, list[float]] = {}
+        size = min(BATCH, state.config.int("max_seqs") or BATCH)
+        means: list[float] = []
+        name = None
         with (
             unseen(),
             torch.no_grad(),
@@ -138,25 +168,29 @@ class LengthCap(Plugin):
             parameters_kept(state.model, "The length-cap check's run"),
         ):
             copy = model_copy(state.model).eval()
-            for group, ids in enumerate((cut_ids, uncut_ids)):
-                for start in range(0, len(ids), BATCH):
-                    chunk = ids[start : start + BATCH]
-                    batch = to_device(loader.tensor_batch(chunk, epoch), state.device)
-                    run_ctx = run_step(state.config, copy, batch, "eval", epoch=epoch, step=state.global_step)
-                    errors = [n for n, m in run_ctx.losses.items() if m.as_error] or list(run_ctx.losses)
-                    if not errors:
+            for ids, shortened in ((cut_ids, False), (uncut_ids, False), (uncut_ids, True)):
+                total = count = 0.0
+                for start in range(0, len(ids), size):
+                    chunk = ids[start : start + size]
+                    batch = loader.tensor_batch(chunk, epoch)
+                    if shortened and not _without_last_quarter(batch, cap.key):
                         return None
-                    value = float(run_ctx.losses[errors[0]].normalized())
-                    sums = totals.setdefault(errors[0], [0.0, 0.0, 0.0, 0.0])
-                    sums[2 * group] += value * len(chunk)
-                    sums[2 * group + 1] += len(chunk)
-        name, sums = next(iter(totals.items()))
-        if not sums[1] or not sums[3]:
-            return None
-        return name, sums[0] / sums[1], sums[2] / sums[3], (cut_ids, uncut_ids)
+                    run_ctx = run_step(
+                        state.config, copy, to_device(batch, state.device), "eval", epoch=epoch, step=state.global_step
+                    )
+                    name = name or next((n for n, m in run_ctx.losses.items() if m.as_error), None)
+                    if name is None or name not in run_ctx.losses:
+                        return None  # only an error score: a loss's scale (a likelihood below 0) says nothing here
+                    total += float(run_ctx.losses[name].normalized()) * len(chunk)
+                    count += len(chunk)
+                means.append(total / count)
+        return name, (means[0], means[1], means[2]), (cut_ids, uncut_ids)
 
     @staticmethod
-    def _finding(cap: Cap, name: str, cut: float, uncut: float, groups: tuple[np.ndarray, np.ndarray]) -> Finding:
+    def _finding(
+        cap: Cap, name: str, scores: tuple[float, float, float], groups: tuple[np.ndarray, np.ndarray]
+    ) -> Finding:
+        cut, uncut, shortened = scores
         lengths, n = cap.lengths, len(cap.lengths)
         at = int((lengths == cap.length).sum())
         uncut_lengths = lengths[groups[1]]
@@ -168,7 +202,8 @@ class LengthCap(Plugin):
             f"{int(lengths[lengths < cap.length].max())}: the sequences look cut at {cap.length}. Scored apart after "
             f"training (evaluation path, on a copy), the {len(groups[0])} cut ones have {name} {cut:.3f} and the "
             f"{len(groups[1])} longest uncut ones (lengths {int(uncut_lengths.min())} to {int(uncut_lengths.max())}) "
-            f"{uncut:.3f}: what the cut removed decided the cut sequences, and the model never sees it. Keep whole "
+            f"{uncut:.3f}, and {shortened:.3f} when those are read without their last quarter: what comes late in a "
+            f"sequence decides it, the cut removed that from the cut sequences, and the model never sees it. Keep whole "
             f"sequences: raise the maximum length, or read long ones in windows and combine their outputs. ({OFF} "
             f"turns this check off.)",
             evidence={
@@ -178,6 +213,7 @@ class LengthCap(Plugin):
                 "score": name,
                 "cut_score": cut,
                 "uncut_score": uncut,
+                "uncut_without_last_quarter": shortened,
             },
             where={"dataset": cap.dataset, "key": cap.key},
             fix="Keep whole sequences: a larger maximum length, or windows whose outputs are combined.",
