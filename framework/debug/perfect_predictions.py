@@ -53,7 +53,12 @@ register(
 MARGIN = 30.0  # a logit this far from the others: the loss of a perfect prediction, to float precision
 AT_MINIMUM = 1e-4  # a watched loss at most this under perfect scores is at its minimum
 LEFT = 0.02  # an error score at least this under perfect predictions did not reach 0
-BEYOND = 1.5  # an error rate above this for one prediction everywhere is not a share of the targets
+# The constant run predicts a class of at least DOMINANT of the targets everywhere (a background class: silence, 'O',
+# the empty pixel; no tag for 0/1 tags). An error rate of the targets is at most 1 / DOMINANT then, whatever counts as
+# an error (an edit rate's insertions included: at most one per position, against at least DOMINANT targets per
+# position), so above BEYOND it is divided by something the predictions make.
+DOMINANT = 0.5
+BEYOND = 1 / DOMINANT
 _LOSSES = (F.cross_entropy, F.binary_cross_entropy_with_logits, F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss)
 
 
@@ -117,9 +122,9 @@ class PerfectPredictions(Plugin):
     def _constant_predictions(
         session: ProbeSession, state: RunState, scored: list[_Scored], before: RunCtx, after: RunCtx
     ) -> list[Finding]:
-        """The third run: one prediction everywhere (the most frequent target class; for 0/1 tags, none). An error
-        rate counts the targets' errors and is at most 1 then; an error score at 0 for perfect predictions and within
-        [0, 1] for the model's that exceeds ``BEYOND`` is divided by something the predictions make."""
+        """The third run: one prediction everywhere (a background class of at least DOMINANT of the targets; for 0/1
+        tags, none). An error score at 0 for perfect predictions and within [0, 1] for the model's that exceeds
+        ``BEYOND`` then is no rate of the targets: it is divided by something the predictions make."""
         rates = {
             name: (_value(marked), _value(after.losses[name]))
             for name, marked in before.losses.items()
@@ -150,7 +155,8 @@ def _beyond_finding(name: str, was: float, now: float, value: float, scored: lis
         f"The error score {name!r} is {value:.3g} when the model predicts {first.predicted} everywhere: on a copy, "
         f"evaluated as dev is, the scores that {losses} gets (the output of module {first.module[0]!r}) were replaced "
         f"by that one prediction, while {name!r} is {now:.3g} for perfect predictions and {was:.3g} for the model's. "
-        f"An error rate counts the targets' errors, at most 1 when each target is missed once; {name!r} is divided by "
+        f"An error rate of the targets is at most {BEYOND:g} then (at most one error per position, insertions "
+        f"included, against a class that holds half the targets or more); {name!r} is divided by "
         f"something the predictions make, which shrinks when the model predicts little: the predictions' count where "
         f"the targets' belongs (an edit-distance rate such as a WER with the hypothesis in the reference's place, a "
         f"precision where the error of a recall is meant).",
@@ -376,12 +382,16 @@ def _constant_scores(
         counted = target[~ignored]
         if counted.numel() == 0:
             return None, ""
-        majority = int(torch.bincount(counted.flatten().long()).argmax())
+        counts = torch.bincount(counted.flatten().long())
+        majority = int(counts.argmax())
+        share = float(counts[majority]) / counted.numel()
+        if share < DOMINANT:
+            return None, ""  # no background class: one class everywhere would be a prediction, not none
         classes = scores.shape[1] if scores.dim() > 1 else scores.shape[0]
         hot = F.one_hot(torch.full_like(target, majority).long(), classes).movedim(-1, 1 if scores.dim() > 1 else 0)
         constant = (hot.to(scores.dtype) - 1) * MARGIN
         keep = ignored.unsqueeze(1 if scores.dim() > 1 else 0).expand_as(constant)
-        return torch.where(keep, scores.detach(), constant), f"class {majority} (the batch's most frequent target)"
+        return torch.where(keep, scores.detach(), constant), f"class {majority} (of {share:.0%} of the batch's targets)"
     if func is F.binary_cross_entropy_with_logits:
         return torch.full_like(scores.detach(), -MARGIN), "no tag (every logit at -30)"
     return None, ""
