@@ -296,7 +296,8 @@ def _range_findings(
                 f". They include all {n * (n - 1) // 2} entries {empty} the diagonal of its [{n}, {n}] matrices, all "
                 f"0, while those on the other side are not: each matrix holds one direction only. If it is a graph's adjacency, every edge is "
                 f"stored one way, and message passing never carries information back along it (to a node from those "
-                f"it points to); an undirected graph stores both directions (A + A.T, or the reverse edges added)"
+                f"it points to); an undirected graph stores both directions (A + A.T, or the reverse edges added), "
+                f"while a directed one in topological order is triangular by design"
             )
         if features.shape[1] <= 64 or len(constant) > features.shape[1] // 2:
             findings.append(
@@ -304,9 +305,12 @@ def _range_findings(
                     "warning",
                     "sanity check",
                     text + (". Are they filled in?" if empty is None else "."),
-                    evidence=evidence,
+                    evidence=evidence if empty is None else {**evidence, "empty_triangle": empty},
                     where=at_features,
-                    fix="Fill in the constant features, or drop them from the input.",
+                    fix="Fill in the constant features, or drop them from the input."
+                    if empty is None
+                    else "For an undirected graph, store both directions (A + A.T, or the reverse edges added); a "
+                    "directed graph in topological order is triangular by design.",
                 )
             )
         else:

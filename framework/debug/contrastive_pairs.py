@@ -219,23 +219,27 @@ def _identical_views(scores: torch.Tensor, target: torch.Tensor, where: str) -> 
     scale = float(scores[finite].abs().max()) if bool(finite.any()) else 0.0
     if scale == 0:
         return None
-    checked = same = 0
-    for i in range(rows):
-        t = int(target[i])
-        if not 0 <= t < rows or t == i:
-            continue
-        other = (t + 1) % rows if (t + 1) % rows != i else (t + 2) % rows
-        keep = finite[i] & finite[t]
-        keep[[i, t]] = False
-        if not bool(keep.any()):
-            continue
-        checked += 1
-        tolerance = 1e-5 * scale
-        equal = bool(((scores[i] - scores[t]).abs()[keep] <= tolerance).all())
-        keep_other = finite[i] & finite[other]
-        keep_other[[i, t, other]] = False
-        distinct = bool(((scores[i] - scores[other]).abs()[keep_other] > tolerance).any())
-        same += equal and distinct
+    # each row against its target's row and against another row, over the columns finite in both and not theirs
+    index = torch.arange(rows, device=scores.device)
+    target = target.to(scores.device).long()
+    valid = (target >= 0) & (target < rows) & (target != index)
+    if int(valid.sum()) < 4:
+        return None
+    rows_i, rows_t = index[valid], target[valid]
+    rows_o = torch.where((rows_t + 1) % rows != rows_i, (rows_t + 1) % rows, (rows_t + 2) % rows)
+    tolerance = 1e-5 * scale
+
+    def agree(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        keep = finite[a] & finite[b]
+        for k in (a, b, rows_t):
+            keep[torch.arange(len(a), device=keep.device), k] = False
+        close = ((scores[a] - scores[b]).abs() <= tolerance) | ~keep
+        return close.all(1), keep.any(1)
+
+    equal, comparable = agree(rows_i, rows_t)
+    alike, _ = agree(rows_i, rows_o)
+    checked = int(comparable.sum())
+    same = int((equal & comparable & ~alike).sum())
     if checked < 4 or same < MOSTLY * checked:
         return None
     return Finding(
@@ -244,12 +248,14 @@ def _identical_views(scores: torch.Tensor, target: torch.Tensor, where: str) -> 
         f"The two views of each example are identical: the scores at {where} are a [{rows}, {rows}] matrix between "
         f"rows whose targets are made in the step, and for {same} of its {checked} rows the target's row holds the "
         f"same scores as the row itself in every other column, while other rows differ: each row's positive is an "
-        f"exact copy of it (both views come from one augmentation draw, or from none). The loss is then minimised by "
+        f"exact copy of it (both views come from one augmentation draw, from none, or from one too weak to change "
+        f"most examples). The loss is then minimised by "
         f"any feature that tells the examples apart, nuisance included, and nothing teaches the invariances the views "
         f"were meant to teach.",
         evidence={"rows_checked": checked, "identical_pairs": same, "matrix": [rows, rows]},
         where={"loss": "cross_entropy", "at": where},
-        fix="Draw the augmentation separately for each view (one random transform per view, not one for both).",
+        fix="Draw the augmentation separately for each view (one random transform per view, not one for both), "
+        "strong enough to change every example.",
     )
 
 
