@@ -335,6 +335,9 @@ def test_defaults_that_differ_from_returnns_are_named_for_returnn_configs_only()
             "newbob_relative_error_threshold": 0,
         },
         {"learning_rate_control": "newbob_multi_epoch", "newbob_multi_num_epochs": 4, "min_learning_rate": 4e-4},
+        # the score that decides: RETURNN's key, and this framework's notation of it (the rates: RETURNN's of its key)
+        {"learning_rate_control": "newbob", "learning_rate_control_error_measure": "dev_loss_fer"},
+        {"learning_rate_control": "newbob", "learning_rate_control_error_measure": "dev_fer"},
     ],
 )
 def test_learning_rate_control_gives_returnns_rates(options):
@@ -342,15 +345,33 @@ def test_learning_rate_control_gives_returnns_rates(options):
     from returnn.learning_rate_control import load_learning_rate_control_from_config
 
     options = {"learning_rate": 0.001, **options}
-    theirs = load_learning_rate_control_from_config(ReturnnConfig(dict(options)))
+    measure = options.get("learning_rate_control_error_measure")
+    # RETURNN's torch engine records dev_loss_<name> (Engine.eval_model)
+    returnn_options = {**options, "learning_rate_control_error_measure": "dev_loss_fer"} if measure else options
+    theirs = load_learning_rate_control_from_config(ReturnnConfig(dict(returnn_options)))
     ours = LearningRateControl(Config.from_dict(options))
     rng = np.random.default_rng(0)
-    score = 3.0
+    score, error = 3.0, 0.5
     for epoch in range(1, 26):
         assert ours.learning_rate(epoch) == pytest.approx(theirs.get_learning_rate_for_epoch(epoch)), epoch
         score *= 1 + rng.uniform(-0.05, 0.02)  # falls, with setbacks
-        theirs.set_epoch_error(epoch, {"dev_score_ce": score})
-        ours.record(epoch, {"dev": {"ce": score}})
+        error *= 1 + rng.uniform(-0.02, 0.03)  # the other score rises mostly: it decides other rates
+        if measure:
+            theirs.set_epoch_error(epoch, {"dev_loss_ce": score, "dev_loss_fer": error})
+            ours.record(epoch, {"dev": {"ce": score, "fer": error}})
+        else:
+            theirs.set_epoch_error(epoch, {"dev_score_ce": score})
+            ours.record(epoch, {"dev": {"ce": score}})
+    if measure:  # the measure decided: the ce-driven rates are others
+        by_ce = load_learning_rate_control_from_config(
+            ReturnnConfig({**returnn_options, "learning_rate_control_error_measure": "dev_loss_ce"})
+        )
+        score, error, rng = 3.0, 0.5, np.random.default_rng(0)
+        for epoch in range(1, 26):
+            score *= 1 + rng.uniform(-0.05, 0.02)
+            error *= 1 + rng.uniform(-0.02, 0.03)
+            by_ce.set_epoch_error(epoch, {"dev_loss_ce": score, "dev_loss_fer": error})
+        assert by_ce.get_learning_rate_for_epoch(26) != pytest.approx(theirs.get_learning_rate_for_epoch(26))
 
 
 def test_weight_decay_groups_are_returnns():
