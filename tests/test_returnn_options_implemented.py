@@ -326,6 +326,7 @@ def test_per_kind_batch_sizes_give_returnns_batches(tmp_path):
         {"batch_size_train": 20, "batch_size_dev": 7},
         {"batch_size_dev": {"data": 9}, "packed_batch_size_train": 10},
         {"packed_batch_size_dev": {"cells": 11}, "packed_batch_cost_dev": {"cells": _data_frames}},
+        {"packed_batch_size_train": {"cells": 13}, "packed_batch_cost_train": {"cells": _data_frames}},
     ]
     for options in cases:
         config = ReturnnConfig(
