@@ -308,6 +308,15 @@ class EvalModeCheck(SharedRunCheck):
                 counting = model.register_forward_pre_hook(
                     lambda _m, args, seen=inputs: seen.append(_first_input(args))
                 )
+                # modules the step itself put back in training mode (model.train() at its start, as an acting loop
+                # does): their randomness is the step's choice of mode, not randomness left on in eval mode
+                trained = {id(m) for m in model.modules()}
+                ran_training: set[str] = set()
+                modes = nn.modules.module.register_module_forward_pre_hook(
+                    lambda m, _args, seen=ran_training, names=tracker.names, own=trained: (
+                        seen.add(names[id(m)]) if m.training and id(m) in own else None
+                    )
+                )
                 try:
                     with tracker, watch:
                         session.changed_run(CHECK, model, {k: t[:size] for k, t in batch.items()}, stage="eval")
@@ -317,13 +326,14 @@ class EvalModeCheck(SharedRunCheck):
                             f"and its randomness stays on: Monte Carlo sampling (MC dropout), by design."
                         )
                         return []
-                    return watch.found
+                    return [f for f in watch.found if f.draw.module not in ran_training]
                 except ProbeLimit:
                     self.stale = []
                     if size == len(state.batch_indices):
                         raise
                 finally:
                     counting.remove()
+                    modes.remove()
         return []
 
     @on(Event.EVAL_START, once=True)
