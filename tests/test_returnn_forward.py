@@ -264,3 +264,22 @@ def test_collected_forward_config_runs_and_writes_its_files(tmp_path, name):
     else:
         written = eval((tmp_path / "search_out.py").read_text())
         assert len(written) == 24 and all(isinstance(text, str) for text in written.values())
+
+
+def test_lengths_over_more_axes_than_the_batch_stop_with_what_to_do():
+    """A RETURNN search marks [batch, beam, time] hypotheses with lengths per beam entry ([batch, beam]); seq_len here
+    is one length per sequence of axis 1, so such lengths stop with a config error that says so (was a TypeError
+    from numpy while the outputs were cut)."""
+    from framework.base.errors import ConfigError
+    from framework.core.run_ctx import RunCtx
+    from framework.training.forward import OutputCollector
+
+    run_ctx = RunCtx(stage="forward", epoch=1, step=0)
+    run_ctx.mark_as_output(torch.zeros(2, 1, 5), "hyps", seq_len=torch.tensor([[3], [4]]))
+    with pytest.raises(ConfigError, match=r"per-hypothesis lengths of a beam"):
+        OutputCollector(None).add(np.array([0, 1]), run_ctx.outputs)
+    fine = RunCtx(stage="forward", epoch=1, step=0)
+    fine.mark_as_output(torch.zeros(2, 5), "hyps", seq_len=torch.tensor([3, 4]))
+    collector = OutputCollector(None)
+    collector.add(np.array([0, 1]), fine.outputs)
+    assert [len(row) for row in collector.outputs["hyps"]] == [3, 4]

@@ -96,6 +96,14 @@ class OutputCollector:
                     f"has {len(indices)} sequences; outputs must be [batch, ...]."
                 )
             lengths = None if marked.seq_len is None else marked.seq_len.detach().cpu().numpy()
+            if lengths is not None and (lengths.shape != (len(indices),) or values.ndim < 2):
+                raise ConfigError(
+                    f"mark_as_output({name!r}, seq_len=...): the lengths have the shape {list(lengths.shape)} for an "
+                    f"output of shape {list(values.shape)}, but seq_len gives one length per sequence, [batch], of "
+                    f"the output's axis 1. Lengths over more axes (RETURNN's per-hypothesis lengths of a beam, a "
+                    f"dyn_size_ext over [batch, beam]) have no counterpart here: mark each hypothesis as an output of "
+                    f"its own with its [batch] lengths, or leave seq_len out to hand over the padded values."
+                )
             self.variable[name] = lengths is not None
             rows = [values[b] if lengths is None else values[b, : lengths[b]] for b in range(len(indices))]
             self.outputs.setdefault(name, []).extend(rows)
