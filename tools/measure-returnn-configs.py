@@ -7,7 +7,9 @@ Each config runs with ``rnn.py config ++device 'cpu' ++num_epochs 1`` (the confi
 epochs) in a fresh directory. When the run stops with a config error (exit 2), the option lines the message names
 are taken out (a top-level assignment), and the config runs again, until it trains or fails otherwise. Prints,
 per config, the result and the lines taken out, then per half: trains as written, trains after deleting named
-lines, stops (a config error that names no line to delete), breaks (any other failure). ``--root`` runs another
+lines, stops (a config error that names no line to delete), breaks (any other failure). A forward or recognition
+config (task "forward", 43-54) "trains" when its forward run ends with exit 0 (its callback or hooks check and write
+their outputs; the data, checkpoint and model are stand-ins, as for the training configs). ``--root`` runs another
 checkout's rnn.py on the same configs (the state before a change).
 """
 
