@@ -2,7 +2,8 @@
 
 ``dynamic_learning_rate`` is evaluated over the steps the run will take before the first one: a plan whose peak is
 ``learning_rate`` squared (a rate returned where a factor is expected) and a plan that falls 1000x below its own
-peak before half the run (a schedule in epochs given steps) are warnings; a plan that uses ``learning_rate`` as a
+peak before half the run (a schedule in epochs given steps) and a plan still rising far below ``learning_rate`` when
+the run ends (a warm-up the run never finishes, a per-batch schedule moved once per epoch) are warnings; a plan that uses ``learning_rate`` as a
 scale (Noam's) is a note; warmup with cosine decay is quiet. Real Engine runs of the tiny config, in process.
 """
 
@@ -42,6 +43,25 @@ SCHEDULES = {
         "    return learning_rate * 512 ** -0.5 * min(step ** -0.5, step * 4 ** -1.5)  # d_model 512\n",
         "note",
         "does this by design",
+    ),
+    "a per-batch one-cycle schedule moved once per epoch": (
+        "def dynamic_learning_rate(*, epoch, learning_rate, **_):\n"
+        "    stepped, total = epoch - 1, 1000  # built for num_epochs * len(loader), stepped once per epoch\n"
+        "    return learning_rate / 25 * (1 + 24 * stepped / (0.3 * total))  # its warm-up\n",
+        "warning",
+        "Its rate changes only where an epoch starts (2 values for 20 planned steps)",
+    ),
+    "a warm-up longer than the run": (
+        "def dynamic_learning_rate(*, global_train_step, learning_rate, **_):\n"
+        "    return learning_rate * min(1.0, (global_train_step + 1) / 10000)\n",
+        "warning",
+        "is still rising when the run ends",
+    ),
+    "a linear warm-up that reaches learning_rate within the run": (
+        "def dynamic_learning_rate(*, global_train_step, learning_rate, **_):\n"
+        "    return learning_rate * min(1.0, (global_train_step + 1) / 20)\n",
+        None,
+        "",
     ),
     "linear warmup, then cosine decay to zero": (
         "import math\n"

@@ -10,7 +10,9 @@ it would apply are compared with what the config asks for:
 - a plan that never comes within 30x of ``learning_rate`` otherwise is a note (a schedule that uses
   ``learning_rate`` as a scale, such as Noam's, does this by design);
 - a plan that falls below 1/1000 of its peak before half of the run and stays there is a warning: most of the run's
-  updates are made about 1000x smaller than the schedule's own peak.
+  updates are made about 1000x smaller than the schedule's own peak;
+- a plan that climbs through the whole run, never falling, and ends below 1/10 of ``learning_rate`` is a warning:
+  the run never gets past the schedule's warm-up (a per-batch schedule that moves once per epoch does this).
 
 The function is a config's pure function of its arguments: it is called with what it prints, logs and warns
 swallowed (the run's own calls show it) and the RNG states restored afterwards; a function that keeps state between
@@ -49,6 +51,7 @@ register(
 SAMPLES = 400  # planned steps the function is evaluated at (every step of a shorter run)
 NEVER_NEAR = 30.0  # a plan whose peak stays this many times below learning_rate never applies it
 FALLEN = 1e-3  # a rate below this fraction of the plan's peak makes updates negligible against the schedule's own
+SHORT_OF = 10.0  # a plan still rising at the run's end this far below learning_rate never finishes its warm-up
 
 
 class SchedulePlan(Plugin):
@@ -77,7 +80,7 @@ class SchedulePlan(Plugin):
         rates = self._rates(state, steps, per_epoch)
         if rates is None:
             return
-        finding = _judge(steps, rates, total, state.lr_control.learning_rate(1))
+        finding = _judge(steps, rates, total, state.lr_control.learning_rate(1), per_epoch)
         if finding is not None:
             report(finding)
 
@@ -110,7 +113,7 @@ class SchedulePlan(Plugin):
         return rates
 
 
-def _judge(steps: list[int], rates: list[float], total: int, learning_rate: float) -> Finding | None:
+def _judge(steps: list[int], rates: list[float], total: int, learning_rate: float, per_epoch: int) -> Finding | None:
     plan = f"over the planned {total} steps (num_epochs times the first epoch's batches)"
     bad = next(((s, r) for s, r in zip(steps, rates, strict=True) if not math.isfinite(r) or r < 0), None)
     if bad is not None:
@@ -127,7 +130,8 @@ def _judge(steps: list[int], rates: list[float], total: int, learning_rate: floa
     peak_index = int(np.argmax(rates))
     peak, peak_step = rates[peak_index], steps[peak_index]
     evidence = {"learning_rate": learning_rate, "peak": peak, "peak_step": peak_step, "planned_steps": total}
-    if learning_rate > 0 and 0 < peak < learning_rate / NEVER_NEAR:
+    rising = _still_rising(rates, learning_rate)
+    if learning_rate > 0 and 0 < peak < learning_rate / NEVER_NEAR or rising:
         if abs(peak - learning_rate**2) <= 0.1 * learning_rate**2:
             return Finding(
                 "warning",
@@ -142,6 +146,8 @@ def _judge(steps: list[int], rates: list[float], total: int, learning_rate: floa
                 "at 1 (or return the factor's rate without multiplying by learning_rate).",
                 option=OFF,
             )
+        if rising:
+            return _rising_finding(steps, rates, learning_rate, plan, per_epoch, evidence)
         return Finding(
             "note",
             CHECK,
@@ -171,6 +177,41 @@ def _judge(steps: list[int], rates: list[float], total: int, learning_rate: floa
             option=OFF,
         )
     return None
+
+
+def _still_rising(rates: list[float], learning_rate: float) -> bool:
+    """Whether the plan climbs through the whole run, never falling, and ends below learning_rate / SHORT_OF: a
+    warm-up the run never finishes."""
+    never_falls = all(b >= a * (1 - 1e-6) for a, b in zip(rates, rates[1:], strict=False))
+    return learning_rate > 0 and never_falls and rates[-1] > rates[0] * 1.01 and rates[-1] < learning_rate / SHORT_OF
+
+
+def _rising_finding(
+    steps: list[int], rates: list[float], learning_rate: float, plan: str, per_epoch: int, evidence: dict
+) -> Finding:
+    epochs: dict[int, set[float]] = {}
+    for step, rate in zip(steps, rates, strict=True):
+        epochs.setdefault(step // per_epoch, set()).add(rate)
+    by_epoch = per_epoch > 1 and len(epochs) > 1 and all(len(r) == 1 for r in epochs.values())
+    how = (
+        f" Its rate changes only where an epoch starts ({len(epochs)} values for {len(steps)} planned steps): a "
+        f"schedule built for per-batch steps that moves once per epoch (a scheduler stepped per epoch, given epoch "
+        f"where it counts steps) stays at the start of its warm-up this way."
+        if by_epoch
+        else " A warm-up longer than the run does this, or a schedule whose horizon counts other steps than the run's."
+    )
+    return Finding(
+        "warning",
+        CHECK,
+        f"dynamic_learning_rate is still rising when the run ends: {plan} it climbs from {rates[0]:.3g} to "
+        f"{rates[-1]:.3g} and never comes down, ending at 1/{learning_rate / rates[-1]:.0f} of learning_rate "
+        f"{learning_rate:g}: the run never gets past the schedule's warm-up.{how}",
+        evidence={**evidence, "first_rate": rates[0], "final_rate": rates[-1], "moves_per_epoch_only": by_epoch},
+        where={"option": "dynamic_learning_rate"},
+        fix="Give the schedule the steps it was built for (global_train_step for a per-batch schedule, or build it "
+        "with the run's length), or shorten its warm-up.",
+        option=OFF,
+    )
 
 
 PLUGINS = (SchedulePlan,)
