@@ -1,6 +1,7 @@
 """Contrastive targets made in the step (framework.debug.contrastive_pairs): targets that pair nearly every row with
 a view of another example, while another column holds the row's own other view, are named with the layout; views that
-are exact copies of each other (one augmentation draw for both) are named; the right index for the layout, in-batch negatives over two encoders and a prototypical-network episode are quiet."""
+are exact copies of each other (one augmentation draw for both) are named; the right index for the layout, in-batch
+negatives over two encoders and a prototypical-network episode are quiet."""
 
 from __future__ import annotations
 

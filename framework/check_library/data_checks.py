@@ -294,7 +294,8 @@ def _range_findings(
             n = values.shape[1]
             text += (
                 f". They include all {n * (n - 1) // 2} entries {empty} the diagonal of its [{n}, {n}] matrices, all "
-                f"0, while those on the other side are not: each matrix holds one direction only. If it is a graph's adjacency, every edge is "
+                f"0, while those on the other side are not: each matrix holds one direction only. If it is a graph's "
+                f"adjacency, every edge is "
                 f"stored one way, and message passing never carries information back along it (to a node from those "
                 f"it points to); an undirected graph stores both directions (A + A.T, or the reverse edges added), "
                 f"while a directed one in topological order is triangular by design"

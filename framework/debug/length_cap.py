@@ -203,7 +203,8 @@ class LengthCap(Plugin):
             f"training (evaluation path, on a copy), the {len(groups[0])} cut ones have {name} {cut:.3f} and the "
             f"{len(groups[1])} longest uncut ones (lengths {int(uncut_lengths.min())} to {int(uncut_lengths.max())}) "
             f"{uncut:.3f}, and {shortened:.3f} when those are read without their last quarter: what comes late in a "
-            f"sequence decides it, the cut removed that from the cut sequences, and the model never sees it. Keep whole "
+            f"sequence decides it, the cut removed that from the cut sequences, and the model never sees it. Keep "
+            f"whole "
             f"sequences: raise the maximum length, or read long ones in windows and combine their outputs. ({OFF} "
             f"turns this check off.)",
             evidence={
