@@ -28,10 +28,10 @@ def test_the_model_counts_only_real_steps_and_the_probes_are_reported(tmp_path):
     assert moved == train_steps > 0  # what the probes' copies moved in place in the shared parameters was put back
     # The probe session says how often train_step ran on copies: the unchanged batch, a smaller batch, a few
     # sequences as an evaluation runs them, the first sequence repeated over a batch under two seeds, some
-    # sequences together and in two halves, the batch as dev is evaluated, watched, with perfect scores and with one
-    # class predicted everywhere, and twice in training mode (the forward moves a parameter in training mode only, so
-    # the modes are compared).
-    assert "First-step checks: train_step ran 13 extra time(s) on copies of the model" in result.stdout
+    # sequences together and in two halves, the batch as dev is evaluated, watched and with perfect scores (no class
+    # holds half the labels: no run with one class everywhere), and twice in training mode (the forward moves a
+    # parameter in training mode only, so the modes are compared).
+    assert "First-step checks: train_step ran 12 extra time(s) on copies of the model" in result.stdout
     assert "WARNING" not in result.stdout  # the declared-frozen parameter moved by the model's own code is intended
     assert "Plugin callbacks per event, in the order they run:" in result.stdout
 
