@@ -358,11 +358,7 @@ def _perfect_scores(func: Any, scores: torch.Tensor, target: torch.Tensor, kwarg
         ignored = target == int(kwargs.get("ignore_index", -100))
         if bool(((target < 0) | (target >= classes))[~ignored].any()):
             return None
-        hot = F.one_hot(target.masked_fill(ignored, 0), classes).movedim(-1, 1 if scores.dim() > 1 else 0)
-        # Log-probabilities, not just logits: a term on the normaliser (a z-loss on logsumexp) is at its minimum too.
-        perfect = (hot.to(scores.dtype) - 1) * MARGIN
-        keep = ignored.unsqueeze(1 if scores.dim() > 1 else 0).expand_as(perfect)
-        return torch.where(keep, scores, perfect)
+        return _predicting(scores, target.masked_fill(ignored, 0), ignored)
     if func is F.binary_cross_entropy_with_logits:
         if target.shape != scores.shape or not bool(((target == 0) | (target == 1)).all()):
             return None
@@ -370,6 +366,16 @@ def _perfect_scores(func: Any, scores: torch.Tensor, target: torch.Tensor, kwarg
     if target.shape != scores.shape:  # a regression loss that broadcasts: its perfect prediction is not one tensor
         return None
     return target.to(scores.dtype)
+
+
+def _predicting(scores: torch.Tensor, classes: torch.Tensor, ignored: torch.Tensor) -> torch.Tensor:
+    """cross_entropy scores that predict ``classes`` with certainty, where a loss ignores a position the model's own.
+    Log-probabilities (0 at the class, -MARGIN elsewhere), not just logits: a term on the normaliser (a z-loss on
+    logsumexp) is at its minimum too."""
+    axis = 1 if scores.dim() > 1 else 0
+    hot = F.one_hot(classes.long(), scores.shape[axis]).movedim(-1, axis)
+    predicted = (hot.to(scores.dtype) - 1) * MARGIN
+    return torch.where(ignored.unsqueeze(axis).expand_as(predicted), scores.detach(), predicted)
 
 
 def _constant_scores(
@@ -387,11 +393,8 @@ def _constant_scores(
         share = float(counts[majority]) / counted.numel()
         if share < DOMINANT:
             return None, ""  # no background class: one class everywhere would be a prediction, not none
-        classes = scores.shape[1] if scores.dim() > 1 else scores.shape[0]
-        hot = F.one_hot(torch.full_like(target, majority).long(), classes).movedim(-1, 1 if scores.dim() > 1 else 0)
-        constant = (hot.to(scores.dtype) - 1) * MARGIN
-        keep = ignored.unsqueeze(1 if scores.dim() > 1 else 0).expand_as(constant)
-        return torch.where(keep, scores.detach(), constant), f"class {majority} (of {share:.0%} of the batch's targets)"
+        predicted = f"class {majority} (of {share:.0%} of the batch's targets)"
+        return _predicting(scores, torch.full_like(target, majority), ignored), predicted
     if func is F.binary_cross_entropy_with_logits:
         return torch.full_like(scores.detach(), -MARGIN), "no tag (every logit at -30)"
     return None, ""
